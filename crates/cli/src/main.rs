@@ -1,1 +1,41 @@
-fn main() {}
+//! The `molla` command line.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "molla", version, about = "Local LLM inference on GGUF models")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a GGUF file's metadata and tensor table.
+    Inspect(cmd::inspect::Args),
+    /// Print the log-probabilities of the next token after the given token ids, as JSON.
+    Logits(cmd::logits::Args),
+    /// Re-encode a GGUF model's weights in another type.
+    Quantize(cmd::quantize::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Inspect(a) => cmd::inspect::run(a),
+        Command::Logits(a) => cmd::logits::run(a),
+        Command::Quantize(a) => cmd::quantize::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: the chain of causes joined by ": ".
+            let msg = format!("{e:#}").replace('\n', " ");
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,1 +1,13 @@
-//! cpu
+//! The CPU backend: scalar reference operations and the forward pass of a llama-family decoder.
+
+mod attention;
+mod error;
+mod forward;
+mod kv;
+mod matmul;
+pub mod ops;
+
+pub use error::{CpuError, Result};
+pub use forward::{CpuModel, Logits};
+pub use kv::KvCache;
+pub use matmul::matmul;

@@ -79,10 +79,7 @@ const TABLE: &[(GgmlType, u32, u64, u64, &str)] = &[
 impl GgmlType {
     fn row(self) -> &'static (GgmlType, u32, u64, u64, &'static str) {
         // Every variant has exactly one row; the table test below guarantees it.
-        TABLE
-            .iter()
-            .find(|r| r.0 == self)
-            .unwrap_or(&TABLE[0])
+        TABLE.iter().find(|r| r.0 == self).unwrap_or(&TABLE[0])
     }
 
     /// The type for a ggml id, or `None` for an unknown or retired id.
@@ -98,6 +95,7 @@ impl GgmlType {
             .map(|r| r.0)
     }
 
+    /// The ggml type id stored in GGUF tensor infos.
     pub fn id(self) -> u32 {
         self.row().1
     }
@@ -112,13 +110,14 @@ impl GgmlType {
         self.row().3
     }
 
+    /// The name llama.cpp uses: `F32`, `Q4_K`, ...
     pub fn name(self) -> &'static str {
         self.row().4
     }
 
     /// Bytes taken by `n` elements, or `None` if `n` is not a whole number of blocks or overflows.
     pub fn bytes_for(self, n: u64) -> Option<u64> {
-        if n % self.block_size() != 0 {
+        if !n.is_multiple_of(self.block_size()) {
             return None;
         }
         (n / self.block_size()).checked_mul(self.type_size())

@@ -1,0 +1,61 @@
+//! `molla logits`: log-softmax of the last position after a list of token ids.
+
+use anyhow::{Context, Result};
+use cpu::{CpuModel, Logits};
+use model::Model;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// GGUF model file.
+    #[arg(long)]
+    model: PathBuf,
+    /// Comma-separated token ids, e.g. 1,2,3.
+    #[arg(long)]
+    tokens: String,
+    /// cpu or auto.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+}
+
+fn parse_tokens(s: &str) -> Result<Vec<u32>> {
+    s.split(',')
+        .map(|t| {
+            let t = t.trim();
+            t.parse::<u32>().with_context(|| format!("--tokens: '{t}' is not a token id"))
+        })
+        .collect()
+}
+
+pub fn run(a: Args) -> Result<()> {
+    super::parse_device(&a.device)?;
+    super::set_threads(a.threads)?;
+    let tokens = parse_tokens(&a.tokens)?;
+    let model = Model::open(&a.model).with_context(|| a.model.display().to_string())?;
+    let m = CpuModel::new(model);
+    let mut kv = m.new_cache(tokens.len());
+    let logits = m.forward(&tokens, &mut kv, Logits::Last)?;
+    let logprobs = cpu::ops::log_softmax(&logits);
+    let out = serde_json::json!({ "tokens": tokens, "vocab": logprobs.len(), "logprobs": logprobs });
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer(&mut stdout, &out)?;
+    writeln!(stdout)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_tokens;
+
+    #[test]
+    fn tokens_parse_and_reject() {
+        assert_eq!(parse_tokens("1, 2,3").unwrap(), vec![1, 2, 3]);
+        assert!(parse_tokens("1,,2").is_err());
+        assert!(parse_tokens("-1").is_err());
+        assert!(parse_tokens("99999999999").is_err());
+    }
+}

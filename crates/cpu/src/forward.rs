@@ -1,0 +1,107 @@
+//! The forward pass of a llama-family decoder on the CPU: prefill of many tokens at once, or
+//! single-token decode, against a caller-held KV cache.
+
+use crate::attention::attention;
+use crate::error::{CpuError, Result};
+use crate::kv::KvCache;
+use crate::matmul::{matmul, row};
+use crate::ops::{Rope, add_bias, add_in_place, rms_norm, swiglu};
+use model::Model;
+
+/// Which positions get logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last token's (generation).
+    Last,
+    /// Every token's (perplexity, tests).
+    All,
+}
+
+/// A model with the per-model tables the CPU needs (rope frequencies).
+pub struct CpuModel {
+    pub model: Model,
+    rope: Rope,
+}
+
+impl CpuModel {
+    pub fn new(model: Model) -> CpuModel {
+        let rope = Rope::new(&model.hp, model.rope_freqs.as_deref());
+        CpuModel { model, rope }
+    }
+
+    /// A KV cache for this model, for `capacity` positions.
+    pub fn new_cache(&self, capacity: usize) -> KvCache {
+        KvCache::new(&self.model.hp, capacity)
+    }
+
+    /// Runs `tokens` at positions `kv.len..`, appends their keys and values to `kv`, and returns
+    /// logits: `n_vocab` values for the last token, or for every token with [`Logits::All`].
+    pub fn forward(&self, tokens: &[u32], kv: &mut KvCache, which: Logits) -> Result<Vec<f32>> {
+        let m = &self.model;
+        let hp = &m.hp;
+        let f = &m.file;
+        let n = tokens.len();
+        if n == 0 {
+            return Err(CpuError::NoTokens);
+        }
+        if !kv.fits(hp) {
+            return Err(CpuError::CacheShape);
+        }
+        let start = kv.len;
+        if start + n > kv.capacity() {
+            return Err(CpuError::ContextFull { needed: start + n, capacity: kv.capacity() });
+        }
+        let e = hp.n_embd;
+        let mut x = vec![0.0f32; n * e];
+        for (t, &id) in tokens.iter().enumerate() {
+            if id as usize >= hp.n_vocab {
+                return Err(CpuError::BadToken { id, pos: start + t, vocab: hp.n_vocab });
+            }
+            row(f, &m.tok_embd, id as usize, &mut x[t * e..(t + 1) * e])?;
+        }
+        let mut h = vec![0.0f32; n * e];
+        let mut q = vec![0.0f32; n * hp.q_dim()];
+        let mut k = vec![0.0f32; n * hp.kv_dim()];
+        let mut v = vec![0.0f32; n * hp.v_dim()];
+        let mut att = vec![0.0f32; n * hp.n_head * hp.head_dim_v];
+        let mut gate = vec![0.0f32; n * hp.n_ff];
+        let mut up = vec![0.0f32; n * hp.n_ff];
+        for (li, l) in m.layers.iter().enumerate() {
+            rms_norm(&x, &l.attn_norm, hp.rms_eps, &mut h);
+            matmul(f, &l.wq, &h, n, &mut q)?;
+            matmul(f, &l.wk, &h, n, &mut k)?;
+            matmul(f, &l.wv, &h, n, &mut v)?;
+            for (buf, bias) in [(&mut q, &l.bq), (&mut k, &l.bk), (&mut v, &l.bv)] {
+                if let Some(b) = bias {
+                    add_bias(buf, b);
+                }
+            }
+            for t in 0..n {
+                self.rope.apply(&mut q[t * hp.q_dim()..(t + 1) * hp.q_dim()], hp.head_dim, start + t);
+                self.rope.apply(&mut k[t * hp.kv_dim()..(t + 1) * hp.kv_dim()], hp.head_dim, start + t);
+            }
+            kv.store(li, start, &k, &v);
+            attention(hp, &q, kv.keys(li, start + n), kv.values(li, start + n), start, &mut att);
+            matmul(f, &l.wo, &att, n, &mut h)?;
+            add_in_place(&mut x, &h);
+
+            rms_norm(&x, &l.ffn_norm, hp.rms_eps, &mut h);
+            matmul(f, &l.w_gate, &h, n, &mut gate)?;
+            matmul(f, &l.w_up, &h, n, &mut up)?;
+            swiglu(&mut gate, &up);
+            matmul(f, &l.w_down, &gate, n, &mut h)?;
+            add_in_place(&mut x, &h);
+        }
+        kv.len = start + n;
+        let rows = match which {
+            Logits::Last => &x[(n - 1) * e..],
+            Logits::All => &x[..],
+        };
+        let n_out = rows.len() / e;
+        let mut normed = vec![0.0f32; rows.len()];
+        rms_norm(rows, &m.output_norm, hp.rms_eps, &mut normed);
+        let mut logits = vec![0.0f32; n_out * hp.n_vocab];
+        matmul(f, &m.output, &normed, n_out, &mut logits)?;
+        Ok(logits)
+    }
+}

@@ -1,0 +1,159 @@
+//! Scalar element-wise operations of a decoder block. These are the reference the SIMD and GPU
+//! kernels are tested against; they favour exactness (f64 reductions where it is cheap).
+
+use model::RopeStyle;
+
+/// Dot product of two f32 slices of equal length, with 16 independent accumulators so the
+/// compiler can vectorise it. Slices of unequal length use the shorter one.
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f32; 16];
+    let mut ca = a.chunks_exact(16);
+    let mut cb = b.chunks_exact(16);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for i in 0..16 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut tail = 0.0f32;
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        tail += x * y;
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `out = x / sqrt(mean(x^2) + eps) * w`, row by row over rows of `w.len()` elements.
+pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let n = w.len();
+    for (xr, or) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+        let ss: f64 = xr.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+        let scale = (1.0 / (ss / n as f64 + f64::from(eps)).sqrt()) as f32;
+        for ((o, &v), &g) in or.iter_mut().zip(xr).zip(w) {
+            *o = v * scale * g;
+        }
+    }
+}
+
+/// Adds `b` to every row of `x` (rows of `b.len()`).
+pub fn add_bias(x: &mut [f32], b: &[f32]) {
+    for row in x.chunks_exact_mut(b.len()) {
+        for (v, &c) in row.iter_mut().zip(b) {
+            *v += c;
+        }
+    }
+}
+
+/// `x += y`.
+pub fn add_in_place(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// `g = silu(g) * u` (SwiGLU), in place on the gate.
+pub fn swiglu(g: &mut [f32], u: &[f32]) {
+    for (a, &b) in g.iter_mut().zip(u) {
+        *a = *a / (1.0 + (-*a).exp()) * b;
+    }
+}
+
+/// Rotary embedding tables for a model: the angle per position is `pos * freq[i]`.
+#[derive(Clone, Debug)]
+pub struct Rope {
+    pub style: RopeStyle,
+    pub n_rot: usize,
+    /// n_rot/2 angular frequencies, with llama3 divisors and linear scaling applied.
+    pub freqs: Vec<f64>,
+}
+
+impl Rope {
+    pub fn new(hp: &model::HParams, factors: Option<&[f32]>) -> Rope {
+        let half = hp.n_rot / 2;
+        let freqs = (0..half)
+            .map(|i| {
+                let base = hp.rope_base.powf(-2.0 * i as f64 / hp.n_rot as f64);
+                let div = factors.and_then(|f| f.get(i)).map_or(1.0, |&f| f64::from(f));
+                base / div * hp.rope_freq_scale
+            })
+            .collect();
+        Rope { style: hp.rope_style, n_rot: hp.n_rot, freqs }
+    }
+
+    /// Rotates each head (of `head_dim` elements) of one token's vector at position `pos`.
+    pub fn apply(&self, x: &mut [f32], head_dim: usize, pos: usize) {
+        let half = self.n_rot / 2;
+        let cs: Vec<(f32, f32)> = self
+            .freqs
+            .iter()
+            .map(|&f| {
+                let t = pos as f64 * f;
+                (t.cos() as f32, t.sin() as f32)
+            })
+            .collect();
+        for head in x.chunks_exact_mut(head_dim) {
+            for (i, &(c, s)) in cs.iter().enumerate().take(half) {
+                let (a, b) = match self.style {
+                    RopeStyle::Normal => (2 * i, 2 * i + 1),
+                    RopeStyle::Neox => (i, i + half),
+                };
+                let (x0, x1) = (head[a], head[b]);
+                head[a] = x0 * c - x1 * s;
+                head[b] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+/// Log-softmax in f64.
+pub fn log_softmax(logits: &[f32]) -> Vec<f64> {
+    let max = logits.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
+    let sum: f64 = logits.iter().map(|&v| (f64::from(v) - max).exp()).sum();
+    let lse = max + sum.ln();
+    logits.iter().map(|&v| f64::from(v) - lse).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_matches_f64_on_odd_lengths() {
+        for n in [1, 15, 16, 17, 576, 897] {
+            let a: Vec<f32> = (0..n).map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1).collect();
+            let b: Vec<f32> = (0..n).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.2).collect();
+            let exact: f64 = a.iter().zip(&b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
+            assert!((f64::from(dot_f32(&a, &b)) - exact).abs() < 1e-3 * (1.0 + exact.abs()), "n={n}");
+        }
+    }
+
+    #[test]
+    fn rope_styles_rotate_the_right_pairs() {
+        let mut hp_freqs = Rope { style: RopeStyle::Normal, n_rot: 4, freqs: vec![1.0, 0.5] };
+        let mut x = vec![1.0, 0.0, 1.0, 0.0];
+        hp_freqs.apply(&mut x, 4, 1);
+        assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[1] - 1f32.sin()).abs() < 1e-6);
+        assert!((x[2] - 0.5f32.cos()).abs() < 1e-6 && (x[3] - 0.5f32.sin()).abs() < 1e-6);
+        hp_freqs.style = RopeStyle::Neox;
+        let mut y = vec![1.0, 1.0, 0.0, 0.0];
+        hp_freqs.apply(&mut y, 4, 1);
+        assert!((y[0] - 1f32.cos()).abs() < 1e-6 && (y[2] - 1f32.sin()).abs() < 1e-6);
+        assert!((y[1] - 0.5f32.cos()).abs() < 1e-6 && (y[3] - 0.5f32.sin()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn log_softmax_normalises() {
+        let lp = log_softmax(&[1.0, 2.0, 3.0, -1e30]);
+        let total: f64 = lp.iter().map(|v| v.exp()).sum();
+        assert!((total - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn rms_norm_unit_rows() {
+        let x = [3.0, 4.0, 0.0, 0.0];
+        let mut out = [0.0; 4];
+        rms_norm(&x, &[1.0, 1.0, 1.0, 1.0], 0.0, &mut out);
+        let rms = (25.0f32 / 4.0).sqrt();
+        assert!((out[0] - 3.0 / rms).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,67 @@
+//! Forward-pass consistency on small synthetic models: prefill vs token-by-token decode,
+//! all-positions vs last-position logits, and errors on bad input.
+
+use cpu::{CpuError, CpuModel, Logits};
+use gguf::{GgmlType, GgufFile};
+use model::Model;
+use model::synth::{SynthSpec, build};
+
+fn load(spec: &SynthSpec) -> CpuModel {
+    let bytes = build(spec).expect("synthetic model builds");
+    CpuModel::new(Model::from_file(GgufFile::from_bytes(bytes).expect("parses")).expect("binds"))
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+#[test]
+fn prefill_equals_decode_for_each_arch_and_type() {
+    for arch in ["llama", "qwen2"] {
+        for ty in [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_1] {
+            let mut spec = SynthSpec::tiny(arch);
+            spec.ty = ty;
+            spec.tied = ty == GgmlType::Q4_1;
+            let m = load(&spec);
+            let tokens = [1u32, 17, 200, 3, 99, 42, 7];
+            let mut kv = m.new_cache(16);
+            let all = m.forward(&tokens, &mut kv, Logits::All).unwrap();
+            assert_eq!(kv.len, tokens.len());
+            let v = m.model.hp.n_vocab;
+            let mut kv2 = m.new_cache(16);
+            for (i, &t) in tokens.iter().enumerate() {
+                let step = m.forward(&[t], &mut kv2, Logits::Last).unwrap();
+                let d = max_diff(&step, &all[i * v..(i + 1) * v]);
+                assert!(d < 1e-3, "{arch} {ty} position {i}: prefill and decode differ by {d}");
+            }
+            let mut kv3 = m.new_cache(16);
+            let last = m.forward(&tokens, &mut kv3, Logits::Last).unwrap();
+            assert_eq!(last.len(), v);
+            assert!(max_diff(&last, &all[(tokens.len() - 1) * v..]) < 1e-4);
+        }
+    }
+}
+
+#[test]
+fn prefill_in_chunks_matches_one_prefill() {
+    let m = load(&SynthSpec::tiny("llama"));
+    let tokens = [5u32, 6, 7, 8, 9, 10];
+    let mut kv = m.new_cache(8);
+    let whole = m.forward(&tokens, &mut kv, Logits::Last).unwrap();
+    let mut kv2 = m.new_cache(8);
+    m.forward(&tokens[..4], &mut kv2, Logits::Last).unwrap();
+    let split = m.forward(&tokens[4..], &mut kv2, Logits::Last).unwrap();
+    assert!(max_diff(&whole, &split) < 1e-3);
+}
+
+#[test]
+fn bad_input_is_an_error() {
+    let m = load(&SynthSpec::tiny("llama"));
+    let mut kv = m.new_cache(4);
+    assert!(matches!(m.forward(&[], &mut kv, Logits::Last), Err(CpuError::NoTokens)));
+    assert!(matches!(m.forward(&[256], &mut kv, Logits::Last), Err(CpuError::BadToken { .. })));
+    assert!(matches!(m.forward(&[1; 5], &mut kv, Logits::Last), Err(CpuError::ContextFull { .. })));
+    let other = load(&SynthSpec { n_layer: 3, ..SynthSpec::tiny("llama") });
+    let mut wrong = other.new_cache(4);
+    assert!(matches!(m.forward(&[1], &mut wrong, Logits::Last), Err(CpuError::CacheShape)));
+}

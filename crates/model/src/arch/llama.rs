@@ -1,0 +1,12 @@
+//! llama: SmolLM2, Llama 2/3.x. Normal (adjacent-pair) rope, no biases; Llama 3.1+ carries
+//! llama3 rope scaling as a precomputed `rope_freqs.weight` tensor of frequency divisors.
+
+use super::ArchSpec;
+use crate::hparams::RopeStyle;
+
+pub const SPEC: ArchSpec = ArchSpec {
+    name: "llama",
+    rope_style: RopeStyle::Normal,
+    qkv_bias: false,
+    rope_freqs: true,
+};

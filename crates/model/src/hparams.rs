@@ -1,0 +1,184 @@
+//! Hyper-parameters read from GGUF metadata (`{arch}.*` keys).
+
+use crate::arch::ArchSpec;
+use crate::error::{ModelError, Result};
+use gguf::{GgufFile, Value};
+
+/// How rotary embeddings pair the dimensions of a head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Adjacent pairs (x[2i], x[2i+1]), as llama.cpp's llama (the converter permutes Q/K to fit).
+    Normal,
+    /// Halves (x[i], x[i + n_rot/2]), as GPT-NeoX and qwen2.
+    Neox,
+}
+
+/// Everything the forward pass needs to know about the shape of a decoder.
+#[derive(Clone, Debug)]
+pub struct HParams {
+    pub n_vocab: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_ff: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    /// Width of one query/key head.
+    pub head_dim: usize,
+    /// Width of one value head.
+    pub head_dim_v: usize,
+    /// Leading dimensions of each head that are rotated.
+    pub n_rot: usize,
+    pub rms_eps: f32,
+    pub rope_base: f64,
+    /// Positions are multiplied by this before rotation (1/factor for linear scaling).
+    pub rope_freq_scale: f64,
+    pub rope_style: RopeStyle,
+    pub n_ctx_train: usize,
+}
+
+impl HParams {
+    pub fn q_dim(&self) -> usize {
+        self.n_head * self.head_dim
+    }
+    pub fn kv_dim(&self) -> usize {
+        self.n_head_kv * self.head_dim
+    }
+    pub fn v_dim(&self) -> usize {
+        self.n_head_kv * self.head_dim_v
+    }
+
+    /// Reads `{arch}.*` keys; `n_vocab` is filled in from the embedding tensor by the loader.
+    pub fn read(file: &GgufFile, spec: &ArchSpec) -> Result<Self> {
+        let a = spec.name;
+        let n_embd = req_usize(file, &format!("{a}.embedding_length"))?;
+        let n_head = req_usize(file, &format!("{a}.attention.head_count"))?;
+        let n_head_kv = opt_usize(file, &format!("{a}.attention.head_count_kv"))?.unwrap_or(n_head);
+        if n_head == 0 || n_embd == 0 {
+            return Err(ModelError::BadHParam(format!(
+                "{a}.embedding_length ({n_embd}) and {a}.attention.head_count ({n_head}) must be positive"
+            )));
+        }
+        let head_dim = opt_usize(file, &format!("{a}.attention.key_length"))?.unwrap_or(n_embd / n_head);
+        let head_dim_v = opt_usize(file, &format!("{a}.attention.value_length"))?.unwrap_or(head_dim);
+        let n_rot = opt_usize(file, &format!("{a}.rope.dimension_count"))?.unwrap_or(head_dim);
+        let scaling = opt_str(file, &format!("{a}.rope.scaling.type"))?;
+        let factor = opt_f64(file, &format!("{a}.rope.scaling.factor"))?;
+        let rope_freq_scale = match (scaling.as_deref(), factor) {
+            (None | Some("none"), _) => 1.0,
+            (Some("linear"), Some(f)) if f > 0.0 => 1.0 / f,
+            (Some("linear"), None) => 1.0,
+            (Some(other), f) => {
+                return Err(ModelError::BadHParam(format!(
+                    "{a}.rope.scaling.type '{other}' (factor {f:?}) is not supported (supported: none, linear, llama3 via rope_freqs)"
+                )));
+            }
+        };
+        let hp = HParams {
+            n_vocab: 0,
+            n_embd,
+            n_layer: req_usize(file, &format!("{a}.block_count"))?,
+            n_ff: req_usize(file, &format!("{a}.feed_forward_length"))?,
+            n_head,
+            n_head_kv,
+            head_dim,
+            head_dim_v,
+            n_rot,
+            rms_eps: req_f64(file, &format!("{a}.attention.layer_norm_rms_epsilon"))? as f32,
+            rope_base: opt_f64(file, &format!("{a}.rope.freq_base"))?.unwrap_or(10000.0),
+            rope_freq_scale,
+            rope_style: spec.rope_style,
+            n_ctx_train: opt_usize(file, &format!("{a}.context_length"))?.unwrap_or(2048),
+        };
+        hp.check()?;
+        Ok(hp)
+    }
+
+    fn check(&self) -> Result<()> {
+        let bad = |m: String| Err(ModelError::BadHParam(m));
+        if self.n_layer == 0 || self.n_ff == 0 || self.n_head_kv == 0 || self.head_dim == 0 {
+            return bad(format!(
+                "block_count {}, feed_forward_length {}, head_count_kv {} and key_length {} must be positive",
+                self.n_layer, self.n_ff, self.n_head_kv, self.head_dim
+            ));
+        }
+        if self.n_head % self.n_head_kv != 0 {
+            return bad(format!(
+                "head_count {} is not a multiple of head_count_kv {}",
+                self.n_head, self.n_head_kv
+            ));
+        }
+        if self.n_rot > self.head_dim || self.n_rot % 2 != 0 {
+            return bad(format!(
+                "rope.dimension_count {} must be even and at most the head width {}",
+                self.n_rot, self.head_dim
+            ));
+        }
+        // Caps that keep a lying file from asking for absurd buffers before tensor shapes are checked.
+        let limit = 1 << 20;
+        for (name, v) in [
+            ("embedding_length", self.n_embd),
+            ("feed_forward_length", self.n_ff),
+            ("head_count", self.n_head),
+            ("key_length", self.head_dim),
+            ("value_length", self.head_dim_v),
+        ] {
+            if v > limit {
+                return bad(format!("{name} {v} is larger than {limit}"));
+            }
+        }
+        if self.n_layer > 4096 {
+            return bad(format!("block_count {} is larger than 4096", self.n_layer));
+        }
+        if !(self.rms_eps.is_finite() && self.rms_eps >= 0.0) {
+            return bad(format!("layer_norm_rms_epsilon {} is not a finite non-negative number", self.rms_eps));
+        }
+        if !(self.rope_base.is_finite() && self.rope_base > 0.0) {
+            return bad(format!("rope.freq_base {} is not a positive number", self.rope_base));
+        }
+        Ok(())
+    }
+}
+
+fn typed<'a>(file: &'a GgufFile, key: &str) -> Option<&'a Value> {
+    file.get(key)
+}
+
+fn key_type(key: &str, v: &Value, expected: &'static str) -> ModelError {
+    ModelError::KeyType { key: key.to_string(), found: v.type_name(), expected }
+}
+
+fn opt_usize(file: &GgufFile, key: &str) -> Result<Option<usize>> {
+    match typed(file, key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|x| usize::try_from(x).ok())
+            .map(Some)
+            .ok_or_else(|| key_type(key, v, "non-negative integer")),
+    }
+}
+
+fn req_usize(file: &GgufFile, key: &str) -> Result<usize> {
+    opt_usize(file, key)?.ok_or_else(|| ModelError::MissingKey(key.to_string()))
+}
+
+fn opt_f64(file: &GgufFile, key: &str) -> Result<Option<f64>> {
+    match typed(file, key) {
+        None => Ok(None),
+        Some(v) => v.as_f64().map(Some).ok_or_else(|| key_type(key, v, "number")),
+    }
+}
+
+fn req_f64(file: &GgufFile, key: &str) -> Result<f64> {
+    opt_f64(file, key)?.ok_or_else(|| ModelError::MissingKey(key.to_string()))
+}
+
+fn opt_str(file: &GgufFile, key: &str) -> Result<Option<String>> {
+    match typed(file, key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_str()
+            .map(|s| Some(s.to_string()))
+            .ok_or_else(|| key_type(key, v, "string")),
+    }
+}

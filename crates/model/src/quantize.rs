@@ -1,0 +1,94 @@
+//! GGUF-to-GGUF requantization (`molla quantize`): every weight matrix is decoded to f32 and
+//! re-encoded in the target type; vectors (norms, biases, rope factors) become F32.
+
+use crate::error::{ModelError, Result};
+use gguf::{GgmlType, GgufFile, GgufWriter, TensorInfo, TensorSpec, Value};
+use std::io::Write;
+
+/// llama.cpp's `general.file_type` value for a whole-file type.
+fn file_type(ty: GgmlType) -> u32 {
+    match ty {
+        GgmlType::F32 => 0,
+        GgmlType::F16 => 1,
+        GgmlType::Q4_0 => 2,
+        GgmlType::Q4_1 => 3,
+        GgmlType::Q8_0 => 7,
+        GgmlType::Q5_0 => 8,
+        GgmlType::Q5_1 => 9,
+        GgmlType::Q4_K => 14,
+        GgmlType::Q5_K => 16,
+        GgmlType::Q6_K => 18,
+        GgmlType::BF16 => 32,
+        _ => 0,
+    }
+}
+
+/// The type a tensor gets: the target for matrices whose rows hold whole blocks, a
+/// 32-element type of similar size for rows that do not (576-wide rows are not multiples of 256,
+/// as llama.cpp does), F32 for vectors.
+pub fn target_type(info: &TensorInfo, target: GgmlType) -> GgmlType {
+    if info.dims.len() < 2 {
+        return GgmlType::F32;
+    }
+    if info.row_len() % target.block_size() == 0 {
+        return target;
+    }
+    let fallback = match target {
+        GgmlType::Q4_K => GgmlType::Q5_0,
+        GgmlType::Q5_K => GgmlType::Q5_1,
+        _ => GgmlType::Q8_0,
+    };
+    if info.row_len() % fallback.block_size() == 0 { fallback } else { GgmlType::F32 }
+}
+
+/// Requantizes `src` into `out` as `target`. `progress(done, total, name)` is called after each tensor.
+pub fn quantize_file<W: Write>(
+    src: &GgufFile,
+    out: W,
+    target: GgmlType,
+    mut progress: impl FnMut(usize, usize, &str),
+) -> Result<W> {
+    if !quant::supports_quantize(target) {
+        return Err(ModelError::BadHParam(format!("cannot quantize to {target}")));
+    }
+    let mut metadata: Vec<(String, Value)> = src
+        .metadata()
+        .iter()
+        .filter(|(k, _)| k != "general.file_type" && k != "general.quantization_version")
+        .cloned()
+        .collect();
+    metadata.push(("general.file_type".into(), Value::U32(file_type(target))));
+    metadata.push(("general.quantization_version".into(), Value::U32(2)));
+    let specs: Vec<TensorSpec> = src
+        .tensors()
+        .iter()
+        .map(|t| TensorSpec { name: t.name.clone(), dims: t.dims.clone(), ty: target_type(t, target) })
+        .collect();
+    let mut w = GgufWriter::new(out, &metadata, &specs)?;
+    let total = specs.len();
+    let mut row_f32 = Vec::new();
+    let mut row_q = Vec::new();
+    for (i, (t, spec)) in src.tensors().iter().zip(&specs).enumerate() {
+        let data = src.tensor_data(t);
+        let cols = t.row_len() as usize;
+        let rows = t.n_rows() as usize;
+        let src_row_bytes = t.row_bytes() as usize;
+        let dst_row_bytes = spec
+            .ty
+            .bytes_for(cols as u64)
+            .ok_or_else(|| ModelError::BadHParam(format!("tensor '{}' cannot be stored as {}", t.name, spec.ty)))?
+            as usize;
+        row_f32.resize(cols, 0.0);
+        let mut buf = Vec::with_capacity(rows * dst_row_bytes);
+        for r in 0..rows {
+            let row = data.get(r * src_row_bytes..(r + 1) * src_row_bytes).unwrap_or(&[]);
+            quant::dequantize(t.ty, row, &mut row_f32)?;
+            row_q.resize(dst_row_bytes, 0);
+            quant::quantize(spec.ty, &row_f32, &mut row_q)?;
+            buf.extend_from_slice(&row_q);
+        }
+        w.write_tensor(&buf)?;
+        progress(i + 1, total, &t.name);
+    }
+    Ok(w.finish()?)
+}

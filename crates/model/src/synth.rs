@@ -1,0 +1,118 @@
+//! Small synthetic models with seeded random weights, written as GGUF bytes. Tests and fuzz
+//! seeds use them where a real model would be too big or too slow.
+
+use crate::error::Result;
+use gguf::{GgmlType, GgufWriter, TensorSpec, Value};
+
+/// The shape of a synthetic model.
+#[derive(Clone, Debug)]
+pub struct SynthSpec {
+    /// "llama" or "qwen2".
+    pub arch: &'static str,
+    pub n_vocab: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_ff: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    /// Type of the weight matrices (vectors are always F32).
+    pub ty: GgmlType,
+    pub tied: bool,
+    pub seed: u64,
+}
+
+impl SynthSpec {
+    /// A tiny llama: 2 layers, 64 wide, 4 heads over 2 KV heads, 256 tokens, Q8_0.
+    pub fn tiny(arch: &'static str) -> SynthSpec {
+        SynthSpec {
+            arch,
+            n_vocab: 256,
+            n_embd: 64,
+            n_layer: 2,
+            n_ff: 96,
+            n_head: 4,
+            n_head_kv: 2,
+            ty: GgmlType::Q8_0,
+            tied: false,
+            seed: 1,
+        }
+    }
+}
+
+/// xorshift64*, uniform in [-1, 1).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f32 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let v = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40;
+        (v as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+/// Writes the model described by `s` as a GGUF file in memory.
+pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
+    let a = s.arch;
+    let hd = s.n_embd / s.n_head;
+    let kv = s.n_head_kv * hd;
+    let md: Vec<(String, Value)> = vec![
+        ("general.architecture".into(), Value::String(a.into())),
+        ("general.name".into(), Value::String(format!("synthetic {a}"))),
+        (format!("{a}.context_length"), Value::U32(256)),
+        (format!("{a}.embedding_length"), Value::U32(s.n_embd as u32)),
+        (format!("{a}.block_count"), Value::U32(s.n_layer as u32)),
+        (format!("{a}.feed_forward_length"), Value::U32(s.n_ff as u32)),
+        (format!("{a}.attention.head_count"), Value::U32(s.n_head as u32)),
+        (format!("{a}.attention.head_count_kv"), Value::U32(s.n_head_kv as u32)),
+        (format!("{a}.attention.layer_norm_rms_epsilon"), Value::F32(1e-5)),
+        (format!("{a}.rope.freq_base"), Value::F32(10000.0)),
+    ];
+    // (name, cols, rows); rows == 0 marks a vector.
+    let mut t: Vec<(String, usize, usize)> = vec![("token_embd.weight".into(), s.n_embd, s.n_vocab)];
+    for i in 0..s.n_layer {
+        let n = |x: &str| format!("blk.{i}.{x}");
+        t.push((n("attn_norm.weight"), s.n_embd, 0));
+        t.push((n("attn_q.weight"), s.n_embd, s.n_embd));
+        t.push((n("attn_k.weight"), s.n_embd, kv));
+        t.push((n("attn_v.weight"), s.n_embd, kv));
+        if a == "qwen2" {
+            t.push((n("attn_q.bias"), s.n_embd, 0));
+            t.push((n("attn_k.bias"), kv, 0));
+            t.push((n("attn_v.bias"), kv, 0));
+        }
+        t.push((n("attn_output.weight"), s.n_embd, s.n_embd));
+        t.push((n("ffn_norm.weight"), s.n_embd, 0));
+        t.push((n("ffn_gate.weight"), s.n_embd, s.n_ff));
+        t.push((n("ffn_up.weight"), s.n_embd, s.n_ff));
+        t.push((n("ffn_down.weight"), s.n_ff, s.n_embd));
+    }
+    t.push(("output_norm.weight".into(), s.n_embd, 0));
+    if !s.tied {
+        t.push(("output.weight".into(), s.n_embd, s.n_vocab));
+    }
+    let specs: Vec<TensorSpec> = t
+        .iter()
+        .map(|(name, cols, rows)| TensorSpec {
+            name: name.clone(),
+            dims: if *rows == 0 { vec![*cols as u64] } else { vec![*cols as u64, *rows as u64] },
+            ty: if *rows == 0 { GgmlType::F32 } else { s.ty },
+        })
+        .collect();
+    let mut w = GgufWriter::new(Vec::new(), &md, &specs)?;
+    let mut rng = Rng(s.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    for (spec, (name, cols, rows)) in specs.iter().zip(&t) {
+        let n = cols * rows.max(&1);
+        let vals: Vec<f32> = if *rows == 0 && name.ends_with("norm.weight") {
+            (0..n).map(|_| 1.0 + 0.1 * rng.next()).collect()
+        } else {
+            let scale = 1.0 / (*cols as f32).sqrt();
+            (0..n).map(|_| scale * rng.next()).collect()
+        };
+        let mut bytes = vec![0u8; spec.ty.bytes_for(n as u64).unwrap_or(0) as usize];
+        quant::quantize(spec.ty, &vals, &mut bytes)?;
+        w.write_tensor(&bytes)?;
+    }
+    Ok(w.finish()?)
+}
