@@ -1,0 +1,143 @@
+// Causal grouped-query attention over the f16 KV cache, for decode (one query) and prefill (n
+// queries at positions pos0 .. pos0+n). One block of 8 warps per (head, query). Positions are
+// walked in tiles of ATT_TILE: one thread per position computes its score into shared memory,
+// the block takes the tile's max and softmax weights (running max and sum across tiles, f32),
+// then the warps accumulate weighted value rows, several positions per warp at once with 16-byte
+// loads when the head width allows. Head widths up to 256.
+
+#define ATT_THREADS 256
+#define ATT_WARPS 8
+#define ATT_TILE 1024
+
+__device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    __syncthreads();  // red may still be read from the previous reduction
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float r = red[0];
+    for (int w = 1; w < ATT_WARPS; w++) r = is_max ? fmaxf(r, red[w]) : r + red[w];
+    return r;
+}
+
+// Dot of q (shared, f32) with an f16 key row of hd values.
+__device__ __forceinline__ float key_dot(const float* qs, const u16* kr, int hd) {
+    float s = 0.f;
+    if ((hd & 7) == 0) {
+        for (int d = 0; d < hd; d += 8) {
+            uint4 u = *(const uint4*)(kr + d);
+            u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                s += qs[d + 2 * j] * h2f((u16)(w[j] & 0xffff)) + qs[d + 2 * j + 1] * h2f((u16)(w[j] >> 16));
+        }
+    } else {
+        for (int d = 0; d < hd; d++) s += qs[d] * h2f(kr[d]);
+    }
+    return s;
+}
+
+// Weighted sum of value rows, LP lanes per position (8 dims each, 16-byte loads): each lane adds
+// into acc[0..8] for dims 8 * (lane % LP) ..; positions i = warp * PPW + lane / LP + k * stride.
+template <int LP>
+__device__ __forceinline__ void values_vec(const float* ps, const u16* vbase, int v_dim, int np, float* acc) {
+    const int PPW = 32 / LP;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int dim0 = 8 * (lane % LP);
+#pragma unroll 4
+    for (int i = warp * PPW + lane / LP; i < np; i += ATT_WARPS * PPW) {
+        float p = ps[i];
+        uint4 u = *(const uint4*)(vbase + (size_t)i * v_dim + dim0);
+        u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            acc[2 * j] += p * h2f((u16)(w[j] & 0xffff));
+            acc[2 * j + 1] += p * h2f((u16)(w[j] >> 16));
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention(const float* __restrict__ q, const u16* __restrict__ kc,
+                                                                    const u16* __restrict__ vc, float* __restrict__ out,
+                                                                    const int* pos0p, int n_head, int n_head_kv, int hd,
+                                                                    int hdv, float scale) {
+    __shared__ float qs[256];
+    __shared__ float ps[ATT_TILE];
+    __shared__ float red[ATT_WARPS];
+    __shared__ float sacc[ATT_WARPS][256];
+    int h = blockIdx.x, t = blockIdx.y;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int kv_dim = n_head_kv * hd, v_dim = n_head_kv * hdv;
+    int kvh = h / (n_head / n_head_kv);
+    int end = *pos0p + t + 1;
+    const float* qh = q + (size_t)t * n_head * hd + (size_t)h * hd;
+    for (int d = threadIdx.x; d < hd; d += ATT_THREADS) qs[d] = qh[d];
+    // Value layout: LP lanes per position when hdv is 64, 128 or 256; else one lane per dim.
+    int lp = hdv == 64 ? 8 : hdv == 128 ? 16 : hdv == 256 ? 32 : 0;
+    float acc[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[j] = 0.f;
+    float m = -__int_as_float(0x7f800000), l = 0.f;
+    __syncthreads();
+    for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
+        int np = min(ATT_TILE, end - p0);
+        float tmax = -__int_as_float(0x7f800000);
+        for (int i = threadIdx.x; i < np; i += ATT_THREADS) {
+            float s = key_dot(qs, kc + (size_t)(p0 + i) * kv_dim + (size_t)kvh * hd, hd) * scale;
+            ps[i] = s;
+            tmax = fmaxf(tmax, s);
+        }
+        tmax = block_reduce(tmax, true, red);
+        float mn = fmaxf(m, tmax);
+        float corr = expf(m - mn);
+        float tsum = 0.f;
+        for (int i = threadIdx.x; i < np; i += ATT_THREADS) {
+            float e = expf(ps[i] - mn);
+            ps[i] = e;
+            tsum += e;
+        }
+        tsum = block_reduce(tsum, false, red);  // its barriers also publish ps
+        l = l * corr + tsum;
+        m = mn;
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[j] *= corr;
+        const u16* vbase = vc + (size_t)p0 * v_dim + (size_t)kvh * hdv;
+        if (lp == 8) values_vec<8>(ps, vbase, v_dim, np, acc);
+        else if (lp == 16) values_vec<16>(ps, vbase, v_dim, np, acc);
+        else if (lp == 32) values_vec<32>(ps, vbase, v_dim, np, acc);
+        else {
+            for (int i = warp; i < np; i += ATT_WARPS) {
+                float p = ps[i];
+                const u16* vr = vbase + (size_t)i * v_dim;
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    int d = lane + 32 * j;
+                    if (d < hdv) acc[j] += p * h2f(vr[d]);
+                }
+            }
+        }
+        __syncthreads();  // ps is rewritten by the next tile
+    }
+    // Merge: lanes of a warp that hold the same dims (vector layout), then the warps.
+    if (lp) {
+        for (int off = lp; off < 32; off <<= 1)
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+        if (lane < lp)
+#pragma unroll
+            for (int j = 0; j < 8; j++) sacc[warp][8 * lane + j] = acc[j];
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int d = lane + 32 * j;
+            if (d < hdv) sacc[warp][d] = acc[j];
+        }
+    }
+    __syncthreads();
+    float* o = out + (size_t)t * n_head * hdv + (size_t)h * hdv;
+    for (int d = threadIdx.x; d < hdv; d += ATT_THREADS) {
+        float v = 0.f;
+        for (int w = 0; w < ATT_WARPS; w++) v += sacc[w][d];
+        o[d] = v / l;
+    }
+}

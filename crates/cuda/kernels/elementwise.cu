@@ -1,0 +1,27 @@
+// Element-wise kernels: embedding lookup (dequantize token rows) and SwiGLU. Residual adds and
+// biases are fused into the matvec / matmul epilogues.
+
+// out[t] = row tokens[t] of w, dequantized; one block per token. An out-of-range id (the host
+// checks ids first) leaves its row untouched.
+extern "C" __global__ void embed(const u8* __restrict__ w, int ty, int rows, int cols, int row_bytes,
+                                 const u32* __restrict__ tokens, float* __restrict__ out) {
+    u32 id = tokens[blockIdx.x];
+    if (id >= (u32)rows) return;
+    const u8* row = w + (size_t)id * row_bytes;
+    float* o = out + (size_t)blockIdx.x * cols;
+    for (int c = threadIdx.x; c < (cols >> 3); c += blockDim.x) {
+        float v[8];
+        dq8_rt(ty, row, c, v);
+#pragma unroll
+        for (int j = 0; j < 8; j++) o[8 * c + j] = v[j];
+    }
+}
+
+// g = silu(g) * u.
+extern "C" __global__ void swiglu(float* g, const float* __restrict__ u, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float a = g[i];
+        g[i] = a / (1.0f + expf(-a)) * u[i];
+    }
+}

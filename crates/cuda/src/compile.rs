@@ -1,0 +1,166 @@
+//! NVRTC compilation of the embedded kernel sources to a CUBIN for the device's architecture,
+//! cached on disk in `${MOLLA_CACHE:-~/.cache/molla}/kernels`, keyed by a hash of the source, the
+//! architecture, the driver and NVRTC versions and the compiler options.
+
+use crate::error::{CudaError, Result, one_line};
+use cudarc::nvrtc::{result as nv, sys as nvsys};
+use std::ffi::CString;
+use std::path::PathBuf;
+
+/// The kernel files, compiled as one program in this order (the `.cuh` files first).
+const SOURCES: &[(&str, &str)] = &[
+    ("common.cuh", include_str!("../kernels/common.cuh")),
+    ("dequant.cuh", include_str!("../kernels/dequant.cuh")),
+    ("matvec.cu", include_str!("../kernels/matvec.cu")),
+    ("matmul.cu", include_str!("../kernels/matmul.cu")),
+    ("norm.cu", include_str!("../kernels/norm.cu")),
+    ("rope.cu", include_str!("../kernels/rope.cu")),
+    ("attention.cu", include_str!("../kernels/attention.cu")),
+    ("elementwise.cu", include_str!("../kernels/elementwise.cu")),
+];
+
+/// The whole program, with `#line` markers so compiler messages name the original files.
+pub(crate) fn program_source() -> String {
+    let mut s = String::new();
+    for (name, text) in SOURCES {
+        s.push_str(&format!("#line 1 \"{name}\"\n"));
+        s.push_str(text);
+        s.push('\n');
+    }
+    s
+}
+
+/// FNV-1a, 64 bits: stable across Rust versions, unlike `DefaultHasher`.
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for &b in p.iter().chain(&[0xffu8]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    let base = match std::env::var_os("MOLLA_CACHE") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(std::env::var_os("HOME")?)
+            .join(".cache")
+            .join("molla"),
+    };
+    Some(base.join("kernels"))
+}
+
+fn nvrtc_version() -> (i32, i32) {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: plain out-parameters; the library is known to be present (checked by the caller).
+    let _ = unsafe { nvsys::nvrtcVersion(&mut major, &mut minor) };
+    (major, minor)
+}
+
+/// A CUBIN of the kernels for compute capability `cc`, from the disk cache when present.
+/// Returns the bytes and the cache path they were read from, if any.
+pub(crate) fn cubin(cc: (i32, i32), driver_version: i32) -> Result<(Vec<u8>, Option<PathBuf>)> {
+    let src = program_source();
+    let opts = vec![
+        format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
+        "--std=c++17".to_string(),
+    ];
+    let (nv_major, nv_minor) = nvrtc_version();
+    let meta = format!("{opts:?} driver {driver_version} nvrtc {nv_major}.{nv_minor}");
+    let key = fnv1a(&[src.as_bytes(), meta.as_bytes()]);
+    let path = cache_dir().map(|d| d.join(format!("molla-{key:016x}.cubin")));
+    if let Some(p) = &path
+        && let Ok(bytes) = std::fs::read(p)
+        && !bytes.is_empty()
+    {
+        return Ok((bytes, Some(p.clone())));
+    }
+    let bin = compile(&src, &opts)?;
+    if let Some(p) = &path {
+        store(p, &bin);
+    }
+    Ok((bin, None))
+}
+
+/// Compiles without looking at the cache (after a cached CUBIN failed to load), and refreshes it.
+pub(crate) fn recompile(cc: (i32, i32), stale: &std::path::Path) -> Result<Vec<u8>> {
+    let opts = vec![
+        format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
+        "--std=c++17".to_string(),
+    ];
+    let bin = compile(&program_source(), &opts)?;
+    store(stale, &bin);
+    Ok(bin)
+}
+
+/// Writes atomically (temporary file, then rename); a cache that cannot be written is skipped.
+fn store(path: &std::path::Path, bin: &[u8]) {
+    if let Some(dir) = path.parent()
+        && std::fs::create_dir_all(dir).is_ok()
+    {
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, bin).is_ok() && std::fs::rename(&tmp, path).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+}
+
+fn compile(src: &str, opts: &[String]) -> Result<Vec<u8>> {
+    let csrc =
+        CString::new(src).map_err(|_| CudaError::Compile("source holds a NUL byte".into()))?;
+    let prog = nv::create_program(&csrc, Some(c"molla.cu"))
+        .map_err(|e| CudaError::Compile(format!("{e}")))?;
+    // SAFETY: `prog` was created above and is destroyed exactly once, below.
+    let out = unsafe { compile_and_get(prog, opts) };
+    // SAFETY: as above.
+    let _ = unsafe { nv::destroy_program(prog) };
+    out
+}
+
+/// # Safety
+/// `prog` must be a live program from `create_program`.
+unsafe fn compile_and_get(prog: nvsys::nvrtcProgram, opts: &[String]) -> Result<Vec<u8>> {
+    // SAFETY: the caller guarantees `prog` is live.
+    if let Err(e) = unsafe { nv::compile_program(prog, opts) } {
+        // SAFETY: as above.
+        let log = unsafe { nv::get_program_log(prog) }.unwrap_or_default();
+        let log: Vec<u8> = log
+            .iter()
+            .map(|&c| c as u8)
+            .take_while(|&c| c != 0)
+            .collect();
+        return Err(CudaError::Compile(format!(
+            "{e}: {}",
+            one_line(&String::from_utf8_lossy(&log))
+        )));
+    }
+    let mut size = 0usize;
+    // SAFETY: as above; `size` is an out-parameter.
+    unsafe { nvsys::nvrtcGetCUBINSize(prog, &mut size) }
+        .result()
+        .map_err(|e| CudaError::Compile(format!("no CUBIN: {e}")))?;
+    let mut bin = vec![0u8; size];
+    // SAFETY: `bin` holds `size` bytes, as NVRTC asked for.
+    unsafe { nvsys::nvrtcGetCUBIN(prog, bin.as_mut_ptr().cast()) }
+        .result()
+        .map_err(|e| CudaError::Compile(format!("no CUBIN: {e}")))?;
+    Ok(bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_is_assembled_in_order_and_hash_is_stable() {
+        let s = program_source();
+        let common = s.find("common.cuh").unwrap();
+        let matvec = s.find("\"matvec.cu\"").unwrap();
+        assert!(common < matvec);
+        assert!(!s.contains('\0'));
+        assert_eq!(fnv1a(&[b"a", b"b"]), fnv1a(&[b"a", b"b"]));
+        assert_ne!(fnv1a(&[b"ab", b""]), fnv1a(&[b"a", b"b"]));
+    }
+}

@@ -1,0 +1,212 @@
+//! One CUDA device: its context, the stream every operation runs on, and the compiled kernels.
+
+use crate::compile;
+use crate::error::{CudaError, Result, drv};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+};
+use cudarc::nvrtc::Ptx;
+use std::sync::Arc;
+
+/// Whether the driver library loads and reports at least one device. Never panics.
+pub fn is_available() -> bool {
+    std::panic::catch_unwind(|| {
+        libs_present()
+            && cudarc::driver::result::init().is_ok()
+            && CudaContext::device_count().is_ok_and(|n| n > 0)
+    })
+    .unwrap_or(false)
+}
+
+fn libs_present() -> bool {
+    // SAFETY: these only try to open the shared libraries.
+    unsafe { cudarc::driver::sys::is_culib_present() && cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// The kernels of the program (kernels/*.cu).
+pub(crate) struct Kernels {
+    pub matvec: CudaFunction,
+    pub matmul: CudaFunction,
+    pub rms_norm: CudaFunction,
+    pub rope_store: CudaFunction,
+    pub attention: CudaFunction,
+    pub embed: CudaFunction,
+    pub swiglu: CudaFunction,
+    _module: Arc<CudaModule>,
+}
+
+/// A CUDA device ready to run molla's kernels: a context, one stream, the loaded program.
+pub struct Gpu {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) k: Kernels,
+    name: String,
+    /// Largest dynamic shared memory a block may use, in bytes.
+    pub(crate) max_smem: usize,
+    /// Streaming multiprocessors.
+    pub(crate) sm_count: usize,
+}
+
+impl Gpu {
+    /// Opens device `ordinal`, compiles (or loads from the disk cache) the kernels for its
+    /// architecture. A clear error, never a panic, when there is no driver or device.
+    pub fn new(ordinal: usize) -> Result<Gpu> {
+        std::panic::catch_unwind(|| Gpu::open(ordinal)).unwrap_or_else(|_| {
+            Err(CudaError::Driver {
+                what: "initialisation",
+                msg: "the driver panicked".into(),
+            })
+        })
+    }
+
+    fn open(ordinal: usize) -> Result<Gpu> {
+        // SAFETY: only tries to open the shared libraries.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(CudaError::NoDriver);
+        }
+        // SAFETY: as above.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(CudaError::NoNvrtc);
+        }
+        cudarc::driver::result::init().map_err(drv("cuInit"))?;
+        let count = CudaContext::device_count()
+            .map_err(drv("device count"))?
+            .max(0) as usize;
+        if ordinal >= count {
+            return Err(CudaError::NoDevice { ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(drv("context"))?;
+        // One stream, ordered by hand: no per-buffer events (they would also break graph capture).
+        // SAFETY: called before any buffer of this context exists.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(drv("stream"))?;
+        let cc = ctx
+            .compute_capability()
+            .map_err(drv("compute capability"))?;
+        let mut driver_version = 0;
+        // SAFETY: out-parameter.
+        let _ = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) };
+        let (bin, cached) = compile::cubin(cc, driver_version)?;
+        let module = match ctx.load_module(Ptx::from_binary(bin)) {
+            Ok(m) => m,
+            Err(e) => match cached {
+                // A stale or damaged cache entry: compile afresh.
+                Some(path) => ctx
+                    .load_module(Ptx::from_binary(compile::recompile(cc, &path)?))
+                    .map_err(drv("module load"))?,
+                None => return Err(drv("module load")(e)),
+            },
+        };
+        let f = |name: &str| module.load_function(name).map_err(drv("kernel lookup"));
+        let k = Kernels {
+            matvec: f("matvec")?,
+            matmul: f("matmul")?,
+            rms_norm: f("rms_norm")?,
+            rope_store: f("rope_store")?,
+            attention: f("attention")?,
+            embed: f("embed")?,
+            swiglu: f("swiglu")?,
+            _module: module,
+        };
+        let optin = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(drv("device attribute"))?;
+        // The dynamic allowance is what the opt-in limit leaves beside the kernel's static shared memory.
+        let static_smem = k
+            .matvec
+            .shared_size_bytes()
+            .map_err(drv("kernel attribute"))?;
+        let max_smem = (optin - static_smem).max(48 * 1024 - static_smem).max(0) as usize;
+        k.matvec
+            .set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                max_smem as i32,
+            )
+            .map_err(drv("kernel attribute"))?;
+        let sm_count = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(drv("device attribute"))?
+            .max(1) as usize;
+        let name = ctx
+            .name()
+            .unwrap_or_else(|_| format!("CUDA device {ordinal}"));
+        Ok(Gpu {
+            ctx,
+            stream,
+            k,
+            name,
+            max_smem,
+            sm_count,
+        })
+    }
+
+    /// The device's name, as the driver reports it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Copies host data into a new device buffer.
+    pub(crate) fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+        if data.is_empty() {
+            // Zero-sized allocations are refused by the driver; keep one element.
+            // SAFETY: the element is never read.
+            return unsafe { self.stream.alloc::<T>(1) }.map_err(drv("alloc"));
+        }
+        self.stream.clone_htod(data).map_err(drv("upload"))
+    }
+
+    /// A zeroed device buffer of `len` elements (at least one).
+    pub(crate) fn zeros<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        len: usize,
+    ) -> Result<CudaSlice<T>> {
+        self.stream.alloc_zeros(len.max(1)).map_err(drv("alloc"))
+    }
+
+    /// Copies `dst.len()` elements from `src` (which must hold at least that many) to the host,
+    /// then waits for the stream, surfacing any kernel error.
+    pub(crate) fn download<T: DeviceRepr>(&self, src: &CudaSlice<T>, dst: &mut [T]) -> Result<()> {
+        if dst.len() > src.len() {
+            return Err(CudaError::Length {
+                what: "download",
+                got: src.len(),
+                expected: dst.len(),
+            });
+        }
+        if !dst.is_empty() {
+            self.stream
+                .memcpy_dtoh(&src.slice(..dst.len()), dst)
+                .map_err(drv("download"))?;
+        }
+        self.sync()
+    }
+
+    /// Waits for all queued work.
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.stream.synchronize().map_err(drv("kernel execution"))
+    }
+
+    /// Copies host data into the front of an existing buffer.
+    pub(crate) fn write<T: DeviceRepr>(&self, src: &[T], dst: &mut CudaSlice<T>) -> Result<()> {
+        if src.len() > dst.len() {
+            return Err(CudaError::Length {
+                what: "device buffer",
+                got: dst.len(),
+                expected: src.len(),
+            });
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.stream
+            .memcpy_htod(src, &mut dst.slice_mut(..src.len()))
+            .map_err(drv("upload"))
+    }
+
+    /// The raw device address of a buffer, for kernel arguments.
+    pub(crate) fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
+        let (p, _sync) = s.device_ptr(&self.stream);
+        p
+    }
+}

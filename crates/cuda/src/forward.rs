@@ -1,0 +1,471 @@
+//! The forward pass of a llama-family decoder on one CUDA device: prefill of many tokens (tiled
+//! matmuls, in chunks of 512), or single-token decode (fused matvecs, replayed as a CUDA graph).
+
+use crate::device::Gpu;
+use crate::error::{CudaError, Result, drv};
+use crate::kv::{CHUNK, CudaKvCache, Graph, Scratch};
+use crate::launch::{self, Heads, Out, Prep, WeightRef};
+use crate::weights::DevMatrix;
+use cpu::Logits;
+use cudarc::driver::CudaSlice;
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use model::{HParams, Model, RopeStyle};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Largest head width the attention kernel handles.
+const MAX_HEAD_DIM: usize = 256;
+
+struct DevLayer {
+    attn_norm: CudaSlice<f32>,
+    wq: DevMatrix,
+    wk: DevMatrix,
+    wv: DevMatrix,
+    bq: Option<CudaSlice<f32>>,
+    bk: Option<CudaSlice<f32>>,
+    bv: Option<CudaSlice<f32>>,
+    wo: DevMatrix,
+    ffn_norm: CudaSlice<f32>,
+    w_gate: DevMatrix,
+    w_up: DevMatrix,
+    w_down: DevMatrix,
+}
+
+/// A model whose weights live on a CUDA device, with the same contract as `cpu::CpuModel`.
+///
+/// It may be shared between threads (forward passes take turns on its one stream). Caches are
+/// freed on that stream too: drop a [`CudaKvCache`] only while no other thread is inside the first
+/// decode step of another cache of this model (which captures the CUDA graph).
+pub struct CudaModel {
+    gpu: Gpu,
+    hp: HParams,
+    uid: u64,
+    heads: Heads,
+    embd: DevMatrix,
+    /// `None` when the output head is tied to the embedding.
+    output: Option<DevMatrix>,
+    output_norm: CudaSlice<f32>,
+    /// Rope angular frequencies (f64), as `cpu::ops::Rope` computes them.
+    freqs: CudaSlice<f64>,
+    layers: Vec<DevLayer>,
+    graphs: AtomicBool,
+    /// Serialises forward passes: they share one stream, and a graph capture must see no
+    /// other thread's launches.
+    lock: Mutex<()>,
+}
+
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+fn check_shape(hp: &HParams, max_smem: usize) -> Result<()> {
+    let bad = |m: String| Err(CudaError::Unsupported(m));
+    if hp.head_dim > MAX_HEAD_DIM || hp.head_dim_v > MAX_HEAD_DIM || !hp.head_dim.is_multiple_of(2)
+    {
+        return bad(format!(
+            "head widths {}/{} (need even and at most {MAX_HEAD_DIM})",
+            hp.head_dim, hp.head_dim_v
+        ));
+    }
+    for (what, cols) in [
+        ("embedding", hp.n_embd),
+        ("attention output", hp.n_head * hp.head_dim_v),
+        ("ffn", hp.n_ff),
+    ] {
+        if cols * 4 > max_smem || !cols.is_multiple_of(8) {
+            return bad(format!(
+                "{what} width {cols} (need a multiple of 8 and at most {})",
+                max_smem / 4
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl CudaModel {
+    /// Uploads the weights of `model` (in their GGUF block layout) to device `ordinal` and
+    /// compiles the kernels. Fails with a one-line error when there is no driver or device,
+    /// or when a tensor type or shape is not supported.
+    pub fn new(model: &Model, ordinal: usize) -> Result<CudaModel> {
+        let gpu = Gpu::new(ordinal)?;
+        let hp = model.hp.clone();
+        check_shape(&hp, gpu.max_smem)?;
+        let f = &model.file;
+        let m = |w: &model::Matrix| DevMatrix::from_model(&gpu, f, w);
+        let v = |x: &[f32]| gpu.upload(x);
+        let ov = |x: &Option<Vec<f32>>| x.as_deref().map(|x| gpu.upload(x)).transpose();
+        let mut layers = Vec::with_capacity(model.layers.len());
+        for l in &model.layers {
+            layers.push(DevLayer {
+                attn_norm: v(&l.attn_norm)?,
+                wq: m(&l.wq)?,
+                wk: m(&l.wk)?,
+                wv: m(&l.wv)?,
+                bq: ov(&l.bq)?,
+                bk: ov(&l.bk)?,
+                bv: ov(&l.bv)?,
+                wo: m(&l.wo)?,
+                ffn_norm: v(&l.ffn_norm)?,
+                w_gate: m(&l.w_gate)?,
+                w_up: m(&l.w_up)?,
+                w_down: m(&l.w_down)?,
+            });
+        }
+        let rope = cpu::ops::Rope::new(&hp, model.rope_freqs.as_deref());
+        let heads = Heads {
+            n_head: hp.n_head,
+            n_head_kv: hp.n_head_kv,
+            head_dim: hp.head_dim,
+            head_dim_v: hp.head_dim_v,
+            n_rot: hp.n_rot,
+            neox: hp.rope_style == RopeStyle::Neox,
+        };
+        let graphs = std::env::var("MOLLA_CUDA_GRAPH").map_or(true, |v| v != "0");
+        Ok(CudaModel {
+            embd: m(&model.tok_embd)?,
+            output: if model.tied_output {
+                None
+            } else {
+                Some(m(&model.output)?)
+            },
+            output_norm: v(&model.output_norm)?,
+            freqs: gpu.upload(&rope.freqs)?,
+            layers,
+            heads,
+            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            graphs: AtomicBool::new(graphs),
+            lock: Mutex::new(()),
+            hp,
+            gpu,
+        })
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> String {
+        self.gpu.name().to_string()
+    }
+
+    /// The model's hyper-parameters.
+    pub fn hparams(&self) -> &HParams {
+        &self.hp
+    }
+
+    /// Turns CUDA-graph replay of the decode step on or off (on by default; the environment
+    /// variable `MOLLA_CUDA_GRAPH=0` turns it off at load).
+    pub fn set_graphs(&self, on: bool) {
+        self.graphs.store(on, Ordering::Relaxed);
+    }
+
+    /// A KV cache (f16, on the device) for `capacity` positions of this model.
+    pub fn new_cache(&self, capacity: usize) -> Result<CudaKvCache> {
+        if capacity == 0 || capacity > i32::MAX as usize / self.hp.kv_dim().max(self.hp.v_dim()) {
+            return Err(CudaError::Unsupported(format!(
+                "KV cache capacity {capacity}"
+            )));
+        }
+        // Allocations are stream-ordered: keep them out of another thread's graph capture.
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        CudaKvCache::new(&self.gpu, &self.hp, capacity, self.uid)
+    }
+
+    /// Runs `tokens` at positions `kv.len..`, appends their keys and values to `kv`, and returns
+    /// logits: `n_vocab` values for the last token, or for every token with [`Logits::All`].
+    pub fn forward(&self, tokens: &[u32], kv: &mut CudaKvCache, which: Logits) -> Result<Vec<f32>> {
+        let n = tokens.len();
+        if n == 0 {
+            return Err(CudaError::NoTokens);
+        }
+        if kv.model_uid != self.uid {
+            return Err(CudaError::CacheShape);
+        }
+        let start = kv.len;
+        if start + n > kv.capacity() {
+            return Err(CudaError::ContextFull {
+                needed: start + n,
+                capacity: kv.capacity(),
+            });
+        }
+        let vocab = self.hp.n_vocab;
+        if let Some((t, &id)) = tokens
+            .iter()
+            .enumerate()
+            .find(|&(_, &id)| id as usize >= vocab)
+        {
+            return Err(CudaError::BadToken {
+                id,
+                pos: start + t,
+                vocab,
+            });
+        }
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.gpu.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        if n == 1 {
+            return self.decode(tokens[0], kv);
+        }
+        let mut out = Vec::with_capacity(if which == Logits::All {
+            n * vocab
+        } else {
+            vocab
+        });
+        let count = n.div_ceil(CHUNK);
+        for (i, chunk) in tokens.chunks(CHUNK).enumerate() {
+            let want = match which {
+                Logits::All => Some(Logits::All),
+                Logits::Last => (i + 1 == count).then_some(Logits::Last),
+            };
+            self.prefill(chunk, kv, want, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn output(&self) -> WeightRef {
+        self.output.as_ref().unwrap_or(&self.embd).r(&self.gpu)
+    }
+
+    fn decode(&self, token: u32, kv: &mut CudaKvCache) -> Result<Vec<f32>> {
+        let g = &self.gpu;
+        g.write(&[token], &mut kv.tokens)?;
+        g.write(&[kv.len as i32], &mut kv.pos)?;
+        if self.graphs.load(Ordering::Relaxed) && kv.graph.is_none() {
+            match self.capture(kv) {
+                Ok(graph) => kv.graph = Some(graph),
+                // Capture unsupported here: fall back to plain launches from now on.
+                Err(_) => self.graphs.store(false, Ordering::Relaxed),
+            }
+        }
+        if let Some(graph) = kv
+            .graph
+            .as_ref()
+            .filter(|_| self.graphs.load(Ordering::Relaxed))
+        {
+            graph.exec.launch().map_err(drv("graph launch"))?;
+        } else {
+            // SAFETY: every address comes from this model's or this cache's live buffers, sized
+            // for one token (checked against the model at cache creation).
+            unsafe { self.decode_launches(kv)? };
+        }
+        let mut logits = vec![0.0f32; self.hp.n_vocab];
+        g.download(&kv.decode.logits, &mut logits)?;
+        kv.len += 1;
+        Ok(logits)
+    }
+
+    /// Captures the decode launches into a graph (the step's token and position are read from
+    /// device memory, so one graph serves every step of this cache).
+    fn capture(&self, kv: &CudaKvCache) -> Result<Graph> {
+        let s = &self.gpu.stream;
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(drv("graph capture"))?;
+        // SAFETY: as in `decode`.
+        let launched = unsafe { self.decode_launches(kv) };
+        let ended = s
+            .end_capture(CUgraphInstantiate_flags(0))
+            .map_err(drv("graph capture"));
+        launched?;
+        let exec = ended?.ok_or(CudaError::Driver {
+            what: "graph capture",
+            msg: "empty graph".into(),
+        })?;
+        Ok(Graph { exec })
+    }
+
+    /// Layer `li`'s key and value cache addresses.
+    fn cache_ptrs(&self, kv: &CudaKvCache, li: usize) -> (u64, u64) {
+        let g = &self.gpu;
+        (
+            g.ptr(&kv.k) + (li * kv.kv_stride * 2) as u64,
+            g.ptr(&kv.v) + (li * kv.v_stride * 2) as u64,
+        )
+    }
+
+    fn opt(&self, b: &Option<CudaSlice<f32>>) -> u64 {
+        b.as_ref().map_or(0, |b| self.gpu.ptr(b))
+    }
+
+    /// # Safety
+    /// `kv` was made by this model (its buffers are sized for it).
+    unsafe fn decode_launches(&self, kv: &CudaKvCache) -> Result<()> {
+        let (g, hp, s) = (&self.gpu, &self.hp, &kv.decode);
+        let p = |b: &CudaSlice<f32>| g.ptr(b);
+        let (x, q, k, v, att, gate, up) = (
+            p(&s.x),
+            p(&s.q),
+            p(&s.k),
+            p(&s.v),
+            p(&s.att),
+            p(&s.gate),
+            p(&s.up),
+        );
+        let (pos, freqs) = (g.ptr(&kv.pos), g.ptr(&self.freqs));
+        let out = |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| Out {
+            w: w.r(g),
+            y,
+            bias,
+            accumulate,
+        };
+        // SAFETY (all launches): buffers are sized by `Scratch::new(hp, 1)` and the cache.
+        unsafe {
+            launch::embed(g, &self.embd.r(g), g.ptr(&kv.tokens), 1, x)?;
+            for (li, l) in self.layers.iter().enumerate() {
+                let cache = self.cache_ptrs(kv, li);
+                let qkv = [
+                    out(&l.wq, q, self.opt(&l.bq), false),
+                    out(&l.wk, k, self.opt(&l.bk), false),
+                    out(&l.wv, v, self.opt(&l.bv), false),
+                ];
+                launch::matvec(
+                    g,
+                    &qkv,
+                    hp.n_embd,
+                    x,
+                    Prep::RmsNorm(p(&l.attn_norm), hp.rms_eps),
+                )?;
+                launch::rope_store(g, &self.heads, (q, k, v), cache, pos, freqs, 1)?;
+                launch::attention(g, &self.heads, q, cache, att, pos, 1)?;
+                launch::matvec(
+                    g,
+                    &[out(&l.wo, x, 0, true)],
+                    hp.n_head * hp.head_dim_v,
+                    att,
+                    Prep::Plain,
+                )?;
+                let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
+                launch::matvec(
+                    g,
+                    &gu,
+                    hp.n_embd,
+                    x,
+                    Prep::RmsNorm(p(&l.ffn_norm), hp.rms_eps),
+                )?;
+                launch::matvec(
+                    g,
+                    &[out(&l.w_down, x, 0, true)],
+                    hp.n_ff,
+                    gate,
+                    Prep::SwiGlu(up),
+                )?;
+            }
+            let head = Out {
+                w: self.output(),
+                y: p(&s.logits),
+                bias: 0,
+                accumulate: false,
+            };
+            launch::matvec(
+                g,
+                &[head],
+                hp.n_embd,
+                x,
+                Prep::RmsNorm(p(&self.output_norm), hp.rms_eps),
+            )
+        }
+    }
+
+    fn prefill(
+        &self,
+        tokens: &[u32],
+        kv: &mut CudaKvCache,
+        want: Option<Logits>,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        let (g, hp) = (&self.gpu, &self.hp);
+        let n = tokens.len();
+        if kv.prefill.as_ref().is_none_or(|s| s.n < n) {
+            kv.prefill = None;
+            kv.prefill = Some(Scratch::new(g, hp, n.next_power_of_two().clamp(16, CHUNK))?);
+        }
+        if want == Some(Logits::All)
+            && kv
+                .logits_all
+                .as_ref()
+                .is_none_or(|b| b.len() < n * hp.n_vocab)
+        {
+            kv.logits_all = None;
+            kv.logits_all = Some(g.zeros(CHUNK.min(n.next_power_of_two()) * hp.n_vocab)?);
+        }
+        g.write(tokens, &mut kv.tokens)?;
+        g.write(&[kv.len as i32], &mut kv.pos)?;
+        let Some(s) = kv.prefill.as_ref() else {
+            return Ok(());
+        };
+        let p = |b: &CudaSlice<f32>| g.ptr(b);
+        let (x, h, q, k, v, att, gate, up) = (
+            p(&s.x),
+            p(&s.h),
+            p(&s.q),
+            p(&s.k),
+            p(&s.v),
+            p(&s.att),
+            p(&s.gate),
+            p(&s.up),
+        );
+        let (pos, freqs, e) = (g.ptr(&kv.pos), g.ptr(&self.freqs), hp.n_embd);
+        let out_ = |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| Out {
+            w: w.r(g),
+            y,
+            bias,
+            accumulate,
+        };
+        // SAFETY (all launches): the scratch holds at least `n` tokens, the cache has room for
+        // positions kv.len..kv.len+n (checked by `forward`), and every buffer belongs to this model.
+        unsafe {
+            launch::embed(g, &self.embd.r(g), g.ptr(&kv.tokens), n, x)?;
+            for (li, l) in self.layers.iter().enumerate() {
+                let cache = self.cache_ptrs(kv, li);
+                launch::rms_norm(g, x, p(&l.attn_norm), h, n, e, hp.rms_eps)?;
+                launch::matmul(g, &out_(&l.wq, q, self.opt(&l.bq), false), h, n)?;
+                launch::matmul(g, &out_(&l.wk, k, self.opt(&l.bk), false), h, n)?;
+                launch::matmul(g, &out_(&l.wv, v, self.opt(&l.bv), false), h, n)?;
+                launch::rope_store(g, &self.heads, (q, k, v), cache, pos, freqs, n)?;
+                launch::attention(g, &self.heads, q, cache, att, pos, n)?;
+                launch::matmul(g, &out_(&l.wo, x, 0, true), att, n)?;
+                launch::rms_norm(g, x, p(&l.ffn_norm), h, n, e, hp.rms_eps)?;
+                launch::matmul(g, &out_(&l.w_gate, gate, 0, false), h, n)?;
+                launch::matmul(g, &out_(&l.w_up, up, 0, false), h, n)?;
+                launch::swiglu(g, gate, up, n * hp.n_ff)?;
+                launch::matmul(g, &out_(&l.w_down, x, 0, true), gate, n)?;
+            }
+            let norm = p(&self.output_norm);
+            match want {
+                Some(Logits::Last) => {
+                    let head = Out {
+                        w: self.output(),
+                        y: p(&s.logits),
+                        bias: 0,
+                        accumulate: false,
+                    };
+                    let last = x + ((n - 1) * e * 4) as u64;
+                    launch::matvec(g, &[head], e, last, Prep::RmsNorm(norm, hp.rms_eps))?;
+                }
+                Some(Logits::All) => {
+                    if let Some(all) = &kv.logits_all {
+                        launch::rms_norm(g, x, norm, h, n, e, hp.rms_eps)?;
+                        let head = Out {
+                            w: self.output(),
+                            y: g.ptr(all),
+                            bias: 0,
+                            accumulate: false,
+                        };
+                        launch::matmul(g, &head, h, n)?;
+                    }
+                }
+                None => {}
+            }
+        }
+        match want {
+            Some(Logits::Last) => {
+                let mut l = vec![0.0f32; hp.n_vocab];
+                g.download(&s.logits, &mut l)?;
+                out.extend_from_slice(&l);
+            }
+            Some(Logits::All) => {
+                let mut l = vec![0.0f32; n * hp.n_vocab];
+                if let Some(all) = &kv.logits_all {
+                    g.download(all, &mut l)?;
+                }
+                out.extend_from_slice(&l);
+            }
+            None => g.sync()?,
+        }
+        kv.len += n;
+        Ok(())
+    }
+}

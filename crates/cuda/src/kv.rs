@@ -1,0 +1,110 @@
+//! The KV cache of one sequence on the device (f16 keys and values), plus the per-sequence
+//! working buffers and the captured decode graph, which refer to each other's addresses.
+
+use crate::device::Gpu;
+use crate::error::Result;
+use cudarc::driver::{CudaGraph, CudaSlice};
+use model::HParams;
+
+/// Most tokens one prefill launch sequence handles; longer prompts run in chunks of this size.
+pub(crate) const CHUNK: usize = 512;
+
+/// Activations for up to `n` tokens.
+pub(crate) struct Scratch {
+    pub n: usize,
+    pub x: CudaSlice<f32>,
+    pub h: CudaSlice<f32>,
+    pub q: CudaSlice<f32>,
+    pub k: CudaSlice<f32>,
+    pub v: CudaSlice<f32>,
+    pub att: CudaSlice<f32>,
+    pub gate: CudaSlice<f32>,
+    pub up: CudaSlice<f32>,
+    /// Logits of one token.
+    pub logits: CudaSlice<f32>,
+}
+
+impl Scratch {
+    pub fn new(gpu: &Gpu, hp: &HParams, n: usize) -> Result<Scratch> {
+        Ok(Scratch {
+            n,
+            x: gpu.zeros(n * hp.n_embd)?,
+            h: gpu.zeros(n * hp.n_embd)?,
+            q: gpu.zeros(n * hp.q_dim())?,
+            k: gpu.zeros(n * hp.kv_dim())?,
+            v: gpu.zeros(n * hp.v_dim())?,
+            att: gpu.zeros(n * hp.n_head * hp.head_dim_v)?,
+            gate: gpu.zeros(n * hp.n_ff)?,
+            up: gpu.zeros(n * hp.n_ff)?,
+            logits: gpu.zeros(hp.n_vocab)?,
+        })
+    }
+}
+
+/// A captured decode step. Its kernels' arguments are addresses in this cache and in the model
+/// it was captured for.
+pub(crate) struct Graph {
+    pub exec: CudaGraph,
+}
+
+// SAFETY: the graph is only launched through `&mut CudaKvCache` while the model's stream lock is
+// held, so it is never used from two threads at once; CUDA graphs may move between threads.
+unsafe impl Send for Graph {}
+
+/// Keys and values of every layer for up to `capacity` positions, in f16 on the device.
+pub struct CudaKvCache {
+    pub(crate) model_uid: u64,
+    capacity: usize,
+    pub(crate) kv_stride: usize,
+    pub(crate) v_stride: usize,
+    pub(crate) k: CudaSlice<u16>,
+    pub(crate) v: CudaSlice<u16>,
+    /// Positions filled so far (the next token goes to position `len`).
+    pub len: usize,
+    /// Start position of the current step, read by the kernels.
+    pub(crate) pos: CudaSlice<i32>,
+    /// Token ids of the current step.
+    pub(crate) tokens: CudaSlice<u32>,
+    pub(crate) decode: Scratch,
+    pub(crate) prefill: Option<Scratch>,
+    /// Logits of every token of a prefill chunk.
+    pub(crate) logits_all: Option<CudaSlice<f32>>,
+    pub(crate) graph: Option<Graph>,
+}
+
+impl CudaKvCache {
+    pub(crate) fn new(
+        gpu: &Gpu,
+        hp: &HParams,
+        capacity: usize,
+        model_uid: u64,
+    ) -> Result<CudaKvCache> {
+        let kv_stride = capacity * hp.kv_dim();
+        let v_stride = capacity * hp.v_dim();
+        Ok(CudaKvCache {
+            model_uid,
+            capacity,
+            kv_stride,
+            v_stride,
+            k: gpu.zeros(hp.n_layer * kv_stride)?,
+            v: gpu.zeros(hp.n_layer * v_stride)?,
+            len: 0,
+            pos: gpu.zeros(1)?,
+            tokens: gpu.zeros(CHUNK)?,
+            decode: Scratch::new(gpu, hp, 1)?,
+            prefill: None,
+            logits_all: None,
+            graph: None,
+        })
+    }
+
+    /// Positions the cache can hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Forgets every position (the memory stays allocated).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}

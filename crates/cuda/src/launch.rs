@@ -1,0 +1,355 @@
+//! Raw kernel launches on device addresses. Callers guarantee that every address is a live
+//! allocation of this device holding at least the elements the shapes imply; the safe entry
+//! points are `CudaModel::forward` and the host-in/host-out wrappers in `testing`.
+
+use crate::device::Gpu;
+use crate::error::{Result, drv};
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+
+/// A weight matrix on the device, in its GGUF block layout.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WeightRef {
+    pub ptr: u64,
+    /// ggml type id.
+    pub ty: i32,
+    pub rows: usize,
+    pub cols: usize,
+    pub row_bytes: usize,
+}
+
+/// One weight matrix of a fused matvec (kernels/matvec.cu `MvSeg`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct MvSeg {
+    w: u64,
+    bias: u64,
+    y: u64,
+    rows: i32,
+    row_bytes: i32,
+    ty: i32,
+    accumulate: i32,
+}
+
+/// Arguments of the matvec kernel (kernels/matvec.cu `MvArgs`), passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct MvArgs {
+    seg: [MvSeg; 3],
+    nseg: i32,
+    cols: i32,
+    x: u64,
+    x2: u64,
+    norm_w: u64,
+    eps: f32,
+    mode: i32,
+    lanes: i32,
+}
+
+// SAFETY: plain #[repr(C)] data whose layout matches the CUDA struct (checked in tests below).
+unsafe impl DeviceRepr for MvArgs {}
+
+/// How the matvec prepares its input row.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Prep {
+    /// x as given.
+    Plain,
+    /// rmsnorm(x) * w (address of `cols` weights), with epsilon.
+    RmsNorm(u64, f32),
+    /// silu(x) * up (address of `cols` values).
+    SwiGlu(u64),
+}
+
+/// An output of a fused matvec: y = W·x (+ bias) (+ y when accumulating).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Out {
+    pub w: WeightRef,
+    pub y: u64,
+    pub bias: u64,
+    pub accumulate: bool,
+}
+
+fn cfg(grid: (u32, u32, u32), block: u32, smem: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: grid,
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: smem,
+    }
+}
+
+/// Lanes per output row of the decode matvec: a full warp (fewest dependent load rounds), or with
+/// `MOLLA_MV_LANES=even` the largest power of two (8..=32) that splits the row's 8-weight chunks
+/// evenly (no idle lanes, more rounds), or a fixed 8, 16 or 32. Read once.
+pub(crate) fn matvec_lanes(cols: usize) -> i32 {
+    static MODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let mode = MODE.get_or_init(|| std::env::var("MOLLA_MV_LANES").unwrap_or_default());
+    match mode.as_str() {
+        "even" => even_lanes(cols),
+        "8" => 8,
+        "16" => 16,
+        _ => 32,
+    }
+}
+
+/// The largest power of two (8..=32) dividing the number of 8-weight chunks, else 32.
+pub(crate) fn even_lanes(cols: usize) -> i32 {
+    match (cols / 8).trailing_zeros() {
+        5.. => 32,
+        4 => 16,
+        3 => 8,
+        _ => 32,
+    }
+}
+
+const MV_THREADS: u32 = 128;
+
+/// Fused decode matvec over up to three matrices sharing the input `x` (`cols` values).
+///
+/// # Safety
+/// See the module docs; every `Out` matrix has `cols` columns, `cols * 4` bytes fit shared memory.
+pub(crate) unsafe fn matvec(
+    gpu: &Gpu,
+    outs: &[Out],
+    cols: usize,
+    x: u64,
+    prep: Prep,
+) -> Result<()> {
+    let mut a = MvArgs {
+        cols: cols as i32,
+        x,
+        lanes: matvec_lanes(cols),
+        ..MvArgs::default()
+    };
+    match prep {
+        Prep::Plain => {}
+        Prep::RmsNorm(w, eps) => (a.mode, a.norm_w, a.eps) = (1, w, eps),
+        Prep::SwiGlu(up) => (a.mode, a.x2) = (2, up),
+    }
+    let mut total = 0usize;
+    for (s, o) in a.seg.iter_mut().zip(outs.iter().take(3)) {
+        *s = MvSeg {
+            w: o.w.ptr,
+            bias: o.bias,
+            y: o.y,
+            rows: o.w.rows as i32,
+            row_bytes: o.w.row_bytes as i32,
+            ty: o.w.ty,
+            accumulate: i32::from(o.accumulate),
+        };
+        total += o.w.rows;
+    }
+    a.nseg = outs.len().min(3) as i32;
+    let rows_per_block = MV_THREADS as usize / a.lanes as usize;
+    // Blocks stride over rows beyond this: each block prepares the input once, so a big head
+    // (49152 rows) is not normalised 12288 times.
+    let grid = total.div_ceil(rows_per_block).clamp(1, gpu.sm_count * 6) as u32;
+    let mut b = gpu.stream.launch_builder(&gpu.k.matvec);
+    b.arg(&a);
+    // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
+    unsafe { b.launch(cfg((grid, 1, 1), MV_THREADS, (cols * 4) as u32)) }
+        .map_err(drv("matvec launch"))?;
+    Ok(())
+}
+
+/// Prefill matmul: `y[t][r] = W[r]·x[t]` (+ bias) (+ y), `n` rows of `x`.
+///
+/// # Safety
+/// See the module docs.
+pub(crate) unsafe fn matmul(gpu: &Gpu, o: &Out, x: u64, n: usize) -> Result<()> {
+    let w = o.w;
+    let (ty, rows, cols, rb, n_i, acc) = (
+        w.ty,
+        w.rows as i32,
+        w.cols as i32,
+        w.row_bytes as i32,
+        n as i32,
+        i32::from(o.accumulate),
+    );
+    let grid = (w.rows.div_ceil(64) as u32, n.div_ceil(64) as u32, 1);
+    let mut b = gpu.stream.launch_builder(&gpu.k.matmul);
+    b.arg(&w.ptr)
+        .arg(&ty)
+        .arg(&rows)
+        .arg(&cols)
+        .arg(&rb)
+        .arg(&x)
+        .arg(&n_i)
+        .arg(&o.y)
+        .arg(&o.bias)
+        .arg(&acc);
+    // SAFETY: as above.
+    unsafe { b.launch(cfg(grid, 256, 0)) }.map_err(drv("matmul launch"))?;
+    Ok(())
+}
+
+/// RMSNorm of `rows` rows of `n` values.
+///
+/// # Safety
+/// See the module docs.
+pub(crate) unsafe fn rms_norm(
+    gpu: &Gpu,
+    x: u64,
+    w: u64,
+    out: u64,
+    rows: usize,
+    n: usize,
+    eps: f32,
+) -> Result<()> {
+    let n_i = n as i32;
+    let mut b = gpu.stream.launch_builder(&gpu.k.rms_norm);
+    b.arg(&x).arg(&w).arg(&out).arg(&n_i).arg(&eps);
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((rows as u32, 1, 1), 256, 0)) }.map_err(drv("rms_norm launch"))?;
+    Ok(())
+}
+
+/// Shapes of attention and rope.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Heads {
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub head_dim_v: usize,
+    pub n_rot: usize,
+    pub neox: bool,
+}
+
+/// Rope on q (in place) and k, and the store of k and v (f16) at positions `*pos + t`.
+///
+/// # Safety
+/// See the module docs; `pos` holds one i32, `kc`/`vc` have room for the positions written.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn rope_store(
+    gpu: &Gpu,
+    h: &Heads,
+    (q, k, v): (u64, u64, u64),
+    (kc, vc): (u64, u64),
+    pos: u64,
+    freqs: u64,
+    n: usize,
+) -> Result<()> {
+    let (nh, nkv, hd, hdv, nrot, neox) = (
+        h.n_head as i32,
+        h.n_head_kv as i32,
+        h.head_dim as i32,
+        h.head_dim_v as i32,
+        h.n_rot as i32,
+        i32::from(h.neox),
+    );
+    let mut b = gpu.stream.launch_builder(&gpu.k.rope_store);
+    b.arg(&q)
+        .arg(&k)
+        .arg(&v)
+        .arg(&kc)
+        .arg(&vc)
+        .arg(&pos)
+        .arg(&freqs);
+    b.arg(&nh)
+        .arg(&nkv)
+        .arg(&hd)
+        .arg(&hdv)
+        .arg(&nrot)
+        .arg(&neox);
+    // SAFETY: as above.
+    let heads = (h.n_head + h.n_head_kv + 1) as u32;
+    unsafe { b.launch(cfg((n as u32, heads, 1), 64, 0)) }.map_err(drv("rope launch"))?;
+    Ok(())
+}
+
+/// Causal attention of `n` queries at positions `*pos + t` over the cache.
+///
+/// # Safety
+/// See the module docs.
+pub(crate) unsafe fn attention(
+    gpu: &Gpu,
+    h: &Heads,
+    q: u64,
+    (kc, vc): (u64, u64),
+    out: u64,
+    pos: u64,
+    n: usize,
+) -> Result<()> {
+    let (nh, nkv, hd, hdv) = (
+        h.n_head as i32,
+        h.n_head_kv as i32,
+        h.head_dim as i32,
+        h.head_dim_v as i32,
+    );
+    let scale = 1.0 / (h.head_dim as f32).sqrt();
+    let mut b = gpu.stream.launch_builder(&gpu.k.attention);
+    b.arg(&q)
+        .arg(&kc)
+        .arg(&vc)
+        .arg(&out)
+        .arg(&pos)
+        .arg(&nh)
+        .arg(&nkv)
+        .arg(&hd)
+        .arg(&hdv)
+        .arg(&scale);
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((h.n_head as u32, n as u32, 1), 256, 0)) }
+        .map_err(drv("attention launch"))?;
+    Ok(())
+}
+
+/// Embedding rows of `n` token ids (device u32s) into `out`.
+///
+/// # Safety
+/// See the module docs.
+pub(crate) unsafe fn embed(
+    gpu: &Gpu,
+    w: &WeightRef,
+    tokens: u64,
+    n: usize,
+    out: u64,
+) -> Result<()> {
+    let (ty, rows, cols, rb) = (w.ty, w.rows as i32, w.cols as i32, w.row_bytes as i32);
+    let mut b = gpu.stream.launch_builder(&gpu.k.embed);
+    b.arg(&w.ptr)
+        .arg(&ty)
+        .arg(&rows)
+        .arg(&cols)
+        .arg(&rb)
+        .arg(&tokens)
+        .arg(&out);
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((n as u32, 1, 1), 128, 0)) }.map_err(drv("embed launch"))?;
+    Ok(())
+}
+
+/// `g = silu(g) * u` over `n` values.
+///
+/// # Safety
+/// See the module docs.
+pub(crate) unsafe fn swiglu(gpu: &Gpu, g: u64, u: u64, n: usize) -> Result<()> {
+    let n_i = n as i32;
+    let mut b = gpu.stream.launch_builder(&gpu.k.swiglu);
+    b.arg(&g).arg(&u).arg(&n_i);
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((n.div_ceil(256) as u32, 1, 1), 256, 0)) }
+        .map_err(drv("swiglu launch"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matvec_args_match_the_cuda_layout() {
+        assert_eq!(size_of::<MvSeg>(), 40);
+        assert_eq!(std::mem::offset_of!(MvArgs, nseg), 120);
+        assert_eq!(std::mem::offset_of!(MvArgs, x), 128);
+        assert_eq!(std::mem::offset_of!(MvArgs, lanes), 160);
+        assert_eq!(size_of::<MvArgs>(), 168);
+    }
+
+    #[test]
+    fn even_lanes_leave_no_idle_threads_on_real_widths() {
+        assert_eq!(even_lanes(576), 8);
+        assert_eq!(even_lanes(896), 16);
+        assert_eq!(even_lanes(1536), 32);
+        assert_eq!(even_lanes(4864), 32);
+        assert_eq!(even_lanes(8 * 7), 32);
+    }
+}

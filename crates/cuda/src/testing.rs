@@ -1,0 +1,373 @@
+//! Host-in, host-out wrappers of each kernel, for conformance tests and micro-benchmarks: each
+//! uploads its inputs, poisons its outputs with NaN (so an unwritten element shows), runs one
+//! kernel and downloads the result. Lengths are checked; a mismatch is an error, never a panic.
+
+use crate::device::Gpu;
+use crate::error::{CudaError, Result};
+use crate::launch::{self, Heads, Out, Prep};
+use crate::weights::DevMatrix;
+use cudarc::driver::CudaSlice;
+use gguf::GgmlType;
+use half::f16;
+
+fn check(what: &'static str, got: usize, expected: usize) -> Result<()> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(CudaError::Length {
+            what,
+            got,
+            expected,
+        })
+    }
+}
+
+fn poisoned(gpu: &Gpu, len: usize) -> Result<CudaSlice<f32>> {
+    gpu.upload(&vec![f32::NAN; len.max(1)])
+}
+
+fn fetch(gpu: &Gpu, buf: &CudaSlice<f32>, len: usize) -> Result<Vec<f32>> {
+    let mut out = vec![0.0f32; len];
+    gpu.download(buf, &mut out)?;
+    Ok(out)
+}
+
+/// One weight matrix of a fused matvec: `rows` rows of `ty` in `w`, an optional bias, and an
+/// optional initial output (the kernel then adds to it, as the residual connection does).
+pub struct Seg<'a> {
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub w: &'a [u8],
+    pub bias: Option<&'a [f32]>,
+    pub acc: Option<&'a [f32]>,
+}
+
+/// How the matvec prepares its input.
+#[derive(Clone, Copy)]
+pub enum Input<'a> {
+    Plain,
+    RmsNorm { w: &'a [f32], eps: f32 },
+    SwiGlu { up: &'a [f32] },
+}
+
+/// The decode matvec over up to three matrices of `cols` columns sharing the input `x`.
+pub fn matvec(
+    gpu: &Gpu,
+    segs: &[Seg],
+    cols: usize,
+    x: &[f32],
+    input: Input,
+) -> Result<Vec<Vec<f32>>> {
+    if segs.is_empty() || segs.len() > 3 {
+        return Err(CudaError::Unsupported(format!(
+            "{} matvec segments (1 to 3)",
+            segs.len()
+        )));
+    }
+    if cols * 4 > gpu.max_smem {
+        return Err(CudaError::Unsupported(format!(
+            "matvec input of {cols} values"
+        )));
+    }
+    check("matvec input", x.len(), cols)?;
+    let xd = gpu.upload(x)?;
+    let aux = match input {
+        Input::Plain => None,
+        Input::RmsNorm { w, .. } | Input::SwiGlu { up: w } => {
+            check("matvec input weights", w.len(), cols)?;
+            Some(gpu.upload(w)?)
+        }
+    };
+    let aux_ptr = aux.as_ref().map_or(0, |a| gpu.ptr(a));
+    let prep = match input {
+        Input::Plain => Prep::Plain,
+        Input::RmsNorm { eps, .. } => Prep::RmsNorm(aux_ptr, eps),
+        Input::SwiGlu { .. } => Prep::SwiGlu(aux_ptr),
+    };
+    let mut mats = Vec::new();
+    let mut ys = Vec::new();
+    let mut biases = Vec::new();
+    for s in segs {
+        mats.push(DevMatrix::upload(
+            gpu,
+            "matvec weights",
+            s.ty,
+            s.rows,
+            cols,
+            s.w,
+        )?);
+        ys.push(match s.acc {
+            Some(a) => {
+                check("matvec accumulator", a.len(), s.rows)?;
+                gpu.upload(a)?
+            }
+            None => poisoned(gpu, s.rows)?,
+        });
+        biases.push(match s.bias {
+            Some(b) => {
+                check("matvec bias", b.len(), s.rows)?;
+                Some(gpu.upload(b)?)
+            }
+            None => None,
+        });
+    }
+    let outs: Vec<Out> = (0..segs.len())
+        .map(|i| Out {
+            w: mats[i].r(gpu),
+            y: gpu.ptr(&ys[i]),
+            bias: biases[i].as_ref().map_or(0, |b| gpu.ptr(b)),
+            accumulate: segs[i].acc.is_some(),
+        })
+        .collect();
+    // SAFETY: every buffer above is sized for its matrix; x and aux hold `cols` values.
+    unsafe { launch::matvec(gpu, &outs, cols, gpu.ptr(&xd), prep)? };
+    segs.iter()
+        .zip(&ys)
+        .map(|(s, y)| fetch(gpu, y, s.rows))
+        .collect()
+}
+
+/// The prefill matmul: `y[t] = W·x[t]` (+ bias) (+ acc) for `x.len() / cols` rows of `x`.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul(
+    gpu: &Gpu,
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    w: &[u8],
+    x: &[f32],
+    bias: Option<&[f32]>,
+    acc: Option<&[f32]>,
+) -> Result<Vec<f32>> {
+    let m = DevMatrix::upload(gpu, "matmul weights", ty, rows, cols, w)?;
+    if x.is_empty() || !x.len().is_multiple_of(cols) {
+        return Err(CudaError::Length {
+            what: "matmul input",
+            got: x.len(),
+            expected: cols,
+        });
+    }
+    let n = x.len() / cols;
+    let xd = gpu.upload(x)?;
+    let y = match acc {
+        Some(a) => {
+            check("matmul accumulator", a.len(), n * rows)?;
+            gpu.upload(a)?
+        }
+        None => poisoned(gpu, n * rows)?,
+    };
+    let b = match bias {
+        Some(b) => {
+            check("matmul bias", b.len(), rows)?;
+            Some(gpu.upload(b)?)
+        }
+        None => None,
+    };
+    let o = Out {
+        w: m.r(gpu),
+        y: gpu.ptr(&y),
+        bias: b.as_ref().map_or(0, |b| gpu.ptr(b)),
+        accumulate: acc.is_some(),
+    };
+    // SAFETY: x holds n rows of `cols`, y n rows of `rows`, bias `rows` values.
+    unsafe { launch::matmul(gpu, &o, gpu.ptr(&xd), n)? };
+    fetch(gpu, &y, n * rows)
+}
+
+/// RMSNorm of the rows of `x` (rows of `w.len()` values).
+pub fn rms_norm(gpu: &Gpu, x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>> {
+    if w.is_empty() || !x.len().is_multiple_of(w.len()) {
+        return Err(CudaError::Length {
+            what: "rms_norm input",
+            got: x.len(),
+            expected: w.len(),
+        });
+    }
+    let (xd, wd, out) = (gpu.upload(x)?, gpu.upload(w)?, poisoned(gpu, x.len())?);
+    // SAFETY: sizes as checked.
+    unsafe {
+        launch::rms_norm(
+            gpu,
+            gpu.ptr(&xd),
+            gpu.ptr(&wd),
+            gpu.ptr(&out),
+            x.len() / w.len(),
+            w.len(),
+            eps,
+        )?
+    };
+    fetch(gpu, &out, x.len())
+}
+
+/// Attention and rope shapes.
+#[derive(Clone, Copy, Debug)]
+pub struct HeadShape {
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub head_dim_v: usize,
+    pub n_rot: usize,
+    pub neox: bool,
+}
+
+impl HeadShape {
+    fn heads(&self) -> Result<Heads> {
+        let ok = self.n_head_kv > 0
+            && self.n_head.is_multiple_of(self.n_head_kv)
+            && self.head_dim.is_multiple_of(2)
+            && self.head_dim <= 256
+            && self.head_dim_v <= 256
+            && self.n_rot <= self.head_dim
+            && self.n_rot.is_multiple_of(2);
+        if !ok {
+            return Err(CudaError::Unsupported(format!("head shape {self:?}")));
+        }
+        let s = *self;
+        Ok(Heads {
+            n_head: s.n_head,
+            n_head_kv: s.n_head_kv,
+            head_dim: s.head_dim,
+            head_dim_v: s.head_dim_v,
+            n_rot: s.n_rot,
+            neox: s.neox,
+        })
+    }
+}
+
+/// Rope of `n` tokens' q and k at positions `pos0..`, storing k and v into f16 caches of
+/// `capacity` positions. Returns (rotated q, key cache, value cache), the caches widened to f32.
+#[allow(clippy::too_many_arguments)]
+pub fn rope_store(
+    gpu: &Gpu,
+    h: &HeadShape,
+    freqs: &[f64],
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    pos0: usize,
+    capacity: usize,
+) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
+    let heads = h.heads()?;
+    let (qd, kvd, vd) = (
+        h.n_head * h.head_dim,
+        h.n_head_kv * h.head_dim,
+        h.n_head_kv * h.head_dim_v,
+    );
+    let n = q.len() / qd.max(1);
+    check("rope q", q.len(), n * qd)?;
+    check("rope k", k.len(), n * kvd)?;
+    check("rope v", v.len(), n * vd)?;
+    check("rope freqs", freqs.len(), h.n_rot / 2)?;
+    if n == 0 || pos0 + n > capacity {
+        return Err(CudaError::ContextFull {
+            needed: pos0 + n,
+            capacity,
+        });
+    }
+    let (qb, kb, vb) = (gpu.upload(q)?, gpu.upload(k)?, gpu.upload(v)?);
+    let nan = f16::NAN.to_bits();
+    let kc = gpu.upload(&vec![nan; capacity * kvd])?;
+    let vc = gpu.upload(&vec![nan; capacity * vd])?;
+    let (pos, fr) = (gpu.upload(&[pos0 as i32])?, gpu.upload(freqs)?);
+    // SAFETY: sizes as checked.
+    unsafe {
+        launch::rope_store(
+            gpu,
+            &heads,
+            (gpu.ptr(&qb), gpu.ptr(&kb), gpu.ptr(&vb)),
+            (gpu.ptr(&kc), gpu.ptr(&vc)),
+            gpu.ptr(&pos),
+            gpu.ptr(&fr),
+            n,
+        )?
+    };
+    let widen = |b: &CudaSlice<u16>, len: usize| -> Result<Vec<f32>> {
+        let mut bits = vec![0u16; len];
+        gpu.download(b, &mut bits)?;
+        Ok(bits
+            .into_iter()
+            .map(|b| f16::from_bits(b).to_f32())
+            .collect())
+    };
+    Ok((
+        fetch(gpu, &qb, q.len())?,
+        widen(&kc, capacity * kvd)?,
+        widen(&vc, capacity * vd)?,
+    ))
+}
+
+/// Causal attention of `n` queries (rows of `q`) at positions `pos0..` over caches holding
+/// positions `0..pos0 + n` (given in f32, stored in f16 as the model's cache is).
+pub fn attention(
+    gpu: &Gpu,
+    h: &HeadShape,
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    pos0: usize,
+) -> Result<Vec<f32>> {
+    let heads = h.heads()?;
+    let (qd, kvd, vd) = (
+        h.n_head * h.head_dim,
+        h.n_head_kv * h.head_dim,
+        h.n_head_kv * h.head_dim_v,
+    );
+    let n = q.len() / qd.max(1);
+    check("attention q", q.len(), n * qd)?;
+    check("attention keys", keys.len(), (pos0 + n) * kvd)?;
+    check("attention values", values.len(), (pos0 + n) * vd)?;
+    let half = |x: &[f32]| -> Vec<u16> { x.iter().map(|&v| f16::from_f32(v).to_bits()).collect() };
+    let (qb, kc, vc) = (
+        gpu.upload(q)?,
+        gpu.upload(&half(keys))?,
+        gpu.upload(&half(values))?,
+    );
+    let pos = gpu.upload(&[pos0 as i32])?;
+    let out = poisoned(gpu, n * h.n_head * h.head_dim_v)?;
+    // SAFETY: sizes as checked.
+    unsafe {
+        launch::attention(
+            gpu,
+            &heads,
+            gpu.ptr(&qb),
+            (gpu.ptr(&kc), gpu.ptr(&vc)),
+            gpu.ptr(&out),
+            gpu.ptr(&pos),
+            n,
+        )?
+    };
+    fetch(gpu, &out, n * h.n_head * h.head_dim_v)
+}
+
+/// Embedding lookup: the rows `tokens` of a `rows` x `cols` matrix of `ty`, dequantized.
+pub fn embed(
+    gpu: &Gpu,
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    w: &[u8],
+    tokens: &[u32],
+) -> Result<Vec<f32>> {
+    let m = DevMatrix::upload(gpu, "embedding", ty, rows, cols, w)?;
+    if let Some(&id) = tokens.iter().find(|&&t| t as usize >= rows) {
+        return Err(CudaError::BadToken {
+            id,
+            pos: 0,
+            vocab: rows,
+        });
+    }
+    let t = gpu.upload(tokens)?;
+    let out = poisoned(gpu, tokens.len() * cols)?;
+    // SAFETY: ids checked; out holds one row per token.
+    unsafe { launch::embed(gpu, &m.r(gpu), gpu.ptr(&t), tokens.len(), gpu.ptr(&out))? };
+    fetch(gpu, &out, tokens.len() * cols)
+}
+
+/// SwiGLU: `silu(g) * u`.
+pub fn swiglu(gpu: &Gpu, g: &[f32], u: &[f32]) -> Result<Vec<f32>> {
+    check("swiglu up", u.len(), g.len())?;
+    let (gd, ud) = (gpu.upload(g)?, gpu.upload(u)?);
+    // SAFETY: both hold g.len() values.
+    unsafe { launch::swiglu(gpu, gpu.ptr(&gd), gpu.ptr(&ud), g.len())? };
+    fetch(gpu, &gd, g.len())
+}

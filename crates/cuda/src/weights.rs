@@ -1,0 +1,87 @@
+//! Weights on the device. Matrices keep their GGUF block layout unchanged (no repack); vectors
+//! (norms, biases) are f32.
+
+use crate::device::Gpu;
+use crate::error::{CudaError, Result};
+use crate::launch::WeightRef;
+use cudarc::driver::CudaSlice;
+use gguf::GgmlType;
+
+/// Whether the kernels decode weights of type `ty` (kernels/dequant.cuh): F32, F16, BF16, Q4_0,
+/// Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K..Q6_K, the types the CPU reference supports.
+pub fn supports(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    matches!(
+        ty,
+        F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K
+    )
+}
+
+/// A weight matrix uploaded in its file encoding.
+pub(crate) struct DevMatrix {
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    pub row_bytes: usize,
+    pub buf: CudaSlice<u8>,
+}
+
+impl DevMatrix {
+    /// Uploads `rows` rows of `cols` elements of `ty` held in `bytes`.
+    pub fn upload(
+        gpu: &Gpu,
+        name: &str,
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+    ) -> Result<DevMatrix> {
+        if !supports(ty) {
+            return Err(CudaError::UnsupportedType {
+                name: name.to_string(),
+                ty,
+            });
+        }
+        let row_bytes = ty
+            .bytes_for(cols as u64)
+            .and_then(|b| usize::try_from(b).ok())
+            .filter(|_| cols.is_multiple_of(8) && cols > 0)
+            .ok_or_else(|| CudaError::Unsupported(format!("tensor '{name}': {cols} columns of {ty} (need a multiple of 8 and whole blocks)")))?;
+        if i32::try_from(row_bytes).is_err() || i32::try_from(rows).is_err() {
+            return Err(CudaError::Unsupported(format!(
+                "tensor '{name}' is too large"
+            )));
+        }
+        let expected = rows.saturating_mul(row_bytes);
+        if bytes.len() != expected {
+            return Err(CudaError::Length {
+                what: "weight bytes",
+                got: bytes.len(),
+                expected,
+            });
+        }
+        Ok(DevMatrix {
+            ty,
+            rows,
+            cols,
+            row_bytes,
+            buf: gpu.upload(bytes)?,
+        })
+    }
+
+    /// Binds a model matrix.
+    pub fn from_model(gpu: &Gpu, file: &gguf::GgufFile, m: &model::Matrix) -> Result<DevMatrix> {
+        DevMatrix::upload(gpu, &m.name, m.ty, m.rows, m.cols, m.bytes(file))
+    }
+
+    /// The matrix as kernel arguments.
+    pub fn r(&self, gpu: &Gpu) -> WeightRef {
+        WeightRef {
+            ptr: gpu.ptr(&self.buf),
+            ty: self.ty.id() as i32,
+            rows: self.rows,
+            cols: self.cols,
+            row_bytes: self.row_bytes,
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! Conformance of each CUDA kernel with the CPU reference on random data of real shapes (odd row
+//! counts included), within 1e-3 relative error (‖gpu − cpu‖ / ‖cpu‖).
+
+mod common;
+
+use common::{ALL_TYPES, Rng, gpu, matrix, rel, widths};
+use cpu::ops;
+use cuda::testing::{self, HeadShape, Input, Seg};
+use gguf::GgmlType;
+use half::f16;
+
+const TOL: f64 = 1e-3;
+
+fn dot64(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum::<f64>() as f32
+}
+
+#[test]
+fn matvec_every_type_and_width() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(1);
+    for ty in ALL_TYPES {
+        for cols in widths(ty) {
+            let rows = 37 + cols % 7;
+            let (w, _) = matrix(&mut rng, ty, rows, cols);
+            let x = rng.vec(cols, 1.0);
+            let row_bytes = w.len() / rows;
+            let cpu: Vec<f32> = (0..rows)
+                .map(|r| quant::dot(ty, &w[r * row_bytes..(r + 1) * row_bytes], &x).unwrap())
+                .collect();
+            let seg = Seg {
+                ty,
+                rows,
+                w: &w,
+                bias: None,
+                acc: None,
+            };
+            let out = testing::matvec(&g, &[seg], cols, &x, Input::Plain)
+                .unwrap()
+                .remove(0);
+            let e = rel(&out, &cpu);
+            println!("matvec {ty:5} {rows:3}x{cols:4}: rel {e:.2e}");
+            assert!(e < TOL, "matvec {ty} {rows}x{cols}: relative error {e}");
+        }
+    }
+}
+
+#[test]
+fn matvec_fused_input_bias_residual_and_mixed_segments() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(2);
+    let cols = 1536;
+    let types = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
+    let rows = [129usize, 65, 33];
+    let mats: Vec<(Vec<u8>, Vec<f32>)> = types
+        .iter()
+        .zip(rows)
+        .map(|(&t, r)| matrix(&mut rng, t, r, cols))
+        .collect();
+    let x = rng.vec(cols, 2.0);
+    let aux = rng.vec(cols, 1.0);
+    let bias: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
+    let acc: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
+    let mut normed = vec![0.0f32; cols];
+    ops::rms_norm(&x, &aux, 1e-5, &mut normed);
+    let mut glu = x.clone();
+    ops::swiglu(&mut glu, &aux);
+    let cases: [(&str, Input, &[f32]); 3] = [
+        ("plain", Input::Plain, &x),
+        ("rmsnorm", Input::RmsNorm { w: &aux, eps: 1e-5 }, &normed),
+        ("swiglu", Input::SwiGlu { up: &aux }, &glu),
+    ];
+    for (name, input, xin) in cases {
+        let segs: Vec<Seg> = (0..3)
+            .map(|i| Seg {
+                ty: types[i],
+                rows: rows[i],
+                w: &mats[i].0,
+                bias: Some(&bias[i]),
+                acc: Some(&acc[i]),
+            })
+            .collect();
+        let outs = testing::matvec(&g, &segs, cols, &x, input).unwrap();
+        for i in 0..3 {
+            let cpu: Vec<f32> = (0..rows[i])
+                .map(|r| dot64(&mats[i].1[r * cols..(r + 1) * cols], xin) + bias[i][r] + acc[i][r])
+                .collect();
+            let e = rel(&outs[i], &cpu);
+            println!("matvec fused {name:7} {:5}: rel {e:.2e}", types[i]);
+            assert!(
+                e < TOL,
+                "fused matvec {name} segment {i}: relative error {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn matmul_every_type_odd_shapes() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(3);
+    for ty in ALL_TYPES {
+        for (i, cols) in widths(ty).into_iter().enumerate() {
+            let rows = [77usize, 130, 33, 65][i % 4];
+            let n = [7usize, 65, 1, 130][(i + ty.id() as usize) % 4];
+            let (w, deq) = matrix(&mut rng, ty, rows, cols);
+            let x = rng.vec(n * cols, 1.0);
+            let bias = rng.vec(rows, 1.0);
+            let acc = rng.vec(n * rows, 1.0);
+            let mut cpu = vec![0.0f32; n * rows];
+            for t in 0..n {
+                for r in 0..rows {
+                    cpu[t * rows + r] =
+                        dot64(&deq[r * cols..(r + 1) * cols], &x[t * cols..(t + 1) * cols])
+                            + bias[r]
+                            + acc[t * rows + r];
+                }
+            }
+            let out = testing::matmul(&g, ty, rows, cols, &w, &x, Some(&bias), Some(&acc)).unwrap();
+            let e = rel(&out, &cpu);
+            println!("matmul {ty:5} {rows:3}x{cols:4} n={n:3}: rel {e:.2e}");
+            assert!(
+                e < TOL,
+                "matmul {ty} {rows}x{cols} n={n}: relative error {e}"
+            );
+        }
+    }
+    // Without bias or accumulation (the outputs start poisoned with NaN).
+    let (w, deq) = matrix(&mut rng, GgmlType::Q8_0, 49, 576);
+    let x = rng.vec(3 * 576, 1.0);
+    let out = testing::matmul(&g, GgmlType::Q8_0, 49, 576, &w, &x, None, None).unwrap();
+    let cpu: Vec<f32> = (0..3 * 49)
+        .map(|i| dot64(&deq[(i % 49) * 576..][..576], &x[(i / 49) * 576..][..576]))
+        .collect();
+    assert!(rel(&out, &cpu) < TOL);
+}
+
+#[test]
+fn embedding_every_type() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(4);
+    for ty in ALL_TYPES {
+        let cols = widths(ty)[0];
+        let rows = 301;
+        let (w, deq) = matrix(&mut rng, ty, rows, cols);
+        let tokens: Vec<u32> = (0..9)
+            .map(|_| rng.below(rows) as u32)
+            .chain([0, rows as u32 - 1])
+            .collect();
+        let out = testing::embed(&g, ty, rows, cols, &w, &tokens).unwrap();
+        let cpu: Vec<f32> = tokens
+            .iter()
+            .flat_map(|&t| deq[t as usize * cols..][..cols].to_vec())
+            .collect();
+        // Dequantization is exact arithmetic on both sides up to fma contraction.
+        let e = rel(&out, &cpu);
+        assert!(e < 1e-6, "embed {ty}: relative error {e}");
+    }
+    assert!(testing::embed(&g, GgmlType::Q8_0, 2, 32, &[0u8; 68], &[2]).is_err());
+}
+
+#[test]
+fn rms_norm_and_swiglu() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(5);
+    for cols in [576usize, 896, 4864] {
+        let x = rng.vec(5 * cols, 3.0);
+        let w = rng.vec(cols, 1.0);
+        let mut cpu = vec![0.0f32; x.len()];
+        ops::rms_norm(&x, &w, 1e-6, &mut cpu);
+        let e = rel(&testing::rms_norm(&g, &x, &w, 1e-6).unwrap(), &cpu);
+        assert!(e < TOL, "rms_norm {cols}: {e}");
+        let u = rng.vec(x.len(), 2.0);
+        let mut cpu = x.clone();
+        ops::swiglu(&mut cpu, &u);
+        let e = rel(&testing::swiglu(&g, &x, &u).unwrap(), &cpu);
+        assert!(e < TOL, "swiglu {cols}: {e}");
+    }
+}
+
+fn rope_table(
+    hp_rot: usize,
+    head_dim: usize,
+    neox: bool,
+    base: f64,
+    factors: Option<&[f32]>,
+) -> ops::Rope {
+    let mut hp = synth_hparams();
+    hp.n_rot = hp_rot;
+    hp.head_dim = head_dim;
+    hp.rope_base = base;
+    hp.rope_style = if neox {
+        model::RopeStyle::Neox
+    } else {
+        model::RopeStyle::Normal
+    };
+    ops::Rope::new(&hp, factors)
+}
+
+fn synth_hparams() -> model::HParams {
+    let bytes = model::synth::build(&model::synth::SynthSpec::tiny("llama")).unwrap();
+    model::Model::from_file(gguf::GgufFile::from_bytes(bytes).unwrap())
+        .unwrap()
+        .hp
+}
+
+#[test]
+fn rope_and_cache_store_both_styles() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(6);
+    let factors: Vec<f32> = (0..32).map(|i| 1.0 + i as f32 * 0.25).collect();
+    // (n_head, n_head_kv, head_dim, n_rot, neox, freq factors, base)
+    type Case<'a> = (usize, usize, usize, usize, bool, Option<&'a [f32]>, f64);
+    let cases: [Case; 4] = [
+        (9, 3, 64, 64, false, None, 10000.0),
+        (14, 2, 64, 64, true, None, 1_000_000.0),
+        (8, 2, 64, 32, true, None, 10000.0),
+        (4, 1, 64, 64, false, Some(&factors), 500000.0),
+    ];
+    for (nh, nkv, hd, n_rot, neox, fac, base) in cases {
+        let rope = rope_table(n_rot, hd, neox, base, fac);
+        let shape = HeadShape {
+            n_head: nh,
+            n_head_kv: nkv,
+            head_dim: hd,
+            head_dim_v: hd,
+            n_rot,
+            neox,
+        };
+        let (n, pos0, cap) = (6, 3000, 3010);
+        let q = rng.vec(n * nh * hd, 1.0);
+        let k = rng.vec(n * nkv * hd, 1.0);
+        let v = rng.vec(n * nkv * hd, 1.0);
+        let (gq, gk, gv) =
+            testing::rope_store(&g, &shape, &rope.freqs, &q, &k, &v, pos0, cap).unwrap();
+        let (mut cq, mut ck) = (q.clone(), k.clone());
+        for t in 0..n {
+            rope.apply(&mut cq[t * nh * hd..(t + 1) * nh * hd], hd, pos0 + t);
+            rope.apply(&mut ck[t * nkv * hd..(t + 1) * nkv * hd], hd, pos0 + t);
+        }
+        let kv_dim = nkv * hd;
+        let e = rel(&gq, &cq);
+        assert!(e < 1e-5, "rope q (neox {neox}, n_rot {n_rot}): {e}");
+        let stored_k = &gk[pos0 * kv_dim..(pos0 + n) * kv_dim];
+        let stored_v = &gv[pos0 * kv_dim..(pos0 + n) * kv_dim];
+        let ek = rel(stored_k, &ck);
+        let ev = rel(stored_v, &v);
+        println!(
+            "rope nh {nh} neox {neox} n_rot {n_rot}: q {e:.2e} k(f16) {ek:.2e} v(f16) {ev:.2e}"
+        );
+        assert!(ek < TOL && ev < TOL, "cache store: k {ek} v {ev}");
+        // Positions outside pos0..pos0+n stay untouched (NaN poison).
+        assert!(gk[..pos0 * kv_dim].iter().all(|x| x.is_nan()));
+    }
+}
+
+/// f64 reference of causal GQA attention over positions 0..pos0+t+1.
+fn attention_ref(s: &HeadShape, q: &[f32], keys: &[f32], values: &[f32], pos0: usize) -> Vec<f32> {
+    let (hd, hdv) = (s.head_dim, s.head_dim_v);
+    let (kvd, vd, qd) = (s.n_head_kv * hd, s.n_head_kv * hdv, s.n_head * hd);
+    let n = q.len() / qd;
+    let group = s.n_head / s.n_head_kv;
+    let mut out = vec![0.0f32; n * s.n_head * hdv];
+    for t in 0..n {
+        for h in 0..s.n_head {
+            let kvh = h / group;
+            let qh = &q[t * qd + h * hd..][..hd];
+            let end = pos0 + t + 1;
+            let sc: Vec<f64> = (0..end)
+                .map(|p| {
+                    let kr = &keys[p * kvd + kvh * hd..][..hd];
+                    qh.iter()
+                        .zip(kr)
+                        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                        .sum::<f64>()
+                        / (hd as f64).sqrt()
+                })
+                .collect();
+            let mx = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = sc.iter().map(|s| (s - mx).exp()).collect();
+            let sum: f64 = w.iter().sum();
+            for d in 0..hdv {
+                let v: f64 = (0..end)
+                    .map(|p| w[p] * f64::from(values[p * vd + kvh * hdv + d]))
+                    .sum();
+                out[t * s.n_head * hdv + h * hdv + d] = (v / sum) as f32;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn attention_decode_prefill_and_long_cache() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(7);
+    // (n_head, n_head_kv, head_dim, n queries, pos0)
+    let cases = [
+        (9, 3, 64, 1, 0),
+        (9, 3, 64, 1, 100),
+        (9, 3, 64, 17, 0),
+        (14, 2, 64, 5, 300),
+        (32, 8, 128, 1, 2000),
+        (8, 8, 96, 3, 40),
+    ];
+    for (nh, nkv, hd, n, pos0) in cases {
+        let s = HeadShape {
+            n_head: nh,
+            n_head_kv: nkv,
+            head_dim: hd,
+            head_dim_v: hd,
+            n_rot: hd,
+            neox: false,
+        };
+        let len = pos0 + n;
+        let q = rng.vec(n * nh * hd, 1.0);
+        // Round the cache through f16 so the reference sees what the kernel sees.
+        let r16 = |v: Vec<f32>| -> Vec<f32> {
+            v.into_iter().map(|x| f16::from_f32(x).to_f32()).collect()
+        };
+        let keys = r16(rng.vec(len * nkv * hd, 1.0));
+        let values = r16(rng.vec(len * nkv * hd, 1.0));
+        let out = testing::attention(&g, &s, &q, &keys, &values, pos0).unwrap();
+        let e = rel(&out, &attention_ref(&s, &q, &keys, &values, pos0));
+        println!("attention {nh}/{nkv} hd {hd} n {n} pos0 {pos0}: rel {e:.2e}");
+        assert!(
+            e < TOL,
+            "attention {nh}/{nkv} hd {hd} n {n} pos0 {pos0}: {e}"
+        );
+    }
+}
+
+#[test]
+fn bad_lengths_are_errors() {
+    let Some(g) = gpu() else { return };
+    assert!(testing::rms_norm(&g, &[1.0; 5], &[1.0; 2], 1e-5).is_err());
+    assert!(testing::swiglu(&g, &[1.0; 5], &[1.0; 4]).is_err());
+    let seg = Seg {
+        ty: GgmlType::Q8_0,
+        rows: 2,
+        w: &[0u8; 10],
+        bias: None,
+        acc: None,
+    };
+    assert!(testing::matvec(&g, &[seg], 32, &[0.0; 32], Input::Plain).is_err());
+    assert!(
+        testing::matmul(
+            &g,
+            GgmlType::Q4_K,
+            1,
+            32,
+            &[0u8; 18],
+            &[0.0; 32],
+            None,
+            None
+        )
+        .is_err()
+    );
+}

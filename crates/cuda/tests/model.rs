@@ -1,0 +1,294 @@
+//! Whole-model conformance: CUDA logits vs the CPU reference on synthetic models of real shapes,
+//! for prefill (every position), graph-replayed decode, chunked prefill, and bad input.
+
+mod common;
+
+use common::{Rng, gpu};
+use cpu::{CpuModel, Logits, ops::log_softmax};
+use cuda::{CudaError, CudaModel};
+use gguf::{GgmlType, GgufFile};
+use model::Model;
+use model::synth::{SynthSpec, build};
+
+/// SmolLM2's shapes (n_embd 576, 9/3 heads, ff 1536, vocab 49152), fewer layers.
+fn smol(ty: GgmlType, n_layer: usize, tied: bool) -> SynthSpec {
+    SynthSpec {
+        arch: "llama",
+        n_vocab: 49152,
+        n_embd: 576,
+        n_layer,
+        n_ff: 1536,
+        n_head: 9,
+        n_head_kv: 3,
+        ty,
+        tied,
+        seed: 11,
+    }
+}
+
+/// K-quants need widths that are multiples of 256.
+fn kshape(ty: GgmlType, arch: &'static str) -> SynthSpec {
+    SynthSpec {
+        arch,
+        n_vocab: 8192,
+        n_embd: 512,
+        n_layer: 2,
+        n_ff: 1536,
+        n_head: 8,
+        n_head_kv: 2,
+        ty,
+        tied: false,
+        seed: 12,
+    }
+}
+
+/// Qwen2.5-0.5B's widths (896, 14/2 heads, ff 4864) with biases and NeoX rope, small vocab.
+fn qwen(ty: GgmlType) -> SynthSpec {
+    SynthSpec {
+        arch: "qwen2",
+        n_vocab: 4096,
+        n_embd: 896,
+        n_layer: 2,
+        n_ff: 4864,
+        n_head: 14,
+        n_head_kv: 2,
+        ty,
+        tied: true,
+        seed: 13,
+    }
+}
+
+fn models(spec: &SynthSpec) -> (CpuModel, Model) {
+    let bytes = build(spec).expect("synthetic model builds");
+    let cpu =
+        CpuModel::new(Model::from_file(GgufFile::from_bytes(bytes.clone()).unwrap()).unwrap());
+    (
+        cpu,
+        Model::from_file(GgufFile::from_bytes(bytes).unwrap()).unwrap(),
+    )
+}
+
+/// Compares one position's logits: same top-1 (unless a near-tie in the CPU's log-probs, which is
+/// reported) and max |Δ logprob| over the CPU's top 16 within 0.02. Returns that max.
+fn compare(what: &str, gpu: &[f32], cpu: &[f32]) -> f64 {
+    assert_eq!(gpu.len(), cpu.len(), "{what}: logits length");
+    assert!(
+        gpu.iter().all(|v| v.is_finite()),
+        "{what}: non-finite logits"
+    );
+    let (lg, lc) = (log_softmax(gpu), log_softmax(cpu));
+    let mut order: Vec<usize> = (0..lc.len()).collect();
+    order.sort_by(|&a, &b| lc[b].total_cmp(&lc[a]));
+    let top_g = (0..lg.len())
+        .max_by(|&a, &b| lg[a].total_cmp(&lg[b]))
+        .unwrap();
+    if top_g != order[0] {
+        let gap = lc[order[0]] - lc[top_g];
+        assert!(
+            gap < 1e-3,
+            "{what}: top-1 differs (cuda {top_g}, cpu {}), cpu gap {gap}",
+            order[0]
+        );
+        println!(
+            "{what}: near-tie top-1 (cuda {top_g}, cpu {}, gap {gap:.1e})",
+            order[0]
+        );
+    }
+    let d = order[..16]
+        .iter()
+        .map(|&i| (lg[i] - lc[i]).abs())
+        .fold(0.0, f64::max);
+    assert!(d <= 0.02, "{what}: max |dlogprob| over top-16 is {d}");
+    d
+}
+
+/// Prefill of a prompt (every position), then decode steps, CUDA vs CPU at each position.
+fn check_model(spec: &SynthSpec, prompt_len: usize, steps: usize) {
+    let Some(_) = gpu() else { return };
+    let (cpu, m) = models(spec);
+    let cuda = CudaModel::new(&m, 0).expect("model uploads");
+    let mut rng = Rng::new(spec.seed);
+    let vocab = spec.n_vocab;
+    let prompt: Vec<u32> = (0..prompt_len).map(|_| rng.below(vocab) as u32).collect();
+    let tag = format!("{} {} {}L", spec.arch, spec.ty, spec.n_layer);
+    let (mut kc, mut kg) = (cpu.new_cache(64), cuda.new_cache(64).unwrap());
+    let c_all = cpu.forward(&prompt, &mut kc, Logits::All).unwrap();
+    let g_all = cuda.forward(&prompt, &mut kg, Logits::All).unwrap();
+    assert_eq!(kg.len, prompt_len);
+    let mut worst = 0.0f64;
+    for t in 0..prompt_len {
+        let r = t * vocab..(t + 1) * vocab;
+        worst = worst.max(compare(
+            &format!("{tag} prefill pos {t}"),
+            &g_all[r.clone()],
+            &c_all[r],
+        ));
+    }
+    // Decode, replaying the graph; the next token is the CPU's argmax (greedy).
+    let mut next = prompt[prompt_len - 1];
+    for s in 0..steps {
+        let c = cpu.forward(&[next], &mut kc, Logits::Last).unwrap();
+        let g = cuda.forward(&[next], &mut kg, Logits::Last).unwrap();
+        worst = worst.max(compare(&format!("{tag} decode step {s}"), &g, &c));
+        next = (0..vocab).max_by(|&a, &b| c[a].total_cmp(&c[b])).unwrap() as u32;
+    }
+    println!(
+        "{tag}: {prompt_len} prefill + {steps} decode positions, max |dlogprob| top-16 {worst:.2e}"
+    );
+}
+
+#[test]
+fn smollm2_shapes_legacy_and_float_types() {
+    for ty in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_1,
+        GgmlType::Q4_0,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::F16,
+        GgmlType::BF16,
+    ] {
+        check_model(&smol(ty, 3, ty == GgmlType::Q4_1), 12, 6);
+    }
+}
+
+#[test]
+fn smollm2_shapes_f32() {
+    check_model(&smol(GgmlType::F32, 2, false), 9, 4);
+}
+
+#[test]
+fn k_quant_models() {
+    for ty in [
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+    ] {
+        check_model(&kshape(ty, "llama"), 10, 5);
+    }
+}
+
+#[test]
+fn qwen2_shapes_with_biases_and_neox() {
+    for ty in [GgmlType::Q8_0, GgmlType::Q5_0] {
+        check_model(&qwen(ty), 11, 5);
+    }
+}
+
+#[test]
+fn graph_and_plain_decode_agree_and_prefill_matches_decode() {
+    let Some(_) = gpu() else { return };
+    let (_, m) = models(&smol(GgmlType::Q8_0, 2, false));
+    let cuda = CudaModel::new(&m, 0).unwrap();
+    let tokens = [5u32, 900, 17, 40000, 3, 12345, 7, 8];
+    let (mut a, mut b) = (cuda.new_cache(16).unwrap(), cuda.new_cache(16).unwrap());
+    let all = cuda
+        .forward(&tokens, &mut cuda.new_cache(16).unwrap(), Logits::All)
+        .unwrap();
+    for (i, &t) in tokens.iter().enumerate() {
+        cuda.set_graphs(true);
+        let ga = cuda.forward(&[t], &mut a, Logits::Last).unwrap();
+        cuda.set_graphs(false);
+        let gb = cuda.forward(&[t], &mut b, Logits::Last).unwrap();
+        assert_eq!(
+            ga, gb,
+            "graph replay differs from plain launches at step {i}"
+        );
+        compare(
+            &format!("decode vs prefill pos {i}"),
+            &ga,
+            &all[i * 49152..(i + 1) * 49152],
+        );
+    }
+}
+
+#[test]
+fn chunked_prefill_matches_cpu() {
+    let Some(_) = gpu() else { return };
+    let spec = SynthSpec {
+        n_vocab: 2048,
+        ..smol(GgmlType::Q8_0, 2, false)
+    };
+    let (cpu, m) = models(&spec);
+    let cuda = CudaModel::new(&m, 0).unwrap();
+    let mut rng = Rng::new(21);
+    let prompt: Vec<u32> = (0..600).map(|_| rng.below(2048) as u32).collect();
+    let c = cpu
+        .forward(&prompt, &mut cpu.new_cache(700), Logits::Last)
+        .unwrap();
+    let mut kg = cuda.new_cache(700).unwrap();
+    let g = cuda.forward(&prompt, &mut kg, Logits::Last).unwrap();
+    let d = compare("600-token prefill (2 chunks)", &g, &c);
+    println!("chunked prefill: max |dlogprob| top-16 {d:.2e}");
+    // Continue in a second call (positions 600..610), all logits.
+    let more: Vec<u32> = (0..10).map(|_| rng.below(2048) as u32).collect();
+    let mut kc = cpu.new_cache(700);
+    cpu.forward(&prompt, &mut kc, Logits::Last).unwrap();
+    let c = cpu.forward(&more, &mut kc, Logits::All).unwrap();
+    let g = cuda.forward(&more, &mut kg, Logits::All).unwrap();
+    for t in 0..10 {
+        compare(
+            &format!("continued prefill pos {t}"),
+            &g[t * 2048..(t + 1) * 2048],
+            &c[t * 2048..(t + 1) * 2048],
+        );
+    }
+}
+
+#[test]
+fn bad_input_is_an_error() {
+    let Some(_) = gpu() else { return };
+    let (_, m) = models(&SynthSpec::tiny("llama"));
+    let cuda = CudaModel::new(&m, 0).unwrap();
+    let mut kv = cuda.new_cache(4).unwrap();
+    assert!(matches!(
+        cuda.forward(&[], &mut kv, Logits::Last),
+        Err(CudaError::NoTokens)
+    ));
+    assert!(matches!(
+        cuda.forward(&[256], &mut kv, Logits::Last),
+        Err(CudaError::BadToken { .. })
+    ));
+    assert!(matches!(
+        cuda.forward(&[1; 5], &mut kv, Logits::Last),
+        Err(CudaError::ContextFull { .. })
+    ));
+    let other = CudaModel::new(&m, 0).unwrap();
+    let mut wrong = other.new_cache(4).unwrap();
+    assert!(matches!(
+        cuda.forward(&[1], &mut wrong, Logits::Last),
+        Err(CudaError::CacheShape)
+    ));
+    assert!(cuda.new_cache(0).is_err());
+    assert!(matches!(
+        CudaModel::new(&m, 99),
+        Err(CudaError::NoDevice { .. })
+    ));
+    // Errors leave the cache usable.
+    assert_eq!(
+        cuda.forward(&[1, 2], &mut kv, Logits::All).unwrap().len(),
+        2 * 256
+    );
+    println!("device: {}", cuda.device_name());
+}
+
+#[test]
+fn without_a_device_new_is_a_clear_error() {
+    if cuda::is_available() {
+        return;
+    }
+    let (_, m) = models(&SynthSpec::tiny("llama"));
+    let e = CudaModel::new(&m, 0).err().expect("no device: an error");
+    assert!(!e.to_string().contains('\n'));
+    println!("skipped: no CUDA device ({e})");
+}
+
+#[test]
+fn handles_can_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<CudaModel>();
+    send::<cuda::CudaKvCache>();
+}
