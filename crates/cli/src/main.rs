@@ -1,5 +1,6 @@
 //! The `molla` command line.
 
+mod backend;
 mod cmd;
 
 use clap::{Parser, Subcommand};
@@ -18,6 +19,10 @@ enum Command {
     Inspect(cmd::inspect::Args),
     /// Print the log-probabilities of the next token after the given token ids, as JSON.
     Logits(cmd::logits::Args),
+    /// Measure prompt-processing and generation speed.
+    Bench(cmd::bench::Args),
+    /// Print the token ids of a text as JSON.
+    Tokenize(cmd::tokenize::Args),
     /// Re-encode a GGUF model's weights in another type.
     Quantize(cmd::quantize::Args),
 }
@@ -28,6 +33,8 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Logits(a) => cmd::logits::run(a),
         Command::Quantize(a) => cmd::quantize::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Tokenize(a) => cmd::tokenize::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

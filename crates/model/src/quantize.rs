@@ -3,6 +3,7 @@
 
 use crate::error::{ModelError, Result};
 use gguf::{GgmlType, GgufFile, GgufWriter, TensorInfo, TensorSpec, Value};
+use rayon::prelude::*;
 use std::io::Write;
 
 /// llama.cpp's `general.file_type` value for a whole-file type.
@@ -66,29 +67,33 @@ pub fn quantize_file<W: Write>(
         .collect();
     let mut w = GgufWriter::new(out, &metadata, &specs)?;
     let total = specs.len();
-    let mut row_f32 = Vec::new();
-    let mut row_q = Vec::new();
     for (i, (t, spec)) in src.tensors().iter().zip(&specs).enumerate() {
-        let data = src.tensor_data(t);
-        let cols = t.row_len() as usize;
-        let rows = t.n_rows() as usize;
-        let src_row_bytes = t.row_bytes() as usize;
-        let dst_row_bytes = spec
-            .ty
-            .bytes_for(cols as u64)
-            .ok_or_else(|| ModelError::BadHParam(format!("tensor '{}' cannot be stored as {}", t.name, spec.ty)))?
-            as usize;
-        row_f32.resize(cols, 0.0);
-        let mut buf = Vec::with_capacity(rows * dst_row_bytes);
-        for r in 0..rows {
-            let row = data.get(r * src_row_bytes..(r + 1) * src_row_bytes).unwrap_or(&[]);
-            quant::dequantize(t.ty, row, &mut row_f32)?;
-            row_q.resize(dst_row_bytes, 0);
-            quant::quantize(spec.ty, &row_f32, &mut row_q)?;
-            buf.extend_from_slice(&row_q);
-        }
+        let buf = requantize(src, t, spec.ty)?;
         w.write_tensor(&buf)?;
         progress(i + 1, total, &t.name);
     }
     Ok(w.finish()?)
+}
+
+/// Decodes `t` and re-encodes it as `ty`, rows in parallel.
+fn requantize(src: &GgufFile, t: &TensorInfo, ty: GgmlType) -> Result<Vec<u8>> {
+    let data = src.tensor_data(t);
+    let cols = t.row_len() as usize;
+    let src_row_bytes = t.row_bytes() as usize;
+    let dst_row_bytes = ty
+        .bytes_for(cols as u64)
+        .ok_or_else(|| ModelError::BadHParam(format!("tensor '{}' cannot be stored as {ty}", t.name)))?
+        as usize;
+    let mut buf = vec![0u8; t.n_rows() as usize * dst_row_bytes];
+    buf.par_chunks_mut(dst_row_bytes)
+        .zip(data.par_chunks(src_row_bytes))
+        .try_for_each_init(
+            || vec![0.0f32; cols],
+            |row, (dst, src_row)| -> Result<()> {
+                quant::dequantize(t.ty, src_row, row)?;
+                quant::quantize(ty, row, dst)?;
+                Ok(())
+            },
+        )?;
+    Ok(buf)
 }

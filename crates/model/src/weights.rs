@@ -27,6 +27,12 @@ impl Matrix {
         let start = self.offset + r * self.row_bytes;
         file.bytes().get(start..start + self.row_bytes).unwrap_or(&[])
     }
+
+    /// The encoded bytes of `count` consecutive rows starting at row `first`.
+    pub fn rows_bytes<'a>(&self, file: &'a GgufFile, first: usize, count: usize) -> &'a [u8] {
+        let start = self.offset + first * self.row_bytes;
+        file.bytes().get(start..start + count * self.row_bytes).unwrap_or(&[])
+    }
 }
 
 /// Binds tensors of one file by name, checking type support and shape.

@@ -1,7 +1,8 @@
 //! `molla logits`: log-softmax of the last position after a list of token ids.
 
 use anyhow::{Context, Result};
-use cpu::{CpuModel, Logits};
+use crate::backend::Backend;
+use cpu::Logits;
 use model::Model;
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,12 +15,20 @@ pub struct Args {
     /// Comma-separated token ids, e.g. 1,2,3.
     #[arg(long)]
     tokens: String,
-    /// cpu or auto.
+    /// cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "cpu")]
     device: String,
     /// Worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+}
+
+/// The JSON printed, fields in the documented order.
+#[derive(serde::Serialize)]
+struct Output {
+    tokens: Vec<u32>,
+    vocab: usize,
+    logprobs: Vec<f64>,
 }
 
 fn parse_tokens(s: &str) -> Result<Vec<u32>> {
@@ -32,15 +41,15 @@ fn parse_tokens(s: &str) -> Result<Vec<u32>> {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    super::parse_device(&a.device)?;
+    let device = super::parse_device(&a.device)?;
     super::set_threads(a.threads)?;
     let tokens = parse_tokens(&a.tokens)?;
     let model = Model::open(&a.model).with_context(|| a.model.display().to_string())?;
-    let m = CpuModel::new(model);
-    let mut kv = m.new_cache(tokens.len());
+    let m = Backend::new(model, device)?;
+    let mut kv = m.new_cache(tokens.len())?;
     let logits = m.forward(&tokens, &mut kv, Logits::Last)?;
     let logprobs = cpu::ops::log_softmax(&logits);
-    let out = serde_json::json!({ "tokens": tokens, "vocab": logprobs.len(), "logprobs": logprobs });
+    let out = Output { vocab: logprobs.len(), tokens, logprobs };
     let mut stdout = std::io::stdout().lock();
     serde_json::to_writer(&mut stdout, &out)?;
     writeln!(stdout)?;

@@ -1,8 +1,10 @@
 //! One module per subcommand, plus options several commands share.
 
+pub mod bench;
 pub mod inspect;
 pub mod logits;
 pub mod quantize;
+pub mod tokenize;
 
 use anyhow::{Result, bail};
 
@@ -10,17 +12,34 @@ use anyhow::{Result, bail};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {
     Cpu,
+    /// A CUDA device by ordinal.
+    Cuda(usize),
 }
 
-/// Parses `--device`: `cpu`, or `auto` (the CPU until a GPU backend is built in).
+/// Parses `--device`: `cpu`, `cuda`, `cuda:N`, or `auto` (the first CUDA device when one is
+/// usable, else the CPU).
 pub fn parse_device(s: &str) -> Result<Device> {
     match s {
-        "cpu" | "auto" => Ok(Device::Cpu),
-        d if d.starts_with("cuda") || d == "gpu" => {
-            bail!("device '{d}' is not available: this build of molla has only the CPU backend")
-        }
-        d => bail!("unknown device '{d}' (expected cpu, cuda[:N], gpu or auto)"),
+        "cpu" => Ok(Device::Cpu),
+        "auto" => Ok(if cuda_available() { Device::Cuda(0) } else { Device::Cpu }),
+        "cuda" => Ok(Device::Cuda(0)),
+        d if d.starts_with("cuda:") => d[5..]
+            .parse()
+            .map(Device::Cuda)
+            .map_err(|_| anyhow::anyhow!("--device: '{d}' is not cuda:N with N a device number")),
+        "gpu" => bail!("device 'gpu' (wgpu) is not available in this build of molla"),
+        d => bail!("unknown device '{d}' (expected cpu, cuda, cuda:N or auto)"),
     }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_available() -> bool {
+    cuda::is_available()
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_available() -> bool {
+    false
 }
 
 /// Sizes the rayon pool; 0 keeps rayon's default (one thread per logical core).

@@ -1,0 +1,146 @@
+//! `molla bench`: prompt-processing and generation speed, llama-bench style.
+
+use anyhow::{Context, Result};
+use crate::backend::Backend;
+use cpu::Logits;
+use model::Model;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// GGUF model file.
+    #[arg(long)]
+    model: PathBuf,
+    /// Prompt tokens processed in one batch (0 skips the test).
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
+    n_prompt: usize,
+    /// Tokens generated one at a time (0 skips the test).
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
+    n_gen: usize,
+    /// Repetitions of each test.
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    reps: usize,
+    /// Worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Median and (min, max) of a sample.
+fn stats(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let med = if s.is_empty() {
+        0.0
+    } else if s.len() % 2 == 1 {
+        s[s.len() / 2]
+    } else {
+        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+    };
+    (med, s.first().copied().unwrap_or(0.0), s.last().copied().unwrap_or(0.0))
+}
+
+/// Peak resident set size in bytes (Linux), 0 where unknown.
+fn peak_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Deterministic token ids spread over the vocabulary.
+fn tokens(n: usize, vocab: usize) -> Vec<u32> {
+    (0..n).map(|i| ((i * 7919 + 13) % vocab) as u32).collect()
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let device = super::parse_device(&a.device)?;
+    super::set_threads(a.threads)?;
+    let load = Instant::now();
+    let model = Model::open(&a.model).with_context(|| a.model.display().to_string())?;
+    let desc = model.describe();
+    let m = Backend::new(model, device)?;
+    let load_s = load.elapsed().as_secs_f64();
+    let vocab = m.hparams().n_vocab;
+    let dev = m.device_name();
+    let mut kv = m.new_cache((a.n_prompt + 1).max(a.n_gen).max(1))?;
+    let reps = a.reps.max(1);
+    let (mut pp, mut tg, mut ttft) = (Vec::new(), Vec::new(), Vec::new());
+    // One untimed warm-up of each test touches every weight page.
+    for rep in 0..=reps {
+        if a.n_prompt > 0 {
+            kv.clear();
+            let t = Instant::now();
+            m.forward(&tokens(a.n_prompt, vocab), &mut kv, Logits::Last)?;
+            let prefill = t.elapsed().as_secs_f64();
+            m.forward(&[1], &mut kv, Logits::Last)?;
+            if rep > 0 {
+                pp.push(a.n_prompt as f64 / prefill);
+                ttft.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        if a.n_gen > 0 {
+            kv.clear();
+            let toks = tokens(a.n_gen, vocab);
+            let t = Instant::now();
+            for &tok in &toks {
+                m.forward(&[tok], &mut kv, Logits::Last)?;
+            }
+            if rep > 0 {
+                tg.push(a.n_gen as f64 / t.elapsed().as_secs_f64());
+            }
+        }
+    }
+    let threads = rayon::current_num_threads();
+    let (pp_med, pp_min, pp_max) = stats(&pp);
+    let (tg_med, tg_min, tg_max) = stats(&tg);
+    let (ttft_med, _, _) = stats(&ttft);
+    if a.json {
+        let out = serde_json::json!({
+            "model": a.model.display().to_string(), "device": dev, "threads": threads,
+            "n_prompt": a.n_prompt, "n_gen": a.n_gen, "repetitions": reps,
+            "pp_tok_s": pp_med, "pp_tok_s_min": pp_min, "pp_tok_s_max": pp_max,
+            "tg_tok_s": tg_med, "tg_tok_s_min": tg_min, "tg_tok_s_max": tg_max,
+            "ttft_ms": ttft_med, "load_s": load_s, "peak_rss_bytes": peak_rss(),
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    println!("{desc}");
+    println!("| model | device | threads | test | tok/s (median) | min .. max |");
+    println!("|---|---|---|---|---|---|");
+    let name = a.model.file_name().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    if a.n_prompt > 0 {
+        println!("| {name} | {dev} | {threads} | pp{} | {pp_med:.2} | {pp_min:.2} .. {pp_max:.2} |", a.n_prompt);
+    }
+    if a.n_gen > 0 {
+        println!("| {name} | {dev} | {threads} | tg{} | {tg_med:.2} | {tg_min:.2} .. {tg_max:.2} |", a.n_gen);
+    }
+    println!(
+        "\ntime to first token (pp{} + 1 step): {ttft_med:.1} ms; load {load_s:.2} s; peak RSS {}",
+        a.n_prompt,
+        super::inspect::human_bytes(peak_rss())
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stats;
+
+    #[test]
+    fn median_and_range() {
+        assert_eq!(stats(&[3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+        assert_eq!(stats(&[4.0, 1.0, 2.0, 3.0]), (2.5, 1.0, 4.0));
+        assert_eq!(stats(&[]), (0.0, 0.0, 0.0));
+    }
+}
