@@ -2,6 +2,8 @@
 
 mod backend;
 mod cmd;
+mod default_model;
+mod generate;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -15,6 +17,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Answer one prompt (the model's chat template applied unless --raw).
+    Run(cmd::run::Args),
+    /// Chat in the terminal.
+    Chat(cmd::chat::Args),
     /// Print a GGUF file's metadata and tensor table.
     Inspect(cmd::inspect::Args),
     /// Print the log-probabilities of the next token after the given token ids, as JSON.
@@ -30,6 +36,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(a) => cmd::run::run(a),
+        Command::Chat(a) => cmd::chat::run(a),
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Logits(a) => cmd::logits::run(a),
         Command::Quantize(a) => cmd::quantize::run(a),

@@ -1,9 +1,12 @@
 //! One module per subcommand, plus options several commands share.
 
 pub mod bench;
+pub mod chat;
+mod gen_args;
 pub mod inspect;
 pub mod logits;
 pub mod quantize;
+pub mod run;
 pub mod tokenize;
 
 use anyhow::{Result, bail};

@@ -1,0 +1,54 @@
+//! End to end on the real SmolLM2-135M-Instruct (fetched by scripts/fetch-models; the test fails,
+//! naming the script, when it is missing): tokenize, and a greedy answer from `molla run`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn smollm2() -> PathBuf {
+    let dir = std::env::var_os("MOLLA_MODELS").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/molla/models"),
+        PathBuf::from,
+    );
+    let p = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(p.exists(), "{} is missing: run scripts/fetch-models (or set MOLLA_MODELS)", p.display());
+    p
+}
+
+fn molla(args: &[&str]) -> (String, String, Option<i32>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_molla")).args(args).output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code(),
+    )
+}
+
+#[test]
+fn tokenize_parses_special_tokens() {
+    let m = smollm2();
+    let (out, err, code) = molla(&["tokenize", "--model", m.to_str().unwrap(), "--text", "<|im_start|>user\nHi"]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ids: Vec<u64> = v["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    assert_eq!(ids[0], 1, "<|im_start|> is one special token: {ids:?}");
+    assert_eq!(ids.len(), 4, "{ids:?}");
+}
+
+#[test]
+fn greedy_run_answers() {
+    let m = smollm2();
+    let (out, err, code) = molla(&[
+        "run", "--model", m.to_str().unwrap(), "--device", "cpu", "--temp", "0", "-n", "24",
+        "What is the capital of France?",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("Paris"), "answer: {out:?}");
+    assert!(err.contains("generated"), "stats on stderr: {err}");
+}
+
+#[test]
+fn run_refuses_a_missing_model_cleanly() {
+    let (_, err, code) = molla(&["run", "--model", "/nonexistent.gguf", "hi"]);
+    assert_eq!(code, Some(2));
+    assert!(err.starts_with("error: ") && err.contains("nonexistent"), "{err}");
+}
