@@ -1,41 +1,139 @@
-//! Causal grouped-query attention over the KV cache (scalar reference).
+//! Causal grouped-query attention over the KV cache.
 
-use crate::ops::dot_f32;
+use crate::pool::{Chunks, Pool};
 use model::HParams;
+use quant::simd::{axpy_f32, dot_f32};
 use rayon::prelude::*;
+use std::sync::Mutex;
 
 /// `q`: n rows of q_dim for positions `start..start+n`; `keys`/`values`: positions
-/// `0..start+n`. Writes n rows of `n_head * head_dim_v` into `out`.
-pub fn attention(hp: &HParams, q: &[f32], keys: &[f32], values: &[f32], start: usize, out: &mut [f32]) {
-    let (hd, hdv, kv_dim, v_dim) = (hp.head_dim, hp.head_dim_v, hp.kv_dim(), hp.v_dim());
-    let group = hp.n_head / hp.n_head_kv;
-    let scale = 1.0 / (hd as f32).sqrt();
-    let o_dim = hp.n_head * hdv;
-    // One task per (token, head).
-    out.par_chunks_mut(hdv).enumerate().for_each(|(task, o)| {
-        let (t, h) = (task / hp.n_head, task % hp.n_head);
-        let kvh = h / group;
-        let qh = &q[t * hp.q_dim() + h * hd..][..hd];
-        let end = start + t + 1;
-        let mut scores: Vec<f32> = (0..end)
-            .map(|p| dot_f32(qh, &keys[p * kv_dim + kvh * hd..][..hd]) * scale)
-            .collect();
-        let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+/// `0..start+n`. Writes n rows of `n_head * head_dim_v` into `out`. One task per (token, head):
+/// on the decode pool for a single token, on rayon for prefill.
+pub fn attention(
+    pool: &Pool,
+    hp: &HParams,
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    start: usize,
+    out: &mut [f32],
+) {
+    let task = |i: usize, o: &mut [f32]| head(hp, q, keys, values, start, i, o);
+    if out.len() == hp.n_head * hp.head_dim_v {
+        let heads: Vec<Mutex<&mut [f32]>> = out.chunks_mut(hp.head_dim_v).map(Mutex::new).collect();
+        let next = Chunks::new(heads.len(), 1);
+        pool.run(&|_| {
+            while let Some(r) = next.claim() {
+                // Each head is claimed by one thread only: the lock is never contended.
+                let mut o = heads[r.start].lock().unwrap_or_else(|e| e.into_inner());
+                task(r.start, &mut o);
+            }
+        });
+    } else {
+        prefill(hp, q, keys, values, start, out);
+    }
+}
+
+/// Query rows per prefill task: bounds the score matrix to QUERY_BLOCK x positions.
+const QUERY_BLOCK: usize = 128;
+
+/// Prefill attention as matrix products per (head, block of query rows): scores = Q·Kᵀ and
+/// out = softmax(scores)·V through sgemm, with the causal mask applied to the scores.
+fn prefill(hp: &HParams, q: &[f32], keys: &[f32], values: &[f32], start: usize, out: &mut [f32]) {
+    let n = out.len() / (hp.n_head * hp.head_dim_v);
+    let blocks = n.div_ceil(QUERY_BLOCK);
+    let o_dim = hp.n_head * hp.head_dim_v;
+    // Each task produces a (rows x head_dim_v) block; they are scattered into `out` afterwards.
+    let results: Vec<(usize, usize, Vec<f32>)> = (0..hp.n_head * blocks)
+        .into_par_iter()
+        .map(|task| {
+            let (h, b) = (task / blocks, task % blocks);
+            let t0 = b * QUERY_BLOCK;
+            let rows = QUERY_BLOCK.min(n - t0);
+            (h, t0, head_block(hp, q, keys, values, start, h, t0, rows))
+        })
+        .collect();
+    for (h, t0, block) in results {
+        for (r, row) in block.chunks_exact(hp.head_dim_v).enumerate() {
+            let at = (t0 + r) * o_dim + h * hp.head_dim_v;
+            out[at..at + hp.head_dim_v].copy_from_slice(row);
+        }
+    }
+}
+
+/// Head `h`, query rows `t0..t0+rows` (positions `start+t0..`): returns rows x head_dim_v.
+#[allow(clippy::too_many_arguments)]
+fn head_block(
+    hp: &HParams,
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    start: usize,
+    h: usize,
+    t0: usize,
+    rows: usize,
+) -> Vec<f32> {
+    let (hd, hdv) = (hp.head_dim, hp.head_dim_v);
+    let kvh = h / (hp.n_head / hp.n_head_kv);
+    // Positions any of these rows may see.
+    let end = start + t0 + rows;
+    let mut scores = vec![0.0f32; rows * end];
+    let q0 = t0 * hp.q_dim() + h * hd;
+    crate::matmul::sgemm_strided(
+        (rows, hd, end),
+        (&q[q0..], hp.q_dim(), 1),
+        (&keys[kvh * hd..], 1, hp.kv_dim()),
+        (&mut scores, end, 1),
+        1.0 / (hd as f32).sqrt(),
+    );
+    for (r, row) in scores.chunks_exact_mut(end).enumerate() {
+        let visible = start + t0 + r + 1;
+        let max = row[..visible].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
         let mut sum = 0.0f32;
-        for s in &mut scores {
+        for s in &mut row[..visible] {
             *s = (*s - max).exp();
             sum += *s;
         }
-        o.fill(0.0);
-        for (p, &w) in scores.iter().enumerate() {
-            let vrow = &values[p * v_dim + kvh * hdv..][..hdv];
-            for (a, &b) in o.iter_mut().zip(vrow) {
-                *a += w * b;
-            }
+        let inv = 1.0 / sum;
+        for s in &mut row[..visible] {
+            *s *= inv;
         }
-        for a in o.iter_mut() {
-            *a /= sum;
-        }
-    });
-    debug_assert_eq!(out.len() % o_dim, 0);
+        row[visible..].fill(0.0);
+    }
+    let mut o = vec![0.0f32; rows * hdv];
+    crate::matmul::sgemm_strided(
+        (rows, end, hdv),
+        (&scores, end, 1),
+        (&values[kvh * hdv..], hp.v_dim(), 1),
+        (&mut o, hdv, 1),
+        1.0,
+    );
+    o
+}
+
+/// One query head of one token: softmax(q·Kᵀ/√d)·V over positions `0..=start+t`.
+fn head(hp: &HParams, q: &[f32], keys: &[f32], values: &[f32], start: usize, task: usize, o: &mut [f32]) {
+    let (hd, hdv, kv_dim, v_dim) = (hp.head_dim, hp.head_dim_v, hp.kv_dim(), hp.v_dim());
+    let group = hp.n_head / hp.n_head_kv;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let (t, h) = (task / hp.n_head, task % hp.n_head);
+    let kvh = h / group;
+    let qh = &q[t * hp.q_dim() + h * hd..][..hd];
+    let end = start + t + 1;
+    let mut scores: Vec<f32> = (0..end)
+        .map(|p| dot_f32(qh, &keys[p * kv_dim + kvh * hd..][..hd]) * scale)
+        .collect();
+    let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+    let mut sum = 0.0f32;
+    for s in &mut scores {
+        *s = (*s - max).exp();
+        sum += *s;
+    }
+    o.fill(0.0);
+    for (p, &w) in scores.iter().enumerate() {
+        axpy_f32(o, w, &values[p * v_dim + kvh * hdv..][..hdv]);
+    }
+    for a in o.iter_mut() {
+        *a /= sum;
+    }
 }

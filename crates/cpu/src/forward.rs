@@ -4,9 +4,14 @@
 use crate::attention::attention;
 use crate::error::{CpuError, Result};
 use crate::kv::KvCache;
-use crate::matmul::{matmul, row};
+use crate::matmul::{matmul, matmul_many, row};
 use crate::ops::{Rope, add_bias, add_in_place, rms_norm, swiglu};
+use crate::pool::Pool;
 use model::Model;
+use std::time::Duration;
+
+/// How long idle decode threads poll for the next region before parking.
+const DECODE_SPIN: Duration = Duration::from_micros(200);
 
 /// Which positions get logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,12 +26,21 @@ pub enum Logits {
 pub struct CpuModel {
     pub model: Model,
     rope: Rope,
+    /// Runs decode's short parallel regions; prefill uses rayon's pool.
+    pool: Pool,
 }
 
 impl CpuModel {
+    /// Uses as many decode threads as rayon's pool has.
     pub fn new(model: Model) -> CpuModel {
+        CpuModel::with_threads(model, rayon::current_num_threads())
+    }
+
+    /// Uses `threads` decode threads (the caller included).
+    pub fn with_threads(model: Model, threads: usize) -> CpuModel {
         let rope = Rope::new(&model.hp, model.rope_freqs.as_deref());
-        CpuModel { model, rope }
+        let pool = Pool::new(threads, DECODE_SPIN);
+        CpuModel { model, rope, pool }
     }
 
     /// A KV cache for this model, for `capacity` positions.
@@ -68,9 +82,7 @@ impl CpuModel {
         let mut up = vec![0.0f32; n * hp.n_ff];
         for (li, l) in m.layers.iter().enumerate() {
             rms_norm(&x, &l.attn_norm, hp.rms_eps, &mut h);
-            matmul(f, &l.wq, &h, n, &mut q)?;
-            matmul(f, &l.wk, &h, n, &mut k)?;
-            matmul(f, &l.wv, &h, n, &mut v)?;
+            matmul_many(&self.pool, f, &[&l.wq, &l.wk, &l.wv], &h, n, &mut [&mut q, &mut k, &mut v])?;
             for (buf, bias) in [(&mut q, &l.bq), (&mut k, &l.bk), (&mut v, &l.bv)] {
                 if let Some(b) = bias {
                     add_bias(buf, b);
@@ -81,15 +93,14 @@ impl CpuModel {
                 self.rope.apply(&mut k[t * hp.kv_dim()..(t + 1) * hp.kv_dim()], hp.head_dim, start + t);
             }
             kv.store(li, start, &k, &v);
-            attention(hp, &q, kv.keys(li, start + n), kv.values(li, start + n), start, &mut att);
-            matmul(f, &l.wo, &att, n, &mut h)?;
+            attention(&self.pool, hp, &q, kv.keys(li, start + n), kv.values(li, start + n), start, &mut att);
+            matmul(&self.pool, f, &l.wo, &att, n, &mut h)?;
             add_in_place(&mut x, &h);
 
             rms_norm(&x, &l.ffn_norm, hp.rms_eps, &mut h);
-            matmul(f, &l.w_gate, &h, n, &mut gate)?;
-            matmul(f, &l.w_up, &h, n, &mut up)?;
+            matmul_many(&self.pool, f, &[&l.w_gate, &l.w_up], &h, n, &mut [&mut gate, &mut up])?;
             swiglu(&mut gate, &up);
-            matmul(f, &l.w_down, &gate, n, &mut h)?;
+            matmul(&self.pool, f, &l.w_down, &gate, n, &mut h)?;
             add_in_place(&mut x, &h);
         }
         kv.len = start + n;
@@ -101,7 +112,7 @@ impl CpuModel {
         let mut normed = vec![0.0f32; rows.len()];
         rms_norm(rows, &m.output_norm, hp.rms_eps, &mut normed);
         let mut logits = vec![0.0f32; n_out * hp.n_vocab];
-        matmul(f, &m.output, &normed, n_out, &mut logits)?;
+        matmul(&self.pool, f, &m.output, &normed, n_out, &mut logits)?;
         Ok(logits)
     }
 }

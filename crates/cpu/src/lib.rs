@@ -6,6 +6,7 @@ mod forward;
 mod kv;
 mod matmul;
 pub mod ops;
+mod pool;
 
 pub use error::{CpuError, Result};
 pub use forward::{CpuModel, Logits};

@@ -23,6 +23,7 @@ pub mod bf16;
 pub mod f16;
 pub mod f32;
 mod kquant;
+pub mod q16;
 pub mod q2_k;
 pub mod q3_k;
 pub mod q4_0;
@@ -33,6 +34,7 @@ pub mod q5_1;
 pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
+pub mod simd;
 mod util;
 
 /// The operation a [`QuantError`] is about.

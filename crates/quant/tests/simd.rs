@@ -1,0 +1,183 @@
+//! The runtime-dispatched f32 helpers, `matvec_f32` and `dequantize_fast` against their scalar twins,
+//! on every instruction set this CPU has.
+
+use gguf::GgmlType;
+use quant::q16::{matvec_f32, matvec_f32_with};
+use quant::simd::{
+    Isa, axpy_f32, axpy_f32_scalar, dequantize_fast, dequantize_fast_with, dot_f32, dot_f32_scalar,
+};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn uniform(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.uniform()).collect()
+    }
+}
+
+const LENGTHS: &[usize] = &[0, 1, 7, 8, 9, 31, 32, 33, 100, 576, 1003, 4864];
+
+#[test]
+fn dot_matches_f64() {
+    let mut rng = Rng(1);
+    for &n in LENGTHS {
+        let (a, b) = (rng.vec(n), rng.vec(n));
+        let exact: f64 = a.iter().zip(&b).map(|(&x, &y)| x as f64 * y as f64).sum();
+        let scale: f64 = a
+            .iter()
+            .zip(&b)
+            .map(|(&x, &y)| (x as f64 * y as f64).abs())
+            .sum();
+        for got in [dot_f32(&a, &b), dot_f32_scalar(&a, &b)] {
+            assert!(
+                (got as f64 - exact).abs() <= 1e-6 * scale.max(1e-30),
+                "n={n}"
+            );
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "lengths differ")]
+fn dot_rejects_mismatched_lengths() {
+    dot_f32(&[1.0; 3], &[1.0; 4]);
+}
+
+#[test]
+fn axpy_matches_scalar() {
+    let mut rng = Rng(2);
+    for &n in LENGTHS {
+        let (x, y0) = (rng.vec(n), rng.vec(n));
+        let a = rng.uniform() * 3.0;
+        let (mut y1, mut y2) = (y0.clone(), y0.clone());
+        axpy_f32(&mut y1, a, &x);
+        axpy_f32_scalar(&mut y2, a, &x);
+        for i in 0..n {
+            let tol = 2.0 * f32::EPSILON * ((a * x[i]).abs() + y0[i].abs());
+            assert!((y1[i] - y2[i]).abs() <= tol, "n={n} i={i}");
+        }
+    }
+}
+
+/// Byte offsets of the f16 scale fields in one block of `ty` (empty for float types).
+fn f16_fields(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
+        GgmlType::Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+#[test]
+fn dequantize_fast_is_bit_exact() {
+    let mut rng = Rng(3);
+    let types: Vec<GgmlType> = (0..64)
+        .filter_map(GgmlType::from_id)
+        .filter(|&t| quant::supports_dequantize(t))
+        .collect();
+    assert!(types.len() >= 13);
+    for ty in types {
+        let ts = ty.type_size() as usize;
+        for blocks in [0, 1, 3, 17] {
+            let mut src: Vec<u8> = (0..blocks * ts).map(|_| rng.next() as u8).collect();
+            for blk in src.chunks_exact_mut(ts) {
+                for &o in f16_fields(ty) {
+                    let h = half::f16::from_f32(rng.uniform() * 2.0).to_le_bytes();
+                    blk[o..o + 2].copy_from_slice(&h);
+                }
+            }
+            if matches!(ty, GgmlType::F32) {
+                // Keep f32 weights finite so NaN payloads do not enter the comparison.
+                for w in src.chunks_exact_mut(4) {
+                    w.copy_from_slice(&rng.uniform().to_le_bytes());
+                }
+            }
+            let n = blocks * ty.block_size() as usize;
+            let mut want = vec![0.0f32; n];
+            quant::dequantize(ty, &src, &mut want).unwrap();
+            for isa in Isa::available() {
+                let mut got = vec![1.0f32; n];
+                dequantize_fast_with(isa, ty, &src, &mut got).unwrap();
+                for i in 0..n {
+                    let same = got[i].to_bits() == want[i].to_bits()
+                        || (got[i].is_nan() && want[i].is_nan());
+                    assert!(same, "{ty} {isa:?} element {i}: {} vs {}", got[i], want[i]);
+                }
+            }
+        }
+        // Length errors, not panics.
+        if ts > 1 {
+            assert!(dequantize_fast(ty, &vec![0u8; ts + 1], &mut vec![0.0; 64]).is_err());
+        }
+        let n = ty.block_size() as usize;
+        assert!(dequantize_fast(ty, &vec![0u8; ts], &mut vec![0.0; n + 1]).is_err());
+    }
+}
+
+#[test]
+fn matvec_f32_matches_f64() {
+    let mut rng = Rng(4);
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
+        let ts = ty.type_size() as usize;
+        for n in [1usize, 7, 8, 33, 576, 1003] {
+            let m = 7;
+            let w = rng.vec(m * n);
+            let mut rows = vec![0u8; m * n * ts];
+            quant::quantize(ty, &w, &mut rows).unwrap();
+            let mut wf = vec![0.0f32; m * n];
+            quant::dequantize(ty, &rows, &mut wf).unwrap();
+            let x = rng.vec(n);
+            for isa in Isa::available() {
+                let mut y = vec![f32::NAN; m];
+                matvec_f32_with(isa, ty, &rows, n * ts, &x, &mut y).unwrap();
+                for r in 0..m {
+                    let wr = &wf[r * n..(r + 1) * n];
+                    let exact: f64 = wr.iter().zip(&x).map(|(&a, &b)| a as f64 * b as f64).sum();
+                    let scale: f64 = wr
+                        .iter()
+                        .zip(&x)
+                        .map(|(&a, &b)| (a as f64 * b as f64).abs())
+                        .sum();
+                    assert!(
+                        (y[r] as f64 - exact).abs() <= 1e-6 * scale,
+                        "{ty} {isa:?} n={n} row {r}: {} vs {exact}",
+                        y[r]
+                    );
+                }
+            }
+        }
+        let mut y = [0.0f32; 2];
+        assert!(matvec_f32(ty, &vec![0u8; 2 * 4 * ts], 4 * ts, &[1.0; 3], &mut y).is_err());
+        assert!(matvec_f32(ty, &vec![0u8; 3 * 4 * ts], 4 * ts, &[1.0; 4], &mut y).is_err());
+    }
+    assert!(matvec_f32(GgmlType::Q8_0, &[0u8; 34], 34, &[0.0; 32], &mut [0.0]).is_err());
+}
+
+#[test]
+fn isa_detection() {
+    let isas = Isa::available();
+    println!("available: {isas:?}, best: {:?}", Isa::best());
+    assert_eq!(isas[0], Isa::Scalar);
+    assert_eq!(Some(&Isa::best()), isas.last());
+    #[cfg(target_arch = "aarch64")]
+    assert!(isas.contains(&Isa::Neon));
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        assert!(isas.contains(&Isa::Avx2));
+    }
+}
