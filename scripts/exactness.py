@@ -214,6 +214,8 @@ def main():
     ap.add_argument("--md", help="write a markdown report here")
     ap.add_argument("--json", help="write the results as JSON here")
     ap.add_argument("--max-top16", type=float, default=0.1)
+    ap.add_argument("--molla-arg", action="append", default=[],
+                    help="extra argument for `molla logits` (repeatable), e.g. --molla-arg=--decode")
     ap.add_argument("--oracle-cache", default=home_cache)
     args = ap.parse_args()
     if not args.molla and not args.llamacpp:
@@ -238,7 +240,7 @@ def main():
             ref = cache.get(model, tokens)
             case["oracle_seconds"] = round(time.time() - t0, 3)
             if args.molla:
-                cmd = [args.molla, "logits", "--model", model, "--tokens", ids]
+                cmd = [args.molla, "logits", "--model", model, "--tokens", ids] + args.molla_arg
                 case["molla"] = measure("molla", lambda: run_json(cmd, "molla"),
                                         ref, tokens)
             if args.llamacpp:

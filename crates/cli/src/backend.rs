@@ -14,6 +14,7 @@ pub enum Backend {
 }
 
 /// A sequence's KV cache, on the backend that made it.
+#[allow(clippy::large_enum_variant)] // one per sequence: the size does not matter
 pub enum Cache {
     Cpu(KvCache),
     #[cfg(feature = "cuda")]
@@ -26,9 +27,13 @@ impl Backend {
         match device {
             Device::Cpu => Ok(Backend::Cpu(Box::new(CpuModel::new(model)))),
             #[cfg(feature = "cuda")]
-            Device::Cuda(ordinal) => Ok(Backend::Cuda(Box::new(cuda::CudaModel::new(&model, ordinal)?))),
+            Device::Cuda(ordinal) => Ok(Backend::Cuda(Box::new(cuda::CudaModel::new(
+                &model, ordinal,
+            )?))),
             #[cfg(not(feature = "cuda"))]
-            Device::Cuda(_) => bail!("this build of molla has no CUDA backend (built without the `cuda` feature)"),
+            Device::Cuda(_) => {
+                bail!("this build of molla has no CUDA backend (built without the `cuda` feature)")
+            }
         }
     }
 

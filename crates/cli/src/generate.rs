@@ -1,11 +1,12 @@
 //! The generation loop shared by `molla run` and `molla chat`: prefill the prompt, then sample
 //! token by token, streaming text that is safe to show (whole UTF-8 characters, no partial stop
-//! string) until an end-of-generation token, a stop string or the token limit.
+//! string) until an end-of-generation token, a stop string, the token limit or a cancellation.
 
 use crate::backend::{Backend, Cache};
 use anyhow::{Result, bail};
 use cpu::Logits;
 use sampler::{Sampler, StopMatcher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokenizer::Tokenizer;
 
@@ -18,6 +19,19 @@ pub enum Finish {
     Stop,
     /// The token limit or the context filled up.
     Length,
+    /// The cancellation flag was raised (Ctrl-C in `molla chat`).
+    Cancelled,
+}
+
+/// When to stop besides an end-of-generation token.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits<'a> {
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// Stop when one of these texts appears (it is not emitted).
+    pub stops: &'a [String],
+    /// Checked before each token; when it is set, generation ends with [`Finish::Cancelled`].
+    pub cancel: Option<&'a AtomicBool>,
 }
 
 /// Counts and times of one generation.
@@ -33,7 +47,13 @@ pub struct Stats {
 impl Stats {
     /// A one-line summary for stderr.
     pub fn summary(&self) -> String {
-        let rate = |n: usize, d: Duration| if d.is_zero() { 0.0 } else { n as f64 / d.as_secs_f64() };
+        let rate = |n: usize, d: Duration| {
+            if d.is_zero() {
+                0.0
+            } else {
+                n as f64 / d.as_secs_f64()
+            }
+        };
         format!(
             "prompt {} tokens, {:.1} tok/s; generated {} tokens, {:.1} tok/s; finished by {:?}",
             self.prompt_tokens,
@@ -46,7 +66,8 @@ impl Stats {
 }
 
 /// Generates after `prompt` (appended to what `cache` holds), calling `emit` with text as it
-/// becomes final. Returns the generated ids with the stats.
+/// becomes final. Returns the generated ids with the stats. Afterwards the cache holds the prompt
+/// and a prefix of the generated ids ([`cache_len`] says how many).
 #[allow(clippy::too_many_arguments)]
 pub fn generate(
     backend: &Backend,
@@ -55,10 +76,15 @@ pub fn generate(
     tok: &Tokenizer,
     sampler: &mut Sampler,
     prompt: &[u32],
-    max_tokens: usize,
-    stops: &[String],
+    limits: Limits,
     mut emit: impl FnMut(&str) -> Result<()>,
 ) -> Result<(Vec<u32>, Stats)> {
+    let Limits {
+        max_tokens,
+        stops,
+        cancel,
+    } = limits;
+    let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
     if prompt.is_empty() {
         bail!("the prompt is empty after tokenization");
     }
@@ -79,6 +105,10 @@ pub fn generate(
     let mut stop = StopMatcher::new(stops);
     let mut finish = Finish::Length;
     while out.len() < max_tokens {
+        if cancelled() {
+            finish = Finish::Cancelled;
+            break;
+        }
         let id = sampler.sample(&logits, &history)?;
         if tok.is_eog(id) {
             finish = Finish::Eog;
@@ -106,11 +136,18 @@ pub fn generate(
             emit(&stop.finish())?;
         }
     }
-    let stats = Stats { prompt_tokens: prompt.len(), generated: out.len(), prefill, decode: t1.elapsed(), finish };
+    let stats = Stats {
+        prompt_tokens: prompt.len(),
+        generated: out.len(),
+        prefill,
+        decode: t1.elapsed(),
+        finish,
+    };
     Ok((out, stats))
 }
 
-fn cache_len(cache: &Cache) -> usize {
+/// How many tokens `cache` holds.
+pub fn cache_len(cache: &Cache) -> usize {
     match cache {
         Cache::Cpu(c) => c.len,
         #[cfg(feature = "cuda")]

@@ -4,6 +4,9 @@ mod backend;
 mod cmd;
 mod default_model;
 mod generate;
+mod hub;
+mod progress;
+mod repl;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -18,12 +18,28 @@ fn scratch(name: &str) -> PathBuf {
 /// Runs inspect and logits on `path`; both must fail cleanly.
 fn assert_refused(path: &Path, what: &str) {
     let p = path.to_str().unwrap();
-    for args in [vec!["inspect", p], vec!["logits", "--model", p, "--tokens", "1,2,3"]] {
+    for args in [
+        vec!["inspect", p],
+        vec!["logits", "--model", p, "--tokens", "1,2,3"],
+    ] {
         let out = molla().args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{what}: `molla {}` exited {:?}; stderr: {err}", args[0], out.status);
-        assert!(err.starts_with("error: "), "{what}: stderr does not start with 'error: ': {err}");
-        assert_eq!(err.trim_end().lines().count(), 1, "{what}: error is not one line: {err}");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{what}: `molla {}` exited {:?}; stderr: {err}",
+            args[0],
+            out.status
+        );
+        assert!(
+            err.starts_with("error: "),
+            "{what}: stderr does not start with 'error: ': {err}"
+        );
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{what}: error is not one line: {err}"
+        );
         assert!(!err.contains("panicked"), "{what}: panic: {err}");
     }
 }
@@ -33,7 +49,9 @@ fn valid() -> Vec<u8> {
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> usize {
-    hay.windows(needle.len()).position(|w| w == needle).expect("needle present")
+    hay.windows(needle.len())
+        .position(|w| w == needle)
+        .expect("needle present")
 }
 
 fn put_u64(b: &mut [u8], at: usize, v: u64) {
@@ -52,11 +70,27 @@ fn tensor_fields(b: &[u8], name: &str) -> (usize, usize, usize) {
 fn valid_synthetic_model_works() {
     let path = scratch("valid.gguf");
     std::fs::write(&path, valid()).unwrap();
-    let out = molla().args(["inspect", path.to_str().unwrap()]).output().unwrap();
+    let out = molla()
+        .args(["inspect", path.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("blk.1.ffn_down.weight"));
-    let out = molla().args(["logits", "--model", path.to_str().unwrap(), "--tokens", "1,2,3"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = molla()
+        .args([
+            "logits",
+            "--model",
+            path.to_str().unwrap(),
+            "--tokens",
+            "1,2,3",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["vocab"], 256);
     assert_eq!(v["logprobs"].as_array().unwrap().len(), 256);
@@ -80,7 +114,10 @@ fn huge_counts_and_lengths() {
         ("tensor_count", 8),
         ("kv_count", 16),
         ("first key length", 24),
-        ("tensor name length", name_at - "token_embd.weight".len() - 8),
+        (
+            "tensor name length",
+            name_at - "token_embd.weight".len() - 8,
+        ),
     ];
     for (what, at) in cases {
         for v in [1u64 << 63, u64::MAX] {
@@ -119,15 +156,25 @@ fn unknown_type_and_misaligned_offset() {
 #[test]
 fn lying_shapes_are_refused() {
     // A model whose q projection is narrower than its hyper-parameters say.
-    let b = build(&SynthSpec { n_embd: 64, ..SynthSpec::tiny("llama") }).unwrap();
+    let b = build(&SynthSpec {
+        n_embd: 64,
+        ..SynthSpec::tiny("llama")
+    })
+    .unwrap();
     let mut m = b.clone();
     let key = b"llama.attention.head_count_kv";
     let at = find(&m, key) + key.len() + 4; // skip the u32 value type
     m[at..at + 4].copy_from_slice(&1u32.to_le_bytes());
     let path = scratch("shape.gguf");
     std::fs::write(&path, &m).unwrap();
-    let out = molla().args(["logits", "--model", path.to_str().unwrap(), "--tokens", "1"]).output().unwrap();
+    let out = molla()
+        .args(["logits", "--model", path.to_str().unwrap(), "--tokens", "1"])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
-    assert!(err.contains("attn_k.weight") && err.contains("shape"), "{err}");
+    assert!(
+        err.contains("attn_k.weight") && err.contains("shape"),
+        "{err}"
+    );
 }

@@ -10,12 +10,19 @@ fn smollm2() -> PathBuf {
         PathBuf::from,
     );
     let p = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(p.exists(), "{} is missing: run scripts/fetch-models (or set MOLLA_MODELS)", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models (or set MOLLA_MODELS)",
+        p.display()
+    );
     p
 }
 
 fn molla(args: &[&str]) -> (String, String, Option<i32>) {
-    let out = Command::new(env!("CARGO_BIN_EXE_molla")).args(args).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_molla"))
+        .args(args)
+        .output()
+        .unwrap();
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -26,10 +33,21 @@ fn molla(args: &[&str]) -> (String, String, Option<i32>) {
 #[test]
 fn tokenize_parses_special_tokens() {
     let m = smollm2();
-    let (out, err, code) = molla(&["tokenize", "--model", m.to_str().unwrap(), "--text", "<|im_start|>user\nHi"]);
+    let (out, err, code) = molla(&[
+        "tokenize",
+        "--model",
+        m.to_str().unwrap(),
+        "--text",
+        "<|im_start|>user\nHi",
+    ]);
     assert_eq!(code, Some(0), "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let ids: Vec<u64> = v["ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    let ids: Vec<u64> = v["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
     assert_eq!(ids[0], 1, "<|im_start|> is one special token: {ids:?}");
     assert_eq!(ids.len(), 4, "{ids:?}");
 }
@@ -38,7 +56,15 @@ fn tokenize_parses_special_tokens() {
 fn greedy_run_answers() {
     let m = smollm2();
     let (out, err, code) = molla(&[
-        "run", "--model", m.to_str().unwrap(), "--device", "cpu", "--temp", "0", "-n", "24",
+        "run",
+        "--model",
+        m.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--temp",
+        "0",
+        "-n",
+        "24",
         "What is the capital of France?",
     ]);
     assert_eq!(code, Some(0), "{err}");
@@ -50,5 +76,33 @@ fn greedy_run_answers() {
 fn run_refuses_a_missing_model_cleanly() {
     let (_, err, code) = molla(&["run", "--model", "/nonexistent.gguf", "hi"]);
     assert_eq!(code, Some(2));
-    assert!(err.starts_with("error: ") && err.contains("nonexistent"), "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains("nonexistent"),
+        "{err}"
+    );
+}
+
+#[test]
+fn greedy_run_is_identical_across_runs() {
+    let m = smollm2();
+    let args = [
+        "run",
+        "--model",
+        m.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--temp",
+        "0",
+        "-n",
+        "64",
+        "-q",
+        "Write three sentences about the sea.",
+    ];
+    let (first, err, code) = molla(&args);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.is_empty(), "--quiet leaves stderr empty: {err:?}");
+    assert!(first.split_whitespace().count() > 10, "{first:?}");
+    let (second, err, code) = molla(&args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(first, second);
 }

@@ -88,7 +88,9 @@ fn head_block(
     );
     for (r, row) in scores.chunks_exact_mut(end).enumerate() {
         let visible = start + t0 + r + 1;
-        let max = row[..visible].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        let max = row[..visible]
+            .iter()
+            .fold(f32::NEG_INFINITY, |m, &s| m.max(s));
         let mut sum = 0.0f32;
         for s in &mut row[..visible] {
             *s = (*s - max).exp();
@@ -112,7 +114,15 @@ fn head_block(
 }
 
 /// One query head of one token: softmax(q·Kᵀ/√d)·V over positions `0..=start+t`.
-fn head(hp: &HParams, q: &[f32], keys: &[f32], values: &[f32], start: usize, task: usize, o: &mut [f32]) {
+fn head(
+    hp: &HParams,
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    start: usize,
+    task: usize,
+    o: &mut [f32],
+) {
     let (hd, hdv, kv_dim, v_dim) = (hp.head_dim, hp.head_dim_v, hp.kv_dim(), hp.v_dim());
     let group = hp.n_head / hp.n_head_kv;
     let scale = 1.0 / (hd as f32).sqrt();

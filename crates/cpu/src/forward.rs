@@ -63,13 +63,20 @@ impl CpuModel {
         }
         let start = kv.len;
         if start + n > kv.capacity() {
-            return Err(CpuError::ContextFull { needed: start + n, capacity: kv.capacity() });
+            return Err(CpuError::ContextFull {
+                needed: start + n,
+                capacity: kv.capacity(),
+            });
         }
         let e = hp.n_embd;
         let mut x = vec![0.0f32; n * e];
         for (t, &id) in tokens.iter().enumerate() {
             if id as usize >= hp.n_vocab {
-                return Err(CpuError::BadToken { id, pos: start + t, vocab: hp.n_vocab });
+                return Err(CpuError::BadToken {
+                    id,
+                    pos: start + t,
+                    vocab: hp.n_vocab,
+                });
             }
             row(f, &m.tok_embd, id as usize, &mut x[t * e..(t + 1) * e])?;
         }
@@ -82,23 +89,53 @@ impl CpuModel {
         let mut up = vec![0.0f32; n * hp.n_ff];
         for (li, l) in m.layers.iter().enumerate() {
             rms_norm(&x, &l.attn_norm, hp.rms_eps, &mut h);
-            matmul_many(&self.pool, f, &[&l.wq, &l.wk, &l.wv], &h, n, &mut [&mut q, &mut k, &mut v])?;
+            matmul_many(
+                &self.pool,
+                f,
+                &[&l.wq, &l.wk, &l.wv],
+                &h,
+                n,
+                &mut [&mut q, &mut k, &mut v],
+            )?;
             for (buf, bias) in [(&mut q, &l.bq), (&mut k, &l.bk), (&mut v, &l.bv)] {
                 if let Some(b) = bias {
                     add_bias(buf, b);
                 }
             }
             for t in 0..n {
-                self.rope.apply(&mut q[t * hp.q_dim()..(t + 1) * hp.q_dim()], hp.head_dim, start + t);
-                self.rope.apply(&mut k[t * hp.kv_dim()..(t + 1) * hp.kv_dim()], hp.head_dim, start + t);
+                self.rope.apply(
+                    &mut q[t * hp.q_dim()..(t + 1) * hp.q_dim()],
+                    hp.head_dim,
+                    start + t,
+                );
+                self.rope.apply(
+                    &mut k[t * hp.kv_dim()..(t + 1) * hp.kv_dim()],
+                    hp.head_dim,
+                    start + t,
+                );
             }
             kv.store(li, start, &k, &v);
-            attention(&self.pool, hp, &q, kv.keys(li, start + n), kv.values(li, start + n), start, &mut att);
+            attention(
+                &self.pool,
+                hp,
+                &q,
+                kv.keys(li, start + n),
+                kv.values(li, start + n),
+                start,
+                &mut att,
+            );
             matmul(&self.pool, f, &l.wo, &att, n, &mut h)?;
             add_in_place(&mut x, &h);
 
             rms_norm(&x, &l.ffn_norm, hp.rms_eps, &mut h);
-            matmul_many(&self.pool, f, &[&l.w_gate, &l.w_up], &h, n, &mut [&mut gate, &mut up])?;
+            matmul_many(
+                &self.pool,
+                f,
+                &[&l.w_gate, &l.w_up],
+                &h,
+                n,
+                &mut [&mut gate, &mut up],
+            )?;
             swiglu(&mut gate, &up);
             matmul(&self.pool, f, &l.w_down, &gate, n, &mut h)?;
             add_in_place(&mut x, &h);

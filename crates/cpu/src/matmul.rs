@@ -7,12 +7,12 @@
 
 use crate::error::{CpuError, Result};
 use crate::pool::{Chunks, Pool};
-use std::sync::Mutex;
 use gguf::GgufFile;
 use model::Matrix;
 use quant::q16::{self, Q16Acts};
 use quant::simd;
 use rayon::prelude::*;
+use std::sync::Mutex;
 
 /// Prefill tasks per thread: enough to balance, few enough that the activations are not
 /// re-packed by sgemm too often (each task packs all N rows once).
@@ -21,7 +21,14 @@ const PREFILL_TASKS_PER_THREAD: usize = 1;
 const DECODE_TASKS_PER_THREAD: usize = 2;
 
 /// `x` holds `n` rows of `w.cols`; `y` receives `n` rows of `w.rows`.
-pub fn matmul(pool: &Pool, file: &GgufFile, w: &Matrix, x: &[f32], n: usize, y: &mut [f32]) -> Result<()> {
+pub fn matmul(
+    pool: &Pool,
+    file: &GgufFile,
+    w: &Matrix,
+    x: &[f32],
+    n: usize,
+    y: &mut [f32],
+) -> Result<()> {
     matmul_many(pool, file, &[w], x, n, &mut [y])
 }
 
@@ -50,7 +57,13 @@ pub fn matmul_many(
 
 /// Decode: one activation row. Quantized weights use the q16 kernels (activations quantized to
 /// 16 bits once per call); F32/F16/BF16 weights the exact f32 kernels.
-fn matvec_many(pool: &Pool, file: &GgufFile, ws: &[&Matrix], x: &[f32], ys: &mut [&mut [f32]]) -> Result<()> {
+fn matvec_many(
+    pool: &Pool,
+    file: &GgufFile,
+    ws: &[&Matrix],
+    x: &[f32],
+    ys: &mut [&mut [f32]],
+) -> Result<()> {
     let mut acts = Q16Acts::new();
     if ws.iter().any(|w| q16::supports_q16(w.ty)) {
         acts.quantize(x)?;
@@ -101,7 +114,13 @@ fn matmul_prefill(file: &GgufFile, w: &Matrix, x: &[f32], n: usize, y: &mut [f32
             buf.resize(rows * w.cols, 0.0);
             simd::dequantize_fast(w.ty, w.rows_bytes(file, first, rows), buf)?;
             let mut c = vec![0.0f32; n * rows];
-            sgemm_strided((n, w.cols, rows), (x, w.cols, 1), (buf, 1, w.cols), (&mut c, rows, 1), 1.0);
+            sgemm_strided(
+                (n, w.cols, rows),
+                (x, w.cols, 1),
+                (buf, 1, w.cols),
+                (&mut c, rows, 1),
+                1.0,
+            );
             Ok(c)
         })
         .collect::<Result<_>>()?;
@@ -125,7 +144,11 @@ pub fn sgemm_strided(
     alpha: f32,
 ) {
     let last = |rows: usize, cols: usize, rs: usize, cs: usize| {
-        if rows == 0 || cols == 0 { 0 } else { (rows - 1) * rs + (cols - 1) * cs + 1 }
+        if rows == 0 || cols == 0 {
+            0
+        } else {
+            (rows - 1) * rs + (cols - 1) * cs + 1
+        }
     };
     assert!(a.len() >= last(m, k, rsa, csa), "sgemm: a too short");
     assert!(b.len() >= last(k, n, rsb, csb), "sgemm: b too short");

@@ -73,11 +73,17 @@ impl Rope {
         let freqs = (0..half)
             .map(|i| {
                 let base = hp.rope_base.powf(-2.0 * i as f64 / hp.n_rot as f64);
-                let div = factors.and_then(|f| f.get(i)).map_or(1.0, |&f| f64::from(f));
+                let div = factors
+                    .and_then(|f| f.get(i))
+                    .map_or(1.0, |&f| f64::from(f));
                 base / div * hp.rope_freq_scale
             })
             .collect();
-        Rope { style: hp.rope_style, n_rot: hp.n_rot, freqs }
+        Rope {
+            style: hp.rope_style,
+            n_rot: hp.n_rot,
+            freqs,
+        }
     }
 
     /// Rotates each head (of `head_dim` elements) of one token's vector at position `pos`.
@@ -107,7 +113,9 @@ impl Rope {
 
 /// Log-softmax in f64.
 pub fn log_softmax(logits: &[f32]) -> Vec<f64> {
-    let max = logits.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
+    let max = logits
+        .iter()
+        .fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
     let sum: f64 = logits.iter().map(|&v| (f64::from(v) - max).exp()).sum();
     let lse = max + sum.ln();
     logits.iter().map(|&v| f64::from(v) - lse).collect()
@@ -122,14 +130,25 @@ mod tests {
         for n in [1, 15, 16, 17, 576, 897] {
             let a: Vec<f32> = (0..n).map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1).collect();
             let b: Vec<f32> = (0..n).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.2).collect();
-            let exact: f64 = a.iter().zip(&b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
-            assert!((f64::from(dot_f32(&a, &b)) - exact).abs() < 1e-3 * (1.0 + exact.abs()), "n={n}");
+            let exact: f64 = a
+                .iter()
+                .zip(&b)
+                .map(|(&x, &y)| f64::from(x) * f64::from(y))
+                .sum();
+            assert!(
+                (f64::from(dot_f32(&a, &b)) - exact).abs() < 1e-3 * (1.0 + exact.abs()),
+                "n={n}"
+            );
         }
     }
 
     #[test]
     fn rope_styles_rotate_the_right_pairs() {
-        let mut hp_freqs = Rope { style: RopeStyle::Normal, n_rot: 4, freqs: vec![1.0, 0.5] };
+        let mut hp_freqs = Rope {
+            style: RopeStyle::Normal,
+            n_rot: 4,
+            freqs: vec![1.0, 0.5],
+        };
         let mut x = vec![1.0, 0.0, 1.0, 0.0];
         hp_freqs.apply(&mut x, 4, 1);
         assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[1] - 1f32.sin()).abs() < 1e-6);

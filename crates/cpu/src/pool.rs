@@ -55,7 +55,11 @@ impl Pool {
                 (h, t)
             })
             .collect();
-        Pool { shared, workers, running: Mutex::new(()) }
+        Pool {
+            shared,
+            workers,
+            running: Mutex::new(()),
+        }
     }
 
     /// Threads that run each job, the caller included.
@@ -76,7 +80,9 @@ impl Pool {
         // even when a job panics (workers catch it). So it never outlives `f`.
         let job: JobRef = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), JobRef>(f) };
         *self.shared.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
-        self.shared.pending.store(self.workers.len(), Ordering::Release);
+        self.shared
+            .pending
+            .store(self.workers.len(), Ordering::Release);
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
         for (_, t) in &self.workers {
             t.unpark();
@@ -154,7 +160,11 @@ pub struct Chunks {
 
 impl Chunks {
     pub fn new(total: usize, chunk: usize) -> Chunks {
-        Chunks { next: AtomicUsize::new(0), total, chunk: chunk.max(1) }
+        Chunks {
+            next: AtomicUsize::new(0),
+            total,
+            chunk: chunk.max(1),
+        }
     }
 
     /// The next unclaimed range, or `None` when all are taken.

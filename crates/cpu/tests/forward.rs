@@ -12,7 +12,10 @@ fn load(spec: &SynthSpec) -> CpuModel {
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 #[test]
@@ -32,7 +35,10 @@ fn prefill_equals_decode_for_each_arch_and_type() {
             for (i, &t) in tokens.iter().enumerate() {
                 let step = m.forward(&[t], &mut kv2, Logits::Last).unwrap();
                 let d = max_diff(&step, &all[i * v..(i + 1) * v]);
-                assert!(d < 1e-3, "{arch} {ty} position {i}: prefill and decode differ by {d}");
+                assert!(
+                    d < 1e-3,
+                    "{arch} {ty} position {i}: prefill and decode differ by {d}"
+                );
             }
             let mut kv3 = m.new_cache(16);
             let last = m.forward(&tokens, &mut kv3, Logits::Last).unwrap();
@@ -58,10 +64,25 @@ fn prefill_in_chunks_matches_one_prefill() {
 fn bad_input_is_an_error() {
     let m = load(&SynthSpec::tiny("llama"));
     let mut kv = m.new_cache(4);
-    assert!(matches!(m.forward(&[], &mut kv, Logits::Last), Err(CpuError::NoTokens)));
-    assert!(matches!(m.forward(&[256], &mut kv, Logits::Last), Err(CpuError::BadToken { .. })));
-    assert!(matches!(m.forward(&[1; 5], &mut kv, Logits::Last), Err(CpuError::ContextFull { .. })));
-    let other = load(&SynthSpec { n_layer: 3, ..SynthSpec::tiny("llama") });
+    assert!(matches!(
+        m.forward(&[], &mut kv, Logits::Last),
+        Err(CpuError::NoTokens)
+    ));
+    assert!(matches!(
+        m.forward(&[256], &mut kv, Logits::Last),
+        Err(CpuError::BadToken { .. })
+    ));
+    assert!(matches!(
+        m.forward(&[1; 5], &mut kv, Logits::Last),
+        Err(CpuError::ContextFull { .. })
+    ));
+    let other = load(&SynthSpec {
+        n_layer: 3,
+        ..SynthSpec::tiny("llama")
+    });
     let mut wrong = other.new_cache(4);
-    assert!(matches!(m.forward(&[1], &mut wrong, Logits::Last), Err(CpuError::CacheShape)));
+    assert!(matches!(
+        m.forward(&[1], &mut wrong, Logits::Last),
+        Err(CpuError::CacheShape)
+    ));
 }

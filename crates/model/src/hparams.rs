@@ -58,8 +58,10 @@ impl HParams {
                 "{a}.embedding_length ({n_embd}) and {a}.attention.head_count ({n_head}) must be positive"
             )));
         }
-        let head_dim = opt_usize(file, &format!("{a}.attention.key_length"))?.unwrap_or(n_embd / n_head);
-        let head_dim_v = opt_usize(file, &format!("{a}.attention.value_length"))?.unwrap_or(head_dim);
+        let head_dim =
+            opt_usize(file, &format!("{a}.attention.key_length"))?.unwrap_or(n_embd / n_head);
+        let head_dim_v =
+            opt_usize(file, &format!("{a}.attention.value_length"))?.unwrap_or(head_dim);
         let n_rot = opt_usize(file, &format!("{a}.rope.dimension_count"))?.unwrap_or(head_dim);
         let scaling = opt_str(file, &format!("{a}.rope.scaling.type"))?;
         let factor = opt_f64(file, &format!("{a}.rope.scaling.factor"))?;
@@ -101,13 +103,13 @@ impl HParams {
                 self.n_layer, self.n_ff, self.n_head_kv, self.head_dim
             ));
         }
-        if self.n_head % self.n_head_kv != 0 {
+        if !self.n_head.is_multiple_of(self.n_head_kv) {
             return bad(format!(
                 "head_count {} is not a multiple of head_count_kv {}",
                 self.n_head, self.n_head_kv
             ));
         }
-        if self.n_rot > self.head_dim || self.n_rot % 2 != 0 {
+        if self.n_rot > self.head_dim || !self.n_rot.is_multiple_of(2) {
             return bad(format!(
                 "rope.dimension_count {} must be even and at most the head width {}",
                 self.n_rot, self.head_dim
@@ -130,10 +132,16 @@ impl HParams {
             return bad(format!("block_count {} is larger than 4096", self.n_layer));
         }
         if !(self.rms_eps.is_finite() && self.rms_eps >= 0.0) {
-            return bad(format!("layer_norm_rms_epsilon {} is not a finite non-negative number", self.rms_eps));
+            return bad(format!(
+                "layer_norm_rms_epsilon {} is not a finite non-negative number",
+                self.rms_eps
+            ));
         }
         if !(self.rope_base.is_finite() && self.rope_base > 0.0) {
-            return bad(format!("rope.freq_base {} is not a positive number", self.rope_base));
+            return bad(format!(
+                "rope.freq_base {} is not a positive number",
+                self.rope_base
+            ));
         }
         Ok(())
     }
@@ -144,7 +152,11 @@ fn typed<'a>(file: &'a GgufFile, key: &str) -> Option<&'a Value> {
 }
 
 fn key_type(key: &str, v: &Value, expected: &'static str) -> ModelError {
-    ModelError::KeyType { key: key.to_string(), found: v.type_name(), expected }
+    ModelError::KeyType {
+        key: key.to_string(),
+        found: v.type_name(),
+        expected,
+    }
 }
 
 fn opt_usize(file: &GgufFile, key: &str) -> Result<Option<usize>> {
@@ -165,7 +177,10 @@ fn req_usize(file: &GgufFile, key: &str) -> Result<usize> {
 fn opt_f64(file: &GgufFile, key: &str) -> Result<Option<f64>> {
     match typed(file, key) {
         None => Ok(None),
-        Some(v) => v.as_f64().map(Some).ok_or_else(|| key_type(key, v, "number")),
+        Some(v) => v
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| key_type(key, v, "number")),
     }
 }
 

@@ -56,7 +56,8 @@ impl Model {
             found: arch_name.type_name(),
             expected: "string",
         })?;
-        let arch = arch::lookup(arch_name).ok_or_else(|| ModelError::UnsupportedArch(arch_name.to_string()))?;
+        let arch = arch::lookup(arch_name)
+            .ok_or_else(|| ModelError::UnsupportedArch(arch_name.to_string()))?;
         let mut hp = HParams::read(&file, &arch)?;
         let b = Binder { file: &file };
         let tok_embd = b.matrix_any_rows("token_embd.weight", hp.n_embd)?;
@@ -67,12 +68,26 @@ impl Model {
         } else {
             (tok_embd.clone(), true)
         };
-        let rope_freqs = if arch.rope_freqs { b.opt_vector("rope_freqs.weight", hp.n_rot / 2)? } else { None };
+        let rope_freqs = if arch.rope_freqs {
+            b.opt_vector("rope_freqs.weight", hp.n_rot / 2)?
+        } else {
+            None
+        };
         let mut layers = Vec::with_capacity(hp.n_layer);
         for i in 0..hp.n_layer {
             layers.push(bind_layer(&b, &arch, &hp, i)?);
         }
-        Ok(Model { arch, hp, tok_embd, output_norm, output, tied_output, rope_freqs, layers, file })
+        Ok(Model {
+            arch,
+            hp,
+            tok_embd,
+            output_norm,
+            output,
+            tied_output,
+            rope_freqs,
+            layers,
+            file,
+        })
     }
 
     /// A one-line description: architecture, size, vocabulary.
@@ -88,7 +103,11 @@ impl Model {
             hp.n_head_kv,
             hp.head_dim,
             hp.n_vocab,
-            if self.tied_output { ", tied output" } else { "" }
+            if self.tied_output {
+                ", tied output"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -96,7 +115,11 @@ impl Model {
 fn bind_layer(b: &Binder, arch: &ArchSpec, hp: &HParams, i: usize) -> Result<Layer> {
     let n = |t: &str| format!("blk.{i}.{t}");
     let bias = |t: &str, len: usize| -> Result<Option<Vec<f32>>> {
-        if arch.qkv_bias { b.opt_vector(&n(t), len) } else { Ok(None) }
+        if arch.qkv_bias {
+            b.opt_vector(&n(t), len)
+        } else {
+            Ok(None)
+        }
     };
     Ok(Layer {
         attn_norm: b.vector(&n("attn_norm.weight"), hp.n_embd)?,
@@ -106,7 +129,11 @@ fn bind_layer(b: &Binder, arch: &ArchSpec, hp: &HParams, i: usize) -> Result<Lay
         bq: bias("attn_q.bias", hp.q_dim())?,
         bk: bias("attn_k.bias", hp.kv_dim())?,
         bv: bias("attn_v.bias", hp.v_dim())?,
-        wo: b.matrix(&n("attn_output.weight"), hp.n_head * hp.head_dim_v, hp.n_embd)?,
+        wo: b.matrix(
+            &n("attn_output.weight"),
+            hp.n_head * hp.head_dim_v,
+            hp.n_embd,
+        )?,
         ffn_norm: b.vector(&n("ffn_norm.weight"), hp.n_embd)?,
         w_gate: b.matrix(&n("ffn_gate.weight"), hp.n_embd, hp.n_ff)?,
         w_up: b.matrix(&n("ffn_up.weight"), hp.n_embd, hp.n_ff)?,

@@ -31,7 +31,7 @@ pub fn target_type(info: &TensorInfo, target: GgmlType) -> GgmlType {
     if info.dims.len() < 2 {
         return GgmlType::F32;
     }
-    if info.row_len() % target.block_size() == 0 {
+    if info.row_len().is_multiple_of(target.block_size()) {
         return target;
     }
     let fallback = match target {
@@ -39,7 +39,11 @@ pub fn target_type(info: &TensorInfo, target: GgmlType) -> GgmlType {
         GgmlType::Q5_K => GgmlType::Q5_1,
         _ => GgmlType::Q8_0,
     };
-    if info.row_len() % fallback.block_size() == 0 { fallback } else { GgmlType::F32 }
+    if info.row_len().is_multiple_of(fallback.block_size()) {
+        fallback
+    } else {
+        GgmlType::F32
+    }
 }
 
 /// Requantizes `src` into `out` as `target`. `progress(done, total, name)` is called after each tensor.
@@ -50,7 +54,9 @@ pub fn quantize_file<W: Write>(
     mut progress: impl FnMut(usize, usize, &str),
 ) -> Result<W> {
     if !quant::supports_quantize(target) {
-        return Err(ModelError::BadHParam(format!("cannot quantize to {target}")));
+        return Err(ModelError::BadHParam(format!(
+            "cannot quantize to {target}"
+        )));
     }
     let mut metadata: Vec<(String, Value)> = src
         .metadata()
@@ -63,7 +69,11 @@ pub fn quantize_file<W: Write>(
     let specs: Vec<TensorSpec> = src
         .tensors()
         .iter()
-        .map(|t| TensorSpec { name: t.name.clone(), dims: t.dims.clone(), ty: target_type(t, target) })
+        .map(|t| TensorSpec {
+            name: t.name.clone(),
+            dims: t.dims.clone(),
+            ty: target_type(t, target),
+        })
         .collect();
     let mut w = GgufWriter::new(out, &metadata, &specs)?;
     let total = specs.len();
@@ -80,10 +90,9 @@ fn requantize(src: &GgufFile, t: &TensorInfo, ty: GgmlType) -> Result<Vec<u8>> {
     let data = src.tensor_data(t);
     let cols = t.row_len() as usize;
     let src_row_bytes = t.row_bytes() as usize;
-    let dst_row_bytes = ty
-        .bytes_for(cols as u64)
-        .ok_or_else(|| ModelError::BadHParam(format!("tensor '{}' cannot be stored as {ty}", t.name)))?
-        as usize;
+    let dst_row_bytes = ty.bytes_for(cols as u64).ok_or_else(|| {
+        ModelError::BadHParam(format!("tensor '{}' cannot be stored as {ty}", t.name))
+    })? as usize;
     let mut buf = vec![0u8; t.n_rows() as usize * dst_row_bytes];
     buf.par_chunks_mut(dst_row_bytes)
         .zip(data.par_chunks(src_row_bytes))

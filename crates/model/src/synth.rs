@@ -59,18 +59,34 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
     let kv = s.n_head_kv * hd;
     let md: Vec<(String, Value)> = vec![
         ("general.architecture".into(), Value::String(a.into())),
-        ("general.name".into(), Value::String(format!("synthetic {a}"))),
+        (
+            "general.name".into(),
+            Value::String(format!("synthetic {a}")),
+        ),
         (format!("{a}.context_length"), Value::U32(256)),
         (format!("{a}.embedding_length"), Value::U32(s.n_embd as u32)),
         (format!("{a}.block_count"), Value::U32(s.n_layer as u32)),
-        (format!("{a}.feed_forward_length"), Value::U32(s.n_ff as u32)),
-        (format!("{a}.attention.head_count"), Value::U32(s.n_head as u32)),
-        (format!("{a}.attention.head_count_kv"), Value::U32(s.n_head_kv as u32)),
-        (format!("{a}.attention.layer_norm_rms_epsilon"), Value::F32(1e-5)),
+        (
+            format!("{a}.feed_forward_length"),
+            Value::U32(s.n_ff as u32),
+        ),
+        (
+            format!("{a}.attention.head_count"),
+            Value::U32(s.n_head as u32),
+        ),
+        (
+            format!("{a}.attention.head_count_kv"),
+            Value::U32(s.n_head_kv as u32),
+        ),
+        (
+            format!("{a}.attention.layer_norm_rms_epsilon"),
+            Value::F32(1e-5),
+        ),
         (format!("{a}.rope.freq_base"), Value::F32(10000.0)),
     ];
     // (name, cols, rows); rows == 0 marks a vector.
-    let mut t: Vec<(String, usize, usize)> = vec![("token_embd.weight".into(), s.n_embd, s.n_vocab)];
+    let mut t: Vec<(String, usize, usize)> =
+        vec![("token_embd.weight".into(), s.n_embd, s.n_vocab)];
     for i in 0..s.n_layer {
         let n = |x: &str| format!("blk.{i}.{x}");
         t.push((n("attn_norm.weight"), s.n_embd, 0));
@@ -96,7 +112,11 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
         .iter()
         .map(|(name, cols, rows)| TensorSpec {
             name: name.clone(),
-            dims: if *rows == 0 { vec![*cols as u64] } else { vec![*cols as u64, *rows as u64] },
+            dims: if *rows == 0 {
+                vec![*cols as u64]
+            } else {
+                vec![*cols as u64, *rows as u64]
+            },
             ty: if *rows == 0 { GgmlType::F32 } else { s.ty },
         })
         .collect();

@@ -19,19 +19,25 @@ impl Matrix {
     /// The encoded bytes of the whole matrix, inside `file` (the file this matrix was bound from).
     pub fn bytes<'a>(&self, file: &'a GgufFile) -> &'a [u8] {
         let len = self.rows * self.row_bytes;
-        file.bytes().get(self.offset..self.offset + len).unwrap_or(&[])
+        file.bytes()
+            .get(self.offset..self.offset + len)
+            .unwrap_or(&[])
     }
 
     /// The encoded bytes of row `r`.
     pub fn row<'a>(&self, file: &'a GgufFile, r: usize) -> &'a [u8] {
         let start = self.offset + r * self.row_bytes;
-        file.bytes().get(start..start + self.row_bytes).unwrap_or(&[])
+        file.bytes()
+            .get(start..start + self.row_bytes)
+            .unwrap_or(&[])
     }
 
     /// The encoded bytes of `count` consecutive rows starting at row `first`.
     pub fn rows_bytes<'a>(&self, file: &'a GgufFile, first: usize, count: usize) -> &'a [u8] {
         let start = self.offset + first * self.row_bytes;
-        file.bytes().get(start..start + count * self.row_bytes).unwrap_or(&[])
+        file.bytes()
+            .get(start..start + count * self.row_bytes)
+            .unwrap_or(&[])
     }
 }
 
@@ -60,7 +66,10 @@ impl Binder<'_> {
 
     fn to_matrix(&self, info: &TensorInfo) -> Result<Matrix> {
         if !quant::supports_dequantize(info.ty) {
-            return Err(ModelError::UnsupportedType { name: info.name.clone(), ty: info.ty });
+            return Err(ModelError::UnsupportedType {
+                name: info.name.clone(),
+                ty: info.ty,
+            });
         }
         let too_big = |_| ModelError::BadHParam(format!("tensor '{}' is too large", info.name));
         Ok(Matrix {
@@ -109,6 +118,10 @@ impl Binder<'_> {
 
     /// Like [`Binder::vector`] but absent is fine.
     pub fn opt_vector(&self, name: &str, len: usize) -> Result<Option<Vec<f32>>> {
-        if self.has(name) { self.vector(name, len).map(Some) } else { Ok(None) }
+        if self.has(name) {
+            self.vector(name, len).map(Some)
+        } else {
+            Ok(None)
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `molla bench`: prompt-processing and generation speed, llama-bench style.
 
-use anyhow::{Context, Result};
 use crate::backend::Backend;
+use anyhow::{Context, Result};
 use cpu::Logits;
 use model::Model;
 use std::path::PathBuf;
@@ -42,7 +42,11 @@ fn stats(v: &[f64]) -> (f64, f64, f64) {
     } else {
         (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
     };
-    (med, s.first().copied().unwrap_or(0.0), s.last().copied().unwrap_or(0.0))
+    (
+        med,
+        s.first().copied().unwrap_or(0.0),
+        s.last().copied().unwrap_or(0.0),
+    )
 }
 
 /// Peak resident set size in bytes (Linux), 0 where unknown.
@@ -118,12 +122,21 @@ pub fn run(a: Args) -> Result<()> {
     println!("{desc}");
     println!("| model | device | threads | test | tok/s (median) | min .. max |");
     println!("|---|---|---|---|---|---|");
-    let name = a.model.file_name().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let name = a
+        .model
+        .file_name()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
     if a.n_prompt > 0 {
-        println!("| {name} | {dev} | {threads} | pp{} | {pp_med:.2} | {pp_min:.2} .. {pp_max:.2} |", a.n_prompt);
+        println!(
+            "| {name} | {dev} | {threads} | pp{} | {pp_med:.2} | {pp_min:.2} .. {pp_max:.2} |",
+            a.n_prompt
+        );
     }
     if a.n_gen > 0 {
-        println!("| {name} | {dev} | {threads} | tg{} | {tg_med:.2} | {tg_min:.2} .. {tg_max:.2} |", a.n_gen);
+        println!(
+            "| {name} | {dev} | {threads} | tg{} | {tg_med:.2} | {tg_min:.2} .. {tg_max:.2} |",
+            a.n_gen
+        );
     }
     println!(
         "\ntime to first token (pp{} + 1 step): {ttft_med:.1} ms; load {load_s:.2} s; peak RSS {}",

@@ -1,19 +1,22 @@
 //! Options shared by the commands that generate text (`run`, `chat`), and loading what they need.
 
 use crate::backend::Backend;
-use crate::default_model;
-use anyhow::{Context, Result};
+use crate::generate::Limits;
+use crate::{default_model, hub, progress};
+use anyhow::{Context, Result, bail};
 use model::Model;
 use sampler::{Sampler, SamplerConfig};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use template::ChatTemplate;
 use tokenizer::Tokenizer;
 
 #[derive(clap::Args)]
 pub struct GenArgs {
-    /// GGUF model file (default: SmolLM2-135M-Instruct, fetched on first use).
-    #[arg(long, short = 'm')]
-    pub model: Option<PathBuf>,
+    /// A GGUF file or hf:owner/repo[:file] (default: SmolLM2-135M-Instruct, fetched on first
+    /// use). Downloads are cached in $MOLLA_MODELS (default ~/.cache/molla/models).
+    #[arg(long, short = 'm', value_name = "MODEL")]
+    pub model: Option<String>,
     /// cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "auto")]
     pub device: String,
@@ -32,18 +35,22 @@ pub struct GenArgs {
     /// Seed for sampling (random when absent).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Keep the K most likely tokens (0: all).
     #[arg(long, default_value_t = 40)]
     pub top_k: i32,
+    /// Keep the most likely tokens up to this total probability (1: off).
     #[arg(long, default_value_t = 0.95)]
     pub top_p: f32,
+    /// Drop tokens less likely than this fraction of the most likely one (0: off).
     #[arg(long, default_value_t = 0.05)]
     pub min_p: f32,
+    /// Penalise tokens seen recently (1: off).
     #[arg(long, default_value_t = 1.0)]
     pub repeat_penalty: f32,
     /// Stop when this text appears (repeatable).
     #[arg(long)]
     pub stop: Vec<String>,
-    /// No statistics on stderr.
+    /// No progress bars or statistics on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
 }
@@ -54,30 +61,86 @@ pub struct Session {
     pub tok: Tokenizer,
     pub template: ChatTemplate,
     pub ctx: usize,
+    pub path: PathBuf,
+}
+
+impl Session {
+    /// Says which model runs where, on stderr (callers do it once the input is known to be
+    /// good, so that an error stays the only line).
+    pub fn announce(&self) {
+        eprintln!(
+            "molla: {} on {}",
+            self.path.display(),
+            self.backend.device_name()
+        );
+    }
 }
 
 impl GenArgs {
+    /// The model file --model names, downloading it first when it is not cached.
+    pub fn model_path(&self) -> Result<PathBuf> {
+        match self.model.as_deref() {
+            None => default_model::path(!self.quiet),
+            Some(m) => match m.strip_prefix("hf:") {
+                Some(spec) => hub::fetch(spec, !self.quiet),
+                None if !std::path::Path::new(m).exists() => {
+                    bail!(
+                        "model file {m} not found (--model takes a GGUF path or hf:owner/repo[:file])"
+                    )
+                }
+                None => Ok(PathBuf::from(m)),
+            },
+        }
+    }
+
     pub fn load(&self) -> Result<Session> {
         let device = super::parse_device(&self.device)?;
         super::set_threads(self.threads)?;
-        let path = match &self.model {
-            Some(p) => p.clone(),
-            None => default_model::path(!self.quiet)?,
-        };
-        let model = Model::open(&path).with_context(|| path.display().to_string())?;
+        let path = self.model_path()?;
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let pb = progress::spinner(!self.quiet, format!("loading {name}"));
+        let loaded = self.load_path(&path, device);
+        pb.finish_and_clear();
+        loaded
+    }
+
+    fn load_path(&self, path: &std::path::Path, device: super::Device) -> Result<Session> {
+        let model = Model::open(path).with_context(|| path.display().to_string())?;
         let tok = Tokenizer::from_gguf(&model.file).with_context(|| path.display().to_string())?;
-        let piece = |id: Option<u32>| id.and_then(|i| tok.token_text(i).ok()).unwrap_or("").to_string();
-        let source = model.file.get("tokenizer.chat_template").and_then(|v| v.as_str());
+        let piece = |id: Option<u32>| {
+            id.and_then(|i| tok.token_text(i).ok())
+                .unwrap_or("")
+                .to_string()
+        };
+        let source = model
+            .file
+            .get("tokenizer.chat_template")
+            .and_then(|v| v.as_str());
         let template = ChatTemplate::from_metadata(source, &piece(tok.bos()), &piece(tok.eos()))?;
         let ctx = match self.ctx {
             0 => model.hp.n_ctx_train.clamp(1, 8192),
             n => n,
         };
         let backend = Backend::new(model, device)?;
-        if !self.quiet {
-            eprintln!("molla: {} on {}", path.display(), backend.device_name());
+        Ok(Session {
+            backend,
+            tok,
+            template,
+            ctx,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The token limit and stop strings, with an optional cancellation flag.
+    pub fn limits<'a>(&'a self, cancel: Option<&'a AtomicBool>) -> Limits<'a> {
+        Limits {
+            max_tokens: self.max_tokens,
+            stops: &self.stop,
+            cancel,
         }
-        Ok(Session { backend, tok, template, ctx })
     }
 
     pub fn sampler(&self, n_vocab: usize) -> Result<Sampler> {

@@ -21,7 +21,11 @@ pub fn human_bytes(n: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 /// Renders the whole report.
@@ -50,11 +54,33 @@ pub fn report(path: &str, f: &GgufFile) -> String {
         params,
         human_bytes(bytes)
     );
-    let nw = f.tensors().iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
-    let _ = writeln!(s, "  {:nw$}  {:<7} {:<20} {:>12}", "name", "type", "shape", "bytes");
+    let nw = f
+        .tensors()
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(
+        s,
+        "  {:nw$}  {:<7} {:<20} {:>12}",
+        "name", "type", "shape", "bytes"
+    );
     for t in f.tensors() {
-        let shape = t.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(" x ");
-        let _ = writeln!(s, "  {:nw$}  {:<7} {:<20} {:>12}", t.name, t.ty.name(), shape, t.n_bytes);
+        let shape = t
+            .dims
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(" x ");
+        let _ = writeln!(
+            s,
+            "  {:nw$}  {:<7} {:<20} {:>12}",
+            t.name,
+            t.ty.name(),
+            shape,
+            t.n_bytes
+        );
     }
     s
 }

@@ -1,7 +1,7 @@
 //! `molla logits`: log-softmax of the last position after a list of token ids.
 
-use anyhow::{Context, Result};
 use crate::backend::Backend;
+use anyhow::{Context, Result};
 use cpu::Logits;
 use model::Model;
 use std::io::Write;
@@ -18,6 +18,9 @@ pub struct Args {
     /// cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// Run the tokens one at a time (the decode path) instead of as one prefill batch.
+    #[arg(long)]
+    decode: bool,
     /// Worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -35,7 +38,8 @@ fn parse_tokens(s: &str) -> Result<Vec<u32>> {
     s.split(',')
         .map(|t| {
             let t = t.trim();
-            t.parse::<u32>().with_context(|| format!("--tokens: '{t}' is not a token id"))
+            t.parse::<u32>()
+                .with_context(|| format!("--tokens: '{t}' is not a token id"))
         })
         .collect()
 }
@@ -47,9 +51,21 @@ pub fn run(a: Args) -> Result<()> {
     let model = Model::open(&a.model).with_context(|| a.model.display().to_string())?;
     let m = Backend::new(model, device)?;
     let mut kv = m.new_cache(tokens.len())?;
-    let logits = m.forward(&tokens, &mut kv, Logits::Last)?;
+    let logits = if a.decode {
+        let mut last = Vec::new();
+        for t in &tokens {
+            last = m.forward(std::slice::from_ref(t), &mut kv, Logits::Last)?;
+        }
+        last
+    } else {
+        m.forward(&tokens, &mut kv, Logits::Last)?
+    };
     let logprobs = cpu::ops::log_softmax(&logits);
-    let out = Output { vocab: logprobs.len(), tokens, logprobs };
+    let out = Output {
+        vocab: logprobs.len(),
+        tokens,
+        logprobs,
+    };
     let mut stdout = std::io::stdout().lock();
     serde_json::to_writer(&mut stdout, &out)?;
     writeln!(stdout)?;

@@ -24,7 +24,11 @@ pub enum Device {
 pub fn parse_device(s: &str) -> Result<Device> {
     match s {
         "cpu" => Ok(Device::Cpu),
-        "auto" => Ok(if cuda_available() { Device::Cuda(0) } else { Device::Cpu }),
+        "auto" => Ok(if cuda_available() {
+            Device::Cuda(0)
+        } else {
+            Device::Cpu
+        }),
         "cuda" => Ok(Device::Cuda(0)),
         d if d.starts_with("cuda:") => d[5..]
             .parse()
@@ -48,7 +52,9 @@ fn cuda_available() -> bool {
 /// Sizes the rayon pool; 0 keeps rayon's default (one thread per logical core).
 pub fn set_threads(n: usize) -> Result<()> {
     if n > 0 {
-        rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()?;
     }
     Ok(())
 }

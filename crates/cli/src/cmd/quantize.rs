@@ -26,9 +26,12 @@ pub fn run(a: Args) -> Result<()> {
     }
     let src = GgufFile::open(&a.input).with_context(|| a.input.display().to_string())?;
     let tmp = a.output.with_extension("partial");
-    let out = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let out =
+        std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
     let bar = ProgressBar::new(src.tensors().len() as u64);
-    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} tensors {msg}")?);
+    bar.set_style(ProgressStyle::with_template(
+        "{bar:40} {pos}/{len} tensors {msg}",
+    )?);
     let w = model::quantize::quantize_file(&src, BufWriter::new(out), ty, |done, _, name| {
         bar.set_position(done as u64);
         bar.set_message(name.to_string());

@@ -2,7 +2,7 @@
 
 use super::gen_args::GenArgs;
 use crate::generate::{generate, tokenize_chat};
-use anyhow::Result;
+use anyhow::{Result, bail};
 use std::io::Write;
 use template::Message;
 
@@ -32,6 +32,16 @@ pub fn run(a: Args) -> Result<()> {
         msgs.push(Message::new("user", a.prompt.as_str()));
         tokenize_chat(&s.tok, &s.template.render(&msgs, None, true)?)
     };
+    if ids.len() >= s.ctx {
+        bail!(
+            "the prompt ({} tokens) does not fit the context of {} tokens",
+            ids.len(),
+            s.ctx
+        );
+    }
+    if !a.opts.quiet {
+        s.announce();
+    }
     let mut cache = s.backend.new_cache(s.ctx)?;
     let mut sampler = a.opts.sampler(s.backend.hparams().n_vocab)?;
     let mut stdout = std::io::stdout().lock();
@@ -42,8 +52,7 @@ pub fn run(a: Args) -> Result<()> {
         &s.tok,
         &mut sampler,
         &ids,
-        a.opts.max_tokens,
-        &a.opts.stop,
+        a.opts.limits(None),
         |t| {
             stdout.write_all(t.as_bytes())?;
             stdout.flush()?;

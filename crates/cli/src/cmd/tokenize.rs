@@ -31,7 +31,10 @@ pub fn run(a: Args) -> Result<()> {
     if a.pieces {
         let pieces: Vec<String> = ids
             .iter()
-            .map(|&id| tok.token_to_piece(id).map(|b| String::from_utf8_lossy(&b).into_owned()))
+            .map(|&id| {
+                tok.token_to_piece(id)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+            })
             .collect::<std::result::Result<_, _>>()?;
         out["pieces"] = serde_json::json!(pieces);
     }

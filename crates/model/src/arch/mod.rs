@@ -19,5 +19,7 @@ pub struct ArchSpec {
 
 /// The spec for a `general.architecture` value, if molla supports it.
 pub fn lookup(name: &str) -> Option<ArchSpec> {
-    [llama::SPEC, qwen2::SPEC].into_iter().find(|s| s.name == name)
+    [llama::SPEC, qwen2::SPEC]
+        .into_iter()
+        .find(|s| s.name == name)
 }
