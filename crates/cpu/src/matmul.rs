@@ -2,7 +2,7 @@
 //!
 //! Prefill (N > 1): output rows are split across the rayon pool in chunks; each task decodes its
 //! chunk of weight rows to f32 once and multiplies it with all N activation rows through
-//! `matrixmultiply`'s blocked sgemm. Decode (N = 1): SIMD dot products of each weight row with
+//! the `gemm` crate's blocked f32 GEMM. Decode (N = 1): SIMD dot products of each weight row with
 //! the activations quantized to 16 bits (`quant::q16`, ~2^-16 relative error per element).
 
 use crate::error::{CpuError, Result};
@@ -153,24 +153,29 @@ pub fn sgemm_strided(
     assert!(a.len() >= last(m, k, rsa, csa), "sgemm: a too short");
     assert!(b.len() >= last(k, n, rsb, csb), "sgemm: b too short");
     assert!(c.len() >= last(m, n, rsc, csc), "sgemm: c too short");
-    // SAFETY: the asserts bound every element sgemm reads or writes through these pointers
+    // SAFETY: the asserts bound every element gemm reads or writes through these pointers
     // and strides; c is a unique borrow, so it does not alias a or b.
     unsafe {
-        matrixmultiply::sgemm(
+        gemm::gemm(
             m,
-            k,
             n,
-            alpha,
-            a.as_ptr(),
-            rsa as isize,
-            csa as isize,
-            b.as_ptr(),
-            rsb as isize,
-            csb as isize,
-            0.0,
+            k,
             c.as_mut_ptr(),
-            rsc as isize,
             csc as isize,
+            rsc as isize,
+            false,
+            a.as_ptr(),
+            csa as isize,
+            rsa as isize,
+            b.as_ptr(),
+            csb as isize,
+            rsb as isize,
+            0.0,
+            alpha,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
         );
     }
 }
