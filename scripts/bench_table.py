@@ -23,6 +23,9 @@ def llama_rates(path, p, n):
             pp = rec["avg_ts"]
         if rec.get("n_gen") == n and rec.get("n_prompt") == 0:
             tg = rec["avg_ts"]
+    if build in ("", "unknown", "0"):
+        # Built from the llama-cpp-python sdist, which carries no git metadata.
+        build = os.environ.get("LLAMA_CPP_VERSION", "0c1e570 (llama-cpp-python 0.3.36 sdist)")
     return pp, tg, build
 
 
