@@ -24,57 +24,19 @@ const SHAPES: &[(usize, usize)] = &[
     (151936, 896),
 ];
 
-const TYPES: &[GgmlType] = &[
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
+#[path = "../tests/common/mod.rs"]
+mod common;
 
-struct Rng(u64);
+use common::{BLOCK_TYPES as TYPES, Rng, f16_fields};
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn uniform(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-}
-
-/// Byte offsets of the f16 scale fields in one block of `ty`.
-fn f16_fields(ty: GgmlType) -> &'static [usize] {
-    match ty {
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
-        GgmlType::Q2_K => &[80, 82],
-        GgmlType::Q3_K => &[108],
-        GgmlType::Q6_K => &[208],
-        _ => &[0],
-    }
-}
-
-/// Random blocks with finite, modest f16 scales.
+/// Random blocks with finite, modest f16 scales (F16 and BF16: a small f16 pattern in every element).
 fn random_rows(ty: GgmlType, n_bytes: usize, rng: &mut Rng) -> Vec<u8> {
-    let ts = ty.type_size() as usize;
-    let mut v: Vec<u8> = (0..n_bytes).map(|_| rng.next() as u8).collect();
-    for blk in v.chunks_exact_mut(ts) {
-        for &o in f16_fields(ty) {
-            let h = half::f16::from_f32(rng.uniform() * 0.01).to_le_bytes();
-            blk[o..o + 2].copy_from_slice(&h);
-        }
-    }
-    v
+    let fields = if ty.block_size() == 1 {
+        &[0]
+    } else {
+        f16_fields(ty)
+    };
+    common::random_blocks_at(rng, ty, fields, n_bytes, |_| 0.01)
 }
 
 /// Best time of `f` over repeated runs for about `budget`.

@@ -7,7 +7,7 @@
 //! every input tried (pinned by `tests/llama_cpp_golden.rs`). Where ggml would assert or hit undefined
 //! behaviour (rounding values beyond ±2^22, negative scales wrapping in a `uint8_t`), these saturate.
 
-use crate::util::nearest_int;
+use crate::util::{f16_to_f32, f32_to_f16, nearest_int};
 
 /// Weights per super-block.
 pub(crate) const QK_K: usize = 256;
@@ -30,6 +30,16 @@ pub(crate) fn scale_min(j: usize, s: &[u8; 12]) -> (u8, u8) {
             (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
         )
     }
+}
+
+/// Per sub-block `(d * scale, dmin * min)` as f32 for the f16 `d`, `dmin` and 12 packed scale bytes of
+/// Q4_K / Q5_K.
+pub(crate) fn six_bit_sub_scales(d: [u8; 2], dmin: [u8; 2], scales: &[u8; 12]) -> [(f32, f32); 8] {
+    let (d, dmin) = (f16_to_f32(d), f16_to_f32(dmin));
+    std::array::from_fn(|j| {
+        let (sc, m) = scale_min(j, scales);
+        (d * f32::from(sc), dmin * f32::from(m))
+    })
 }
 
 /// Inverse of [`scale_min`] for 6-bit scales `ls` and mins `lm`.
@@ -135,7 +145,7 @@ pub(crate) fn fit_scale_min<const N: usize>(
 }
 
 /// The largest magnitude in `x` and the signed value that has it (the first one on ties).
-fn signed_max(x: &[f32]) -> (f32, f32) {
+pub(crate) fn signed_max(x: &[f32]) -> (f32, f32) {
     let (mut amax, mut max) = (0.0f32, 0.0f32);
     for &v in x {
         if v.abs() > amax {
@@ -240,4 +250,87 @@ pub(crate) fn max_or_zero(v: &[f32]) -> f32 {
 #[inline(always)]
 pub(crate) fn quantize_scale(v: f32, inv: f32, max_q: i32) -> u8 {
     nearest_int(inv * v).clamp(0, max_q) as u8
+}
+
+/// `levels / max`, or 0 when `max` is not positive: the inverse step that quantizes sub-block scales
+/// (or mins) against their maximum.
+pub(crate) fn inverse_step(max: f32, levels: f32) -> f32 {
+    if max > 0.0 { levels / max } else { 0.0 }
+}
+
+/// Recomputes the quants `0..=nmax` of `x` against the rounded sub-block `(d, m)` (sub-blocks of
+/// `QK_K / M` values). A sub-block whose `d` is 0 keeps the search's quants (as ggml leaves them; its
+/// values are `-m` either way).
+pub(crate) fn requantize_affine<const M: usize>(
+    sub: &[(f32, f32); M],
+    x: &[f32; QK_K],
+    nmax: i32,
+    q: &mut [u8; QK_K],
+) {
+    let n = QK_K / M;
+    for (j, &(d, m)) in sub.iter().enumerate() {
+        if d == 0.0 {
+            continue;
+        }
+        for i in n * j..n * j + n {
+            q[i] = nearest_int((x[i] + m) / d).clamp(0, nmax) as u8;
+        }
+    }
+}
+
+/// The quants of `x` against the rounded sub-block scales `sub` (sub-blocks of 16), in `-k..k` and
+/// offset by `k` (so `0..2k`). A sub-block whose scale is 0 keeps the search's quants `l` (as ggml
+/// leaves them; its values are 0 either way).
+pub(crate) fn requantize_symmetric(
+    sub: &[f32; 16],
+    x: &[f32; QK_K],
+    k: i8,
+    l: &[i8; QK_K],
+) -> [u8; QK_K] {
+    let mut q = l.map(|l| (l + k) as u8);
+    let k = i32::from(k);
+    for (j, &d) in sub.iter().enumerate() {
+        if d == 0.0 {
+            continue;
+        }
+        for i in 16 * j..16 * j + 16 {
+            q[i] = (nearest_int(x[i] / d).clamp(-k, k - 1) + k) as u8;
+        }
+    }
+    q
+}
+
+/// The quantizer of Q4_K and Q5_K, up to the packing of the quants: per sub-block of 32 a weighted
+/// `(scale, min)` search (weights `rms + |x|`, quants `0..=nmax`), then 6-bit quantization of the
+/// scales and mins against their maxima, then the quants recomputed against the rounded scales.
+/// Returns the block's `d`, `dmin`, packed scales and the 256 quants in element order.
+pub(crate) fn quantize_six_bit(
+    x: &[f32; QK_K],
+    nmax: u8,
+    sweep: Sweep,
+) -> ([u8; 2], [u8; 2], [u8; 12], [u8; QK_K]) {
+    let (mut scales, mut mins) = ([0.0f32; 8], [0.0f32; 8]);
+    let mut q = [0u8; QK_K];
+    let subs = x.as_chunks::<32>().0.iter().zip(q.as_chunks_mut::<32>().0);
+    for (j, (sub, l)) in subs.enumerate() {
+        let rms = (sub.iter().map(|v| v * v).sum::<f32>() / 32.0).sqrt();
+        let w = sub.map(|v| rms + v.abs());
+        (scales[j], mins[j]) = fit_scale_min(sub, &w, nmax, sweep, l);
+    }
+    let max_scale = max_or_zero(&scales);
+    let max_min = max_or_zero(&mins);
+    let inv_scale = inverse_step(max_scale, 63.0);
+    let inv_min = inverse_step(max_min, 63.0);
+    let ls = scales.map(|s| quantize_scale(s, inv_scale, 63));
+    let lm = mins.map(|m| quantize_scale(m, inv_min, 63));
+    let d = f32_to_f16(max_scale / 63.0);
+    let dmin = f32_to_f16(max_min / 63.0);
+    let packed = pack_scale_mins(&ls, &lm);
+    requantize_affine(
+        &six_bit_sub_scales(d, dmin, &packed),
+        x,
+        i32::from(nmax),
+        &mut q,
+    );
+    (d, dmin, packed, q)
 }

@@ -82,6 +82,50 @@ pub enum QuantError {
     },
 }
 
+impl QuantError {
+    /// `Ok` when `got` is a whole number of `block`-`unit` blocks, else [`QuantError::NotWholeBlocks`].
+    pub(crate) fn check_whole(
+        ty: GgmlType,
+        op: Op,
+        unit: &'static str,
+        got: usize,
+        block: usize,
+    ) -> Result<(), Self> {
+        if got.is_multiple_of(block) {
+            return Ok(());
+        }
+        Err(Self::NotWholeBlocks {
+            ty,
+            op,
+            unit,
+            got,
+            block,
+        })
+    }
+
+    /// `Ok` when `got == expected`, else [`QuantError::Length`].
+    pub(crate) fn check_length(
+        ty: GgmlType,
+        op: Op,
+        what: &'static str,
+        unit: &'static str,
+        got: usize,
+        expected: usize,
+    ) -> Result<(), Self> {
+        if got == expected {
+            return Ok(());
+        }
+        Err(Self::Length {
+            ty,
+            op,
+            what,
+            unit,
+            got,
+            expected,
+        })
+    }
+}
+
 /// Scalar dequantize kernel: whole blocks in, their elements out.
 type DequantizeFn = fn(&[u8], &mut [f32]);
 /// Scalar dot kernel: whole blocks · activations.
@@ -90,7 +134,7 @@ type DotFn = fn(&[u8], &[f32]) -> f32;
 type QuantizeFn = fn(&[f32], &mut [u8]);
 
 /// The kernels of one format.
-struct Format {
+pub(crate) struct Format {
     dequantize: DequantizeFn,
     dot: DotFn,
     quantize: Option<QuantizeFn>,
@@ -146,38 +190,26 @@ fn sizes(ty: GgmlType) -> (usize, usize) {
     (ty.block_size() as usize, ty.type_size() as usize)
 }
 
-/// Number of elements in `src` bytes of `ty`, or an error if `src` is not a whole number of blocks.
-fn elements_in(ty: GgmlType, op: Op, src: &[u8]) -> Result<usize, QuantError> {
+/// The kernels of `ty` for `op` on the blocks `src`, once `src` is a whole number of blocks and the
+/// other buffer (`what`: destination or activations) holds exactly their `got` values.
+pub(crate) fn checked(
+    ty: GgmlType,
+    op: Op,
+    src: &[u8],
+    what: &'static str,
+    got: usize,
+) -> Result<Format, QuantError> {
+    let f = format(ty).ok_or(QuantError::Unsupported { ty, op })?;
     let (bs, ts) = sizes(ty);
-    if !src.len().is_multiple_of(ts) {
-        return Err(QuantError::NotWholeBlocks {
-            ty,
-            op,
-            unit: "bytes",
-            got: src.len(),
-            block: ts,
-        });
-    }
-    Ok(src.len() / ts * bs)
+    QuantError::check_whole(ty, op, "bytes", src.len(), ts)?;
+    QuantError::check_length(ty, op, what, "values", got, src.len() / ts * bs)?;
+    Ok(f)
 }
 
 /// Dequantizes `src`, a whole number of blocks of `ty`, into `dst`, which must hold exactly the
 /// elements of `src`. Errors (never panics) on a length mismatch or an unsupported type.
 pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), QuantError> {
-    let op = Op::Dequantize;
-    let f = format(ty).ok_or(QuantError::Unsupported { ty, op })?;
-    let n = elements_in(ty, op, src)?;
-    if dst.len() != n {
-        let (what, unit) = ("destination", "values");
-        return Err(QuantError::Length {
-            ty,
-            op,
-            what,
-            unit,
-            got: dst.len(),
-            expected: n,
-        });
-    }
+    let f = checked(ty, Op::Dequantize, src, "destination", dst.len())?;
     (f.dequantize)(src, dst);
     Ok(())
 }
@@ -186,20 +218,7 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Quant
 /// which must hold exactly the elements of `src`. Errors (never panics) on a length mismatch or an
 /// unsupported type. Accumulates per block in f32, then into an f32 total.
 pub fn dot(ty: GgmlType, src: &[u8], x: &[f32]) -> Result<f32, QuantError> {
-    let op = Op::Dot;
-    let f = format(ty).ok_or(QuantError::Unsupported { ty, op })?;
-    let n = elements_in(ty, op, src)?;
-    if x.len() != n {
-        let (what, unit) = ("activations", "values");
-        return Err(QuantError::Length {
-            ty,
-            op,
-            what,
-            unit,
-            got: x.len(),
-            expected: n,
-        });
-    }
+    let f = checked(ty, Op::Dot, src, "activations", x.len())?;
     Ok((f.dot)(src, x))
 }
 
@@ -211,27 +230,15 @@ pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantEr
         .and_then(|f| f.quantize)
         .ok_or(QuantError::Unsupported { ty, op })?;
     let (bs, ts) = sizes(ty);
-    if !src.len().is_multiple_of(bs) {
-        return Err(QuantError::NotWholeBlocks {
-            ty,
-            op,
-            unit: "values",
-            got: src.len(),
-            block: bs,
-        });
-    }
-    let expected = src.len() / bs * ts;
-    if dst.len() != expected {
-        let (what, unit) = ("destination", "bytes");
-        return Err(QuantError::Length {
-            ty,
-            op,
-            what,
-            unit,
-            got: dst.len(),
-            expected,
-        });
-    }
+    QuantError::check_whole(ty, op, "values", src.len(), bs)?;
+    QuantError::check_length(
+        ty,
+        op,
+        "destination",
+        "bytes",
+        dst.len(),
+        src.len() / bs * ts,
+    )?;
     quantize(src, dst);
     Ok(())
 }

@@ -13,9 +13,11 @@
 //! Element `e` of sub-block `s = e / 16` is `(d * sc_s) * q_e - (dmin * m_s)`, each product rounded to
 //! f32 first, exactly as ggml's `dequantize_row_q2_K`.
 
-use crate::kquant::{QK_K, Sweep, fit_scale_min, max_or_zero, quantize_scale};
+use crate::kquant::{
+    QK_K, Sweep, fit_scale_min, inverse_step, max_or_zero, quantize_scale, requantize_affine,
+};
 use crate::util::{
-    blocks_in, blocks_out, f16_to_f32, f32_to_f16, nearest_int, put, runs_blocks, take,
+    block_struct, dequantize_affine, dot_affine, f16_to_f32, f32_to_f16, quantize_blocks,
 };
 
 /// Elements per block.
@@ -23,17 +25,12 @@ pub const BLOCK_ELEMS: usize = QK_K;
 /// Bytes per block.
 pub const BLOCK_BYTES: usize = 84;
 
-/// One block, field by field (see the module docs).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Block {
-    pub scales: [u8; 16],
-    pub qs: [u8; 64],
-    pub d: [u8; 2],
-    pub dmin: [u8; 2],
+block_struct! {
+    scales: [u8; 16] @ 0,
+    qs: [u8; 64] @ 16,
+    d: [u8; 2] @ 80,
+    dmin: [u8; 2] @ 82,
 }
-
-const _: () = assert!(size_of::<Block>() == BLOCK_BYTES);
 
 /// Byte of a 64-byte 2-bit array and bit shift holding element `e` (shared with Q3_K's `qs`).
 #[inline(always)]
@@ -52,26 +49,6 @@ pub(crate) fn pack_crumbs(q: &[u8; QK_K]) -> [u8; 64] {
 }
 
 impl Block {
-    /// Reads a block from its bytes.
-    pub fn from_bytes(b: &[u8; BLOCK_BYTES]) -> Self {
-        Self {
-            scales: take(b, 0),
-            qs: take(b, 16),
-            d: take(b, 80),
-            dmin: take(b, 82),
-        }
-    }
-
-    /// The block's bytes.
-    pub fn to_bytes(&self) -> [u8; BLOCK_BYTES] {
-        let mut b = [0u8; BLOCK_BYTES];
-        put(&mut b, 0, &self.scales);
-        put(&mut b, 16, &self.qs);
-        put(&mut b, 80, &self.d);
-        put(&mut b, 82, &self.dmin);
-        b
-    }
-
     /// Per sub-block `(d * scale, dmin * min)` as f32.
     pub fn sub_scales(&self) -> [(f32, f32); 16] {
         let (d, dmin) = (f16_to_f32(self.d), f16_to_f32(self.dmin));
@@ -88,20 +65,18 @@ impl Block {
     }
 }
 
+/// A block's sub-block scales and quants, for [`dequantize_affine`] and [`dot_affine`].
+fn parts(b: &[u8; BLOCK_BYTES]) -> ([(f32, f32); 16], [u8; QK_K]) {
+    let b = Block::from_bytes(b);
+    (b.sub_scales(), b.quants())
+}
+
 /// Dequantizes whole blocks `src` into `dst` (256 values per block), as ggml's `dequantize_row_q2_K`.
 ///
 /// # Panics
 /// If `src` is not whole blocks or `dst` does not hold exactly their elements.
 pub fn dequantize(src: &[u8], dst: &mut [f32]) {
-    let (blocks, out) = blocks_out::<BLOCK_BYTES, BLOCK_ELEMS>(src, dst);
-    for (b, y) in blocks.iter().zip(out) {
-        let b = Block::from_bytes(b);
-        let sub = b.sub_scales();
-        for (e, (y, q)) in y.iter_mut().zip(b.quants()).enumerate() {
-            let (d, m) = sub[e / 16];
-            *y = d * f32::from(q) - m;
-        }
-    }
+    dequantize_affine(src, dst, parts);
 }
 
 /// Dot product of the row `src` with `x`: per sub-block `d_s * Σ q·x - m_s * Σ x`, summed per block in
@@ -110,23 +85,7 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// # Panics
 /// If `src` is not whole blocks or `x` does not hold exactly their elements.
 pub fn dot(src: &[u8], x: &[f32]) -> f32 {
-    let (blocks, xs) = blocks_in::<BLOCK_BYTES, BLOCK_ELEMS>(src, x);
-    let mut sum = 0.0f32;
-    for (b, x) in blocks.iter().zip(xs) {
-        let b = Block::from_bytes(b);
-        let q = b.quants();
-        let mut block = 0.0f32;
-        for (j, (d, m)) in b.sub_scales().into_iter().enumerate() {
-            let (mut sqx, mut sx) = (0.0f32, 0.0f32);
-            for i in 16 * j..16 * j + 16 {
-                sqx += f32::from(q[i]) * x[i];
-                sx += x[i];
-            }
-            block += d * sqx - m * sx;
-        }
-        sum += block;
-    }
-    sum
+    dot_affine(src, x, parts)
 }
 
 /// Quantizes one super-block: per sub-block a `(scale, min)` search minimising the `|x|`-weighted
@@ -147,12 +106,8 @@ fn quantize_block(x: &[f32; QK_K]) -> Block {
     }
     let max_scale = max_or_zero(&scales);
     let max_min = max_or_zero(&mins);
-    let inv_scale = if max_scale > 0.0 {
-        15.0 / max_scale
-    } else {
-        0.0
-    };
-    let inv_min = if max_min > 0.0 { 15.0 / max_min } else { 0.0 };
+    let inv_scale = inverse_step(max_scale, 15.0);
+    let inv_min = inverse_step(max_min, 15.0);
     let mut block = Block {
         scales: std::array::from_fn(|j| {
             quantize_scale(scales[j], inv_scale, 15) | (quantize_scale(mins[j], inv_min, 15) << 4)
@@ -161,16 +116,7 @@ fn quantize_block(x: &[f32; QK_K]) -> Block {
         d: f32_to_f16(max_scale / 15.0),
         dmin: f32_to_f16(max_min / 15.0),
     };
-    // Requantize against the rounded scales.
-    for (j, (d, m)) in block.sub_scales().into_iter().enumerate() {
-        if d == 0.0 {
-            // The search's quants stay (as ggml leaves them); the values are `-m` either way.
-            continue;
-        }
-        for i in 16 * j..16 * j + 16 {
-            q[i] = nearest_int((x[i] + m) / d).clamp(0, 3) as u8;
-        }
-    }
+    requantize_affine(&block.sub_scales(), x, 3, &mut q);
     block.qs = pack_crumbs(&q);
     block
 }
@@ -180,8 +126,5 @@ fn quantize_block(x: &[f32; QK_K]) -> Block {
 /// # Panics
 /// If `src` is not whole blocks or `dst` is not exactly their bytes.
 pub fn quantize(src: &[f32], dst: &mut [u8]) {
-    let (xs, blocks) = runs_blocks::<BLOCK_ELEMS, BLOCK_BYTES>(src, dst);
-    for (x, b) in xs.iter().zip(blocks) {
-        *b = quantize_block(x).to_bytes();
-    }
+    quantize_blocks(src, dst, |x| quantize_block(x).to_bytes());
 }

@@ -14,10 +14,11 @@
 //! scale is `sc - 32`. Element `e` is `(d * (sc_(e/16) - 32)) * q_e`, exactly as ggml's
 //! `dequantize_row_q3_K`.
 
-use crate::kquant::{QK_K, fit_symmetric_refined};
+use crate::kquant::{QK_K, fit_symmetric_refined, requantize_symmetric, signed_max};
 use crate::q2_k::{crumb_position, pack_crumbs};
 use crate::util::{
-    blocks_in, blocks_out, f16_to_f32, f32_to_f16, nearest_int, put, runs_blocks, take,
+    block_struct, dequantize_scaled, dot_scaled, f16_to_f32, f32_to_f16, nearest_int,
+    quantize_blocks,
 };
 
 /// Elements per block.
@@ -25,39 +26,14 @@ pub const BLOCK_ELEMS: usize = QK_K;
 /// Bytes per block.
 pub const BLOCK_BYTES: usize = 110;
 
-/// One block, field by field (see the module docs).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Block {
-    pub hmask: [u8; 32],
-    pub qs: [u8; 64],
-    pub scales: [u8; 12],
-    pub d: [u8; 2],
+block_struct! {
+    hmask: [u8; 32] @ 0,
+    qs: [u8; 64] @ 32,
+    scales: [u8; 12] @ 96,
+    d: [u8; 2] @ 108,
 }
 
-const _: () = assert!(size_of::<Block>() == BLOCK_BYTES);
-
 impl Block {
-    /// Reads a block from its bytes.
-    pub fn from_bytes(b: &[u8; BLOCK_BYTES]) -> Self {
-        Self {
-            hmask: take(b, 0),
-            qs: take(b, 32),
-            scales: take(b, 96),
-            d: take(b, 108),
-        }
-    }
-
-    /// The block's bytes.
-    pub fn to_bytes(&self) -> [u8; BLOCK_BYTES] {
-        let mut b = [0u8; BLOCK_BYTES];
-        put(&mut b, 0, &self.hmask);
-        put(&mut b, 32, &self.qs);
-        put(&mut b, 96, &self.scales);
-        put(&mut b, 108, &self.d);
-        b
-    }
-
     /// The 16 six-bit sub-block scales minus 32 (-32..=31).
     pub fn scales(&self) -> [i8; 16] {
         std::array::from_fn(|s| {
@@ -94,19 +70,18 @@ impl Block {
     }
 }
 
+/// A block's sub-block scales and quants, for [`dequantize_scaled`] and [`dot_scaled`].
+fn parts(b: &[u8; BLOCK_BYTES]) -> ([f32; 16], [i8; QK_K]) {
+    let b = Block::from_bytes(b);
+    (b.sub_scales(), b.quants())
+}
+
 /// Dequantizes whole blocks `src` into `dst` (256 values per block), as ggml's `dequantize_row_q3_K`.
 ///
 /// # Panics
 /// If `src` is not whole blocks or `dst` does not hold exactly their elements.
 pub fn dequantize(src: &[u8], dst: &mut [f32]) {
-    let (blocks, out) = blocks_out::<BLOCK_BYTES, BLOCK_ELEMS>(src, dst);
-    for (b, y) in blocks.iter().zip(out) {
-        let b = Block::from_bytes(b);
-        let sub = b.sub_scales();
-        for (e, (y, q)) in y.iter_mut().zip(b.quants()).enumerate() {
-            *y = sub[e / 16] * f32::from(q);
-        }
-    }
+    dequantize_scaled(src, dst, parts);
 }
 
 /// Dot product of the row `src` with `x`: per sub-block `(d * sc) * Σ q·x`, summed per block in f32,
@@ -115,22 +90,7 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// # Panics
 /// If `src` is not whole blocks or `x` does not hold exactly their elements.
 pub fn dot(src: &[u8], x: &[f32]) -> f32 {
-    let (blocks, xs) = blocks_in::<BLOCK_BYTES, BLOCK_ELEMS>(src, x);
-    let mut sum = 0.0f32;
-    for (b, x) in blocks.iter().zip(xs) {
-        let b = Block::from_bytes(b);
-        let q = b.quants();
-        let mut block = 0.0f32;
-        for (j, d) in b.sub_scales().into_iter().enumerate() {
-            let mut s = 0.0f32;
-            for i in 16 * j..16 * j + 16 {
-                s += f32::from(q[i]) * x[i];
-            }
-            block += d * s;
-        }
-        sum += block;
-    }
-    sum
+    dot_scaled(src, x, parts)
 }
 
 /// Quantizes one super-block: a refined symmetric least-squares scale per sub-block of 16, the scales
@@ -143,13 +103,7 @@ fn quantize_block(x: &[f32; QK_K]) -> Block {
     for (j, (sub, l)) in subs.enumerate() {
         scales[j] = fit_symmetric_refined(sub, 4, l);
     }
-    let (mut max_abs, mut max_scale) = (0.0f32, 0.0f32);
-    for &s in &scales {
-        if s.abs() > max_abs {
-            max_abs = s.abs();
-            max_scale = s;
-        }
-    }
+    let (_, max_scale) = signed_max(&scales);
     let mut block = Block {
         hmask: [0; 32],
         qs: [0; 64],
@@ -164,16 +118,7 @@ fn quantize_block(x: &[f32; QK_K]) -> Block {
     }
     // Requantize against the rounded scales, offset by 4 (0..=7): bit 2 goes to `hmask`, bits 0..2
     // to `qs`.
-    let mut q = l.map(|l| (l + 4) as u8);
-    for (j, d) in block.sub_scales().into_iter().enumerate() {
-        if d == 0.0 {
-            // The search's quants stay (as ggml leaves them); the values are 0 either way.
-            continue;
-        }
-        for i in 16 * j..16 * j + 16 {
-            q[i] = (nearest_int(x[i] / d).clamp(-4, 3) + 4) as u8;
-        }
-    }
+    let q = requantize_symmetric(&block.sub_scales(), x, 4, &l);
     for (e, &v) in q.iter().enumerate() {
         block.hmask[e % 32] |= ((v >> 2) & 1) << (e / 32);
     }
@@ -186,8 +131,5 @@ fn quantize_block(x: &[f32; QK_K]) -> Block {
 /// # Panics
 /// If `src` is not whole blocks or `dst` is not exactly their bytes.
 pub fn quantize(src: &[f32], dst: &mut [u8]) {
-    let (xs, blocks) = runs_blocks::<BLOCK_ELEMS, BLOCK_BYTES>(src, dst);
-    for (x, b) in xs.iter().zip(blocks) {
-        *b = quantize_block(x).to_bytes();
-    }
+    quantize_blocks(src, dst, |x| quantize_block(x).to_bytes());
 }

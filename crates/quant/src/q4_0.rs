@@ -9,9 +9,10 @@
 //!
 //! Weight `i` is `((q_i - 8) as f32) * d`.
 
+use crate::kquant::signed_max;
 use crate::util::{
-    blocks_in, blocks_out, f16_to_f32, f32_to_f16, pack_nibbles, put, runs_blocks, take,
-    unpack_nibbles,
+    block_struct, dequantize_scaled, dot_scaled, f16_to_f32, f32_to_f16, pack_nibbles,
+    quantize_blocks, unpack_nibbles,
 };
 
 /// Elements per block.
@@ -19,37 +20,22 @@ pub const BLOCK_ELEMS: usize = 32;
 /// Bytes per block.
 pub const BLOCK_BYTES: usize = 18;
 
-/// One block, field by field (see the module docs).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Block {
-    pub d: [u8; 2],
-    pub qs: [u8; 16],
+block_struct! {
+    d: [u8; 2] @ 0,
+    qs: [u8; 16] @ 2,
 }
 
-const _: () = assert!(size_of::<Block>() == BLOCK_BYTES);
-
 impl Block {
-    /// Reads a block from its bytes.
-    pub fn from_bytes(b: &[u8; BLOCK_BYTES]) -> Self {
-        Self {
-            d: take(b, 0),
-            qs: take(b, 2),
-        }
-    }
-
-    /// The block's bytes.
-    pub fn to_bytes(&self) -> [u8; BLOCK_BYTES] {
-        let mut b = [0u8; BLOCK_BYTES];
-        put(&mut b, 0, &self.d);
-        put(&mut b, 2, &self.qs);
-        b
-    }
-
     /// The 32 quants minus 8 (-8..=7), in element order.
     pub fn quants(&self) -> [i8; BLOCK_ELEMS] {
         unpack_nibbles(&self.qs).map(|q| q as i8 - 8)
     }
+}
+
+/// A block's scale (one sub-block) and quants, for [`dequantize_scaled`] and [`dot_scaled`].
+fn parts(b: &[u8; BLOCK_BYTES]) -> ([f32; 1], [i8; BLOCK_ELEMS]) {
+    let b = Block::from_bytes(b);
+    ([f16_to_f32(b.d)], b.quants())
 }
 
 /// Dequantizes whole blocks `src` into `dst` (32 values per block), as ggml's `dequantize_row_q4_0`.
@@ -57,14 +43,7 @@ impl Block {
 /// # Panics
 /// If `src` is not whole blocks or `dst` does not hold exactly their elements.
 pub fn dequantize(src: &[u8], dst: &mut [f32]) {
-    let (blocks, out) = blocks_out::<BLOCK_BYTES, BLOCK_ELEMS>(src, dst);
-    for (b, y) in blocks.iter().zip(out) {
-        let b = Block::from_bytes(b);
-        let d = f16_to_f32(b.d);
-        for (y, q) in y.iter_mut().zip(b.quants()) {
-            *y = f32::from(q) * d;
-        }
-    }
+    dequantize_scaled(src, dst, parts);
 }
 
 /// Dot product of the row `src` with `x`: per block `d * Σ (q_i - 8)·x_i` in f32, summed in f32.
@@ -72,36 +51,28 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// # Panics
 /// If `src` is not whole blocks or `x` does not hold exactly their elements.
 pub fn dot(src: &[u8], x: &[f32]) -> f32 {
-    let (blocks, xs) = blocks_in::<BLOCK_BYTES, BLOCK_ELEMS>(src, x);
-    let mut sum = 0.0f32;
-    for (b, x) in blocks.iter().zip(xs) {
-        let b = Block::from_bytes(b);
-        let mut s = 0.0f32;
-        for (q, x) in b.quants().into_iter().zip(x) {
-            s += f32::from(q) * x;
-        }
-        sum += f16_to_f32(b.d) * s;
-    }
-    sum
+    dot_scaled(src, x, parts)
 }
 
 /// Quantizes one block as ggml's `quantize_row_q4_0_ref`: the value of largest magnitude (first one on
 /// ties) maps to quant 0, `d = max / -8`, `q = min(15, trunc(x / d + 8.5))`.
 fn quantize_block(x: &[f32; BLOCK_ELEMS]) -> Block {
-    let (mut amax, mut max) = (0.0f32, 0.0f32);
-    for &v in x {
-        if amax < v.abs() {
-            amax = v.abs();
-            max = v;
-        }
-    }
-    let d = max / -8.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let q = x.map(|v| ((v * id + 8.5) as i8).clamp(0, 15) as u8);
+    let (d, q) = quantize_around(x, 8);
     Block {
         d: f32_to_f16(d),
         qs: pack_nibbles(&q),
     }
+}
+
+/// The scale and quants (`0..2k`, around `k`) of one block as ggml's `quantize_row_q4_0_ref` (`k = 8`)
+/// and `quantize_row_q5_0_ref` (`k = 16`): the value of largest magnitude (first one on ties) maps to
+/// quant 0, `d = max / -k`, `q = min(2k - 1, trunc(x / d + k + 0.5))`.
+pub(crate) fn quantize_around(x: &[f32; BLOCK_ELEMS], k: i8) -> (f32, [u8; BLOCK_ELEMS]) {
+    let (_, max) = signed_max(x);
+    let d = max / -f32::from(k);
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let q = x.map(|v| ((v * id + (f32::from(k) + 0.5)) as i8).clamp(0, 2 * k - 1) as u8);
+    (d, q)
 }
 
 /// Quantizes `src` (a whole number of 32-value blocks) into `dst`, bit-exact with ggml and gguf-py.
@@ -109,8 +80,5 @@ fn quantize_block(x: &[f32; BLOCK_ELEMS]) -> Block {
 /// # Panics
 /// If `src` is not whole blocks or `dst` is not exactly their bytes.
 pub fn quantize(src: &[f32], dst: &mut [u8]) {
-    let (xs, blocks) = runs_blocks::<BLOCK_ELEMS, BLOCK_BYTES>(src, dst);
-    for (x, b) in xs.iter().zip(blocks) {
-        *b = quantize_block(x).to_bytes();
-    }
+    quantize_blocks(src, dst, |x| quantize_block(x).to_bytes());
 }

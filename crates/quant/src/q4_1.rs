@@ -11,8 +11,8 @@
 //! Weight `i` is `(q_i as f32) * d + m`.
 
 use crate::util::{
-    blocks_in, blocks_out, f16_to_f32, f32_to_f16, pack_nibbles, put, runs_blocks, take,
-    unpack_nibbles,
+    block_struct, dequantize_blocks, dot_blocks, f16_to_f32, f32_to_f16, pack_nibbles,
+    quantize_blocks, unpack_nibbles,
 };
 
 /// Elements per block.
@@ -20,36 +20,13 @@ pub const BLOCK_ELEMS: usize = 32;
 /// Bytes per block.
 pub const BLOCK_BYTES: usize = 20;
 
-/// One block, field by field (see the module docs).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Block {
-    pub d: [u8; 2],
-    pub m: [u8; 2],
-    pub qs: [u8; 16],
+block_struct! {
+    d: [u8; 2] @ 0,
+    m: [u8; 2] @ 2,
+    qs: [u8; 16] @ 4,
 }
 
-const _: () = assert!(size_of::<Block>() == BLOCK_BYTES);
-
 impl Block {
-    /// Reads a block from its bytes.
-    pub fn from_bytes(b: &[u8; BLOCK_BYTES]) -> Self {
-        Self {
-            d: take(b, 0),
-            m: take(b, 2),
-            qs: take(b, 4),
-        }
-    }
-
-    /// The block's bytes.
-    pub fn to_bytes(&self) -> [u8; BLOCK_BYTES] {
-        let mut b = [0u8; BLOCK_BYTES];
-        put(&mut b, 0, &self.d);
-        put(&mut b, 2, &self.m);
-        put(&mut b, 4, &self.qs);
-        b
-    }
-
     /// The 32 quants (0..=15), in element order.
     pub fn quants(&self) -> [u8; BLOCK_ELEMS] {
         unpack_nibbles(&self.qs)
@@ -61,14 +38,13 @@ impl Block {
 /// # Panics
 /// If `src` is not whole blocks or `dst` does not hold exactly their elements.
 pub fn dequantize(src: &[u8], dst: &mut [f32]) {
-    let (blocks, out) = blocks_out::<BLOCK_BYTES, BLOCK_ELEMS>(src, dst);
-    for (b, y) in blocks.iter().zip(out) {
+    dequantize_blocks(src, dst, |b, y: &mut [f32; BLOCK_ELEMS]| {
         let b = Block::from_bytes(b);
         let (d, m) = (f16_to_f32(b.d), f16_to_f32(b.m));
         for (y, q) in y.iter_mut().zip(b.quants()) {
             *y = f32::from(q) * d + m;
         }
-    }
+    });
 }
 
 /// Dot product of the row `src` with `x`: per block `d * Σ q_i·x_i + m * Σ x_i` in f32, summed in f32.
@@ -76,23 +52,32 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// # Panics
 /// If `src` is not whole blocks or `x` does not hold exactly their elements.
 pub fn dot(src: &[u8], x: &[f32]) -> f32 {
-    let (blocks, xs) = blocks_in::<BLOCK_BYTES, BLOCK_ELEMS>(src, x);
-    let mut sum = 0.0f32;
-    for (b, x) in blocks.iter().zip(xs) {
+    dot_blocks(src, x, |b, x: &[f32; BLOCK_ELEMS]| {
         let b = Block::from_bytes(b);
         let (mut sqx, mut sx) = (0.0f32, 0.0f32);
         for (q, x) in b.quants().into_iter().zip(x) {
             sqx += f32::from(q) * x;
             sx += x;
         }
-        sum += f16_to_f32(b.d) * sqx + f16_to_f32(b.m) * sx;
-    }
-    sum
+        f16_to_f32(b.d) * sqx + f16_to_f32(b.m) * sx
+    })
 }
 
 /// Quantizes one block as ggml's `quantize_row_q4_1_ref`: `d = (max - min) / 15`, `m = min`,
 /// `q = min(15, trunc((x - min) / d + 0.5))`.
 fn quantize_block(x: &[f32; BLOCK_ELEMS]) -> Block {
+    let (d, min, q) = quantize_min_max(x, 15);
+    Block {
+        d: f32_to_f16(d),
+        m: f32_to_f16(min),
+        qs: pack_nibbles(&q),
+    }
+}
+
+/// The scale, minimum and quants (`0..=nmax`) of one block as ggml's `quantize_row_q4_1_ref`
+/// (`nmax = 15`) and `quantize_row_q5_1_ref` (`nmax = 31`): `d = (max - min) / nmax`, `m = min`,
+/// `q = min(nmax, trunc((x - min) / d + 0.5))`.
+pub(crate) fn quantize_min_max(x: &[f32; BLOCK_ELEMS], nmax: i8) -> (f32, f32, [u8; BLOCK_ELEMS]) {
     let (mut min, mut max) = (f32::MAX, -f32::MAX);
     for &v in x {
         if v < min {
@@ -102,14 +87,10 @@ fn quantize_block(x: &[f32; BLOCK_ELEMS]) -> Block {
             max = v;
         }
     }
-    let d = (max - min) / 15.0;
+    let d = (max - min) / f32::from(nmax);
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let q = x.map(|v| (((v - min) * id + 0.5) as i8).clamp(0, 15) as u8);
-    Block {
-        d: f32_to_f16(d),
-        m: f32_to_f16(min),
-        qs: pack_nibbles(&q),
-    }
+    let q = x.map(|v| (((v - min) * id + 0.5) as i8).clamp(0, nmax) as u8);
+    (d, min, q)
 }
 
 /// Quantizes `src` (a whole number of 32-value blocks) into `dst`, bit-exact with ggml and gguf-py.
@@ -117,8 +98,5 @@ fn quantize_block(x: &[f32; BLOCK_ELEMS]) -> Block {
 /// # Panics
 /// If `src` is not whole blocks or `dst` is not exactly their bytes.
 pub fn quantize(src: &[f32], dst: &mut [u8]) {
-    let (xs, blocks) = runs_blocks::<BLOCK_ELEMS, BLOCK_BYTES>(src, dst);
-    for (x, b) in xs.iter().zip(blocks) {
-        *b = quantize_block(x).to_bytes();
-    }
+    quantize_blocks(src, dst, |x| quantize_block(x).to_bytes());
 }

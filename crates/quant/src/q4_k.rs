@@ -13,58 +13,25 @@
 //! Element `e` of sub-block `s = e / 32` is `(d * sc_s) * q_e - (dmin * m_s)`, each product rounded to f32
 //! first, exactly as ggml's `dequantize_row_q4_K`.
 
-use crate::kquant::{
-    QK_K, Sweep, fit_scale_min, max_or_zero, pack_scale_mins, quantize_scale, scale_min,
-};
-use crate::util::{
-    blocks_in, blocks_out, f16_to_f32, f32_to_f16, nearest_int, put, runs_blocks, take,
-};
+use crate::kquant::{QK_K, Sweep, quantize_six_bit, six_bit_sub_scales};
+use crate::util::{block_struct, dequantize_affine, dot_affine, quantize_blocks};
 
 /// Elements per block.
 pub const BLOCK_ELEMS: usize = QK_K;
 /// Bytes per block.
 pub const BLOCK_BYTES: usize = 144;
 
-/// One block, field by field (see the module docs).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Block {
-    pub d: [u8; 2],
-    pub dmin: [u8; 2],
-    pub scales: [u8; 12],
-    pub qs: [u8; 128],
+block_struct! {
+    d: [u8; 2] @ 0,
+    dmin: [u8; 2] @ 2,
+    scales: [u8; 12] @ 4,
+    qs: [u8; 128] @ 16,
 }
 
-const _: () = assert!(size_of::<Block>() == BLOCK_BYTES);
-
 impl Block {
-    /// Reads a block from its bytes.
-    pub fn from_bytes(b: &[u8; BLOCK_BYTES]) -> Self {
-        Self {
-            d: take(b, 0),
-            dmin: take(b, 2),
-            scales: take(b, 4),
-            qs: take(b, 16),
-        }
-    }
-
-    /// The block's bytes.
-    pub fn to_bytes(&self) -> [u8; BLOCK_BYTES] {
-        let mut b = [0u8; BLOCK_BYTES];
-        put(&mut b, 0, &self.d);
-        put(&mut b, 2, &self.dmin);
-        put(&mut b, 4, &self.scales);
-        put(&mut b, 16, &self.qs);
-        b
-    }
-
     /// Per sub-block `(d * scale, dmin * min)` as f32.
     pub fn sub_scales(&self) -> [(f32, f32); 8] {
-        let (d, dmin) = (f16_to_f32(self.d), f16_to_f32(self.dmin));
-        std::array::from_fn(|j| {
-            let (sc, m) = scale_min(j, &self.scales);
-            (d * f32::from(sc), dmin * f32::from(m))
-        })
+        six_bit_sub_scales(self.d, self.dmin, &self.scales)
     }
 
     /// The 256 quants (0..=15), in element order.
@@ -89,20 +56,18 @@ impl Block {
     }
 }
 
+/// A block's sub-block scales and quants, for [`dequantize_affine`] and [`dot_affine`].
+fn parts(b: &[u8; BLOCK_BYTES]) -> ([(f32, f32); 8], [u8; QK_K]) {
+    let b = Block::from_bytes(b);
+    (b.sub_scales(), b.quants())
+}
+
 /// Dequantizes whole blocks `src` into `dst` (256 values per block), as ggml's `dequantize_row_q4_K`.
 ///
 /// # Panics
 /// If `src` is not whole blocks or `dst` does not hold exactly their elements.
 pub fn dequantize(src: &[u8], dst: &mut [f32]) {
-    let (blocks, out) = blocks_out::<BLOCK_BYTES, BLOCK_ELEMS>(src, dst);
-    for (b, y) in blocks.iter().zip(out) {
-        let b = Block::from_bytes(b);
-        let sub = b.sub_scales();
-        for (e, (y, q)) in y.iter_mut().zip(b.quants()).enumerate() {
-            let (d, m) = sub[e / 32];
-            *y = d * f32::from(q) - m;
-        }
-    }
+    dequantize_affine(src, dst, parts);
 }
 
 /// Dot product of the row `src` with `x`: per sub-block `d_s * Σ q·x - m_s * Σ x`, summed per block in
@@ -111,28 +76,12 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// # Panics
 /// If `src` is not whole blocks or `x` does not hold exactly their elements.
 pub fn dot(src: &[u8], x: &[f32]) -> f32 {
-    let (blocks, xs) = blocks_in::<BLOCK_BYTES, BLOCK_ELEMS>(src, x);
-    let mut sum = 0.0f32;
-    for (b, x) in blocks.iter().zip(xs) {
-        let b = Block::from_bytes(b);
-        let q = b.quants();
-        let mut block = 0.0f32;
-        for (j, (d, m)) in b.sub_scales().into_iter().enumerate() {
-            let (mut sqx, mut sx) = (0.0f32, 0.0f32);
-            for i in 32 * j..32 * j + 32 {
-                sqx += f32::from(q[i]) * x[i];
-                sx += x[i];
-            }
-            block += d * sqx - m * sx;
-        }
-        sum += block;
-    }
-    sum
+    dot_affine(src, x, parts)
 }
 
 /// Quantizes one super-block: per sub-block a weighted `(scale, min)` search (weights `rms + |x|`),
 /// then 6-bit quantization of the scales and mins against their maxima, then the quants recomputed
-/// against the rounded scales.
+/// against the rounded scales (see `kquant::quantize_six_bit`).
 fn quantize_block(x: &[f32; QK_K]) -> Block {
     let sweep = Sweep {
         rmin: -1.0,
@@ -140,42 +89,13 @@ fn quantize_block(x: &[f32; QK_K]) -> Block {
         steps: 20,
         mad: false,
     };
-    let (mut scales, mut mins) = ([0.0f32; 8], [0.0f32; 8]);
-    let mut q = [0u8; QK_K];
-    let subs = x.as_chunks::<32>().0.iter().zip(q.as_chunks_mut::<32>().0);
-    for (j, (sub, l)) in subs.enumerate() {
-        let rms = (sub.iter().map(|v| v * v).sum::<f32>() / 32.0).sqrt();
-        let w = sub.map(|v| rms + v.abs());
-        (scales[j], mins[j]) = fit_scale_min(sub, &w, 15, sweep, l);
+    let (d, dmin, scales, q) = quantize_six_bit(x, 15, sweep);
+    Block {
+        d,
+        dmin,
+        scales,
+        qs: Block::pack_quants(&q),
     }
-    let max_scale = max_or_zero(&scales);
-    let max_min = max_or_zero(&mins);
-    let inv_scale = if max_scale > 0.0 {
-        63.0 / max_scale
-    } else {
-        0.0
-    };
-    let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
-    let ls = scales.map(|s| quantize_scale(s, inv_scale, 63));
-    let lm = mins.map(|m| quantize_scale(m, inv_min, 63));
-    let mut block = Block {
-        d: f32_to_f16(max_scale / 63.0),
-        dmin: f32_to_f16(max_min / 63.0),
-        scales: pack_scale_mins(&ls, &lm),
-        qs: [0; 128],
-    };
-    // Requantize against the rounded scales.
-    for (j, (d, m)) in block.sub_scales().into_iter().enumerate() {
-        if d == 0.0 {
-            // The search's quants stay (as ggml leaves them); the values are `-m` either way.
-            continue;
-        }
-        for i in 32 * j..32 * j + 32 {
-            q[i] = nearest_int((x[i] + m) / d).clamp(0, 15) as u8;
-        }
-    }
-    block.qs = Block::pack_quants(&q);
-    block
 }
 
 /// Quantizes `src` (a whole number of 256-value blocks) into `dst`.
@@ -183,8 +103,5 @@ fn quantize_block(x: &[f32; QK_K]) -> Block {
 /// # Panics
 /// If `src` is not whole blocks or `dst` is not exactly their bytes.
 pub fn quantize(src: &[f32], dst: &mut [u8]) {
-    let (xs, blocks) = runs_blocks::<BLOCK_ELEMS, BLOCK_BYTES>(src, dst);
-    for (x, b) in xs.iter().zip(blocks) {
-        *b = quantize_block(x).to_bytes();
-    }
+    quantize_blocks(src, dst, |x| quantize_block(x).to_bytes());
 }

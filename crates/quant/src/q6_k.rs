@@ -13,9 +13,10 @@
 //! Element `e` is `(d * sc_(e/16)) * (q_e - 32)`, the product `d * sc` rounded to f32 first, exactly as
 //! ggml's `dequantize_row_q6_K`.
 
-use crate::kquant::{GROUP_MAX_EPS, QK_K, fit_symmetric};
+use crate::kquant::{GROUP_MAX_EPS, QK_K, fit_symmetric, requantize_symmetric, signed_max};
 use crate::util::{
-    blocks_in, blocks_out, f16_to_f32, f32_to_f16, nearest_int, put, runs_blocks, take,
+    block_struct, dequantize_scaled, dot_scaled, f16_to_f32, f32_to_f16, nearest_int,
+    quantize_blocks,
 };
 
 /// Elements per block.
@@ -23,17 +24,12 @@ pub const BLOCK_ELEMS: usize = QK_K;
 /// Bytes per block.
 pub const BLOCK_BYTES: usize = 210;
 
-/// One block, field by field (see the module docs).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Block {
-    pub ql: [u8; 128],
-    pub qh: [u8; 64],
-    pub scales: [u8; 16],
-    pub d: [u8; 2],
+block_struct! {
+    ql: [u8; 128] @ 0,
+    qh: [u8; 64] @ 128,
+    scales: [u8; 16] @ 192,
+    d: [u8; 2] @ 208,
 }
-
-const _: () = assert!(size_of::<Block>() == BLOCK_BYTES);
 
 /// Byte of `ql`, nibble shift, byte of `qh` and bit shift holding element `e`.
 #[inline(always)]
@@ -48,26 +44,6 @@ fn position(e: usize) -> (usize, u32, usize, u32) {
 }
 
 impl Block {
-    /// Reads a block from its bytes.
-    pub fn from_bytes(b: &[u8; BLOCK_BYTES]) -> Self {
-        Self {
-            ql: take(b, 0),
-            qh: take(b, 128),
-            scales: take(b, 192),
-            d: take(b, 208),
-        }
-    }
-
-    /// The block's bytes.
-    pub fn to_bytes(&self) -> [u8; BLOCK_BYTES] {
-        let mut b = [0u8; BLOCK_BYTES];
-        put(&mut b, 0, &self.ql);
-        put(&mut b, 128, &self.qh);
-        put(&mut b, 192, &self.scales);
-        put(&mut b, 208, &self.d);
-        b
-    }
-
     /// Per sub-block `d * scale` as f32.
     pub fn sub_scales(&self) -> [f32; 16] {
         let d = f16_to_f32(self.d);
@@ -95,19 +71,18 @@ impl Block {
     }
 }
 
+/// A block's sub-block scales and quants, for [`dequantize_scaled`] and [`dot_scaled`].
+fn parts(b: &[u8; BLOCK_BYTES]) -> ([f32; 16], [i8; QK_K]) {
+    let b = Block::from_bytes(b);
+    (b.sub_scales(), b.quants())
+}
+
 /// Dequantizes whole blocks `src` into `dst` (256 values per block), as ggml's `dequantize_row_q6_K`.
 ///
 /// # Panics
 /// If `src` is not whole blocks or `dst` does not hold exactly their elements.
 pub fn dequantize(src: &[u8], dst: &mut [f32]) {
-    let (blocks, out) = blocks_out::<BLOCK_BYTES, BLOCK_ELEMS>(src, dst);
-    for (b, y) in blocks.iter().zip(out) {
-        let b = Block::from_bytes(b);
-        let sub = b.sub_scales();
-        for (e, (y, q)) in y.iter_mut().zip(b.quants()).enumerate() {
-            *y = sub[e / 16] * f32::from(q);
-        }
-    }
+    dequantize_scaled(src, dst, parts);
 }
 
 /// Dot product of the row `src` with `x`: per sub-block `(d * sc) * Σ (q - 32)·x`, summed per block in
@@ -116,22 +91,7 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// # Panics
 /// If `src` is not whole blocks or `x` does not hold exactly their elements.
 pub fn dot(src: &[u8], x: &[f32]) -> f32 {
-    let (blocks, xs) = blocks_in::<BLOCK_BYTES, BLOCK_ELEMS>(src, x);
-    let mut sum = 0.0f32;
-    for (b, x) in blocks.iter().zip(xs) {
-        let b = Block::from_bytes(b);
-        let q = b.quants();
-        let mut block = 0.0f32;
-        for (j, d) in b.sub_scales().into_iter().enumerate() {
-            let mut s = 0.0f32;
-            for i in 16 * j..16 * j + 16 {
-                s += f32::from(q[i]) * x[i];
-            }
-            block += d * s;
-        }
-        sum += block;
-    }
-    sum
+    dot_scaled(src, x, parts)
 }
 
 /// Quantizes one super-block: a symmetric least-squares scale per sub-block of 16, the scales
@@ -144,13 +104,7 @@ fn quantize_block(x: &[f32; QK_K]) -> Block {
     for (j, (sub, l)) in subs.enumerate() {
         scales[j] = fit_symmetric(sub, 32, l);
     }
-    let (mut max_abs, mut max_scale) = (0.0f32, 0.0f32);
-    for &s in &scales {
-        if s.abs() > max_abs {
-            max_abs = s.abs();
-            max_scale = s;
-        }
-    }
+    let (max_abs, max_scale) = signed_max(&scales);
     if max_abs < GROUP_MAX_EPS {
         return Block {
             ql: [0; 128],
@@ -167,16 +121,7 @@ fn quantize_block(x: &[f32; QK_K]) -> Block {
         d: f32_to_f16(1.0 / iscale),
     };
     // Requantize against the rounded scales, offset to 0..=63.
-    let mut q = l.map(|l| (l + 32) as u8);
-    for (j, d) in block.sub_scales().into_iter().enumerate() {
-        if d == 0.0 {
-            // The search's quants stay (as ggml leaves them); the values are 0 either way.
-            continue;
-        }
-        for i in 16 * j..16 * j + 16 {
-            q[i] = (nearest_int(x[i] / d).clamp(-32, 31) + 32) as u8;
-        }
-    }
+    let q = requantize_symmetric(&block.sub_scales(), x, 32, &l);
     (block.ql, block.qh) = Block::pack_quants(&q);
     block
 }
@@ -186,8 +131,5 @@ fn quantize_block(x: &[f32; QK_K]) -> Block {
 /// # Panics
 /// If `src` is not whole blocks or `dst` is not exactly their bytes.
 pub fn quantize(src: &[f32], dst: &mut [u8]) {
-    let (xs, blocks) = runs_blocks::<BLOCK_ELEMS, BLOCK_BYTES>(src, dst);
-    for (x, b) in xs.iter().zip(blocks) {
-        *b = quantize_block(x).to_bytes();
-    }
+    quantize_blocks(src, dst, |x| quantize_block(x).to_bytes());
 }

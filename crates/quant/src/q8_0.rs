@@ -9,44 +9,31 @@
 //!
 //! Weight `i` is `(q_i as f32) * d`.
 
-use crate::util::{blocks_in, blocks_out, f16_to_f32, f32_to_f16, put, runs_blocks, take};
+use crate::util::{
+    block_struct, dequantize_scaled, dot_scaled, f16_to_f32, f32_to_f16, quantize_blocks,
+};
 
 /// Elements per block.
 pub const BLOCK_ELEMS: usize = 32;
 /// Bytes per block.
 pub const BLOCK_BYTES: usize = 34;
 
-/// One block, field by field (see the module docs).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Block {
-    pub d: [u8; 2],
-    pub qs: [u8; 32],
+block_struct! {
+    d: [u8; 2] @ 0,
+    qs: [u8; 32] @ 2,
 }
 
-const _: () = assert!(size_of::<Block>() == BLOCK_BYTES);
-
 impl Block {
-    /// Reads a block from its bytes.
-    pub fn from_bytes(b: &[u8; BLOCK_BYTES]) -> Self {
-        Self {
-            d: take(b, 0),
-            qs: take(b, 2),
-        }
-    }
-
-    /// The block's bytes.
-    pub fn to_bytes(&self) -> [u8; BLOCK_BYTES] {
-        let mut b = [0u8; BLOCK_BYTES];
-        put(&mut b, 0, &self.d);
-        put(&mut b, 2, &self.qs);
-        b
-    }
-
     /// The 32 quants (-128..=127), in element order.
     pub fn quants(&self) -> [i8; BLOCK_ELEMS] {
         self.qs.map(|q| q as i8)
     }
+}
+
+/// A block's scale (one sub-block) and quants, for [`dequantize_scaled`] and [`dot_scaled`].
+fn parts(b: &[u8; BLOCK_BYTES]) -> ([f32; 1], [i8; BLOCK_ELEMS]) {
+    let b = Block::from_bytes(b);
+    ([f16_to_f32(b.d)], b.quants())
 }
 
 /// Dequantizes whole blocks `src` into `dst` (32 values per block), as ggml's `dequantize_row_q8_0`.
@@ -54,14 +41,7 @@ impl Block {
 /// # Panics
 /// If `src` is not whole blocks or `dst` does not hold exactly their elements.
 pub fn dequantize(src: &[u8], dst: &mut [f32]) {
-    let (blocks, out) = blocks_out::<BLOCK_BYTES, BLOCK_ELEMS>(src, dst);
-    for (b, y) in blocks.iter().zip(out) {
-        let b = Block::from_bytes(b);
-        let d = f16_to_f32(b.d);
-        for (y, q) in y.iter_mut().zip(b.quants()) {
-            *y = f32::from(q) * d;
-        }
-    }
+    dequantize_scaled(src, dst, parts);
 }
 
 /// Dot product of the row `src` with `x`: per block `d * Σ q_i·x_i` in f32, summed in f32.
@@ -69,17 +49,7 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// # Panics
 /// If `src` is not whole blocks or `x` does not hold exactly their elements.
 pub fn dot(src: &[u8], x: &[f32]) -> f32 {
-    let (blocks, xs) = blocks_in::<BLOCK_BYTES, BLOCK_ELEMS>(src, x);
-    let mut sum = 0.0f32;
-    for (b, x) in blocks.iter().zip(xs) {
-        let b = Block::from_bytes(b);
-        let mut s = 0.0f32;
-        for (q, x) in b.quants().into_iter().zip(x) {
-            s += f32::from(q) * x;
-        }
-        sum += f16_to_f32(b.d) * s;
-    }
-    sum
+    dot_scaled(src, x, parts)
 }
 
 /// Quantizes one block as ggml's `quantize_row_q8_0_ref`: `d = amax / 127`,
@@ -99,8 +69,5 @@ fn quantize_block(x: &[f32; BLOCK_ELEMS]) -> Block {
 /// # Panics
 /// If `src` is not whole blocks or `dst` is not exactly their bytes.
 pub fn quantize(src: &[f32], dst: &mut [u8]) {
-    let (xs, blocks) = runs_blocks::<BLOCK_ELEMS, BLOCK_BYTES>(src, dst);
-    for (x, b) in xs.iter().zip(blocks) {
-        *b = quantize_block(x).to_bytes();
-    }
+    quantize_blocks(src, dst, |x| quantize_block(x).to_bytes());
 }

@@ -6,32 +6,10 @@ use gguf::GgmlType;
 
 use crate::{Op, QuantError, dequantize, dot, quantize, supports_dequantize, supports_quantize};
 
-/// SplitMix64: a tiny deterministic generator, enough for test data.
-struct Rng(u64);
+#[path = "../tests/common/mod.rs"]
+mod common;
 
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [-1, 1).
-    fn uniform(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    /// Roughly normal (sum of uniforms), mean 0, deviation about 1.
-    fn normal(&mut self) -> f32 {
-        (0..4).map(|_| self.uniform()).sum::<f32>() * 0.866
-    }
-
-    fn normals(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.normal()).collect()
-    }
-}
+use common::{Rng, dot_f64};
 
 /// Every type the crate can dequantize (ids 0..64).
 fn dequant_types() -> Vec<GgmlType> {
@@ -61,46 +39,21 @@ fn widths(ty: GgmlType) -> &'static [usize] {
 /// Random blocks: random bytes with every f16 scale replaced by a finite value in ±2 (the f16 fields
 /// sit at the offsets listed per type; plain float types get random finite values).
 fn random_row(rng: &mut Rng, ty: GgmlType, n: usize) -> Vec<u8> {
-    let f16_fields: &[usize] = match ty {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
-        GgmlType::Q2_K => &[80, 82],
-        GgmlType::Q3_K => &[108],
-        GgmlType::Q6_K => &[208],
-        _ => {
-            let values = rng.normals(n);
-            let mut out = vec![0u8; ty.bytes_for(n as u64).unwrap() as usize];
-            quantize(ty, &values, &mut out).unwrap();
-            return out;
-        }
-    };
-    let ts = ty.type_size() as usize;
-    let mut out: Vec<u8> = (0..ty.bytes_for(n as u64).unwrap())
-        .map(|_| rng.next_u64() as u8)
-        .collect();
-    for block in out.chunks_exact_mut(ts) {
-        for &at in f16_fields {
-            let d = half::f16::from_f32(2.0 * rng.uniform());
-            block[at..at + 2].copy_from_slice(&d.to_le_bytes());
-        }
+    let n_bytes = ty.bytes_for(n as u64).unwrap() as usize;
+    if common::f16_fields(ty).is_empty() {
+        let values = rng.normals(n);
+        let mut out = vec![0u8; n_bytes];
+        quantize(ty, &values, &mut out).unwrap();
+        return out;
     }
-    out
+    common::random_blocks(rng, ty, n_bytes, |_| 2.0)
 }
 
 /// Checks `dot` against an f64 dot of the dequantized row, relative to Σ|w·x|.
 fn check_dot(ty: GgmlType, row: &[u8], x: &[f32], what: &str) {
     let mut w = vec![0f32; x.len()];
     dequantize(ty, row, &mut w).unwrap();
-    let want: f64 = w
-        .iter()
-        .zip(x)
-        .map(|(&w, &x)| f64::from(w) * f64::from(x))
-        .sum();
-    let scale: f64 = w
-        .iter()
-        .zip(x)
-        .map(|(&w, &x)| (f64::from(w) * f64::from(x)).abs())
-        .sum();
+    let (want, scale) = dot_f64(&w, x);
     let got = f64::from(dot(ty, row, x).unwrap());
     assert!(
         (got - want).abs() <= 1e-5 * scale + 1e-30,

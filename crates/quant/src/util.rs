@@ -1,5 +1,6 @@
-//! Small helpers shared by the format modules: f16 fields, fixed-size field copies, rounding, and
-//! splitting buffers into whole blocks.
+//! Small helpers shared by the format modules: f16 fields, fixed-size field copies, rounding,
+//! splitting buffers into whole blocks, the `Block` struct scaffolding ([`block_struct`]) and the
+//! whole-row drivers that run one block's math over every block of a row.
 
 use half::f16;
 
@@ -90,6 +91,170 @@ pub(crate) fn runs_blocks<'a, 'b, const N: usize, const B: usize>(
     );
     (xs, blocks)
 }
+
+/// Runs `f` on every whole block of `src` and its run of `dst`, in order.
+///
+/// # Panics
+/// As [`blocks_out`].
+#[inline(always)]
+pub(crate) fn dequantize_blocks<const B: usize, const N: usize>(
+    src: &[u8],
+    dst: &mut [f32],
+    mut f: impl FnMut(&[u8; B], &mut [f32; N]),
+) {
+    let (blocks, out) = blocks_out::<B, N>(src, dst);
+    for (b, y) in blocks.iter().zip(out) {
+        f(b, y);
+    }
+}
+
+/// The f32 sum, in block order, of `f(block, activations)` over every whole block of `src`.
+///
+/// # Panics
+/// As [`blocks_in`].
+#[inline(always)]
+pub(crate) fn dot_blocks<const B: usize, const N: usize>(
+    src: &[u8],
+    x: &[f32],
+    f: impl Fn(&[u8; B], &[f32; N]) -> f32,
+) -> f32 {
+    let (blocks, xs) = blocks_in::<B, N>(src, x);
+    let mut sum = 0.0f32;
+    for (b, x) in blocks.iter().zip(xs) {
+        sum += f(b, x);
+    }
+    sum
+}
+
+/// Writes `f(values)` for every whole run of `N` values of `src` into its block of `dst`.
+///
+/// # Panics
+/// As [`runs_blocks`].
+#[inline(always)]
+pub(crate) fn quantize_blocks<const N: usize, const B: usize>(
+    src: &[f32],
+    dst: &mut [u8],
+    f: impl Fn(&[f32; N]) -> [u8; B],
+) {
+    let (xs, blocks) = runs_blocks::<N, B>(src, dst);
+    for (x, b) in xs.iter().zip(blocks) {
+        *b = f(x);
+    }
+}
+
+/// Dequantizes blocks whose element `e` is `d_s * q_e`, `s` its sub-block (`N / M` elements);
+/// `parts` gives a block's `M` sub-block scales and `N` signed quants.
+#[inline(always)]
+pub(crate) fn dequantize_scaled<const B: usize, const N: usize, const M: usize>(
+    src: &[u8],
+    dst: &mut [f32],
+    parts: impl Fn(&[u8; B]) -> ([f32; M], [i8; N]),
+) {
+    dequantize_blocks(src, dst, |b, y: &mut [f32; N]| {
+        let (sub, q) = parts(b);
+        for (e, (y, q)) in y.iter_mut().zip(q).enumerate() {
+            *y = sub[e / (N / M)] * f32::from(q);
+        }
+    });
+}
+
+/// Dot product for the blocks of [`dequantize_scaled`]: per sub-block `d_s * Σ q·x`, summed per block
+/// in f32, then into an f32 total.
+#[inline(always)]
+pub(crate) fn dot_scaled<const B: usize, const N: usize, const M: usize>(
+    src: &[u8],
+    x: &[f32],
+    parts: impl Fn(&[u8; B]) -> ([f32; M], [i8; N]),
+) -> f32 {
+    dot_blocks(src, x, |b, x: &[f32; N]| {
+        let (sub, q) = parts(b);
+        let mut block = 0.0f32;
+        for (d, (q, x)) in sub.iter().zip(q.chunks(N / M).zip(x.chunks(N / M))) {
+            let mut s = 0.0f32;
+            for (&q, x) in q.iter().zip(x) {
+                s += f32::from(q) * x;
+            }
+            block += d * s;
+        }
+        block
+    })
+}
+
+/// Dequantizes blocks whose element `e` is `d_s * q_e - m_s`, `s` its sub-block (`N / M` elements);
+/// `parts` gives a block's `M` sub-block `(d_s, m_s)` and `N` unsigned quants.
+#[inline(always)]
+pub(crate) fn dequantize_affine<const B: usize, const N: usize, const M: usize>(
+    src: &[u8],
+    dst: &mut [f32],
+    parts: impl Fn(&[u8; B]) -> ([(f32, f32); M], [u8; N]),
+) {
+    dequantize_blocks(src, dst, |b, y: &mut [f32; N]| {
+        let (sub, q) = parts(b);
+        for (e, (y, q)) in y.iter_mut().zip(q).enumerate() {
+            let (d, m) = sub[e / (N / M)];
+            *y = d * f32::from(q) - m;
+        }
+    });
+}
+
+/// Dot product for the blocks of [`dequantize_affine`]: per sub-block `d_s * Σ q·x - m_s * Σ x`,
+/// summed per block in f32, then into an f32 total.
+#[inline(always)]
+pub(crate) fn dot_affine<const B: usize, const N: usize, const M: usize>(
+    src: &[u8],
+    x: &[f32],
+    parts: impl Fn(&[u8; B]) -> ([(f32, f32); M], [u8; N]),
+) -> f32 {
+    dot_blocks(src, x, |b, x: &[f32; N]| {
+        let (sub, q) = parts(b);
+        let mut block = 0.0f32;
+        for (&(d, m), (q, x)) in sub.iter().zip(q.chunks(N / M).zip(x.chunks(N / M))) {
+            let (mut sqx, mut sx) = (0.0f32, 0.0f32);
+            for (&q, x) in q.iter().zip(x) {
+                sqx += f32::from(q) * x;
+                sx += x;
+            }
+            block += d * sqx - m * sx;
+        }
+        block
+    })
+}
+
+/// Defines a format's `Block`: a `#[repr(C)]` struct of byte-array fields, each at the offset given
+/// (checked at compile time against the struct layout, whose size must be `BLOCK_BYTES`), with
+/// `from_bytes` and `to_bytes`.
+macro_rules! block_struct {
+    ($($field:ident: [u8; $n:expr] @ $at:expr),+ $(,)?) => {
+        /// One block, field by field (see the module docs).
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct Block {
+            $(pub $field: [u8; $n],)+
+        }
+
+        const _: () = {
+            assert!(size_of::<Block>() == BLOCK_BYTES);
+            $(assert!(std::mem::offset_of!(Block, $field) == $at);)+
+        };
+
+        impl Block {
+            /// Reads a block from its bytes.
+            pub fn from_bytes(b: &[u8; BLOCK_BYTES]) -> Self {
+                Self {
+                    $($field: $crate::util::take(b, $at),)+
+                }
+            }
+
+            /// The block's bytes.
+            pub fn to_bytes(&self) -> [u8; BLOCK_BYTES] {
+                let mut b = [0u8; BLOCK_BYTES];
+                $($crate::util::put(&mut b, $at, &self.$field);)+
+                b
+            }
+        }
+    };
+}
+pub(crate) use block_struct;
 
 /// Copies `field` into `b` at `at` (the write-side twin of [`take`]).
 #[inline(always)]

@@ -9,28 +9,9 @@
 
 use gguf::GgmlType;
 
-/// SplitMix64: a tiny deterministic generator, enough for test data.
-struct Rng(u64);
+mod common;
 
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [-1, 1).
-    fn uniform(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    /// Roughly normal (sum of uniforms), mean 0, deviation about 1.
-    fn normal(&mut self) -> f32 {
-        (0..4).map(|_| self.uniform()).sum::<f32>() * 0.866
-    }
-}
+use common::Rng;
 
 /// 16 super-blocks of varied data: normal, zeros, partly zero, negative, shifted, outlier, constant,
 /// tiny, weight-like and mixed magnitudes.

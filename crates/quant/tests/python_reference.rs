@@ -7,22 +7,22 @@ use std::process::Command;
 
 use gguf::GgmlType;
 
-/// Types whose dequantization must match the package bit for bit, with the byte offsets of the f16
-/// scale fields inside one block (kept finite by the generator).
-const DEQUANT_TYPES: &[(GgmlType, &[usize])] = &[
-    (GgmlType::F32, &[]),
-    (GgmlType::F16, &[]),
-    (GgmlType::BF16, &[]),
-    (GgmlType::Q4_0, &[0]),
-    (GgmlType::Q4_1, &[0, 2]),
-    (GgmlType::Q5_0, &[0]),
-    (GgmlType::Q5_1, &[0, 2]),
-    (GgmlType::Q8_0, &[0]),
-    (GgmlType::Q2_K, &[80, 82]),
-    (GgmlType::Q3_K, &[108]),
-    (GgmlType::Q4_K, &[0, 2]),
-    (GgmlType::Q5_K, &[0, 2]),
-    (GgmlType::Q6_K, &[208]),
+/// Types whose dequantization must match the package bit for bit (their f16 scale fields, at
+/// `common::f16_fields`, kept finite by the generator).
+const DEQUANT_TYPES: &[GgmlType] = &[
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
 ];
 
 /// Types whose quantization must match the package byte for byte (the package quantizes no K-quant).
@@ -37,28 +37,9 @@ const QUANT_TYPES: &[GgmlType] = &[
     GgmlType::Q8_0,
 ];
 
-/// SplitMix64: a tiny deterministic generator, enough for test data.
-struct Rng(u64);
+mod common;
 
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [-1, 1).
-    fn uniform(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    /// Roughly normal (sum of uniforms), mean 0, deviation about 1.
-    fn normal(&mut self) -> f32 {
-        (0..4).map(|_| self.uniform()).sum::<f32>() * 0.866
-    }
-}
+use common::{Rng, f16_fields};
 
 /// Random finite f16 bits: half the time a value in ±2, otherwise any finite pattern (subnormals too).
 fn finite_f16(rng: &mut Rng) -> [u8; 2] {
@@ -75,7 +56,7 @@ fn finite_f16(rng: &mut Rng) -> [u8; 2] {
 }
 
 /// `blocks` random blocks of `ty`: random payload bytes, finite f16 scales, no NaN elements.
-fn random_blocks(rng: &mut Rng, ty: GgmlType, f16_fields: &[usize], blocks: usize) -> Vec<u8> {
+fn random_blocks(rng: &mut Rng, ty: GgmlType, blocks: usize) -> Vec<u8> {
     let ts = ty.type_size() as usize;
     let mut out = vec![0u8; ts * blocks];
     for block in out.chunks_exact_mut(ts) {
@@ -97,7 +78,7 @@ fn random_blocks(rng: &mut Rng, ty: GgmlType, f16_fields: &[usize], blocks: usiz
             },
             _ => {
                 block.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
-                for &at in f16_fields {
+                for &at in f16_fields(ty) {
                     block[at..at + 2].copy_from_slice(&finite_f16(rng));
                 }
             }
@@ -176,10 +157,10 @@ fn dequantize_matches_python_bit_for_bit() {
     let mut rng = Rng(0x5eed_0001);
     // One file per type; molla decodes it in runs of several lengths (1, 2, 7, 29 and 41 blocks).
     let runs = [1usize, 2, 7, 29, 41];
-    for &(ty, f16_fields) in DEQUANT_TYPES {
+    for &ty in DEQUANT_TYPES {
         let (bs, ts) = (ty.block_size() as usize, ty.type_size() as usize);
         let blocks = runs.iter().sum::<usize>() * if bs == 1 { 64 } else { 1 };
-        let data = random_blocks(&mut rng, ty, f16_fields, blocks);
+        let data = random_blocks(&mut rng, ty, blocks);
         let want: Vec<u32> = run_script(&dir.0, "dequantize", ty, &data)
             .chunks_exact(4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))

@@ -6,39 +6,9 @@ use quant::q16::{Q16Acts, matvec_q16, matvec_q16_with, reference, supports_q16};
 use quant::simd::Isa;
 use quant::{Op, QuantError};
 
-struct Rng(u64);
+mod common;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [-1, 1).
-    fn uniform(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    fn normal(&mut self) -> f32 {
-        (0..4).map(|_| self.uniform()).sum::<f32>() * 0.866
-    }
-}
-
-const TYPES: &[GgmlType] = &[
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
+use common::{BLOCK_TYPES as TYPES, Rng, dot_f64};
 
 fn widths(ty: GgmlType) -> &'static [usize] {
     if ty.block_size() == 256 {
@@ -48,30 +18,13 @@ fn widths(ty: GgmlType) -> &'static [usize] {
     }
 }
 
-/// Byte offsets of the f16 scale fields in one block of `ty`.
-fn f16_fields(ty: GgmlType) -> &'static [usize] {
-    match ty {
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
-        GgmlType::Q2_K => &[80, 82],
-        GgmlType::Q3_K => &[108],
-        GgmlType::Q6_K => &[208],
-        _ => &[0],
-    }
-}
-
 /// `m` random rows of `n` weights: random bytes with finite f16 scales of varied magnitude; the last
 /// row is all zero bytes.
 fn random_rows(ty: GgmlType, m: usize, n: usize, rng: &mut Rng) -> Vec<u8> {
-    let ts = ty.type_size() as usize;
     let row_bytes = ty.bytes_for(n as u64).unwrap() as usize;
-    let mut v: Vec<u8> = (0..m * row_bytes).map(|_| rng.next() as u8).collect();
-    for blk in v.chunks_exact_mut(ts) {
-        let mag = [1e-3f32, 0.02, 0.5][(rng.next() % 3) as usize];
-        for &o in f16_fields(ty) {
-            let h = half::f16::from_f32(rng.uniform() * mag).to_le_bytes();
-            blk[o..o + 2].copy_from_slice(&h);
-        }
-    }
+    let mut v = common::random_blocks(rng, ty, m * row_bytes, |rng| {
+        [1e-3f32, 0.02, 0.5][(rng.next_u64() % 3) as usize]
+    });
     let last = (m - 1) * row_bytes;
     v[last..].fill(0);
     v
@@ -126,12 +79,7 @@ fn kernels_match_reference_and_f64() {
                 for r in 0..m {
                     let row = &w[r * row_bytes..(r + 1) * row_bytes];
                     let wr = &wf[r * n..(r + 1) * n];
-                    let exact: f64 = wr.iter().zip(&x).map(|(&w, &x)| w as f64 * x as f64).sum();
-                    let scale: f64 = wr
-                        .iter()
-                        .zip(&x)
-                        .map(|(&w, &x)| (w as f64 * x as f64).abs())
-                        .sum();
+                    let (exact, scale) = dot_f64(wr, &x);
                     let rf = reference::dot_q16(ty, row, &a).unwrap();
                     assert!(rf.is_finite());
                     if scale == 0.0 {

@@ -7,25 +7,9 @@ use quant::simd::{
     Isa, axpy_f32, axpy_f32_scalar, dequantize_fast, dequantize_fast_with, dot_f32, dot_f32_scalar,
 };
 
-struct Rng(u64);
+mod common;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn uniform(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.uniform()).collect()
-    }
-}
+use common::{Rng, dot_f64};
 
 const LENGTHS: &[usize] = &[0, 1, 7, 8, 9, 31, 32, 33, 100, 576, 1003, 4864];
 
@@ -33,13 +17,8 @@ const LENGTHS: &[usize] = &[0, 1, 7, 8, 9, 31, 32, 33, 100, 576, 1003, 4864];
 fn dot_matches_f64() {
     let mut rng = Rng(1);
     for &n in LENGTHS {
-        let (a, b) = (rng.vec(n), rng.vec(n));
-        let exact: f64 = a.iter().zip(&b).map(|(&x, &y)| x as f64 * y as f64).sum();
-        let scale: f64 = a
-            .iter()
-            .zip(&b)
-            .map(|(&x, &y)| (x as f64 * y as f64).abs())
-            .sum();
+        let (a, b) = (rng.uniforms(n), rng.uniforms(n));
+        let (exact, scale) = dot_f64(&a, &b);
         for got in [dot_f32(&a, &b), dot_f32_scalar(&a, &b)] {
             assert!(
                 (got as f64 - exact).abs() <= 1e-6 * scale.max(1e-30),
@@ -59,7 +38,7 @@ fn dot_rejects_mismatched_lengths() {
 fn axpy_matches_scalar() {
     let mut rng = Rng(2);
     for &n in LENGTHS {
-        let (x, y0) = (rng.vec(n), rng.vec(n));
+        let (x, y0) = (rng.uniforms(n), rng.uniforms(n));
         let a = rng.uniform() * 3.0;
         let (mut y1, mut y2) = (y0.clone(), y0.clone());
         axpy_f32(&mut y1, a, &x);
@@ -68,18 +47,6 @@ fn axpy_matches_scalar() {
             let tol = 2.0 * f32::EPSILON * ((a * x[i]).abs() + y0[i].abs());
             assert!((y1[i] - y2[i]).abs() <= tol, "n={n} i={i}");
         }
-    }
-}
-
-/// Byte offsets of the f16 scale fields in one block of `ty` (empty for float types).
-fn f16_fields(ty: GgmlType) -> &'static [usize] {
-    match ty {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
-        GgmlType::Q2_K => &[80, 82],
-        GgmlType::Q3_K => &[108],
-        GgmlType::Q6_K => &[208],
-        _ => &[],
     }
 }
 
@@ -94,13 +61,7 @@ fn dequantize_fast_is_bit_exact() {
     for ty in types {
         let ts = ty.type_size() as usize;
         for blocks in [0, 1, 3, 17] {
-            let mut src: Vec<u8> = (0..blocks * ts).map(|_| rng.next() as u8).collect();
-            for blk in src.chunks_exact_mut(ts) {
-                for &o in f16_fields(ty) {
-                    let h = half::f16::from_f32(rng.uniform() * 2.0).to_le_bytes();
-                    blk[o..o + 2].copy_from_slice(&h);
-                }
-            }
+            let mut src = common::random_blocks(&mut rng, ty, blocks * ts, |_| 2.0);
             if matches!(ty, GgmlType::F32) {
                 // Keep f32 weights finite so NaN payloads do not enter the comparison.
                 for w in src.chunks_exact_mut(4) {
@@ -136,23 +97,18 @@ fn matvec_f32_matches_f64() {
         let ts = ty.type_size() as usize;
         for n in [1usize, 7, 8, 33, 576, 1003] {
             let m = 7;
-            let w = rng.vec(m * n);
+            let w = rng.uniforms(m * n);
             let mut rows = vec![0u8; m * n * ts];
             quant::quantize(ty, &w, &mut rows).unwrap();
             let mut wf = vec![0.0f32; m * n];
             quant::dequantize(ty, &rows, &mut wf).unwrap();
-            let x = rng.vec(n);
+            let x = rng.uniforms(n);
             for isa in Isa::available() {
                 let mut y = vec![f32::NAN; m];
                 matvec_f32_with(isa, ty, &rows, n * ts, &x, &mut y).unwrap();
                 for r in 0..m {
                     let wr = &wf[r * n..(r + 1) * n];
-                    let exact: f64 = wr.iter().zip(&x).map(|(&a, &b)| a as f64 * b as f64).sum();
-                    let scale: f64 = wr
-                        .iter()
-                        .zip(&x)
-                        .map(|(&a, &b)| (a as f64 * b as f64).abs())
-                        .sum();
+                    let (exact, scale) = dot_f64(wr, &x);
                     assert!(
                         (y[r] as f64 - exact).abs() <= 1e-6 * scale,
                         "{ty} {isa:?} n={n} row {r}: {} vs {exact}",

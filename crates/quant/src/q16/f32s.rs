@@ -39,31 +39,9 @@ pub fn matvec_f32_with(
         return Err(QuantError::Unsupported { ty, op });
     }
     let expected = x.len() * ty.type_size() as usize;
-    if row_bytes != expected {
-        let (what, unit) = ("row", "bytes");
-        let got = row_bytes;
-        return Err(QuantError::Length {
-            ty,
-            op,
-            what,
-            unit,
-            got,
-            expected,
-        });
-    }
+    QuantError::check_length(ty, op, "row", "bytes", row_bytes, expected)?;
     let expected = y.len().saturating_mul(row_bytes);
-    if rows.len() != expected {
-        let (what, unit) = ("rows", "bytes");
-        let got = rows.len();
-        return Err(QuantError::Length {
-            ty,
-            op,
-            what,
-            unit,
-            got,
-            expected,
-        });
-    }
+    QuantError::check_length(ty, op, "rows", "bytes", rows.len(), expected)?;
     if x.is_empty() {
         y.fill(0.0);
         return Ok(());

@@ -112,29 +112,8 @@ pub(crate) fn check_row(ty: GgmlType, row_bytes: usize, n: usize) -> Result<(), 
         return Err(QuantError::Unsupported { ty, op });
     }
     let (bs, ts) = (ty.block_size() as usize, ty.type_size() as usize);
-    if !n.is_multiple_of(bs) {
-        let (unit, block) = ("values", bs);
-        return Err(QuantError::NotWholeBlocks {
-            ty,
-            op,
-            unit,
-            got: n,
-            block,
-        });
-    }
-    let expected = n / bs * ts;
-    if row_bytes != expected {
-        let (what, unit) = ("row", "bytes");
-        return Err(QuantError::Length {
-            ty,
-            op,
-            what,
-            unit,
-            got: row_bytes,
-            expected,
-        });
-    }
-    Ok(())
+    QuantError::check_whole(ty, op, "values", n, bs)?;
+    QuantError::check_length(ty, op, "row", "bytes", row_bytes, n / bs * ts)
 }
 
 /// Checks a whole matvec: rows of `ty` covering `n` activations, `rows` holding exactly `m` of them.
@@ -147,18 +126,7 @@ fn check(
 ) -> Result<(), QuantError> {
     check_row(ty, row_bytes, n)?;
     let expected = m.saturating_mul(row_bytes);
-    if rows != expected {
-        let (what, unit) = ("rows", "bytes");
-        return Err(QuantError::Length {
-            ty,
-            op: Op::Dot,
-            what,
-            unit,
-            got: rows,
-            expected,
-        });
-    }
-    Ok(())
+    QuantError::check_length(ty, Op::Dot, "rows", "bytes", rows, expected)
 }
 
 /// `y[r] = row r · a` for the `y.len()` consecutive rows of `row_bytes` bytes each in `rows` (so

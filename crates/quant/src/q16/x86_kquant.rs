@@ -29,8 +29,8 @@ pub(super) fn kernel_avx2(ty: GgmlType) -> Option<MatvecFn> {
     })
 }
 
-driver!(matvec_q4_k, row_q4_k, "avx2,fma,f16c");
-driver!(matvec_q5_k, row_q5_k, "avx2,fma,f16c");
+driver!(matvec_q4_k, row_q4_q5_k::<false>, "avx2,fma,f16c");
+driver!(matvec_q5_k, row_q4_q5_k::<true>, "avx2,fma,f16c");
 
 /// 16 activation quants starting at `i`.
 ///
@@ -114,55 +114,13 @@ unsafe fn k_scales(p: *const u8, a: &Q16Acts, sb: usize, accm: &mut __m256) -> _
     _mm256_mul_ps(_mm256_mul_ps(d, bytes_f32(sc)), dx)
 }
 
+/// Q4_K (`HIGH` false) and Q5_K (`HIGH`: 32 bytes of fifth bits `qh` after the scales, before `qs`).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn row_q4_k(row: &[u8], a: &Q16Acts) -> f32 {
-    let nb = check(row, a, 144 / 8);
-    let nsb = nb / 8;
-    let m4 = _mm256_set1_epi16(0x0f);
-    let mut acc = [_mm256_setzero_ps(); 2];
-    let mut accm = _mm256_setzero_ps();
-    for sb in 0..nsb {
-        {
-            // SAFETY: see the module docs.
-            let p = unsafe { row.as_ptr().add(144 * sb) };
-            prefetch_block(p, 144);
-            let scale = unsafe { k_scales(p, a, sb, &mut accm) };
-            let mut s = [_mm256_setzero_si256(); 4];
-            for (c, s) in s.iter_mut().enumerate() {
-                let x = 256 * sb + 64 * c;
-                // SAFETY: see the module docs.
-                let (v0, v1, x0, x1, x2, x3) = unsafe {
-                    let q = p.add(16 + 32 * c);
-                    (
-                        widen_u8(q),
-                        widen_u8(q.add(16)),
-                        xq16(a, x),
-                        xq16(a, x + 16),
-                        xq16(a, x + 32),
-                        xq16(a, x + 48),
-                    )
-                };
-                let s0 = _mm256_add_epi32(
-                    _mm256_madd_epi16(_mm256_and_si256(v0, m4), x0),
-                    _mm256_madd_epi16(_mm256_and_si256(v1, m4), x1),
-                );
-                let s1 = _mm256_add_epi32(
-                    _mm256_madd_epi16(_mm256_srli_epi16::<4>(v0), x2),
-                    _mm256_madd_epi16(_mm256_srli_epi16::<4>(v1), x3),
-                );
-                *s = _mm256_hadd_epi32(s0, s1);
-            }
-            reduce_k(&s, scale, &mut acc);
-        }
-    }
-    hsum(_mm256_add_ps(acc[0], acc[1])) - hsum(accm)
-}
-
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn row_q5_k(row: &[u8], a: &Q16Acts) -> f32 {
-    let nb = check(row, a, 176 / 8);
+fn row_q4_q5_k<const HIGH: bool>(row: &[u8], a: &Q16Acts) -> f32 {
+    let bytes = if HIGH { 176 } else { 144 };
+    let qs_at = if HIGH { 48 } else { 16 };
+    let nb = check(row, a, bytes / 8);
     let nsb = nb / 8;
     let m4 = _mm256_set1_epi16(0x0f);
     let m16 = _mm256_set1_epi16(0x10);
@@ -171,19 +129,23 @@ fn row_q5_k(row: &[u8], a: &Q16Acts) -> f32 {
     for sb in 0..nsb {
         {
             // SAFETY: see the module docs.
-            let p = unsafe { row.as_ptr().add(176 * sb) };
-            prefetch_block(p, 176);
+            let p = unsafe { row.as_ptr().add(bytes * sb) };
+            prefetch_block(p, bytes);
             let scale = unsafe { k_scales(p, a, sb, &mut accm) };
             // High bits, bit `s` of lane `l` for sub-block `s`, pre-shifted so bit `s` sits at 4.
-            let (mut h0, mut h1) = unsafe { (widen_u8(p.add(16)), widen_u8(p.add(32))) };
-            h0 = _mm256_slli_epi16::<4>(h0);
-            h1 = _mm256_slli_epi16::<4>(h1);
+            let (mut h0, mut h1) = if HIGH {
+                // SAFETY: see the module docs.
+                let (h0, h1) = unsafe { (widen_u8(p.add(16)), widen_u8(p.add(32))) };
+                (_mm256_slli_epi16::<4>(h0), _mm256_slli_epi16::<4>(h1))
+            } else {
+                (_mm256_setzero_si256(), _mm256_setzero_si256())
+            };
             let mut s = [_mm256_setzero_si256(); 4];
             for (c, s) in s.iter_mut().enumerate() {
                 let x = 256 * sb + 64 * c;
                 // SAFETY: see the module docs.
                 let (v0, v1, x0, x1, x2, x3) = unsafe {
-                    let q = p.add(48 + 32 * c);
+                    let q = p.add(qs_at + 32 * c);
                     (
                         widen_u8(q),
                         widen_u8(q.add(16)),
@@ -193,14 +155,18 @@ fn row_q5_k(row: &[u8], a: &Q16Acts) -> f32 {
                         xq16(a, x + 48),
                     )
                 };
-                let q0 = _mm256_or_si256(_mm256_and_si256(v0, m4), _mm256_and_si256(h0, m16));
-                let q1 = _mm256_or_si256(_mm256_and_si256(v1, m4), _mm256_and_si256(h1, m16));
-                h0 = _mm256_srli_epi16::<1>(h0);
-                h1 = _mm256_srli_epi16::<1>(h1);
-                let q2 = _mm256_or_si256(_mm256_srli_epi16::<4>(v0), _mm256_and_si256(h0, m16));
-                let q3 = _mm256_or_si256(_mm256_srli_epi16::<4>(v1), _mm256_and_si256(h1, m16));
-                h0 = _mm256_srli_epi16::<1>(h0);
-                h1 = _mm256_srli_epi16::<1>(h1);
+                let (mut q0, mut q1) = (_mm256_and_si256(v0, m4), _mm256_and_si256(v1, m4));
+                let (mut q2, mut q3) = (_mm256_srli_epi16::<4>(v0), _mm256_srli_epi16::<4>(v1));
+                if HIGH {
+                    q0 = _mm256_or_si256(q0, _mm256_and_si256(h0, m16));
+                    q1 = _mm256_or_si256(q1, _mm256_and_si256(h1, m16));
+                    h0 = _mm256_srli_epi16::<1>(h0);
+                    h1 = _mm256_srli_epi16::<1>(h1);
+                    q2 = _mm256_or_si256(q2, _mm256_and_si256(h0, m16));
+                    q3 = _mm256_or_si256(q3, _mm256_and_si256(h1, m16));
+                    h0 = _mm256_srli_epi16::<1>(h0);
+                    h1 = _mm256_srli_epi16::<1>(h1);
+                }
                 let s0 = _mm256_add_epi32(_mm256_madd_epi16(q0, x0), _mm256_madd_epi16(q1, x1));
                 let s1 = _mm256_add_epi32(_mm256_madd_epi16(q2, x2), _mm256_madd_epi16(q3, x3));
                 *s = _mm256_hadd_epi32(s0, s1);

@@ -37,7 +37,7 @@ pub(super) fn kernel_avx2(ty: GgmlType) -> Option<MatvecFn> {
 
 /// A matvec kernel `$name` running the row kernel `$row(row, a) -> f32` on each row.
 macro_rules! driver {
-    ($name:ident, $row:ident, $feat:literal) => {
+    ($name:ident, $row:expr, $feat:literal) => {
         #[target_feature(enable = $feat)]
         fn $name(rows: &[u8], row_bytes: usize, a: &Q16Acts, y: &mut [f32]) {
             assert!(row_bytes > 0);
@@ -158,102 +158,73 @@ static HIGH_BIT_16: [[i16; 8]; 256] = {
     t
 };
 
-driver!(matvec_q4_0, row_q4_0, "avx2,fma,f16c");
-driver!(matvec_q4_1, row_q4_1, "avx2,fma,f16c");
-driver!(matvec_q5_0, row_q5_0, "avx2,fma,f16c");
-driver!(matvec_q5_1, row_q5_1, "avx2,fma,f16c");
+driver!(matvec_q4_0, row_q4_q5::<false, false>, "avx2,fma,f16c");
+driver!(matvec_q4_1, row_q4_q5::<true, false>, "avx2,fma,f16c");
+driver!(matvec_q5_0, row_q4_q5::<false, true>, "avx2,fma,f16c");
+driver!(matvec_q5_1, row_q4_q5::<true, true>, "avx2,fma,f16c");
 driver!(matvec_q8_0, row_q8_0, "avx2,fma,f16c");
 
+/// `acc += cvt(s) * d * dx` and `accm += [d * dx, m * sx]` for block `b` of a format with a minimum
+/// (`dm` holds `[d, m]` in lanes 0 and 1).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn row_q4_0(row: &[u8], a: &Q16Acts) -> f32 {
-    let nb = check(row, a, 18);
-    let m4 = _mm256_set1_epi16(0x0f);
-    let mut acc = [_mm256_setzero_ps(); 2];
-    alternate(nb, |b, k| {
-        // SAFETY: see the module docs.
-        let ((x0, x1), v, d) = unsafe {
-            let p = row.as_ptr().add(18 * b);
-            prefetch_block(p, 18);
-            (load_xq(a, b), widen_u8(p.add(2)), load_f16(p))
-        };
-        let s = madd2(_mm256_and_si256(v, m4), _mm256_srli_epi16::<4>(v), x0, x1);
-        let s = _mm256_sub_epi32(s, offset_sum(8, x0, x1));
-        accumulate(&mut acc[k], s, _mm_mul_ss(d, _mm_set_ss(a.dx[b])));
-    });
-    finish(acc, [_mm_setzero_ps(); 2])
+pub(super) fn accumulate_min(
+    acc: &mut __m256,
+    accm: &mut __m128,
+    s: __m256i,
+    dm: __m128,
+    a: &Q16Acts,
+    b: usize,
+) {
+    // Lane 0: d * dx; lane 1: m * sx.
+    let dm = _mm_mul_ps(
+        dm,
+        _mm_unpacklo_ps(_mm_set_ss(a.dx[b]), _mm_set_ss(a.sx[b])),
+    );
+    *accm = _mm_add_ps(*accm, dm);
+    accumulate(acc, s, dm);
 }
 
+/// Q4_0 (`MIN`, `HIGH` false), Q4_1 (`MIN`), Q5_0 (`HIGH`) and Q5_1 (both): an f16 `d`, with `MIN`
+/// an f16 `m` after it, with `HIGH` a 32-bit `qh` of fifth bits, then 16 bytes of nibbles. Without
+/// `MIN` the quants are offset by 8 (Q4_0) or 16 (Q5_0).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn row_q4_1(row: &[u8], a: &Q16Acts) -> f32 {
-    let nb = check(row, a, 20);
+fn row_q4_q5<const MIN: bool, const HIGH: bool>(row: &[u8], a: &Q16Acts) -> f32 {
+    let qh_at = if MIN { 4 } else { 2 };
+    let qs_at = if HIGH { qh_at + 4 } else { qh_at };
+    let bytes = qs_at + 16;
+    let nb = check(row, a, bytes);
     let m4 = _mm256_set1_epi16(0x0f);
     let (mut acc, mut accm) = ([_mm256_setzero_ps(); 2], [_mm_setzero_ps(); 2]);
     alternate(nb, |b, k| {
         // SAFETY: see the module docs.
-        let ((x0, x1), v, dm) = unsafe {
-            let p = row.as_ptr().add(20 * b);
-            prefetch_block(p, 20);
-            (load_xq(a, b), widen_u8(p.add(4)), load_f16x2(p))
+        let ((x0, x1), v, qh, p) = unsafe {
+            let p = row.as_ptr().add(bytes * b);
+            prefetch_block(p, bytes);
+            let qh = if HIGH {
+                p.add(qh_at).cast::<u32>().read_unaligned()
+            } else {
+                0
+            };
+            (load_xq(a, b), widen_u8(p.add(qs_at)), qh, p)
         };
-        let s = madd2(_mm256_and_si256(v, m4), _mm256_srli_epi16::<4>(v), x0, x1);
-        // Lane 0: d * dx; lane 1: m * sx.
-        let dm = _mm_mul_ps(
-            dm,
-            _mm_unpacklo_ps(_mm_set_ss(a.dx[b]), _mm_set_ss(a.sx[b])),
-        );
-        accm[k] = _mm_add_ps(accm[k], dm);
-        accumulate(&mut acc[k], s, dm);
-    });
-    finish(acc, accm)
-}
-
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn row_q5_0(row: &[u8], a: &Q16Acts) -> f32 {
-    let nb = check(row, a, 22);
-    let m4 = _mm256_set1_epi16(0x0f);
-    let mut acc = [_mm256_setzero_ps(); 2];
-    alternate(nb, |b, k| {
-        // SAFETY: see the module docs.
-        let ((x0, x1), v, qh, d) = unsafe {
-            let p = row.as_ptr().add(22 * b);
-            prefetch_block(p, 22);
-            let qh = p.add(2).cast::<u32>().read_unaligned();
-            (load_xq(a, b), widen_u8(p.add(6)), qh, load_f16(p))
-        };
-        let lo = _mm256_or_si256(_mm256_and_si256(v, m4), high_bits16(qh));
-        let hi = _mm256_or_si256(_mm256_srli_epi16::<4>(v), high_bits16(qh >> 16));
-        let s = _mm256_sub_epi32(madd2(lo, hi, x0, x1), offset_sum(16, x0, x1));
-        accumulate(&mut acc[k], s, _mm_mul_ss(d, _mm_set_ss(a.dx[b])));
-    });
-    finish(acc, [_mm_setzero_ps(); 2])
-}
-
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn row_q5_1(row: &[u8], a: &Q16Acts) -> f32 {
-    let nb = check(row, a, 24);
-    let m4 = _mm256_set1_epi16(0x0f);
-    let (mut acc, mut accm) = ([_mm256_setzero_ps(); 2], [_mm_setzero_ps(); 2]);
-    alternate(nb, |b, k| {
-        // SAFETY: see the module docs.
-        let ((x0, x1), v, qh, dm) = unsafe {
-            let p = row.as_ptr().add(24 * b);
-            prefetch_block(p, 24);
-            let qh = p.add(4).cast::<u32>().read_unaligned();
-            (load_xq(a, b), widen_u8(p.add(8)), qh, load_f16x2(p))
-        };
-        let lo = _mm256_or_si256(_mm256_and_si256(v, m4), high_bits16(qh));
-        let hi = _mm256_or_si256(_mm256_srli_epi16::<4>(v), high_bits16(qh >> 16));
+        let (mut lo, mut hi) = (_mm256_and_si256(v, m4), _mm256_srli_epi16::<4>(v));
+        if HIGH {
+            lo = _mm256_or_si256(lo, high_bits16(qh));
+            hi = _mm256_or_si256(hi, high_bits16(qh >> 16));
+        }
         let s = madd2(lo, hi, x0, x1);
-        let dm = _mm_mul_ps(
-            dm,
-            _mm_unpacklo_ps(_mm_set_ss(a.dx[b]), _mm_set_ss(a.sx[b])),
-        );
-        accm[k] = _mm_add_ps(accm[k], dm);
-        accumulate(&mut acc[k], s, dm);
+        if MIN {
+            // SAFETY: see the module docs.
+            let dm = unsafe { load_f16x2(p) };
+            accumulate_min(&mut acc[k], &mut accm[k], s, dm, a, b);
+        } else {
+            let s = _mm256_sub_epi32(s, offset_sum(if HIGH { 16 } else { 8 }, x0, x1));
+            // SAFETY: see the module docs.
+            let d = unsafe { load_f16(p) };
+            accumulate(&mut acc[k], s, _mm_mul_ss(d, _mm_set_ss(a.dx[b])));
+        }
     });
     finish(acc, accm)
 }

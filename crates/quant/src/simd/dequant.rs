@@ -50,34 +50,7 @@ pub fn dequantize_fast_with(
 
 /// The length and type checks of [`crate::dequantize`].
 fn check(ty: GgmlType, src: &[u8], dst: &[f32]) -> Result<(), QuantError> {
-    let op = crate::Op::Dequantize;
-    if !crate::supports_dequantize(ty) {
-        return Err(QuantError::Unsupported { ty, op });
-    }
-    let (bs, ts) = (ty.block_size() as usize, ty.type_size() as usize);
-    if !src.len().is_multiple_of(ts) {
-        let (unit, got, block) = ("bytes", src.len(), ts);
-        return Err(QuantError::NotWholeBlocks {
-            ty,
-            op,
-            unit,
-            got,
-            block,
-        });
-    }
-    let expected = src.len() / ts * bs;
-    if dst.len() != expected {
-        let (what, unit, got) = ("destination", "values", dst.len());
-        return Err(QuantError::Length {
-            ty,
-            op,
-            what,
-            unit,
-            got,
-            expected,
-        });
-    }
-    Ok(())
+    crate::checked(ty, crate::Op::Dequantize, src, "destination", dst.len()).map(drop)
 }
 
 /// Whether `isa` has a vector dequantize kernel for `ty`.
