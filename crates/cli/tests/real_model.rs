@@ -1,33 +1,14 @@
 //! End to end on the real SmolLM2-135M-Instruct (fetched by scripts/fetch-models; the test fails,
 //! naming the script, when it is missing): tokenize, and a greedy answer from `molla run`.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-fn smollm2() -> PathBuf {
-    let dir = std::env::var_os("MOLLA_MODELS").map_or_else(
-        || PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/molla/models"),
-        PathBuf::from,
-    );
-    let p = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models (or set MOLLA_MODELS)",
-        p.display()
-    );
-    p
-}
+use common::smollm2;
 
+/// Runs molla with `args`: (stdout, stderr, exit code).
 fn molla(args: &[&str]) -> (String, String, Option<i32>) {
-    let out = Command::new(env!("CARGO_BIN_EXE_molla"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.code(),
-    )
+    let out = common::molla().args(args).output().unwrap();
+    (common::text(&out.stdout), common::text(&out.stderr), out.status.code())
 }
 
 #[test]
