@@ -156,7 +156,7 @@ pub fn sgemm_strided(
     // SAFETY: the asserts bound every element gemm reads or writes through these pointers
     // and strides; c is a unique borrow, so it does not alias a or b.
     unsafe {
-        gemm::gemm(
+        gemm_f32::gemm::f32::get_gemm_fn()(
             m,
             n,
             k,
@@ -175,7 +175,7 @@ pub fn sgemm_strided(
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            gemm_common::Parallelism::None,
         );
     }
 }
