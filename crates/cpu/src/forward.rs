@@ -22,6 +22,28 @@ pub enum Logits {
     All,
 }
 
+/// Checks what every backend's forward checks before running: tokens given, each inside the
+/// vocabulary, and room for them after `start` positions in a cache of `capacity`.
+pub fn check_input(tokens: &[u32], start: usize, capacity: usize, n_vocab: usize) -> Result<()> {
+    if tokens.is_empty() {
+        return Err(CpuError::NoTokens);
+    }
+    if start + tokens.len() > capacity {
+        return Err(CpuError::ContextFull {
+            needed: start + tokens.len(),
+            capacity,
+        });
+    }
+    match tokens.iter().position(|&id| id as usize >= n_vocab) {
+        Some(t) => Err(CpuError::BadToken {
+            id: tokens[t],
+            pos: start + t,
+            vocab: n_vocab,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// A model with the per-model tables the CPU needs (rope frequencies).
 pub struct CpuModel {
     pub model: Model,
@@ -55,19 +77,11 @@ impl CpuModel {
         let hp = &m.hp;
         let f = &m.file;
         let n = tokens.len();
-        if n == 0 {
-            return Err(CpuError::NoTokens);
-        }
         if !kv.fits(hp) {
             return Err(CpuError::CacheShape);
         }
         let start = kv.len;
-        if start + n > kv.capacity() {
-            return Err(CpuError::ContextFull {
-                needed: start + n,
-                capacity: kv.capacity(),
-            });
-        }
+        check_input(tokens, start, kv.capacity(), hp.n_vocab)?;
         let e = hp.n_embd;
         let mut x = vec![0.0f32; n * e];
         for (t, &id) in tokens.iter().enumerate() {

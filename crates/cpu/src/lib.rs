@@ -9,6 +9,6 @@ pub mod ops;
 mod pool;
 
 pub use error::{CpuError, Result};
-pub use forward::{CpuModel, Logits};
+pub use forward::{CpuModel, Logits, check_input};
 pub use kv::KvCache;
 pub use matmul::matmul;

@@ -25,12 +25,9 @@ pub enum CudaError {
         got: usize,
         expected: usize,
     },
-    #[error("forward: no tokens given")]
-    NoTokens,
-    #[error("forward: token id {id} at position {pos} is outside the vocabulary of {vocab}")]
-    BadToken { id: u32, pos: usize, vocab: usize },
-    #[error("forward: {needed} positions do not fit the KV cache of {capacity}")]
-    ContextFull { needed: usize, capacity: usize },
+    /// Bad forward input, found by the checks all backends share.
+    #[error(transparent)]
+    Input(#[from] cpu::CpuError),
     #[error("forward: KV cache was made by a different CUDA model")]
     CacheShape,
 }

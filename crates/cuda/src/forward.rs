@@ -170,31 +170,12 @@ impl CudaModel {
     /// logits: `n_vocab` values for the last token, or for every token with [`Logits::All`].
     pub fn forward(&self, tokens: &[u32], kv: &mut CudaKvCache, which: Logits) -> Result<Vec<f32>> {
         let n = tokens.len();
-        if n == 0 {
-            return Err(CudaError::NoTokens);
-        }
         if kv.model_uid != self.uid {
             return Err(CudaError::CacheShape);
         }
         let start = kv.len;
-        if start + n > kv.capacity() {
-            return Err(CudaError::ContextFull {
-                needed: start + n,
-                capacity: kv.capacity(),
-            });
-        }
         let vocab = self.hp.n_vocab;
-        if let Some((t, &id)) = tokens
-            .iter()
-            .enumerate()
-            .find(|&(_, &id)| id as usize >= vocab)
-        {
-            return Err(CudaError::BadToken {
-                id,
-                pos: start + t,
-                vocab,
-            });
-        }
+        cpu::check_input(tokens, start, kv.capacity(), vocab)?;
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         self.gpu.ctx.bind_to_thread().map_err(drv("bind context"))?;
         if n == 1 {

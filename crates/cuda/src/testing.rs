@@ -259,10 +259,11 @@ pub fn rope_store(
     check("rope v", v.len(), n * vd)?;
     check("rope freqs", freqs.len(), h.n_rot / 2)?;
     if n == 0 || pos0 + n > capacity {
-        return Err(CudaError::ContextFull {
+        return Err(cpu::CpuError::ContextFull {
             needed: pos0 + n,
             capacity,
-        });
+        }
+        .into());
     }
     let (qb, kb, vb) = (gpu.upload(q)?, gpu.upload(k)?, gpu.upload(v)?);
     let nan = f16::NAN.to_bits();
@@ -350,11 +351,12 @@ pub fn embed(
 ) -> Result<Vec<f32>> {
     let m = DevMatrix::upload(gpu, "embedding", ty, rows, cols, w)?;
     if let Some(&id) = tokens.iter().find(|&&t| t as usize >= rows) {
-        return Err(CudaError::BadToken {
+        return Err(cpu::CpuError::BadToken {
             id,
             pos: 0,
             vocab: rows,
-        });
+        }
+        .into());
     }
     let t = gpu.upload(tokens)?;
     let out = poisoned(gpu, tokens.len() * cols)?;

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Rng, gpu};
-use cpu::{CpuModel, Logits, ops::log_softmax};
+use cpu::{CpuError, CpuModel, Logits, ops::log_softmax};
 use cuda::{CudaError, CudaModel};
 use gguf::{GgmlType, GgufFile};
 use model::Model;
@@ -245,15 +245,15 @@ fn bad_input_is_an_error() {
     let mut kv = cuda.new_cache(4).unwrap();
     assert!(matches!(
         cuda.forward(&[], &mut kv, Logits::Last),
-        Err(CudaError::NoTokens)
+        Err(CudaError::Input(CpuError::NoTokens))
     ));
     assert!(matches!(
         cuda.forward(&[256], &mut kv, Logits::Last),
-        Err(CudaError::BadToken { .. })
+        Err(CudaError::Input(CpuError::BadToken { .. }))
     ));
     assert!(matches!(
         cuda.forward(&[1; 5], &mut kv, Logits::Last),
-        Err(CudaError::ContextFull { .. })
+        Err(CudaError::Input(CpuError::ContextFull { .. }))
     ));
     let other = CudaModel::new(&m, 0).unwrap();
     let mut wrong = other.new_cache(4).unwrap();
