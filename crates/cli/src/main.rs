@@ -32,6 +32,8 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Print the token ids of a text as JSON.
     Tokenize(cmd::tokenize::Args),
+    /// Serve the model over HTTP (OpenAI- and Anthropic-compatible API).
+    Serve(cmd::serve::Args),
     /// Re-encode a GGUF model's weights in another type.
     Quantize(cmd::quantize::Args),
 }
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Quantize(a) => cmd::quantize::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Tokenize(a) => cmd::tokenize::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

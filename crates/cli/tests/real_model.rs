@@ -8,7 +8,11 @@ use common::smollm2;
 /// Runs molla with `args`: (stdout, stderr, exit code).
 fn molla(args: &[&str]) -> (String, String, Option<i32>) {
     let out = common::molla().args(args).output().unwrap();
-    (common::text(&out.stdout), common::text(&out.stderr), out.status.code())
+    (
+        common::text(&out.stdout),
+        common::text(&out.stderr),
+        out.status.code(),
+    )
 }
 
 #[test]

@@ -7,6 +7,7 @@ pub mod inspect;
 pub mod logits;
 pub mod quantize;
 pub mod run;
+pub mod serve;
 pub mod tokenize;
 
 use anyhow::{Result, bail};

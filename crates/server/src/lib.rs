@@ -1,0 +1,192 @@
+//! `molla serve`: an OpenAI- and Anthropic-compatible HTTP server over one model.
+//!
+//! The engine ([`engine`]) runs on its own thread and owns the backend; requests are queued
+//! FIFO (bounded: a full queue answers 503) and run one sequence at a time. The HTTP layer
+//! ([`routes`], [`openai`], [`anthropic`]) parses, renders the chat template, tokenizes and
+//! turns the engine's events into JSON or SSE.
+
+pub mod anthropic;
+pub mod backend;
+pub mod engine;
+pub mod error;
+pub mod openai;
+pub mod routes;
+pub mod sse;
+
+pub use backend::Device;
+pub use error::{ApiError, ServerError};
+pub use routes::app;
+
+use backend::Backend;
+use engine::{Done, Engine, Event, Job, SubmitError};
+use model::Model;
+use std::path::Path;
+use std::sync::Arc;
+use template::{ChatTemplate, Message};
+use tokenizer::Tokenizer;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// Server settings besides the model.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Context size in tokens (0: the model's training context, at most 8192).
+    pub ctx: usize,
+    pub device: Device,
+    /// Required as `Authorization: Bearer KEY` or `x-api-key: KEY` when set.
+    pub api_key: Option<String>,
+    /// Requests that may wait behind the running one.
+    pub queue: usize,
+    /// Largest request body in bytes.
+    pub body_limit: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            ctx: 0,
+            device: Device::Cpu,
+            api_key: None,
+            queue: 64,
+            body_limit: 4 << 20,
+        }
+    }
+}
+
+/// What the handlers share.
+pub struct State {
+    pub engine: Engine,
+    pub tok: Arc<Tokenizer>,
+    pub template: ChatTemplate,
+    /// The id `/v1/models` lists: the file name without `.gguf`.
+    pub model_id: String,
+    pub ctx: usize,
+    pub api_key: Option<String>,
+    pub body_limit: usize,
+    pub device_name: String,
+}
+
+pub type AppState = Arc<State>;
+
+impl State {
+    /// Loads the GGUF file at `path` and starts the engine.
+    pub fn load(path: &Path, cfg: &Config) -> Result<State, ServerError> {
+        let model = Model::open(path)?;
+        let model_id = path
+            .file_name()
+            .map(|n| n.to_string_lossy().trim_end_matches(".gguf").to_string())
+            .unwrap_or_else(|| "model".into());
+        State::from_model(model, model_id, cfg)
+    }
+
+    pub fn from_model(model: Model, model_id: String, cfg: &Config) -> Result<State, ServerError> {
+        let tok = Arc::new(Tokenizer::from_gguf(&model.file)?);
+        let piece = |id: Option<u32>| {
+            id.and_then(|i| tok.token_text(i).ok())
+                .unwrap_or("")
+                .to_string()
+        };
+        let source = model
+            .file
+            .get("tokenizer.chat_template")
+            .and_then(|v| v.as_str());
+        let template = ChatTemplate::from_metadata(source, &piece(tok.bos()), &piece(tok.eos()))?;
+        let ctx = match cfg.ctx {
+            0 => model.hp.n_ctx_train.clamp(1, 8192),
+            n => n,
+        };
+        let backend = Backend::new(model, cfg.device)?;
+        let device_name = backend.device_name();
+        let engine = Engine::start(backend, tok.clone(), ctx, cfg.queue)?;
+        Ok(State {
+            engine,
+            tok,
+            template,
+            model_id,
+            ctx,
+            api_key: cfg.api_key.clone(),
+            body_limit: cfg.body_limit,
+            device_name,
+        })
+    }
+
+    /// Renders `messages` with the chat template and tokenizes the result (special tokens
+    /// parsed; BOS added where the model asks for it and the template did not write it).
+    pub fn chat_prompt(
+        &self,
+        messages: &[Message],
+        tools: Option<&serde_json::Value>,
+    ) -> Result<Vec<u32>, ApiError> {
+        let text = self
+            .template
+            .render(messages, tools, true)
+            .map_err(|e| ApiError::bad_request(e.to_string(), Some("messages")))?;
+        let mut ids = self.tok.encode(&text, false, true);
+        if self.tok.add_bos()
+            && let Some(bos) = self.tok.bos()
+            && ids.first() != Some(&bos)
+        {
+            ids.insert(0, bos);
+        }
+        Ok(ids)
+    }
+
+    /// Checks the prompt fits, caps `max_tokens` to the context left, and queues the job.
+    pub fn submit(&self, mut job: Job, param: &str) -> Result<UnboundedReceiver<Event>, ApiError> {
+        if job.prompt.is_empty() {
+            return Err(ApiError::bad_request(
+                "the prompt is empty after tokenization",
+                Some(param),
+            ));
+        }
+        if job.prompt.len() >= self.ctx {
+            let mut e = ApiError::bad_request(
+                format!(
+                    "the prompt ({} tokens) does not fit the context of {} tokens",
+                    job.prompt.len(),
+                    self.ctx
+                ),
+                Some(param),
+            );
+            e.code = Some("context_length_exceeded");
+            return Err(e);
+        }
+        job.max_tokens = job.max_tokens.min(self.ctx - job.prompt.len());
+        sampler::Sampler::new(job.sampling.clone(), self.tok.n_vocab())
+            .map_err(|e| ApiError::bad_request(e.to_string(), None))?;
+        self.engine.submit(job).map_err(|e| match e {
+            SubmitError::Full => ApiError::busy(),
+            SubmitError::Gone => ApiError::internal(ServerError::EngineGone.to_string()),
+        })
+    }
+}
+
+/// Waits for a job to end: its whole text and how it finished.
+pub async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<(String, Done), ApiError> {
+    let mut text = String::new();
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            Event::Text(t) => text.push_str(&t),
+            Event::Done(d) => return Ok((text, d)),
+            Event::Error(e) => return Err(ApiError::internal(e)),
+        }
+    }
+    Err(ApiError::internal(ServerError::EngineGone.to_string()))
+}
+
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A fresh id with `prefix` (unique within this process, unpredictable enough for ids).
+pub fn new_id(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    format!("{prefix}{:x}{n:04x}", t ^ (std::process::id() as u64) << 40)
+}

@@ -1,0 +1,153 @@
+//! The router: routes, API-key check, body limit, and JSON errors for what the router itself
+//! rejects (unknown route, body too large).
+
+use crate::error::{ApiError, parse_json};
+use crate::{AppState, anthropic, openai};
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::json;
+use tower_http::limit::RequestBodyLimitLayer;
+
+/// The whole HTTP API over `state`.
+pub fn app(state: AppState) -> Router {
+    let limit = state.body_limit;
+    Router::new()
+        .route("/health", get(health))
+        .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/completions", post(openai::completions))
+        .route("/v1/messages", post(anthropic::messages))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::disable())
+        .layer(RequestBodyLimitLayer::new(limit))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+/// Reads a request body; a body over the limit is a 413.
+pub fn body(b: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    b.map_err(|e| match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(),
+        _ => ApiError::bad_request(e.body_text(), None),
+    })
+}
+
+/// Checks the API key (all routes but /health), and answers the body limit's plain 413 in
+/// JSON.
+async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let anthropic = req.uri().path().starts_with("/v1/messages");
+    let flavor = |e: ApiError| if anthropic { e.anthropic() } else { e };
+    if let Some(key) = &state.api_key
+        && req.uri().path() != "/health"
+    {
+        let h = req.headers();
+        let bearer = h
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let x_api_key = h.get("x-api-key").and_then(|v| v.to_str().ok());
+        if bearer != Some(key.as_str()) && x_api_key != Some(key.as_str()) {
+            return flavor(ApiError::unauthorized()).into_response();
+        }
+    }
+    let resp = next.run(req).await;
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if resp.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_json {
+        return flavor(ApiError::too_large()).into_response();
+    }
+    resp
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::not_found(
+        format!("no route {} {}", req.method(), req.uri().path()),
+        "unknown_url",
+    )
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+fn model_json(state: &AppState) -> serde_json::Value {
+    json!({
+        "id": state.model_id,
+        "object": "model",
+        "created": 0,
+        "owned_by": "molla",
+        "meta": {"n_ctx": state.ctx, "n_vocab": state.tok.n_vocab(), "device": state.device_name},
+    })
+}
+
+async fn models(State(state): State<AppState>) -> Json<serde_json::Value> {
+    Json(json!({"object": "list", "data": [model_json(&state)]}))
+}
+
+async fn model(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    if id != state.model_id {
+        return Err(ApiError::not_found(
+            format!(
+                "model '{id}' does not exist (this server has '{}')",
+                state.model_id
+            ),
+            "model_not_found",
+        ));
+    }
+    Ok(Json(model_json(&state)))
+}
+
+#[derive(Deserialize)]
+struct TokenizeRequest {
+    content: String,
+    #[serde(default)]
+    add_special: bool,
+    #[serde(default = "yes")]
+    parse_special: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+async fn tokenize(
+    State(state): State<AppState>,
+    b: Result<Bytes, BytesRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let r: TokenizeRequest = parse_json(&body(b)?)?;
+    let ids = state.tok.encode(&r.content, r.add_special, r.parse_special);
+    Ok(Json(json!({"tokens": ids})))
+}
+
+#[derive(Deserialize)]
+struct DetokenizeRequest {
+    tokens: Vec<u32>,
+}
+
+async fn detokenize(
+    State(state): State<AppState>,
+    b: Result<Bytes, BytesRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let r: DetokenizeRequest = parse_json(&body(b)?)?;
+    let text = state
+        .tok
+        .decode(&r.tokens)
+        .map_err(|e| ApiError::bad_request(e.to_string(), Some("tokens")))?;
+    Ok(Json(json!({"content": text})))
+}
