@@ -148,11 +148,7 @@ pub fn generate(
 
 /// How many tokens `cache` holds.
 pub fn cache_len(cache: &Cache) -> usize {
-    match cache {
-        Cache::Cpu(c) => c.len,
-        #[cfg(feature = "cuda")]
-        Cache::Cuda(c) => c.len,
-    }
+    cache.len()
 }
 
 /// Tokenizes a rendered chat prompt: special tokens parsed, and BOS added only where the model

@@ -12,13 +12,7 @@ pub mod tokenize;
 
 use anyhow::{Result, bail};
 
-/// Where a model runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Device {
-    Cpu,
-    /// A CUDA device by ordinal.
-    Cuda(usize),
-}
+pub use server::Device;
 
 /// Parses `--device`: `cpu`, `cuda`, `cuda:N`, or `auto` (the first CUDA device when one is
 /// usable, else the CPU).

@@ -28,10 +28,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let device = match super::parse_device(&a.device)? {
-        super::Device::Cpu => server::Device::Cpu,
-        super::Device::Cuda(n) => server::Device::Cuda(n),
-    };
+    let device = super::parse_device(&a.device)?;
     super::set_threads(a.threads)?;
     if !a.model.exists() {
         anyhow::bail!("model file {} not found", a.model.display());
