@@ -2,7 +2,7 @@
 //! seeds use them where a real model would be too big or too slow.
 
 use crate::error::Result;
-use gguf::{GgmlType, GgufWriter, TensorSpec, Value};
+use gguf::{Array, GgmlType, GgufFile, GgufWriter, TensorSpec, Value};
 
 /// The shape of a synthetic model.
 #[derive(Clone, Debug)]
@@ -133,6 +133,76 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
         let mut bytes = vec![0u8; spec.ty.bytes_for(n as u64).unwrap_or(0) as usize];
         quant::quantize(spec.ty, &vals, &mut bytes)?;
         w.write_tensor(&bytes)?;
+    }
+    Ok(w.finish()?)
+}
+
+/// GPT-2's byte-to-unicode table: the printable character standing for each byte.
+fn byte_char(b: u8) -> char {
+    let printable = |c: u32| {
+        (0x21..=0x7e).contains(&c) || (0xa1..=0xac).contains(&c) || (0xae..=0xff).contains(&c)
+    };
+    if printable(u32::from(b)) {
+        return char::from(b);
+    }
+    let n = (0..u32::from(b)).filter(|&c| !printable(c)).count() as u32;
+    char::from_u32(256 + n).unwrap_or('?')
+}
+
+/// Token ids of [`chat_model`]'s special tokens (after the 256 byte tokens).
+pub const ENDOFTEXT: u32 = 256;
+pub const IM_START: u32 = 257;
+pub const IM_END: u32 = 258;
+
+/// A tiny llama (random weights, 259 tokens: the 256 bytes and three ChatML specials) with
+/// byte-level BPE tokenizer metadata and `template` as `tokenizer.chat_template` (none when
+/// `None`, so the engine falls back to ChatML).
+pub fn chat_model(template: Option<&str>) -> Result<Vec<u8>> {
+    let spec = SynthSpec {
+        n_vocab: 259,
+        ..SynthSpec::tiny("llama")
+    };
+    let base = GgufFile::from_bytes(build(&spec)?)?;
+    let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_char(b).to_string()).collect();
+    tokens.extend(["<|endoftext|>", "<|im_start|>", "<|im_end|>"].map(String::from));
+    let mut types = vec![1i32; 256];
+    types.extend([3, 3, 3]);
+    let mut md: Vec<(String, Value)> = base.metadata().to_vec();
+    let s = |v: &str| Value::String(v.into());
+    md.extend([
+        ("tokenizer.ggml.model".into(), s("gpt2")),
+        ("tokenizer.ggml.pre".into(), s("gpt2")),
+        (
+            "tokenizer.ggml.tokens".into(),
+            Value::Array(Array::String(tokens)),
+        ),
+        (
+            "tokenizer.ggml.token_type".into(),
+            Value::Array(Array::I32(types)),
+        ),
+        (
+            "tokenizer.ggml.merges".into(),
+            Value::Array(Array::String(Vec::new())),
+        ),
+        ("tokenizer.ggml.bos_token_id".into(), Value::U32(ENDOFTEXT)),
+        ("tokenizer.ggml.eos_token_id".into(), Value::U32(IM_END)),
+        ("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)),
+    ]);
+    if let Some(t) = template {
+        md.push(("tokenizer.chat_template".into(), s(t)));
+    }
+    let specs: Vec<TensorSpec> = base
+        .tensors()
+        .iter()
+        .map(|t| TensorSpec {
+            name: t.name.clone(),
+            dims: t.dims.clone(),
+            ty: t.ty,
+        })
+        .collect();
+    let mut w = GgufWriter::new(Vec::new(), &md, &specs)?;
+    for t in base.tensors() {
+        w.write_tensor(base.tensor_data(t))?;
     }
     Ok(w.finish()?)
 }

@@ -3,8 +3,6 @@
 //! llama with gpt2-style byte-level tokenizer metadata and an optional chat template).
 #![allow(dead_code)]
 
-use gguf::{Array, GgufFile, GgufWriter, TensorSpec, Value};
-use model::synth::{SynthSpec, build};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -79,73 +77,10 @@ pub fn assert_error(out: &Output, needle: &str, what: &str) {
     );
 }
 
-/// GPT-2's byte-to-unicode table: the printable character standing for each byte.
-fn byte_char(b: u8) -> char {
-    let printable = |c: u32| {
-        (0x21..=0x7e).contains(&c) || (0xa1..=0xac).contains(&c) || (0xae..=0xff).contains(&c)
-    };
-    if printable(b as u32) {
-        return char::from(b);
-    }
-    let n = (0..b as u32).filter(|&c| !printable(c)).count() as u32;
-    char::from_u32(256 + n).unwrap()
-}
-
-/// Token ids of the tiny chat model's special tokens (after the 256 byte tokens).
-pub const ENDOFTEXT: u32 = 256;
-pub const IM_START: u32 = 257;
-pub const IM_END: u32 = 258;
-
-/// A tiny llama (random weights, 259 tokens: the 256 bytes and three ChatML specials) with
-/// byte-level BPE metadata and `template` as `tokenizer.chat_template` (ChatML when None).
+/// A tiny llama with byte-level tokenizer metadata and `template` as its chat template
+/// (`model::synth::chat_model`).
 pub fn tiny_chat_model(template: Option<&str>) -> Vec<u8> {
-    let spec = SynthSpec {
-        n_vocab: 259,
-        ..SynthSpec::tiny("llama")
-    };
-    let base = GgufFile::from_bytes(build(&spec).unwrap()).unwrap();
-    let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_char(b).to_string()).collect();
-    tokens.extend(["<|endoftext|>", "<|im_start|>", "<|im_end|>"].map(String::from));
-    let mut types = vec![1i32; 256];
-    types.extend([3, 3, 3]);
-    let mut md: Vec<(String, Value)> = base.metadata().to_vec();
-    let s = |v: &str| Value::String(v.into());
-    md.extend([
-        ("tokenizer.ggml.model".into(), s("gpt2")),
-        ("tokenizer.ggml.pre".into(), s("gpt2")),
-        (
-            "tokenizer.ggml.tokens".into(),
-            Value::Array(Array::String(tokens)),
-        ),
-        (
-            "tokenizer.ggml.token_type".into(),
-            Value::Array(Array::I32(types)),
-        ),
-        (
-            "tokenizer.ggml.merges".into(),
-            Value::Array(Array::String(Vec::new())),
-        ),
-        ("tokenizer.ggml.bos_token_id".into(), Value::U32(ENDOFTEXT)),
-        ("tokenizer.ggml.eos_token_id".into(), Value::U32(IM_END)),
-        ("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)),
-    ]);
-    if let Some(t) = template {
-        md.push(("tokenizer.chat_template".into(), s(t)));
-    }
-    let specs: Vec<TensorSpec> = base
-        .tensors()
-        .iter()
-        .map(|t| TensorSpec {
-            name: t.name.clone(),
-            dims: t.dims.clone(),
-            ty: t.ty,
-        })
-        .collect();
-    let mut w = GgufWriter::new(Vec::new(), &md, &specs).unwrap();
-    for t in base.tensors() {
-        w.write_tensor(base.tensor_data(t)).unwrap();
-    }
-    w.finish().unwrap()
+    model::synth::chat_model(template).unwrap()
 }
 
 /// Writes `bytes` as `name` in `dir`.
