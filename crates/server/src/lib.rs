@@ -67,6 +67,32 @@ pub struct State {
 
 pub type AppState = Arc<State>;
 
+/// The model's chat template (ChatML when the file has none), with its BOS/EOS texts.
+pub fn chat_template(model: &Model, tok: &Tokenizer) -> Result<ChatTemplate, ServerError> {
+    let piece = |id: Option<u32>| {
+        id.and_then(|i| tok.token_text(i).ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let source = model
+        .file
+        .get("tokenizer.chat_template")
+        .and_then(|v| v.as_str());
+    Ok(ChatTemplate::from_metadata(
+        source,
+        &piece(tok.bos()),
+        &piece(tok.eos()),
+    )?)
+}
+
+/// The context size to use: `requested`, or with 0 the model's training context capped at 8192.
+pub fn context_size(model: &Model, requested: usize) -> usize {
+    match requested {
+        0 => model.hp.n_ctx_train.clamp(1, 8192),
+        n => n,
+    }
+}
+
 impl State {
     /// Loads the GGUF file at `path` and starts the engine.
     pub fn load(path: &Path, cfg: &Config) -> Result<State, ServerError> {
@@ -80,20 +106,8 @@ impl State {
 
     pub fn from_model(model: Model, model_id: String, cfg: &Config) -> Result<State, ServerError> {
         let tok = Arc::new(Tokenizer::from_gguf(&model.file)?);
-        let piece = |id: Option<u32>| {
-            id.and_then(|i| tok.token_text(i).ok())
-                .unwrap_or("")
-                .to_string()
-        };
-        let source = model
-            .file
-            .get("tokenizer.chat_template")
-            .and_then(|v| v.as_str());
-        let template = ChatTemplate::from_metadata(source, &piece(tok.bos()), &piece(tok.eos()))?;
-        let ctx = match cfg.ctx {
-            0 => model.hp.n_ctx_train.clamp(1, 8192),
-            n => n,
-        };
+        let template = chat_template(&model, &tok)?;
+        let ctx = context_size(&model, cfg.ctx);
         let backend = Backend::new(model, cfg.device)?;
         let device_name = backend.device_name();
         let engine = Engine::start(backend, tok.clone(), ctx, cfg.queue)?;

@@ -110,20 +110,8 @@ impl GenArgs {
     fn load_path(&self, path: &std::path::Path, device: super::Device) -> Result<Session> {
         let model = Model::open(path).with_context(|| path.display().to_string())?;
         let tok = Tokenizer::from_gguf(&model.file).with_context(|| path.display().to_string())?;
-        let piece = |id: Option<u32>| {
-            id.and_then(|i| tok.token_text(i).ok())
-                .unwrap_or("")
-                .to_string()
-        };
-        let source = model
-            .file
-            .get("tokenizer.chat_template")
-            .and_then(|v| v.as_str());
-        let template = ChatTemplate::from_metadata(source, &piece(tok.bos()), &piece(tok.eos()))?;
-        let ctx = match self.ctx {
-            0 => model.hp.n_ctx_train.clamp(1, 8192),
-            n => n,
-        };
+        let template = server::chat_template(&model, &tok)?;
+        let ctx = server::context_size(&model, self.ctx);
         let backend = Backend::new(model, device)?;
         Ok(Session {
             backend,
