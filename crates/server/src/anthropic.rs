@@ -68,6 +68,54 @@ pub struct Request {
     pub stream: bool,
 }
 
+/// `/v1/messages/count_tokens`: the fields of a message request that shape the prompt.
+#[derive(Deserialize)]
+pub struct CountRequest {
+    pub messages: Vec<InMessage>,
+    pub system: Option<Content>,
+}
+
+/// The conversation as template messages: the system prompt, then user/assistant turns.
+fn chat_messages(
+    system: Option<&Content>,
+    messages: &[InMessage],
+) -> Result<Vec<Message>, ApiError> {
+    if messages.is_empty() {
+        return Err(ApiError::bad_request(
+            "messages must not be empty",
+            Some("messages"),
+        ));
+    }
+    let mut msgs = Vec::new();
+    if let Some(s) = system {
+        msgs.push(Message::new("system", s.text()?));
+    }
+    for m in messages {
+        if m.role != "user" && m.role != "assistant" {
+            return Err(ApiError::bad_request(
+                format!("messages: role '{}' is not user or assistant", m.role),
+                Some("messages"),
+            ));
+        }
+        msgs.push(Message::new(m.role.clone(), m.content.text()?));
+    }
+    Ok(msgs)
+}
+
+/// POST /v1/messages/count_tokens: `{"input_tokens": N}` for the templated prompt.
+pub async fn count_tokens(
+    State(state): State<AppState>,
+    b: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let count = || -> Result<Response, ApiError> {
+        let r: CountRequest = parse_json(&body(b)?)?;
+        let msgs = chat_messages(r.system.as_ref(), &r.messages)?;
+        let prompt = state.chat_prompt(&msgs, None)?;
+        Ok(Json(json!({ "input_tokens": prompt.len() })).into_response())
+    };
+    count().map_err(ApiError::anthropic)
+}
+
 fn stop_reason(d: &Done) -> &'static str {
     match d.finish {
         Finish::Eog => "end_turn",
@@ -85,25 +133,7 @@ pub async fn messages(
 
 async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let r: Request = parse_json(&body(b)?)?;
-    if r.messages.is_empty() {
-        return Err(ApiError::bad_request(
-            "messages must not be empty",
-            Some("messages"),
-        ));
-    }
-    let mut msgs = Vec::new();
-    if let Some(s) = &r.system {
-        msgs.push(Message::new("system", s.text()?));
-    }
-    for m in &r.messages {
-        if m.role != "user" && m.role != "assistant" {
-            return Err(ApiError::bad_request(
-                format!("messages: role '{}' is not user or assistant", m.role),
-                Some("messages"),
-            ));
-        }
-        msgs.push(Message::new(m.role.clone(), m.content.text()?));
-    }
+    let msgs = chat_messages(r.system.as_ref(), &r.messages)?;
     let prompt = state.chat_prompt(&msgs, None)?;
     let d = SamplerConfig::default();
     // Anthropic's defaults: temperature 1, no top-p/top-k truncation unless asked

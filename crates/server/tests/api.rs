@@ -137,6 +137,16 @@ async fn anthropic_messages() {
     }
     let delta: Value = serde_json::from_str(&events[events.len() - 2].1).unwrap();
     assert!(delta["usage"]["output_tokens"].as_u64().unwrap() <= 3);
+
+    let (s, c) = post_json(&app, "/v1/messages/count_tokens", &req).await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    assert_eq!(
+        c["input_tokens"], v["usage"]["input_tokens"],
+        "count_tokens agrees with usage"
+    );
+    let (s, e) = post_json(&app, "/v1/messages/count_tokens", &json!({"messages": []})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert_eq!(e["type"], "error", "Anthropic error shape: {e}");
 }
 
 #[tokio::test]
