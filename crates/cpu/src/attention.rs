@@ -1,9 +1,10 @@
 //! Causal grouped-query attention over the KV cache.
 
+use crate::kv::KvView;
 use crate::pool::{Chunks, Pool};
 use model::HParams;
-use quant::simd::{axpy_f32, dot_f32};
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::sync::Mutex;
 
 /// `q`: n rows of q_dim for positions `start..start+n`; `keys`/`values`: positions
@@ -13,12 +14,14 @@ pub fn attention(
     pool: &Pool,
     hp: &HParams,
     q: &[f32],
-    keys: &[f32],
-    values: &[f32],
+    keys: KvView,
+    values: KvView,
     start: usize,
     out: &mut [f32],
 ) {
-    let task = |i: usize, o: &mut [f32]| head(hp, q, keys, values, start, i, o);
+    let task = |h: usize, o: &mut [f32]| {
+        o.copy_from_slice(&head_block(hp, q, keys, values, start, h, 0, 1))
+    };
     if out.len() == hp.n_head * hp.head_dim_v {
         let heads: Vec<Mutex<&mut [f32]>> = out.chunks_mut(hp.head_dim_v).map(Mutex::new).collect();
         let next = Chunks::new(heads.len(), 1);
@@ -39,7 +42,7 @@ const QUERY_BLOCK: usize = 128;
 
 /// Prefill attention as matrix products per (head, block of query rows): scores = Q·Kᵀ and
 /// out = softmax(scores)·V through sgemm, with the causal mask applied to the scores.
-fn prefill(hp: &HParams, q: &[f32], keys: &[f32], values: &[f32], start: usize, out: &mut [f32]) {
+fn prefill(hp: &HParams, q: &[f32], keys: KvView, values: KvView, start: usize, out: &mut [f32]) {
     let n = out.len() / (hp.n_head * hp.head_dim_v);
     let blocks = n.div_ceil(QUERY_BLOCK);
     let o_dim = hp.n_head * hp.head_dim_v;
@@ -66,8 +69,8 @@ fn prefill(hp: &HParams, q: &[f32], keys: &[f32], values: &[f32], start: usize, 
 fn head_block(
     hp: &HParams,
     q: &[f32],
-    keys: &[f32],
-    values: &[f32],
+    keys: KvView,
+    values: KvView,
     start: usize,
     h: usize,
     t0: usize,
@@ -77,12 +80,14 @@ fn head_block(
     let kvh = h / (hp.n_head / hp.n_head_kv);
     // Positions any of these rows may see.
     let end = start + t0 + rows;
+    let (kh, krs) = head_rows(keys, end, hp.kv_dim(), kvh * hd, hd);
+    let (vh, vrs) = head_rows(values, end, hp.v_dim(), kvh * hdv, hdv);
     let mut scores = vec![0.0f32; rows * end];
     let q0 = t0 * hp.q_dim() + h * hd;
     crate::matmul::sgemm_strided(
         (rows, hd, end),
         (&q[q0..], hp.q_dim(), 1),
-        (&keys[kvh * hd..], 1, hp.kv_dim()),
+        (&kh, 1, krs),
         (&mut scores, end, 1),
         1.0 / (hd as f32).sqrt(),
     );
@@ -106,44 +111,32 @@ fn head_block(
     crate::matmul::sgemm_strided(
         (rows, end, hdv),
         (&scores, end, 1),
-        (&values[kvh * hdv..], hp.v_dim(), 1),
+        (&vh, vrs, 1),
         (&mut o, hdv, 1),
         1.0,
     );
     o
 }
 
-/// One query head of one token: softmax(q·Kᵀ/√d)·V over positions `0..=start+t`.
-fn head(
-    hp: &HParams,
-    q: &[f32],
-    keys: &[f32],
-    values: &[f32],
-    start: usize,
-    task: usize,
-    o: &mut [f32],
-) {
-    let (hd, hdv, kv_dim, v_dim) = (hp.head_dim, hp.head_dim_v, hp.kv_dim(), hp.v_dim());
-    let group = hp.n_head / hp.n_head_kv;
-    let scale = 1.0 / (hd as f32).sqrt();
-    let (t, h) = (task / hp.n_head, task % hp.n_head);
-    let kvh = h / group;
-    let qh = &q[t * hp.q_dim() + h * hd..][..hd];
-    let end = start + t + 1;
-    let mut scores: Vec<f32> = (0..end)
-        .map(|p| dot_f32(qh, &keys[p * kv_dim + kvh * hd..][..hd]) * scale)
-        .collect();
-    let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-    let mut sum = 0.0f32;
-    for s in &mut scores {
-        *s = (*s - max).exp();
-        sum += *s;
-    }
-    o.fill(0.0);
-    for (p, &w) in scores.iter().enumerate() {
-        axpy_f32(o, w, &values[p * v_dim + kvh * hdv..][..hdv]);
-    }
-    for a in o.iter_mut() {
-        *a /= sum;
+/// One head's `width` elements at `offset` of each of the first `end` cache rows (of
+/// `stride`) as f32, with the row stride to read them by: the cache itself when it holds f32,
+/// a decoded contiguous copy when it holds f16.
+fn head_rows(
+    src: KvView<'_>,
+    end: usize,
+    stride: usize,
+    offset: usize,
+    width: usize,
+) -> (Cow<'_, [f32]>, usize) {
+    match src {
+        KvView::F32(v) => (Cow::Borrowed(&v[offset..]), stride),
+        KvView::F16(_) => {
+            let mut out = vec![0.0f32; end * width];
+            let mut tmp = vec![0.0f32; width];
+            for (p, dst) in out.chunks_exact_mut(width).enumerate() {
+                dst.copy_from_slice(src.row(p * stride + offset, &mut tmp));
+            }
+            (Cow::Owned(out), width)
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::attention::attention;
 use crate::error::{CpuError, Result};
-use crate::kv::KvCache;
+use crate::kv::{CacheType, KvCache};
 use crate::matmul::{matmul, matmul_many, row};
 use crate::ops::{Rope, add_bias, add_in_place, rms_norm, swiglu};
 use crate::pool::Pool;
@@ -50,6 +50,8 @@ pub struct CpuModel {
     rope: Rope,
     /// Runs decode's short parallel regions; prefill uses rayon's pool.
     pool: Pool,
+    /// Element type of the caches [`CpuModel::new_cache`] makes.
+    cache_type: CacheType,
 }
 
 impl CpuModel {
@@ -62,12 +64,22 @@ impl CpuModel {
     pub fn with_threads(model: Model, threads: usize) -> CpuModel {
         let rope = Rope::new(&model.hp, model.rope_freqs.as_deref());
         let pool = Pool::new(threads, DECODE_SPIN);
-        CpuModel { model, rope, pool }
+        CpuModel {
+            model,
+            rope,
+            pool,
+            cache_type: CacheType::F32,
+        }
     }
 
     /// A KV cache for this model, for `capacity` positions.
     pub fn new_cache(&self, capacity: usize) -> KvCache {
-        KvCache::new(&self.model.hp, capacity)
+        KvCache::with_type(&self.model.hp, capacity, self.cache_type)
+    }
+
+    /// The element type of caches made from now on (f32 by default).
+    pub fn set_cache_type(&mut self, ty: CacheType) {
+        self.cache_type = ty;
     }
 
     /// Runs `tokens` at positions `kv.len..`, appends their keys and values to `kv`, and returns

@@ -10,5 +10,5 @@ mod pool;
 
 pub use error::{CpuError, Result};
 pub use forward::{CpuModel, Logits, check_input};
-pub use kv::KvCache;
+pub use kv::{CacheType, KvCache};
 pub use matmul::matmul;

@@ -86,3 +86,31 @@ fn bad_input_is_an_error() {
         Err(CpuError::CacheShape)
     ));
 }
+
+#[test]
+fn f16_cache_stays_close_to_f32() {
+    for arch in ["llama", "qwen2"] {
+        let mut m = load(&SynthSpec::tiny(arch));
+        let tokens = [3u32, 14, 15, 92, 65, 35, 89, 79, 32, 38];
+        let mut kv = m.new_cache(16);
+        let exact = m.forward(&tokens, &mut kv, Logits::All).unwrap();
+        m.set_cache_type(cpu::CacheType::F16);
+        let mut kv16 = m.new_cache(16);
+        let half = m.forward(&tokens, &mut kv16, Logits::All).unwrap();
+        let d = max_diff(&exact, &half);
+        assert!(
+            d > 0.0 && d < 2e-2,
+            "{arch}: prefill with an f16 cache differs by {d}"
+        );
+        let mut kv16 = m.new_cache(16);
+        let v = m.model.hp.n_vocab;
+        for (i, &t) in tokens.iter().enumerate() {
+            let step = m.forward(&[t], &mut kv16, Logits::Last).unwrap();
+            let d = max_diff(&step, &exact[i * v..(i + 1) * v]);
+            assert!(
+                d < 2e-2,
+                "{arch} position {i}: decode with an f16 cache differs by {d}"
+            );
+        }
+    }
+}

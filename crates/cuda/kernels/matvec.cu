@@ -225,7 +225,11 @@ __device__ void load_input(const MvArgs& a, float* xs) {
     __syncthreads();
 }
 
-extern "C" __global__ void matvec(const MvArgs a) {
+// KQ: Q4_K / Q5_K / Q6_K rows take the unit paths above. Those need more registers, so they get a
+// kernel of their own (matvec_k, launched when a segment is one of them) and the other types keep
+// the occupancy of the plain one.
+template <bool KQ>
+__device__ __forceinline__ void matvec_body(const MvArgs& a) {
     extern __shared__ float4 smem4[];
     float* xs = (float*)smem4;
     load_input(a, xs);
@@ -260,9 +264,9 @@ extern "C" __global__ void matvec(const MvArgs a) {
                 case T_Q8_0: acc = row_dot<T_Q8_0>(w, xs, nch, lane, lanes); break;
                 case T_Q2_K: acc = row_dot<T_Q2_K>(w, xs, nch, lane, lanes); break;
                 case T_Q3_K: acc = row_dot<T_Q3_K>(w, xs, nch, lane, lanes); break;
-                case T_Q4_K: acc = row_dot_k45<T_Q4_K>(w, xs, nch >> 2, lane, lanes); break;
-                case T_Q5_K: acc = row_dot_k45<T_Q5_K>(w, xs, nch >> 2, lane, lanes); break;
-                case T_Q6_K: acc = row_dot_q6k(w, xs, nch >> 2, lane, lanes); break;
+                case T_Q4_K: acc = KQ ? row_dot_k45<T_Q4_K>(w, xs, nch >> 2, lane, lanes) : row_dot<T_Q4_K>(w, xs, nch, lane, lanes); break;
+                case T_Q5_K: acc = KQ ? row_dot_k45<T_Q5_K>(w, xs, nch >> 2, lane, lanes) : row_dot<T_Q5_K>(w, xs, nch, lane, lanes); break;
+                case T_Q6_K: acc = KQ ? row_dot_q6k(w, xs, nch >> 2, lane, lanes) : row_dot<T_Q6_K>(w, xs, nch, lane, lanes); break;
                 default: acc = __int_as_float(0x7fc00000);
             }
         }
@@ -277,3 +281,6 @@ extern "C" __global__ void matvec(const MvArgs a) {
         }
     }
 }
+
+extern "C" __global__ void matvec(const MvArgs a) { matvec_body<false>(a); }
+extern "C" __global__ void matvec_k(const MvArgs a) { matvec_body<true>(a); }

@@ -27,6 +27,8 @@ fn libs_present() -> bool {
 /// The kernels of the program (kernels/*.cu).
 pub(crate) struct Kernels {
     pub matvec: CudaFunction,
+    /// The matvec with the Q4_K / Q5_K / Q6_K paths (more registers).
+    pub matvec_k: CudaFunction,
     pub matmul: CudaFunction,
     pub rms_norm: CudaFunction,
     pub rope_store: CudaFunction,
@@ -101,6 +103,7 @@ impl Gpu {
         let f = |name: &str| module.load_function(name).map_err(drv("kernel lookup"));
         let k = Kernels {
             matvec: f("matvec")?,
+            matvec_k: f("matvec_k")?,
             matmul: f("matmul")?,
             rms_norm: f("rms_norm")?,
             rope_store: f("rope_store")?,
@@ -118,12 +121,13 @@ impl Gpu {
             .shared_size_bytes()
             .map_err(drv("kernel attribute"))?;
         let max_smem = (optin - static_smem).max(48 * 1024 - static_smem).max(0) as usize;
-        k.matvec
-            .set_attribute(
+        for f in [&k.matvec, &k.matvec_k] {
+            f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 max_smem as i32,
             )
             .map_err(drv("kernel attribute"))?;
+        }
         let sm_count = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(drv("device attribute"))?

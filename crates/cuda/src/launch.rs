@@ -142,7 +142,12 @@ pub(crate) unsafe fn matvec(
     // Blocks stride over rows beyond this: each block prepares the input once, so a big head
     // (49152 rows) is not normalised 12288 times.
     let grid = total.div_ceil(rows_per_block).clamp(1, gpu.sm_count * 6) as u32;
-    let mut b = gpu.stream.launch_builder(&gpu.k.matvec);
+    // Q4_K (12), Q5_K (13), Q6_K (14) rows have their own paths in a kernel of their own.
+    let kq = a.seg[..a.nseg as usize]
+        .iter()
+        .any(|s| (12..=14).contains(&s.ty));
+    let f = if kq { &gpu.k.matvec_k } else { &gpu.k.matvec };
+    let mut b = gpu.stream.launch_builder(f);
     b.arg(&a);
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
     unsafe { b.launch(cfg((grid, 1, 1), MV_THREADS, (cols * 4) as u32)) }

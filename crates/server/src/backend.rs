@@ -42,6 +42,14 @@ impl Backend {
         }
     }
 
+    /// The KV cache element type for caches made from now on; the CPU honours it, CUDA caches
+    /// are always f16.
+    pub fn set_cache_type(&mut self, ty: cpu::CacheType) {
+        if let Backend::Cpu(m) = self {
+            m.set_cache_type(ty);
+        }
+    }
+
     pub fn hparams(&self) -> &HParams {
         match self {
             Backend::Cpu(m) => &m.model.hp,

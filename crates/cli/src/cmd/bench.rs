@@ -26,6 +26,9 @@ pub struct Args {
     threads: usize,
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// KV cache element type on the CPU: f32 (exact) or f16 (half the memory). CUDA uses f16.
+    #[arg(long = "cache-type", default_value = "f32")]
+    cache_type: String,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -72,7 +75,8 @@ pub fn run(a: Args) -> Result<()> {
     let load = Instant::now();
     let model = Model::open(&a.model).with_context(|| a.model.display().to_string())?;
     let desc = model.describe();
-    let m = Backend::new(model, device)?;
+    let mut m = Backend::new(model, device)?;
+    m.set_cache_type(super::parse_cache_type(&a.cache_type)?);
     let load_s = load.elapsed().as_secs_f64();
     let vocab = m.hparams().n_vocab;
     let dev = m.device_name();

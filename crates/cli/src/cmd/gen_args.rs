@@ -20,6 +20,9 @@ pub struct GenArgs {
     /// cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "auto")]
     pub device: String,
+    /// KV cache element type on the CPU: f32 (exact) or f16 (half the memory). CUDA uses f16.
+    #[arg(long = "cache-type", default_value = "f32")]
+    pub cache_type: String,
     /// CPU worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -112,7 +115,8 @@ impl GenArgs {
         let tok = Tokenizer::from_gguf(&model.file).with_context(|| path.display().to_string())?;
         let template = server::chat_template(&model, &tok)?;
         let ctx = server::context_size(&model, self.ctx);
-        let backend = Backend::new(model, device)?;
+        let mut backend = Backend::new(model, device)?;
+        backend.set_cache_type(super::parse_cache_type(&self.cache_type)?);
         Ok(Session {
             backend,
             tok,

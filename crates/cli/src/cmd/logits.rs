@@ -18,6 +18,9 @@ pub struct Args {
     /// cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// KV cache element type on the CPU: f32 (exact) or f16 (half the memory). CUDA uses f16.
+    #[arg(long = "cache-type", default_value = "f32")]
+    cache_type: String,
     /// Run the tokens one at a time (the decode path) instead of as one prefill batch.
     #[arg(long)]
     decode: bool,
@@ -49,7 +52,8 @@ pub fn run(a: Args) -> Result<()> {
     super::set_threads(a.threads)?;
     let tokens = parse_tokens(&a.tokens)?;
     let model = Model::open(&a.model).with_context(|| a.model.display().to_string())?;
-    let m = Backend::new(model, device)?;
+    let mut m = Backend::new(model, device)?;
+    m.set_cache_type(super::parse_cache_type(&a.cache_type)?);
     let mut kv = m.new_cache(tokens.len())?;
     let logits = if a.decode {
         let mut last = Vec::new();

@@ -44,6 +44,11 @@ fn cuda_available() -> bool {
     false
 }
 
+/// Parses `--cache-type`.
+pub fn parse_cache_type(s: &str) -> Result<cpu::CacheType> {
+    cpu::CacheType::parse(s).ok_or_else(|| anyhow::anyhow!("--cache-type: '{s}' is not f32 or f16"))
+}
+
 /// Sizes the rayon pool; 0 keeps rayon's default (one thread per logical core).
 pub fn set_threads(n: usize) -> Result<()> {
     if n > 0 {
