@@ -128,7 +128,7 @@ pub fn generate(
         logits = backend.forward(&[id], cache, Logits::Last)?;
     }
     if finish != Finish::Stop {
-        let tail = stop.push(&stream.finish());
+        let tail = stop.push(&stream.finish_generation());
         emit(&tail.emit)?;
         if tail.stopped {
             finish = Finish::Stop;

@@ -167,7 +167,7 @@ fn generate(
         logits = backend.forward(&[id], cache, Logits::Last)?;
     }
     if done.finish != Finish::Stop {
-        let tail = stop.push(&stream.finish());
+        let tail = stop.push(&stream.finish_generation());
         emit(tail.emit);
         if tail.stopped {
             done.finish = Finish::Stop;

@@ -72,11 +72,53 @@ impl<'t> StreamDecoder<'t> {
         self.pending.clear();
         s
     }
+
+    /// Ends a generation: like [`StreamDecoder::finish`], but the first bytes of a character
+    /// that generation stopped in the middle of are dropped rather than shown as U+FFFD.
+    pub fn finish_generation(&mut self) -> String {
+        let cut = incomplete_tail(&self.pending);
+        self.pending.truncate(self.pending.len() - cut);
+        self.finish()
+    }
+}
+
+/// How many bytes at the end of `b` begin a multi-byte UTF-8 character without completing it.
+fn incomplete_tail(b: &[u8]) -> usize {
+    for back in 1..=b.len().min(3) {
+        let c = b[b.len() - back];
+        if c & 0xC0 == 0x80 {
+            continue; // a continuation byte: look further back for the lead byte
+        }
+        let need = match c {
+            0xF0.. => 4,
+            0xE0.. => 3,
+            0xC0.. => 2,
+            _ => 1,
+        };
+        return if need > back { back } else { 0 };
+    }
+    0
 }
 
 #[cfg(test)]
 mod tests {
+    use super::incomplete_tail;
     use crate::{Tokenizer, Vocab, VocabKind};
+
+    #[test]
+    fn incomplete_tails() {
+        assert_eq!(incomplete_tail(b"ab"), 0);
+        assert_eq!(incomplete_tail("é".as_bytes()), 0);
+        assert_eq!(incomplete_tail(&"é".as_bytes()[..1]), 1);
+        assert_eq!(incomplete_tail(&"😀".as_bytes()[..3]), 3);
+        assert_eq!(incomplete_tail(&"😀".as_bytes()[..2]), 2);
+        assert_eq!(incomplete_tail("😀".as_bytes()), 0);
+        assert_eq!(
+            incomplete_tail(b"a\x80"),
+            0,
+            "a stray continuation byte is not a character start"
+        );
+    }
 
     fn spm_with_bytes() -> Tokenizer {
         let mut tokens: Vec<String> =
