@@ -13,6 +13,15 @@ use std::time::Duration;
 /// How long idle decode threads poll for the next region before parking.
 const DECODE_SPIN: Duration = Duration::from_micros(200);
 
+/// [`DECODE_SPIN`], or `MOLLA_DECODE_SPIN_US` microseconds when set (for measuring the trade-off
+/// between spinning and parking; docs/cpu.md has the figures).
+fn decode_spin() -> Duration {
+    std::env::var("MOLLA_DECODE_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(DECODE_SPIN, Duration::from_micros)
+}
+
 /// Which positions get logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Logits {
@@ -63,7 +72,7 @@ impl CpuModel {
     /// Uses `threads` decode threads (the caller included).
     pub fn with_threads(model: Model, threads: usize) -> CpuModel {
         let rope = Rope::new(&model.hp, model.rope_freqs.as_deref());
-        let pool = Pool::new(threads, DECODE_SPIN);
+        let pool = Pool::new(threads, decode_spin());
         CpuModel {
             model,
             rope,
