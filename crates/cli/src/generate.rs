@@ -1,27 +1,14 @@
-//! The generation loop shared by `molla run` and `molla chat`: prefill the prompt, then sample
-//! token by token, streaming text that is safe to show (whole UTF-8 characters, no partial stop
-//! string) until an end-of-generation token, a stop string, the token limit or a cancellation.
+//! `run` and `chat` around the shared generation loop (`server::generate`): the prompt checks
+//! with their CLI messages, Ctrl-C as a cancellation flag, and statistics for stderr.
 
 use crate::backend::{Backend, Cache};
 use anyhow::{Result, bail};
-use cpu::Logits;
-use sampler::{Sampler, StopMatcher};
+use sampler::Sampler;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokenizer::Tokenizer;
 
-/// Why generation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Finish {
-    /// An end-of-generation token (EOS, `<|im_end|>`, ...).
-    Eog,
-    /// A stop string appeared in the text.
-    Stop,
-    /// The token limit or the context filled up.
-    Length,
-    /// The cancellation flag was raised (Ctrl-C in `molla chat`).
-    Cancelled,
-}
+pub use server::generate::{Finish, tokenize_chat};
 
 /// When to stop besides an end-of-generation token.
 #[derive(Clone, Copy, Debug)]
@@ -84,7 +71,6 @@ pub fn generate(
         stops,
         cancel,
     } = limits;
-    let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
     if prompt.is_empty() {
         bail!("the prompt is empty after tokenization");
     }
@@ -95,71 +81,40 @@ pub fn generate(
             prompt.len()
         );
     }
-    let t0 = Instant::now();
-    let mut logits = backend.forward(prompt, cache, Logits::Last)?;
-    let prefill = t0.elapsed();
-    let t1 = Instant::now();
-    let mut history: Vec<u32> = prompt.to_vec();
-    let mut out = Vec::new();
-    let mut stream = tok.stream_decoder().skip_special(true);
-    let mut stop = StopMatcher::new(stops);
-    let mut finish = Finish::Length;
-    while out.len() < max_tokens {
-        if cancelled() {
-            finish = Finish::Cancelled;
-            break;
-        }
-        let id = sampler.sample(&logits, &history)?;
-        if tok.is_eog(id) {
-            finish = Finish::Eog;
-            break;
-        }
-        out.push(id);
-        history.push(id);
-        let piece = stop.push(&stream.push(id)?);
-        emit(&piece.emit)?;
-        if piece.stopped {
-            finish = Finish::Stop;
-            break;
-        }
-        if out.len() >= max_tokens || cache_len(cache) + 1 >= capacity {
-            break;
-        }
-        logits = backend.forward(&[id], cache, Logits::Last)?;
-    }
-    if finish != Finish::Stop {
-        let tail = stop.push(&stream.finish_generation());
-        emit(&tail.emit)?;
-        if tail.stopped {
-            finish = Finish::Stop;
-        } else {
-            emit(&stop.finish())?;
-        }
+    let mut failed = None;
+    let g = server::generate::generate(
+        backend,
+        cache,
+        capacity,
+        tok,
+        sampler,
+        prompt,
+        max_tokens,
+        stops,
+        || cancel.is_some_and(|c| c.load(Ordering::Relaxed)),
+        |text| {
+            if failed.is_none()
+                && let Err(e) = emit(text)
+            {
+                failed = Some(e);
+            }
+            failed.is_none()
+        },
+    )?;
+    if let Some(e) = failed {
+        return Err(e);
     }
     let stats = Stats {
         prompt_tokens: prompt.len(),
-        generated: out.len(),
-        prefill,
-        decode: t1.elapsed(),
-        finish,
+        generated: g.ids.len(),
+        prefill: g.prefill,
+        decode: g.decode,
+        finish: g.finish,
     };
-    Ok((out, stats))
+    Ok((g.ids, stats))
 }
 
 /// How many tokens `cache` holds.
 pub fn cache_len(cache: &Cache) -> usize {
     cache.len()
-}
-
-/// Tokenizes a rendered chat prompt: special tokens parsed, and BOS added only where the model
-/// asks for it and the template did not already write it.
-pub fn tokenize_chat(tok: &Tokenizer, text: &str) -> Vec<u32> {
-    let mut ids = tok.encode(text, false, true);
-    if tok.add_bos()
-        && let Some(bos) = tok.bos()
-        && ids.first() != Some(&bos)
-    {
-        ids.insert(0, bos);
-    }
-    ids
 }

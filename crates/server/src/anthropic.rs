@@ -120,7 +120,7 @@ fn stop_reason(d: &Done) -> &'static str {
     match d.finish {
         Finish::Eog => "end_turn",
         Finish::Stop => "stop_sequence",
-        Finish::Length => "max_tokens",
+        Finish::Length | Finish::Cancelled => "max_tokens",
     }
 }
 

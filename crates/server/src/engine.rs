@@ -3,23 +3,13 @@
 
 use crate::backend::{Backend, Cache};
 use crate::error::ServerError;
-use cpu::Logits;
-use sampler::{Sampler, SamplerConfig, StopMatcher};
+use sampler::{Sampler, SamplerConfig};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use tokenizer::Tokenizer;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-/// Why generation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Finish {
-    /// An end-of-generation token.
-    Eog,
-    /// A stop string appeared in the text.
-    Stop,
-    /// The token limit or the context filled up.
-    Length,
-}
+pub use crate::generate::Finish;
 
 /// One generation to run.
 #[derive(Clone, Debug)]
@@ -116,8 +106,7 @@ fn run(
     }
 }
 
-/// Prefills the prompt, then samples until an end-of-generation token, a stop string, the
-/// token limit or the context's end. None when the client stopped listening.
+/// Runs `job` unless there is nothing to generate; None when the client stopped listening.
 fn generate(
     backend: &Backend,
     cache: &mut Cache,
@@ -128,53 +117,34 @@ fn generate(
     events: &UnboundedSender<Event>,
 ) -> Result<Option<Done>, ServerError> {
     let prompt = &job.prompt;
-    let emit = |text: String| text.is_empty() || events.send(Event::Text(text)).is_ok();
-    let mut done = Done {
-        finish: Finish::Length,
-        stop: None,
-        prompt_tokens: prompt.len(),
-        completion_tokens: 0,
-    };
     if prompt.is_empty() || prompt.len() >= capacity || job.max_tokens == 0 {
+        let done = Done {
+            finish: Finish::Length,
+            stop: None,
+            prompt_tokens: prompt.len(),
+            completion_tokens: 0,
+        };
         return Ok(Some(done));
     }
-    let mut logits = backend.forward(prompt, cache, Logits::Last)?;
-    let mut history = prompt.clone();
-    let mut stream = tok.stream_decoder().skip_special(true);
-    let mut stop = StopMatcher::new(&job.stops);
-    while done.completion_tokens < job.max_tokens {
-        if events.is_closed() {
-            return Ok(None);
-        }
-        let id = sampler.sample(&logits, &history)?;
-        if tok.is_eog(id) {
-            done.finish = Finish::Eog;
-            break;
-        }
-        done.completion_tokens += 1;
-        history.push(id);
-        let piece = stop.push(&stream.push(id)?);
-        if !emit(piece.emit) {
-            return Ok(None);
-        }
-        if piece.stopped {
-            done.finish = Finish::Stop;
-            break;
-        }
-        if done.completion_tokens >= job.max_tokens || cache.len() + 1 >= capacity {
-            break;
-        }
-        logits = backend.forward(&[id], cache, Logits::Last)?;
+    let g = crate::generate::generate(
+        backend,
+        cache,
+        capacity,
+        tok,
+        sampler,
+        prompt,
+        job.max_tokens,
+        &job.stops,
+        || events.is_closed(),
+        |text| events.send(Event::Text(text.to_string())).is_ok(),
+    )?;
+    if g.finish == Finish::Cancelled {
+        return Ok(None);
     }
-    if done.finish != Finish::Stop {
-        let tail = stop.push(&stream.finish_generation());
-        emit(tail.emit);
-        if tail.stopped {
-            done.finish = Finish::Stop;
-        } else {
-            emit(stop.finish());
-        }
-    }
-    done.stop = stop.matched().map(String::from);
-    Ok(Some(done))
+    Ok(Some(Done {
+        finish: g.finish,
+        stop: g.stop,
+        prompt_tokens: prompt.len(),
+        completion_tokens: g.ids.len(),
+    }))
 }

@@ -9,6 +9,7 @@ pub mod anthropic;
 pub mod backend;
 pub mod engine;
 pub mod error;
+pub mod generate;
 pub mod openai;
 pub mod routes;
 pub mod sse;
@@ -134,14 +135,7 @@ impl State {
             .template
             .render(messages, tools, true)
             .map_err(|e| ApiError::bad_request(e.to_string(), Some("messages")))?;
-        let mut ids = self.tok.encode(&text, false, true);
-        if self.tok.add_bos()
-            && let Some(bos) = self.tok.bos()
-            && ids.first() != Some(&bos)
-        {
-            ids.insert(0, bos);
-        }
-        Ok(ids)
+        Ok(generate::tokenize_chat(&self.tok, &text))
     }
 
     /// Checks the prompt fits, caps `max_tokens` to the context left, and queues the job.

@@ -107,7 +107,7 @@ fn missing(field: &str) -> ApiError {
 pub fn finish_reason(f: Finish) -> &'static str {
     match f {
         Finish::Eog | Finish::Stop => "stop",
-        Finish::Length => "length",
+        Finish::Length | Finish::Cancelled => "length",
     }
 }
 
