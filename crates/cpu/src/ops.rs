@@ -3,26 +3,6 @@
 
 use model::RopeStyle;
 
-/// Dot product of two f32 slices of equal length, with 16 independent accumulators so the
-/// compiler can vectorise it. Slices of unequal length use the shorter one.
-pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f32; 16];
-    let mut ca = a.chunks_exact(16);
-    let mut cb = b.chunks_exact(16);
-    for (x, y) in (&mut ca).zip(&mut cb) {
-        for i in 0..16 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    let mut tail = 0.0f32;
-    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
-        tail += x * y;
-    }
-    acc.iter().sum::<f32>() + tail
-}
-
 /// `out = x / sqrt(mean(x^2) + eps) * w`, row by row over rows of `w.len()` elements.
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let n = w.len();
@@ -124,23 +104,6 @@ pub fn log_softmax(logits: &[f32]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dot_matches_f64_on_odd_lengths() {
-        for n in [1, 15, 16, 17, 576, 897] {
-            let a: Vec<f32> = (0..n).map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.1).collect();
-            let b: Vec<f32> = (0..n).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.2).collect();
-            let exact: f64 = a
-                .iter()
-                .zip(&b)
-                .map(|(&x, &y)| f64::from(x) * f64::from(y))
-                .sum();
-            assert!(
-                (f64::from(dot_f32(&a, &b)) - exact).abs() < 1e-3 * (1.0 + exact.abs()),
-                "n={n}"
-            );
-        }
-    }
 
     #[test]
     fn rope_styles_rotate_the_right_pairs() {
