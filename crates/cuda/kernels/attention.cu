@@ -57,21 +57,15 @@ __device__ __forceinline__ void values_vec(const float* ps, const u16* vbase, in
     }
 }
 
-extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention(const float* __restrict__ q, const u16* __restrict__ kc,
-                                                                    const u16* __restrict__ vc, float* __restrict__ out,
-                                                                    const int* pos0p, int n_head, int n_head_kv, int hd,
-                                                                    int hdv, float scale) {
-    __shared__ float qs[256];
+// One query head's attention over cache positions 0 .. end-1 of kv head `kvh`: `qs` (shared,
+// hd floats, ready) against f16 keys and values; writes hdv values to `o`. The block's
+// ATT_THREADS threads must all call it.
+__device__ void attend(const float* qs, const u16* __restrict__ kc, const u16* __restrict__ vc, int end, int kvh,
+                       int kv_dim, int v_dim, int hd, int hdv, float scale, float* o) {
     __shared__ float ps[ATT_TILE];
     __shared__ float red[ATT_WARPS];
     __shared__ float sacc[ATT_WARPS][256];
-    int h = blockIdx.x, t = blockIdx.y;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int kv_dim = n_head_kv * hd, v_dim = n_head_kv * hdv;
-    int kvh = h / (n_head / n_head_kv);
-    int end = *pos0p + t + 1;
-    const float* qh = q + (size_t)t * n_head * hd + (size_t)h * hd;
-    for (int d = threadIdx.x; d < hd; d += ATT_THREADS) qs[d] = qh[d];
     // Value layout: LP lanes per position when hdv is 64, 128 or 256; else one lane per dim.
     int lp = hdv == 64 ? 8 : hdv == 128 ? 16 : hdv == 256 ? 32 : 0;
     float acc[8];
@@ -134,10 +128,25 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention(const float*
         }
     }
     __syncthreads();
-    float* o = out + (size_t)t * n_head * hdv + (size_t)h * hdv;
     for (int d = threadIdx.x; d < hdv; d += ATT_THREADS) {
         float v = 0.f;
         for (int w = 0; w < ATT_WARPS; w++) v += sacc[w][d];
         o[d] = v / l;
     }
+    __syncthreads();  // ps, red and sacc are reused by the next call
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention(const float* __restrict__ q, const u16* __restrict__ kc,
+                                                                    const u16* __restrict__ vc, float* __restrict__ out,
+                                                                    const int* pos0p, int n_head, int n_head_kv, int hd,
+                                                                    int hdv, float scale) {
+    __shared__ float qs[256];
+    int h = blockIdx.x, t = blockIdx.y;
+    int kvh = h / (n_head / n_head_kv);
+    int end = *pos0p + t + 1;
+    const float* qh = q + (size_t)t * n_head * hd + (size_t)h * hd;
+    for (int d = threadIdx.x; d < hd; d += ATT_THREADS) qs[d] = qh[d];
+    __syncthreads();
+    attend(qs, kc, vc, end, kvh, n_head_kv * hd, n_head_kv * hdv, hd, hdv, scale,
+           out + (size_t)t * n_head * hdv + (size_t)h * hdv);
 }

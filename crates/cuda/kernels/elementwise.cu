@@ -21,7 +21,6 @@ extern "C" __global__ void embed(const u8* __restrict__ w, int ty, int rows, int
 extern "C" __global__ void swiglu(float* g, const float* __restrict__ u, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        float a = g[i];
-        g[i] = a / (1.0f + expf(-a)) * u[i];
+        g[i] = silu_mul(g[i], u[i]);
     }
 }

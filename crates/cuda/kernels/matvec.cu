@@ -192,33 +192,66 @@ __device__ __forceinline__ float row_dot_q6k(const u8* __restrict__ w, const flo
     return acc;
 }
 
+// One row's dot product with the prepared input, by weight type. KQ: Q4_K / Q5_K / Q6_K rows
+// take the unit paths above (more registers; see matvec_k).
+template <bool KQ>
+__device__ __forceinline__ float row_dot_ty(int ty, const u8* __restrict__ w, const float* xs, int cols, int lane, int lanes) {
+    int nch = cols >> 3;
+    switch (ty) {
+        case T_F32: return row_dot<T_F32>(w, xs, nch, lane, lanes);
+        case T_F16: return row_dot<T_F16>(w, xs, nch, lane, lanes);
+        case T_BF16: return row_dot<T_BF16>(w, xs, nch, lane, lanes);
+        case T_Q4_0: return row_dot<T_Q4_0>(w, xs, nch, lane, lanes);
+        case T_Q4_1: return row_dot<T_Q4_1>(w, xs, nch, lane, lanes);
+        case T_Q5_0: return row_dot<T_Q5_0>(w, xs, nch, lane, lanes);
+        case T_Q5_1: return row_dot<T_Q5_1>(w, xs, nch, lane, lanes);
+        case T_Q8_0: return row_dot<T_Q8_0>(w, xs, nch, lane, lanes);
+        case T_Q2_K: return row_dot<T_Q2_K>(w, xs, nch, lane, lanes);
+        case T_Q3_K: return row_dot<T_Q3_K>(w, xs, nch, lane, lanes);
+        case T_Q4_K: return KQ ? row_dot_k45<T_Q4_K>(w, xs, nch >> 2, lane, lanes) : row_dot<T_Q4_K>(w, xs, nch, lane, lanes);
+        case T_Q5_K: return KQ ? row_dot_k45<T_Q5_K>(w, xs, nch >> 2, lane, lanes) : row_dot<T_Q5_K>(w, xs, nch, lane, lanes);
+        case T_Q6_K: return KQ ? row_dot_q6k(w, xs, nch >> 2, lane, lanes) : row_dot<T_Q6_K>(w, xs, nch, lane, lanes);
+        default: return __int_as_float(0x7fc00000);
+    }
+}
+
+// 1 / sqrt(mean(x^2) + eps) of x[0..n), summed in f64 by the block's first `nt` threads (a multiple
+// of 32, at most blockDim.x) in a fixed order, so any kernel that calls it with the same `nt` gets
+// the same bits. Every thread of the block must call it.
+__device__ float rms_scale(const float* x, int n, float eps, int nt) {
+    __shared__ double red[32];
+    double ss = 0.0;
+    if ((int)threadIdx.x < nt)
+        for (int i = threadIdx.x; i < n; i += nt) {
+            double v = x[i];
+            ss += v * v;
+        }
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0.0;
+        for (int i = 0; i < (nt >> 5); i++) t += red[i];
+        red[0] = t;
+    }
+    __syncthreads();
+    float scale = (float)(1.0 / sqrt(red[0] / n + (double)eps));
+    __syncthreads();  // red is reused by the next call
+    return scale;
+}
+
+// silu(g) * u, as every SwiGLU in the CUDA backend computes it.
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 // Prepares the input row in shared memory (all threads of the block take part).
 __device__ void load_input(const MvArgs& a, float* xs) {
     int n = a.cols;
     if (a.mode == 1) {
-        __shared__ double red[32];
-        double ss = 0.0;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            double v = a.x[i];
-            ss += v * v;
-        }
-        for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-        int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-        if (lane == 0) red[warp] = ss;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            double t = 0.0;
-            for (int i = 0; i < (int)(blockDim.x >> 5); i++) t += red[i];
-            red[0] = t;
-        }
-        __syncthreads();
-        float scale = (float)(1.0 / sqrt(red[0] / n + (double)a.eps));
+        float scale = rms_scale(a.x, n, a.eps, blockDim.x);
         for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = a.x[i] * scale * a.norm_w[i];
     } else if (a.mode == 2) {
-        for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            float g = a.x[i];
-            xs[i] = g / (1.0f + expf(-g)) * a.x2[i];
-        }
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = silu_mul(a.x[i], a.x2[i]);
     } else {
         for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = a.x[i];
     }
@@ -252,23 +285,7 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
         if (active) {
             const MvSeg& s = a.seg[si];
             const u8* w = s.w + (size_t)r * s.row_bytes;
-            int nch = a.cols >> 3;
-            switch (s.ty) {
-                case T_F32: acc = row_dot<T_F32>(w, xs, nch, lane, lanes); break;
-                case T_F16: acc = row_dot<T_F16>(w, xs, nch, lane, lanes); break;
-                case T_BF16: acc = row_dot<T_BF16>(w, xs, nch, lane, lanes); break;
-                case T_Q4_0: acc = row_dot<T_Q4_0>(w, xs, nch, lane, lanes); break;
-                case T_Q4_1: acc = row_dot<T_Q4_1>(w, xs, nch, lane, lanes); break;
-                case T_Q5_0: acc = row_dot<T_Q5_0>(w, xs, nch, lane, lanes); break;
-                case T_Q5_1: acc = row_dot<T_Q5_1>(w, xs, nch, lane, lanes); break;
-                case T_Q8_0: acc = row_dot<T_Q8_0>(w, xs, nch, lane, lanes); break;
-                case T_Q2_K: acc = row_dot<T_Q2_K>(w, xs, nch, lane, lanes); break;
-                case T_Q3_K: acc = row_dot<T_Q3_K>(w, xs, nch, lane, lanes); break;
-                case T_Q4_K: acc = KQ ? row_dot_k45<T_Q4_K>(w, xs, nch >> 2, lane, lanes) : row_dot<T_Q4_K>(w, xs, nch, lane, lanes); break;
-                case T_Q5_K: acc = KQ ? row_dot_k45<T_Q5_K>(w, xs, nch >> 2, lane, lanes) : row_dot<T_Q5_K>(w, xs, nch, lane, lanes); break;
-                case T_Q6_K: acc = KQ ? row_dot_q6k(w, xs, nch >> 2, lane, lanes) : row_dot<T_Q6_K>(w, xs, nch, lane, lanes); break;
-                default: acc = __int_as_float(0x7fc00000);
-            }
+            acc = row_dot_ty<KQ>(s.ty, w, xs, a.cols, lane, lanes);
         }
         __syncwarp();
         acc = group_sum(acc, lanes);

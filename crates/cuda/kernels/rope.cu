@@ -3,6 +3,45 @@
 // Angles are pos * freq in f64 (freqs as the CPU's Rope computes them), cos/sin rounded to f32.
 // Grid (token, head): blocks y < n_head + n_head_kv rotate one q or k head, the last one copies v.
 
+// The element indices a, b of pair i (0 .. hd/2) of a head; pairs past n_rot/2 pass through.
+__device__ __forceinline__ void rope_idx(int i, int n_rot, int neox, int& a, int& b) {
+    int half = n_rot >> 1;
+    bool rot = i < half;
+    if (neox) {
+        a = rot ? i : n_rot + 2 * (i - half);
+        b = rot ? i + half : a + 1;
+    } else {
+        a = 2 * i;
+        b = a + 1;
+    }
+}
+
+// cos and sin of pair i's angle at pos (f64 angle, rounded to f32).
+__device__ __forceinline__ void rope_cs(int i, int pos, const double* __restrict__ freqs, float& c, float& s) {
+    double th = (double)pos * freqs[i];
+    c = (float)cos(th);
+    s = (float)sin(th);
+}
+
+// Rounded products and sums, no FMA contraction: every call site gets the same bits.
+__device__ __forceinline__ void rope_rot(float x0, float x1, float c, float s, float& y0, float& y1) {
+    y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
+
+// Pair i of a head: its element indices and rotated values. The one rotation every CUDA path uses.
+__device__ __forceinline__ void rope_pair(const float* src, int i, int pos, const double* __restrict__ freqs, int n_rot,
+                                          int neox, int& a, int& b, float& y0, float& y1) {
+    rope_idx(i, n_rot, neox, a, b);
+    y0 = src[a];
+    y1 = src[b];
+    if (i < (n_rot >> 1)) {
+        float c, s;
+        rope_cs(i, pos, freqs, c, s);
+        rope_rot(src[a], src[b], c, s, y0, y1);
+    }
+}
+
 extern "C" __global__ void rope_store(float* q, const float* __restrict__ k, const float* __restrict__ v,
                                       u16* kc, u16* vc, const int* pos0p, const double* __restrict__ freqs,
                                       int n_head, int n_head_kv, int hd, int hdv, int n_rot, int neox) {
@@ -19,24 +58,10 @@ extern "C" __global__ void rope_store(float* q, const float* __restrict__ k, con
     float* qt = q + (size_t)t * n_head * hd + (size_t)head * hd;
     const float* src = is_q ? qt : k + (size_t)t * kv_dim + (size_t)(head - n_head) * hd;
     u16* kd = kc + (size_t)pos * kv_dim + (size_t)(head - n_head) * hd;
-    int half = n_rot >> 1;
     for (int i = threadIdx.x; i < (hd >> 1); i += blockDim.x) {
-        bool rot = i < half;
         int a, b;
-        if (neox) {
-            a = rot ? i : n_rot + 2 * (i - half);
-            b = rot ? i + half : a + 1;
-        } else {
-            a = 2 * i;
-            b = a + 1;
-        }
-        float x0 = src[a], x1 = src[b], y0 = x0, y1 = x1;
-        if (rot) {
-            double th = (double)pos * freqs[i];
-            float c = (float)cos(th), s = (float)sin(th);
-            y0 = x0 * c - x1 * s;
-            y1 = x0 * s + x1 * c;
-        }
+        float y0, y1;
+        rope_pair(src, i, pos, freqs, n_rot, neox, a, b, y0, y1);
         if (is_q) {
             qt[a] = y0;
             qt[b] = y1;

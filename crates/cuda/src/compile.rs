@@ -17,6 +17,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("rope.cu", include_str!("../kernels/rope.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
     ("elementwise.cu", include_str!("../kernels/elementwise.cu")),
+    ("persistent.cu", include_str!("../kernels/persistent.cu")),
 ];
 
 /// The whole program, with `#line` markers so compiler messages name the original files.

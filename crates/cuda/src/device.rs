@@ -35,6 +35,9 @@ pub(crate) struct Kernels {
     pub attention: CudaFunction,
     pub embed: CudaFunction,
     pub swiglu: CudaFunction,
+    /// The persistent decode kernel, without and with the K-quant paths.
+    pub decode_persistent: CudaFunction,
+    pub decode_persistent_k: CudaFunction,
     _module: Arc<CudaModule>,
 }
 
@@ -46,6 +49,8 @@ pub struct Gpu {
     name: String,
     /// Largest dynamic shared memory a block may use, in bytes.
     pub(crate) max_smem: usize,
+    /// The same for the persistent decode kernels.
+    pub(crate) pk_max_smem: usize,
     /// Streaming multiprocessors.
     pub(crate) sm_count: usize,
 }
@@ -110,6 +115,8 @@ impl Gpu {
             attention: f("attention")?,
             embed: f("embed")?,
             swiglu: f("swiglu")?,
+            decode_persistent: f("decode_persistent")?,
+            decode_persistent_k: f("decode_persistent_k")?,
             _module: module,
         };
         let optin = ctx
@@ -128,6 +135,17 @@ impl Gpu {
             )
             .map_err(drv("kernel attribute"))?;
         }
+        let mut pk_max_smem = usize::MAX;
+        for f in [&k.decode_persistent, &k.decode_persistent_k] {
+            let st = f.shared_size_bytes().map_err(drv("kernel attribute"))?;
+            let allow = (optin - st).max(48 * 1024 - st).max(0);
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                allow,
+            )
+            .map_err(drv("kernel attribute"))?;
+            pk_max_smem = pk_max_smem.min(allow as usize);
+        }
         let sm_count = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(drv("device attribute"))?
@@ -141,6 +159,7 @@ impl Gpu {
             k,
             name,
             max_smem,
+            pk_max_smem,
             sm_count,
         })
     }
@@ -189,6 +208,14 @@ impl Gpu {
     /// Waits for all queued work.
     pub(crate) fn sync(&self) -> Result<()> {
         self.stream.synchronize().map_err(drv("kernel execution"))
+    }
+
+    /// Zeroes a buffer.
+    pub(crate) fn clear<T: DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        dst: &mut CudaSlice<T>,
+    ) -> Result<()> {
+        self.stream.memset_zeros(dst).map_err(drv("memset"))
     }
 
     /// Copies host data into the front of an existing buffer.

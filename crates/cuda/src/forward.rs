@@ -5,6 +5,7 @@ use crate::device::Gpu;
 use crate::error::{CudaError, Result, drv};
 use crate::kv::{CHUNK, CudaKvCache, Graph, Scratch};
 use crate::launch::{self, Heads, Out, Prep, WeightRef};
+use crate::persistent::{Input, Persistent, Steps};
 use crate::weights::DevMatrix;
 use cpu::Logits;
 use cudarc::driver::CudaSlice;
@@ -49,6 +50,14 @@ pub struct CudaModel {
     freqs: CudaSlice<f64>,
     layers: Vec<DevLayer>,
     graphs: AtomicBool,
+    /// Whether decode uses the persistent kernel (one launch a token) where it can.
+    persistent: AtomicBool,
+    /// Why the persistent kernel is off (set once it was tried and failed).
+    persistent_off: Mutex<Option<String>>,
+    /// With `MOLLA_PK_TRACE=1`: the last persistent step's trace (see `persistent_trace`).
+    pk_trace: Mutex<Option<crate::persistent::Trace>>,
+    /// Blocks of the last persistent launch grid built.
+    pk_grid: std::sync::atomic::AtomicU32,
     /// Serialises forward passes: they share one stream, and a graph capture must see no
     /// other thread's launches.
     lock: Mutex<()>,
@@ -119,6 +128,7 @@ impl CudaModel {
             neox: hp.rope_style == RopeStyle::Neox,
         };
         let graphs = std::env::var("MOLLA_CUDA_GRAPH").map_or(true, |v| v != "0");
+        let persistent = std::env::var("MOLLA_PERSISTENT").map_or(true, |v| v != "0");
         Ok(CudaModel {
             embd: m(&model.tok_embd)?,
             output: if model.tied_output {
@@ -132,6 +142,10 @@ impl CudaModel {
             heads,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             graphs: AtomicBool::new(graphs),
+            persistent: AtomicBool::new(persistent),
+            persistent_off: Mutex::new(None),
+            pk_grid: std::sync::atomic::AtomicU32::new(0),
+            pk_trace: Mutex::new(None),
             lock: Mutex::new(()),
             hp,
             gpu,
@@ -152,6 +166,52 @@ impl CudaModel {
     /// variable `MOLLA_CUDA_GRAPH=0` turns it off at load).
     pub fn set_graphs(&self, on: bool) {
         self.graphs.store(on, Ordering::Relaxed);
+    }
+
+    /// Turns the persistent decode kernel on or off (on by default; `MOLLA_PERSISTENT=0` turns it
+    /// off at load). Off, decode replays a CUDA graph of fused kernels (or launches them).
+    pub fn set_persistent(&self, on: bool) {
+        self.persistent.store(on, Ordering::Relaxed);
+    }
+
+    /// How decode steps run: "persistent" (one launch a token), "graph" (a replayed CUDA graph)
+    /// or "launches"; with the reason when the persistent kernel was tried and refused.
+    pub fn decode_path(&self) -> String {
+        let grid = self.pk_grid.load(Ordering::Relaxed);
+        let base = if self.persistent.load(Ordering::Relaxed) {
+            if grid > 0 {
+                return format!("persistent ({grid} blocks)");
+            }
+            "persistent"
+        } else if self.graphs.load(Ordering::Relaxed) {
+            "graph"
+        } else {
+            "launches"
+        };
+        match &*self
+            .persistent_off
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+        {
+            Some(why) => format!("{base} (persistent off: {why})"),
+            None => base.to_string(),
+        }
+    }
+
+    /// With `MOLLA_PK_TRACE=1` set at cache creation: the last persistent decode step's timing.
+    pub fn persistent_trace(&self) -> Option<crate::persistent::Trace> {
+        self.pk_trace
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn persistent_fails(&self, why: String) {
+        self.persistent.store(false, Ordering::Relaxed);
+        *self
+            .persistent_off
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(why);
     }
 
     /// A KV cache (f16, on the device) for `capacity` positions of this model.
@@ -203,6 +263,11 @@ impl CudaModel {
 
     fn decode(&self, token: u32, kv: &mut CudaKvCache) -> Result<Vec<f32>> {
         let g = &self.gpu;
+        if self.persistent.load(Ordering::Relaxed)
+            && let Some(logits) = self.decode_persistent(token, kv)?
+        {
+            return Ok(logits);
+        }
         g.write(&[token], &mut kv.tokens)?;
         g.write(&[kv.len as i32], &mut kv.pos)?;
         if self.graphs.load(Ordering::Relaxed) && kv.graph.is_none() {
@@ -217,6 +282,7 @@ impl CudaModel {
             .as_ref()
             .filter(|_| self.graphs.load(Ordering::Relaxed))
         {
+            launch::count_launch();
             graph.exec.launch().map_err(drv("graph launch"))?;
         } else {
             // SAFETY: every address comes from this model's or this cache's live buffers, sized
@@ -227,6 +293,119 @@ impl CudaModel {
         g.download(&kv.decode.logits, &mut logits)?;
         kv.len += 1;
         Ok(logits)
+    }
+
+    /// One decode step as one launch of the persistent kernel. `None` when it is not available
+    /// for this model or a wait in it timed out (then it is off from now on, and the caller
+    /// runs the step on the graph path: the step rewrites everything it wrote).
+    fn decode_persistent(&self, token: u32, kv: &mut CudaKvCache) -> Result<Option<Vec<f32>>> {
+        let (g, vocab) = (&self.gpu, self.hp.n_vocab);
+        if kv.pk.is_none() {
+            match self.build_persistent(kv) {
+                Ok(pk) => {
+                    self.pk_grid.store(pk.grid(), Ordering::Relaxed);
+                    kv.pk = Some(pk);
+                }
+                Err(e) => {
+                    self.persistent_fails(e.to_string());
+                    return Ok(None);
+                }
+            }
+        }
+        let Some(pk) = kv.pk.as_mut() else {
+            return Ok(None);
+        };
+        // The word after the logits is the kernel's error flag (zero).
+        let err = g.ptr(&kv.decode.logits) + (vocab * 4) as u64;
+        // SAFETY: the step list holds addresses of this model's and this cache's buffers.
+        unsafe { pk.launch(g, &self.heads, (token, kv.len), err, g.ptr(&self.freqs))? };
+        let mut out = vec![0.0f32; vocab + 1];
+        g.download(&kv.decode.logits, &mut out)?;
+        let flag = out[vocab].to_bits();
+        if flag == 0 {
+            if let Some(t) = pk.read_trace(g)? {
+                *self.pk_trace.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+            }
+            out.truncate(vocab);
+            kv.len += 1;
+            return Ok(Some(out));
+        }
+        kv.pk = None;
+        g.clear(&mut kv.decode.logits)?;
+        self.persistent_fails(format!("a wait timed out at step {}", flag - 1));
+        Ok(None)
+    }
+
+    /// The persistent kernel's step list for `kv`: per layer q/k/v (RMSNorm in the input, the
+    /// embedding lookup too in the first layer), rope + cache store + attention, wo (+= x),
+    /// gate/up with SwiGLU, down (+= x); then the head.
+    fn build_persistent(&self, kv: &CudaKvCache) -> Result<Persistent> {
+        let (g, hp, s) = (&self.gpu, &self.hp, &kv.decode);
+        if self.layers.is_empty() {
+            return Err(CudaError::Unsupported("a model without layers".into()));
+        }
+        let p = |b: &CudaSlice<f32>| g.ptr(b);
+        let (x, q, k, v, att, gate, up) = (
+            p(&s.x),
+            p(&s.q),
+            p(&s.k),
+            p(&s.v),
+            p(&s.att),
+            p(&s.gate),
+            p(&s.up),
+        );
+        let out = |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| Out {
+            w: w.r(g),
+            y,
+            bias,
+            accumulate,
+        };
+        let eps = hp.rms_eps;
+        let mut st = Steps::default();
+        for (li, l) in self.layers.iter().enumerate() {
+            let input = if li == 0 {
+                Input::EmbedRmsNorm {
+                    emb: self.embd.r(g),
+                    xout: x,
+                    w: p(&l.attn_norm),
+                    eps,
+                }
+            } else {
+                Input::RmsNorm(x, p(&l.attn_norm), eps)
+            };
+            let qkv = [
+                out(&l.wq, q, self.opt(&l.bq), false),
+                out(&l.wk, k, self.opt(&l.bk), false),
+                out(&l.wv, v, self.opt(&l.bv), false),
+            ];
+            st.matvec(&qkv, hp.n_embd, input);
+            st.attention((q, k, v), self.cache_ptrs(kv, li), att);
+            // wo and down add onto x, which the q/k/v and gate/up steps before them read.
+            st.residual(
+                &out(&l.wo, x, 0, true),
+                hp.n_head * hp.head_dim_v,
+                Input::Plain(att),
+            );
+            st.gate_up(
+                &out(&l.w_gate, gate, 0, false),
+                &out(&l.w_up, up, 0, false),
+                hp.n_embd,
+                Input::RmsNorm(x, p(&l.ffn_norm), eps),
+            );
+            st.residual(&out(&l.w_down, x, 0, true), hp.n_ff, Input::Plain(gate));
+        }
+        let head = Out {
+            w: self.output(),
+            y: p(&s.logits),
+            bias: 0,
+            accumulate: false,
+        };
+        st.matvec(
+            &[head],
+            hp.n_embd,
+            Input::RmsNorm(x, p(&self.output_norm), eps),
+        );
+        Persistent::new(g, st)
     }
 
     /// Captures the decode launches into a graph (the step's token and position are read from

@@ -3,6 +3,7 @@
 
 use crate::device::Gpu;
 use crate::error::Result;
+use crate::persistent::Persistent;
 use cudarc::driver::{CudaGraph, CudaSlice};
 use model::HParams;
 
@@ -36,7 +37,8 @@ impl Scratch {
             att: gpu.zeros(n * hp.n_head * hp.head_dim_v)?,
             gate: gpu.zeros(n * hp.n_ff)?,
             up: gpu.zeros(n * hp.n_ff)?,
-            logits: gpu.zeros(hp.n_vocab)?,
+            // One word more: the persistent decode kernel's error flag.
+            logits: gpu.zeros(hp.n_vocab + 1)?,
         })
     }
 }
@@ -70,6 +72,8 @@ pub struct CudaKvCache {
     /// Logits of every token of a prefill chunk.
     pub(crate) logits_all: Option<CudaSlice<f32>>,
     pub(crate) graph: Option<Graph>,
+    /// The persistent decode kernel's step list for this cache.
+    pub(crate) pk: Option<Persistent>,
 }
 
 impl CudaKvCache {
@@ -95,6 +99,7 @@ impl CudaKvCache {
             prefill: None,
             logits_all: None,
             graph: None,
+            pk: None,
         })
     }
 

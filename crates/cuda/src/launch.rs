@@ -68,6 +68,20 @@ pub(crate) struct Out {
     pub accumulate: bool,
 }
 
+thread_local! {
+    static LAUNCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one launch from the host (a kernel, or a CUDA graph replay), on the calling thread.
+pub(crate) fn count_launch() {
+    LAUNCHES.with(|c| c.set(c.get() + 1));
+}
+
+/// Launches issued from the calling thread so far.
+pub(crate) fn launch_count() -> u64 {
+    LAUNCHES.with(std::cell::Cell::get)
+}
+
 fn cfg(grid: (u32, u32, u32), block: u32, smem: u32) -> LaunchConfig {
     LaunchConfig {
         grid_dim: grid,
@@ -149,6 +163,7 @@ pub(crate) unsafe fn matvec(
     let f = if kq { &gpu.k.matvec_k } else { &gpu.k.matvec };
     let mut b = gpu.stream.launch_builder(f);
     b.arg(&a);
+    count_launch();
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
     unsafe { b.launch(cfg((grid, 1, 1), MV_THREADS, (cols * 4) as u32)) }
         .map_err(drv("matvec launch"))?;
@@ -181,6 +196,7 @@ pub(crate) unsafe fn matmul(gpu: &Gpu, o: &Out, x: u64, n: usize) -> Result<()> 
         .arg(&o.y)
         .arg(&o.bias)
         .arg(&acc);
+    count_launch();
     // SAFETY: as above.
     unsafe { b.launch(cfg(grid, 256, 0)) }.map_err(drv("matmul launch"))?;
     Ok(())
@@ -202,6 +218,7 @@ pub(crate) unsafe fn rms_norm(
     let n_i = n as i32;
     let mut b = gpu.stream.launch_builder(&gpu.k.rms_norm);
     b.arg(&x).arg(&w).arg(&out).arg(&n_i).arg(&eps);
+    count_launch();
     // SAFETY: as above.
     unsafe { b.launch(cfg((rows as u32, 1, 1), 256, 0)) }.map_err(drv("rms_norm launch"))?;
     Ok(())
@@ -256,6 +273,7 @@ pub(crate) unsafe fn rope_store(
         .arg(&neox);
     // SAFETY: as above.
     let heads = (h.n_head + h.n_head_kv + 1) as u32;
+    count_launch();
     unsafe { b.launch(cfg((n as u32, heads, 1), 64, 0)) }.map_err(drv("rope launch"))?;
     Ok(())
 }
@@ -291,6 +309,7 @@ pub(crate) unsafe fn attention(
         .arg(&hd)
         .arg(&hdv)
         .arg(&scale);
+    count_launch();
     // SAFETY: as above.
     unsafe { b.launch(cfg((h.n_head as u32, n as u32, 1), 256, 0)) }
         .map_err(drv("attention launch"))?;
@@ -317,6 +336,7 @@ pub(crate) unsafe fn embed(
         .arg(&rb)
         .arg(&tokens)
         .arg(&out);
+    count_launch();
     // SAFETY: as above.
     unsafe { b.launch(cfg((n as u32, 1, 1), 128, 0)) }.map_err(drv("embed launch"))?;
     Ok(())
@@ -330,6 +350,7 @@ pub(crate) unsafe fn swiglu(gpu: &Gpu, g: u64, u: u64, n: usize) -> Result<()> {
     let n_i = n as i32;
     let mut b = gpu.stream.launch_builder(&gpu.k.swiglu);
     b.arg(&g).arg(&u).arg(&n_i);
+    count_launch();
     // SAFETY: as above.
     unsafe { b.launch(cfg((n.div_ceil(256) as u32, 1, 1), 256, 0)) }
         .map_err(drv("swiglu launch"))?;

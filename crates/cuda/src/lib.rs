@@ -16,6 +16,7 @@ mod error;
 mod forward;
 mod kv;
 mod launch;
+mod persistent;
 pub mod testing;
 mod weights;
 
@@ -23,4 +24,5 @@ pub use device::{Gpu, is_available};
 pub use error::{CudaError, Result};
 pub use forward::CudaModel;
 pub use kv::CudaKvCache;
+pub use persistent::Trace;
 pub use weights::supports;

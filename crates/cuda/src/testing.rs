@@ -373,3 +373,8 @@ pub fn swiglu(gpu: &Gpu, g: &[f32], u: &[f32]) -> Result<Vec<f32>> {
     unsafe { launch::swiglu(gpu, gpu.ptr(&gd), gpu.ptr(&ud), g.len())? };
     fetch(gpu, &gd, g.len())
 }
+
+/// Kernel launches and graph replays issued so far from the calling thread.
+pub fn launch_count() -> u64 {
+    crate::launch::launch_count()
+}

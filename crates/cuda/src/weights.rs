@@ -60,12 +60,15 @@ impl DevMatrix {
                 expected,
             });
         }
+        // 16 bytes of slack: the persistent decode kernel copies rows in whole 16-byte units.
+        let mut buf = gpu.zeros(bytes.len() + 16)?;
+        gpu.write(bytes, &mut buf)?;
         Ok(DevMatrix {
             ty,
             rows,
             cols,
             row_bytes,
-            buf: gpu.upload(bytes)?,
+            buf,
         })
     }
 

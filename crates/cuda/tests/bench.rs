@@ -17,13 +17,23 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-#[test]
-#[ignore]
-fn smollm2_speed() {
-    let Some(_) = gpu() else { return };
-    let mut rows = Vec::new();
-    for ty in [GgmlType::Q8_0, GgmlType::Q4_1] {
-        let spec = SynthSpec {
+/// SmolLM2-135M's shapes (30 layers, tied head) or Qwen2.5-0.5B's (24 layers, biases, NeoX).
+fn shape(name: &str, ty: GgmlType) -> SynthSpec {
+    if name == "qwen" {
+        SynthSpec {
+            arch: "qwen2",
+            n_vocab: 151936,
+            n_embd: 896,
+            n_layer: 24,
+            n_ff: 4864,
+            n_head: 14,
+            n_head_kv: 2,
+            ty,
+            tied: true,
+            seed: 5,
+        }
+    } else {
+        SynthSpec {
             arch: "llama",
             n_vocab: 49152,
             n_embd: 576,
@@ -34,17 +44,86 @@ fn smollm2_speed() {
             ty,
             tied: true,
             seed: 5,
-        };
+        }
+    }
+}
+
+/// A persistent step's trace by kind of step (the five of a layer, then the head), means in us:
+/// wake = first block's start less the previous step's last end (the barrier), skew = last
+/// start less first start; then per block (mean over blocks): input = start to input ready,
+/// weights = to first weights ready, rest = to the end; work = last end less first start.
+fn print_trace(tag: &str, t: &cuda::Trace) {
+    let names = ["qkv", "attention", "wo", "gate/up", "down", "head"];
+    let mut sum = [[0f64; 7]; 6];
+    let (g, n) = (t.grid, t.ops.len());
+    let st = |s: usize, b: usize, j: usize| t.stamps[8 * (s * g + b) + j] as f64;
+    let t0 = (0..g).map(|b| st(0, b, 0)).fold(f64::MAX, f64::min);
+    let mut prev_end = t0;
+    for s in 0..n {
+        let k = if s + 1 == n { 5 } else { s % 5 };
+        let lo = (0..g).map(|b| st(s, b, 0)).fold(f64::MAX, f64::min);
+        let hi = (0..g).map(|b| st(s, b, 0)).fold(0.0, f64::max);
+        let end = (0..g).map(|b| st(s, b, 1)).fold(0.0, f64::max);
+        // Cycles to us at the H200's 1.98 GHz boost clock.
+        let mean = |j: usize| (0..g).map(|b| st(s, b, j)).sum::<f64>() / g as f64 / 1.98;
+        let row = [
+            lo - prev_end,
+            hi - lo,
+            mean(2),
+            mean(3),
+            mean(4),
+            end - lo,
+            1.0,
+        ];
+        for (a, v) in sum[k].iter_mut().zip(row) {
+            *a += v;
+        }
+        prev_end = end;
+    }
+    println!(
+        "{tag}: trace of one step, total {:.1} us",
+        (prev_end - t0) / 1e3
+    );
+    println!("| step | count | wake | skew | input | weights | rest | work |");
+    for (name, s) in names.iter().zip(sum) {
+        let c = s[6].max(1.0);
+        let f = |i: usize| s[i] / c / 1e3;
+        println!(
+            "| {name} | {c} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            f(0),
+            f(1),
+            f(2),
+            f(3),
+            f(4),
+            f(5)
+        );
+    }
+}
+
+/// pp512 and tg128 on the three decode paths (persistent kernel, graph replay, plain launches).
+/// `MOLLA_BENCH_SHAPES` picks shapes (default "smol:Q8_0 smol:Q4_1 qwen:Q4_K").
+#[test]
+#[ignore]
+fn decode_speed() {
+    let Some(_) = gpu() else { return };
+    let mut rows = Vec::new();
+    let shapes = std::env::var("MOLLA_BENCH_SHAPES")
+        .unwrap_or_else(|_| "smol:Q8_0 smol:Q4_1 qwen:Q4_K".into());
+    for item in shapes.split_whitespace() {
+        let (name, ty) = item.split_once(':').unwrap_or((item, "Q8_0"));
+        let ty = GgmlType::from_name(ty).expect("a ggml type name");
+        let spec = shape(name, ty);
+        let vocab = spec.n_vocab as u32;
         let t0 = Instant::now();
         let m = Model::from_file(GgufFile::from_bytes(build(&spec).unwrap()).unwrap()).unwrap();
         let t1 = Instant::now();
         let cuda = CudaModel::new(&m, 0).unwrap();
         println!(
-            "{ty}: synth {:.1}s, upload+kernels {:.2}s",
+            "{name} {ty}: synth {:.1}s, upload+kernels {:.2}s",
             (t1 - t0).as_secs_f64(),
             t1.elapsed().as_secs_f64()
         );
-        let prompt: Vec<u32> = (0..512).map(|i| (i * 97 % 49152) as u32).collect();
+        let prompt: Vec<u32> = (0..512).map(|i| (i * 97) % vocab).collect();
         let mut pp = Vec::new();
         for _ in 0..4 {
             let mut kv = cuda.new_cache(1024).unwrap();
@@ -53,44 +132,44 @@ fn smollm2_speed() {
             pp.push(512.0 / t.elapsed().as_secs_f64());
         }
         pp.remove(0);
-        let mut tg = [0.0f64; 2];
-        for (i, graphs) in [true, false].into_iter().enumerate() {
+        let mut tg = [0.0f64; 3];
+        let mut path = String::new();
+        for (i, (persistent, graphs)) in [(true, true), (false, true), (false, false)]
+            .into_iter()
+            .enumerate()
+        {
+            cuda.set_persistent(persistent);
             cuda.set_graphs(graphs);
             let mut reps = Vec::new();
             for _ in 0..3 {
                 let mut kv = cuda.new_cache(1024).unwrap();
                 cuda.forward(&prompt[..16], &mut kv, Logits::Last).unwrap();
-                cuda.forward(&[1], &mut kv, Logits::Last).unwrap(); // captures the graph
+                cuda.forward(&[1], &mut kv, Logits::Last).unwrap(); // builds the graph / step list
                 let t = Instant::now();
                 for s in 0..128u32 {
-                    cuda.forward(&[s * 31 % 49152], &mut kv, Logits::Last)
+                    cuda.forward(&[s * 31 % vocab], &mut kv, Logits::Last)
                         .unwrap();
                 }
                 reps.push(128.0 / t.elapsed().as_secs_f64());
             }
+            if i == 0 {
+                path = cuda.decode_path();
+                if let Some(t) = cuda.persistent_trace() {
+                    print_trace(&format!("{name} {ty}"), &t);
+                }
+            }
             tg[i] = median(reps);
         }
         rows.push(format!(
-            "| SmolLM2-shaped {ty} | {:.0} | {:.0} | {:.0} |",
+            "| {name} {ty} | {:.0} | {:.0} | {:.0} | {:.0} | {path} |",
             median(pp),
             tg[0],
-            tg[1]
+            tg[1],
+            tg[2]
         ));
     }
-    println!(
-        "device: {}",
-        CudaModel::new(
-            &Model::from_file(
-                GgufFile::from_bytes(build(&SynthSpec::tiny("llama")).unwrap()).unwrap()
-            )
-            .unwrap(),
-            0
-        )
-        .unwrap()
-        .device_name()
-    );
-    println!("| model | pp512 tok/s | tg128 tok/s (graph) | tg128 tok/s (no graph) |");
-    println!("| --- | --- | --- | --- |");
+    println!("| model | pp512 tok/s | tg128 persistent | tg128 graph | tg128 plain | path |");
+    println!("| --- | --- | --- | --- | --- | --- |");
     for r in rows {
         println!("{r}");
     }

@@ -1,0 +1,446 @@
+// One launch a token: a persistent decode kernel. Every block stays resident for the whole step
+// (the host sizes the grid by an occupancy query) and walks the same device-resident list of steps
+// (PkStep, built once per cache on the host). Step s may start only when every block has finished
+// step s-1: each block adds 1 to counters[s] when done with s (release), and a block waits until
+// counters[s-1] reaches epoch * gridDim.x (acquire; counters are never reset, the epoch grows by
+// one a launch). Only position, token and epoch change per token, and they are kernel arguments.
+//
+// The work of a step is split by block: a matvec's rows in contiguous ranges (the block prepares
+// the input once, each warp takes rows), attention by head. Each op computes exactly what the
+// graph-replayed kernels compute (same device functions, same reduction orders), so both paths
+// give the same bits.
+//
+// Weights of a matvec step pass through shared memory (see pk_stage): the copies for step s are
+// issued before the wait for step s-1.
+//
+// Safety: every wait is bounded (timeout_ms, on the global timer) and checks the error word; a
+// timeout stores 1 + the step index there and every block returns. The host reads the word with
+// the logits and falls back to the graph path.
+
+#define PK_THREADS 256
+#define PK_WARPS 8
+// Threads that reduce an RMSNorm sum of squares: the decode matvec's block size, so the f64 sum
+// is added in the same order as there.
+#define PK_NORM_THREADS 128
+
+#define PK_OP_MATVEC 0
+#define PK_OP_ATTN 1
+
+#define PK_PREP_PLAIN 0
+#define PK_PREP_RMSNORM 1
+// The embedding row of the token, then RMSNorm; block 0 also stores the raw row in xout.
+#define PK_PREP_EMBED_RMSNORM 2
+
+struct PkStep {
+    const u8* w[3];
+    const float* bias[3];
+    float* y[3];
+    const float* x;
+    const float* norm_w;
+    const u8* emb;
+    float* xout;
+    // attention: raw q, k, v of this token, the layer's caches, the output
+    const float* q;
+    const float* k;
+    const float* v;
+    u16* kc;
+    u16* vc;
+    float* out;
+    int rows[3];
+    int row_bytes[3];
+    int ty[3];
+    int accumulate[3];
+    int op;
+    int prep;
+    int pair;  // segments 0 and 1 have the same rows: y0 = silu(W0·x) * (W1·x)
+    int nseg;
+    int cols;
+    int total;  // rows of the step (pair: of one segment)
+    int emb_ty;
+    int emb_rows;
+    int emb_row_bytes;
+    float eps;
+    int res_smem;  // accumulate onto the raw input row the previous RMSNorm step of this block
+                   // loaded (xraw in shared memory) instead of reading y again
+    int pad;
+};
+
+struct PkArgs {
+    const PkStep* steps;
+    u32* counters;
+    u32* err;
+    const double* freqs;
+    int nsteps;
+    u32 token;
+    int pos;
+    u32 epoch;
+    int n_head;
+    int n_head_kv;
+    int hd;
+    int hdv;
+    int n_rot;
+    int neox;
+    float scale;
+    u32 timeout_ms;
+    int chunk;     // bytes of weights per shared-memory chunk (two buffers of chunk + 64 bytes)
+    int xs_bytes;  // shared memory before the chunk buffers (the input row)
+    int knobs;     // measurement: bit 0 leaves out the matvec work, bit 1 the attention work;
+                   // bits 8..15: ns to sleep between polls of a counter (0: spin)
+    int nw_bytes;  // shared memory after the input row for the RMSNorm weights, then as much for
+                   // the raw (unnormalised) input row
+    u64* trace;    // measurement, or null: per step and block, 8 words: global-timer ns when the
+                   // work starts (after the wait) and ends; SM cycles spent on the input, waiting
+                   // for the first weights, and on the rest
+};
+
+__device__ __forceinline__ u64 global_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__shared__ long long pk_stamps[4];
+
+// Trace stamp k of the current step (thread 0, after a barrier): SM clock cycles.
+__device__ __forceinline__ void pk_stamp(const PkArgs& a, int k) {
+    if (a.trace && threadIdx.x == 0) pk_stamps[k] = clock64();
+}
+
+__device__ __forceinline__ u32 ld_relaxed(const u32* p) {
+    u32 v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ u32 ld_acquire(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Waits until *c reaches target (mod 2^32). False when the kernel must stop (error or timeout).
+// Thread 0 polls with acquire loads; the barrier then hands what it saw to the whole block.
+__device__ bool pk_wait(const PkArgs& a, const u32* c, u32 target, int step) {
+    __shared__ int ok;
+    if (threadIdx.x == 0) {
+        int good = 1;
+        if ((int)(ld_acquire(c) - target) < 0) {
+            u64 t0 = global_ns(), limit = (u64)a.timeout_ms * 1000000ull;
+            u32 nap = (a.knobs >> 8) & 0xff;
+            while ((int)(ld_relaxed(c) - target) < 0) {
+                if (nap) __nanosleep(nap);
+                if (*(volatile u32*)a.err != 0u) {
+                    good = 0;
+                    break;
+                }
+                if (global_ns() - t0 > limit) {
+                    atomicCAS(a.err, 0u, (u32)(step + 1));
+                    good = 0;
+                    break;
+                }
+            }
+            ld_acquire(c);
+        }
+        ok = good;
+    }
+    __syncthreads();
+    return ok != 0;
+}
+
+// The block's writes so far, released to whoever acquires the counter after this add.
+__device__ __forceinline__ void pk_arrive(u32* c) {
+    __syncthreads();
+    if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
+}
+
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+    u32 a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Block b's rows [r0, r1) of a step with `total` rows.
+__device__ __forceinline__ void pk_rows(int total, int& r0, int& r1) {
+    r0 = (int)((long long)total * blockIdx.x / gridDim.x);
+    r1 = (int)((long long)total * (blockIdx.x + 1) / gridDim.x);
+}
+
+// A block's rows of a matvec step go through shared memory in chunks: contiguous rows of one
+// segment (pair steps: the same rows of both), at most `chunk` bytes, copied with cp.async. The
+// first two chunks of a step are issued before the block waits for the previous step (weights
+// do not depend on it), so their transfer overlaps the wait; later chunks are issued as buffers
+// free up (double buffering).
+struct PkChunk {
+    int seg;  // segment (pair: 0)
+    int ra;   // rows [ra, rb) of that segment
+    int rb;
+};
+
+// The chunk starting at the step's row `cur` (< r1); advances cur.
+__device__ __forceinline__ PkChunk pk_next_chunk(const PkStep& st, int& cur, int r1, int chunk) {
+    int si = 0, r = cur;
+    if (!st.pair)
+        while (si < st.nseg - 1 && r >= st.rows[si]) r -= st.rows[si++];
+    int seg_end = cur - r + st.rows[si];
+    int per_row = st.pair ? st.row_bytes[0] + st.row_bytes[1] : st.row_bytes[si];
+    int n = chunk / per_row;
+    if (n < 1) n = 1;
+    int end = min(min(r1, seg_end), cur + n);
+    PkChunk c = {si, r, r + (end - cur)};
+    cur = end;
+    return c;
+}
+
+// The 16-byte-aligned span holding rows [ra, rb) of segment s: start and length in 16-byte units.
+__device__ __forceinline__ const u8* pk_span(const PkStep& st, int s, int ra, int rb, int& n16) {
+    const u8* a = st.w[s] + (size_t)ra * st.row_bytes[s];
+    const u8* b = st.w[s] + (size_t)rb * st.row_bytes[s];
+    const u8* a0 = (const u8*)((size_t)a & ~(size_t)15);
+    n16 = (int)((b - a0 + 15) >> 4);
+    return a0;
+}
+
+__device__ void pk_issue(const PkStep& st, const PkChunk& c, u8* buf) {
+    u32 dst = smem_u32(buf);
+    for (int j = 0; j < (st.pair ? 2 : 1); j++) {
+        int n16;
+        const u8* src = pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
+        for (int i = threadIdx.x; i < n16; i += PK_THREADS) cp_async16(dst + 16 * i, src + 16 * i);
+        dst += 16 * n16;
+    }
+    cp_commit();
+}
+
+// Row r of the chunk in shared memory (j: which of a pair), at the same address mod 16 as in
+// global memory, so the row decoders' aligned loads stay aligned.
+__device__ __forceinline__ const u8* pk_row(const PkStep& st, const PkChunk& c, const u8* buf, int j, int r) {
+    const u8* p = buf;
+    if (j == 1) {
+        int n16;
+        pk_span(st, 0, c.ra, c.rb, n16);
+        p += 16 * n16;
+    }
+    int s = st.pair ? j : c.seg;
+    size_t a = (size_t)(st.w[s] + (size_t)c.ra * st.row_bytes[s]);
+    return p + (a & 15) + (size_t)(r - c.ra) * st.row_bytes[s];
+}
+
+
+// Whether this block has work in matvec step st: rows, or an RMSNorm input, which every block
+// loads (block 0 stores the embedding row, and each keeps the raw row for a later residual step).
+__device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
+    return r0 < r1 || st.prep != PK_PREP_PLAIN;
+}
+
+// Before the wait: the RMSNorm weights and the first two chunks of step st (cp.async groups:
+// the first holds the norm weights and chunk 0, the second chunk 1).
+__device__ void pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* buf0, u8* buf1) {
+    if (st.op != PK_OP_MATVEC) return;
+    int r0, r1;
+    pk_rows(st.total, r0, r1);
+    if (!pk_busy(st, r0, r1)) return;
+    if (st.prep != PK_PREP_PLAIN) {
+        u32 dst = smem_u32(nw);
+        for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
+    }
+    int cur = r0;
+    if (cur < r1) pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), buf0);
+    else cp_commit();
+    if (cur < r1) pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), buf1);
+}
+
+// The input of a matvec step, prepared in shared memory (all threads take part). `pending`:
+// whether the second cp.async group (chunk 1) was issued.
+__device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, bool pending) {
+    int n = st.cols;
+    if (st.prep == PK_PREP_EMBED_RMSNORM) {
+        if (a.token < (u32)st.emb_rows) {
+            const u8* row = st.emb + (size_t)a.token * st.emb_row_bytes;
+            for (int c = threadIdx.x; c < (n >> 3); c += PK_THREADS) {
+                float v[8];
+                dq8_rt(st.emb_ty, row, c, v);
+#pragma unroll
+                for (int j = 0; j < 8; j++) xs[8 * c + j] = v[j];
+            }
+        }
+        __syncthreads();
+        if (blockIdx.x == 0)
+            for (int i = threadIdx.x; i < n; i += PK_THREADS) st.xout[i] = xs[i];
+    } else {
+        for (int i = threadIdx.x; i < n; i += PK_THREADS) xs[i] = __ldcg(st.x + i);
+        __syncthreads();
+    }
+    if (st.prep != PK_PREP_PLAIN) {
+        float scale = rms_scale(xs, n, st.eps, PK_NORM_THREADS);
+        if (pending) cp_wait<1>();
+        else cp_wait<0>();
+        __syncthreads();
+        for (int i = threadIdx.x; i < n; i += PK_THREADS) {
+            float v = xs[i];
+            xraw[i] = v;
+            xs[i] = v * scale * nw[i];
+        }
+        __syncthreads();
+    }
+}
+
+template <bool KQ>
+__device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* buf0,
+                          u8* buf1) {
+    int r0, r1;
+    pk_rows(st.total, r0, r1);
+    if (!pk_busy(st, r0, r1)) return;
+    // Chunks 0 and 1 were issued by pk_stage; chunk k + 2 goes into chunk k's buffer.
+    int cur = r0, ahead = r0;
+    for (int k = 0; k < 2 && ahead < r1; k++) pk_next_chunk(st, ahead, r1, a.chunk);
+    bool two = false;
+    {
+        int t = r0;
+        if (t < r1) pk_next_chunk(st, t, r1, a.chunk);
+        two = t < r1;
+    }
+    pk_input(st, a, xs, nw, xraw, two);
+    pk_stamp(a, 1);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int k = 0; cur < r1; k++) {
+        PkChunk c = pk_next_chunk(st, cur, r1, a.chunk);
+        const u8* buf = (k & 1) ? buf1 : buf0;
+        if (cur < r1) cp_wait<1>();
+        else cp_wait<0>();
+        __syncthreads();
+        if (k == 0) pk_stamp(a, 2);
+        // The chunk's constants in registers: stores through y may alias the step list, so the
+        // loop does not read the step again.
+        const int si = c.seg, cols = st.cols;
+        const int ty0 = st.ty[si], ty1 = st.ty[1];
+        const size_t rb0 = (size_t)st.row_bytes[si], rb1 = (size_t)st.row_bytes[1];
+        const u8* base0 = pk_row(st, c, buf, 0, c.ra);
+        float* y = st.y[si];
+        if (st.pair) {
+            const u8* base1 = pk_row(st, c, buf, 1, c.ra);
+            for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
+                float g = row_dot_ty<KQ>(ty0, base0 + (size_t)(r - c.ra) * rb0, xs, cols, lane, 32);
+                float u = row_dot_ty<KQ>(ty1, base1 + (size_t)(r - c.ra) * rb1, xs, cols, lane, 32);
+                g = warp_sum(g);
+                u = warp_sum(u);
+                if (lane == 0) y[r] = silu_mul(g, u);
+            }
+        } else {
+            const float* bias = st.bias[si];
+            const bool accumulate = st.accumulate[si] != 0, res_smem = st.res_smem != 0;
+            for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
+                float acc = row_dot_ty<KQ>(ty0, base0 + (size_t)(r - c.ra) * rb0, xs, cols, lane, 32);
+                acc = warp_sum(acc);
+                if (lane == 0) {
+                    float v = acc;
+                    if (bias) v += bias[r];
+                    if (accumulate) v += res_smem ? xraw[r] : __ldcg(y + r);
+                    y[r] = v;
+                }
+            }
+        }
+        __syncthreads();
+        if (ahead < r1) pk_issue(st, pk_next_chunk(st, ahead, r1, a.chunk), (u8*)buf);
+    }
+}
+
+// Rope of q and k, the store of k and v at a.pos (every block of a kv group writes the same
+// bytes), then attention over positions 0 ..= pos; one head per block.
+__device__ void pk_attention(const PkStep& st, const PkArgs& a, float* sm, const float* cs) {
+    int hd = a.hd, hdv = a.hdv, kv_dim = a.n_head_kv * hd, v_dim = a.n_head_kv * hdv;
+    float* rq = sm;          // hd: the head's raw q
+    float* rk = sm + 256;    // hd: raw k of its kv head
+    float* qs = sm + 512;    // hd: rotated q
+    int half = a.n_rot >> 1;
+    for (int h = blockIdx.x; h < a.n_head; h += gridDim.x) {
+        int kvh = h / (a.n_head / a.n_head_kv);
+        u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
+        for (int d = threadIdx.x; d < hd; d += PK_THREADS) {
+            rq[d] = __ldcg(st.q + (size_t)h * hd + d);
+            rk[d] = __ldcg(st.k + (size_t)kvh * hd + d);
+        }
+        for (int d = threadIdx.x; d < hdv; d += PK_THREADS) vd[d] = f2h(__ldcg(st.v + (size_t)kvh * hdv + d));
+        __syncthreads();
+        u16* kd = st.kc + (size_t)a.pos * kv_dim + (size_t)kvh * hd;
+        for (int i = threadIdx.x; i < (hd >> 1); i += PK_THREADS) {
+            int p, r;
+            rope_idx(i, a.n_rot, a.neox, p, r);
+            float q0 = rq[p], q1 = rq[r], k0 = rk[p], k1 = rk[r];
+            if (i < half) {
+                rope_rot(rq[p], rq[r], cs[2 * i], cs[2 * i + 1], q0, q1);
+                rope_rot(rk[p], rk[r], cs[2 * i], cs[2 * i + 1], k0, k1);
+            }
+            qs[p] = q0;
+            qs[r] = q1;
+            kd[p] = f2h(k0);
+            kd[r] = f2h(k1);
+        }
+        __syncthreads();
+        pk_stamp(a, 1);
+        pk_stamp(a, 2);
+        attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, st.out + (size_t)h * hdv);
+    }
+}
+
+template <bool KQ>
+__device__ void pk_body(const PkArgs& a) {
+    extern __shared__ float4 pk_smem4[];
+    float* sm = (float*)pk_smem4;
+    float* nw = (float*)((u8*)pk_smem4 + a.xs_bytes);
+    float* xraw = (float*)((u8*)pk_smem4 + a.xs_bytes + a.nw_bytes);
+    u8* buf0 = (u8*)pk_smem4 + a.xs_bytes + 2 * a.nw_bytes;
+    u8* buf1 = buf0 + a.chunk + 64;
+    u32 target = a.epoch * gridDim.x;
+    __shared__ PkStep st;
+    // cos, sin of every rotated pair at this position, as rope_pair computes them.
+    __shared__ float cs[256];
+    for (int i = threadIdx.x; i < (a.n_rot >> 1); i += PK_THREADS) rope_cs(i, a.pos, a.freqs, cs[2 * i], cs[2 * i + 1]);
+    for (int s = 0; s < a.nsteps; s++) {
+        // The step into shared memory (one 4-byte word a thread).
+        __syncthreads();
+        if (threadIdx.x < sizeof(PkStep) / 4) ((u32*)&st)[threadIdx.x] = ((const u32*)(a.steps + s))[threadIdx.x];
+        __syncthreads();
+        pk_stage(st, a, nw, buf0, buf1);
+        if (s > 0 && !pk_wait(a, a.counters + s - 1, target, s)) {
+            cp_wait<0>();
+            return;
+        }
+        u64 g0 = a.trace ? global_ns() : 0;
+        pk_stamp(a, 0);
+        pk_stamp(a, 1);
+        pk_stamp(a, 2);
+        if (st.op == PK_OP_MATVEC) {
+            if (!(a.knobs & 1)) pk_matvec<KQ>(st, a, sm, nw, xraw, buf0, buf1);
+            else cp_wait<0>();
+        } else if (!(a.knobs & 2)) {
+            pk_attention(st, a, sm, cs);
+        }
+        if (a.trace) {
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                u64* t = a.trace + 8 * ((size_t)s * gridDim.x + blockIdx.x);
+                long long c = clock64();
+                t[0] = g0;
+                t[1] = global_ns();
+                t[2] = (u64)(pk_stamps[1] - pk_stamps[0]);
+                t[3] = (u64)(pk_stamps[2] - pk_stamps[1]);
+                t[4] = (u64)(c - pk_stamps[2]);
+            }
+        }
+        pk_arrive(a.counters + s);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(PK_THREADS) decode_persistent(const PkArgs a) { pk_body<false>(a); }
+extern "C" __global__ void __launch_bounds__(PK_THREADS) decode_persistent_k(const PkArgs a) { pk_body<true>(a); }

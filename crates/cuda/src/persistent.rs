@@ -1,0 +1,407 @@
+//! One launch a token: the persistent decode kernel's step list (kernels/persistent.cu), built
+//! once per cache, and its launch. See docs/cuda-persistent.md for the design and measurements.
+
+use crate::device::Gpu;
+use crate::error::{CudaError, Result, drv};
+use crate::launch::{self, Heads, Out, WeightRef};
+use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+
+pub(crate) const PK_THREADS: u32 = 256;
+const OP_MATVEC: i32 = 0;
+const OP_ATTN: i32 = 1;
+const PREP_PLAIN: i32 = 0;
+const PREP_RMSNORM: i32 = 1;
+const PREP_EMBED_RMSNORM: i32 = 2;
+
+/// One step of the list (kernels/persistent.cu `PkStep`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PkStep {
+    w: [u64; 3],
+    bias: [u64; 3],
+    y: [u64; 3],
+    x: u64,
+    norm_w: u64,
+    emb: u64,
+    xout: u64,
+    q: u64,
+    k: u64,
+    v: u64,
+    kc: u64,
+    vc: u64,
+    out: u64,
+    rows: [i32; 3],
+    row_bytes: [i32; 3],
+    ty: [i32; 3],
+    accumulate: [i32; 3],
+    op: i32,
+    prep: i32,
+    pair: i32,
+    nseg: i32,
+    cols: i32,
+    total: i32,
+    emb_ty: i32,
+    emb_rows: i32,
+    emb_row_bytes: i32,
+    eps: f32,
+    res_smem: i32,
+    pad: i32,
+}
+
+// SAFETY: plain #[repr(C)] data whose layout matches the CUDA struct (checked in tests below).
+unsafe impl DeviceRepr for PkStep {}
+
+/// The kernel's argument (kernels/persistent.cu `PkArgs`), passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct PkArgs {
+    steps: u64,
+    counters: u64,
+    err: u64,
+    freqs: u64,
+    nsteps: i32,
+    token: u32,
+    pos: i32,
+    epoch: u32,
+    n_head: i32,
+    n_head_kv: i32,
+    hd: i32,
+    hdv: i32,
+    n_rot: i32,
+    neox: i32,
+    scale: f32,
+    timeout_ms: u32,
+    chunk: i32,
+    xs_bytes: i32,
+    knobs: i32,
+    nw_bytes: i32,
+    trace: u64,
+}
+
+// SAFETY: as for PkStep.
+unsafe impl DeviceRepr for PkArgs {}
+
+/// How a matvec step prepares its input.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Input {
+    Plain(u64),
+    /// rmsnorm(x) * w, epsilon.
+    RmsNorm(u64, u64, f32),
+    /// The token's embedding row, then RMSNorm (w, eps); the raw row is also stored at `xout`.
+    EmbedRmsNorm {
+        emb: WeightRef,
+        xout: u64,
+        w: u64,
+        eps: f32,
+    },
+}
+
+/// Builds the step list on the host.
+#[derive(Default)]
+pub(crate) struct Steps {
+    pub list: Vec<PkStep>,
+    /// Widest matvec input, in values.
+    pub max_cols: usize,
+    /// Whether a K-quant matrix appears (the kernel variant with those paths is needed).
+    pub kquant: bool,
+    /// Largest bytes of one row of a step (a pair step: of both rows).
+    pub max_row: usize,
+    /// Widest input that is RMS-normalised (its weights are staged in shared memory).
+    pub max_norm_cols: usize,
+}
+
+impl Steps {
+    fn input(&mut self, st: &mut PkStep, input: Input, cols: usize) {
+        st.cols = cols as i32;
+        self.max_cols = self.max_cols.max(cols);
+        if !matches!(input, Input::Plain(_)) {
+            self.max_norm_cols = self.max_norm_cols.max(cols);
+        }
+        match input {
+            Input::Plain(x) => (st.prep, st.x) = (PREP_PLAIN, x),
+            Input::RmsNorm(x, w, eps) => {
+                (st.prep, st.x, st.norm_w, st.eps) = (PREP_RMSNORM, x, w, eps)
+            }
+            Input::EmbedRmsNorm { emb, xout, w, eps } => {
+                st.prep = PREP_EMBED_RMSNORM;
+                (st.emb, st.emb_ty, st.emb_rows, st.emb_row_bytes) =
+                    (emb.ptr, emb.ty, emb.rows as i32, emb.row_bytes as i32);
+                (st.xout, st.norm_w, st.eps) = (xout, w, eps);
+            }
+        }
+    }
+
+    fn seg(&mut self, st: &mut PkStep, i: usize, o: &Out) {
+        st.w[i] = o.w.ptr;
+        st.bias[i] = o.bias;
+        st.y[i] = o.y;
+        st.rows[i] = o.w.rows as i32;
+        st.row_bytes[i] = o.w.row_bytes as i32;
+        st.ty[i] = o.w.ty;
+        st.accumulate[i] = i32::from(o.accumulate);
+        self.kquant |= (12..=14).contains(&o.w.ty);
+    }
+
+    /// y = W · input + y where y is the residual row the previous RMSNorm step read (as its
+    /// input, before normalising): the block adds the copy it kept instead of reading y again.
+    pub fn residual(&mut self, out: &Out, cols: usize, input: Input) {
+        self.matvec(std::slice::from_ref(out), cols, input);
+        if let Some(st) = self.list.last_mut() {
+            st.res_smem = 1;
+        }
+    }
+
+    /// y_i = W_i · input for up to three matrices (bias, accumulate as each `Out` says).
+    pub fn matvec(&mut self, outs: &[Out], cols: usize, input: Input) {
+        let mut st = PkStep {
+            op: OP_MATVEC,
+            nseg: outs.len().min(3) as i32,
+            ..PkStep::default()
+        };
+        self.input(&mut st, input, cols);
+        for (i, o) in outs.iter().take(3).enumerate() {
+            self.seg(&mut st, i, o);
+        }
+        st.total = outs.iter().take(3).map(|o| o.w.rows as i32).sum();
+        for o in outs.iter().take(3) {
+            self.max_row = self.max_row.max(o.w.row_bytes);
+        }
+        self.list.push(st);
+    }
+
+    /// `y = silu(gate · x) * (up · x)` into gate's output.
+    pub fn gate_up(&mut self, gate: &Out, up: &Out, cols: usize, input: Input) {
+        let mut st = PkStep {
+            op: OP_MATVEC,
+            nseg: 2,
+            pair: 1,
+            total: gate.w.rows as i32,
+            ..PkStep::default()
+        };
+        self.input(&mut st, input, cols);
+        self.seg(&mut st, 0, gate);
+        self.seg(&mut st, 1, up);
+        self.max_row = self.max_row.max(gate.w.row_bytes + up.w.row_bytes);
+        self.list.push(st);
+    }
+
+    /// Rope, cache store and attention of one layer: (q, k, v) raw, caches, output.
+    pub fn attention(&mut self, (q, k, v): (u64, u64, u64), (kc, vc): (u64, u64), out: u64) {
+        self.list.push(PkStep {
+            op: OP_ATTN,
+            q,
+            k,
+            v,
+            kc,
+            vc,
+            out,
+            ..PkStep::default()
+        });
+    }
+}
+
+/// A persistent decode step's timing, for measurements (`MOLLA_PK_TRACE=1`).
+#[derive(Clone, Debug)]
+pub struct Trace {
+    /// Blocks of the launch.
+    pub grid: usize,
+    /// Op of each step: 0 matvec, 1 attention.
+    pub ops: Vec<i32>,
+    /// Per step, per block, 8 words: global-timer ns when the work starts (after the wait) and
+    /// ends; SM cycles spent on the input, waiting for the first weights, and on the rest.
+    pub stamps: Vec<u64>,
+}
+
+/// A cache's persistent decode: its step list and counters on the device.
+pub(crate) struct Persistent {
+    steps: CudaSlice<PkStep>,
+    counters: CudaSlice<u32>,
+    nsteps: usize,
+    epoch: u32,
+    grid: u32,
+    smem: u32,
+    chunk: usize,
+    xs_bytes: usize,
+    nw_bytes: usize,
+    kquant: bool,
+    /// With `MOLLA_PK_TRACE=1`: per step and block, when the work started and ended (ns).
+    trace: Option<CudaSlice<u64>>,
+    /// The op of each step (0 matvec, 1 attention), for reading the trace.
+    ops: Vec<i32>,
+}
+
+fn env_i32(name: &str, default: i32) -> i32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Blocks per SM to use at most (`MOLLA_PK_BPS`, default 1).
+fn blocks_per_sm_cap() -> u32 {
+    env_i32("MOLLA_PK_BPS", 1).max(1) as u32
+}
+
+/// Bytes of weights a block stages in shared memory at a time (`MOLLA_PK_CHUNK`, default
+/// 48 KiB; two such buffers).
+fn chunk_bytes() -> usize {
+    env_i32("MOLLA_PK_CHUNK", 48 * 1024).clamp(1024, 1 << 20) as usize
+}
+
+/// A wait longer than this is a hang: the kernel stops and reports it.
+const TIMEOUT_MS: u32 = 2000;
+
+impl Persistent {
+    /// Uploads `steps` and sizes the grid so that every block is resident at once (or refuses).
+    pub fn new(gpu: &Gpu, steps: Steps) -> Result<Persistent> {
+        if steps.list.is_empty() {
+            return Err(CudaError::Unsupported("empty step list".into()));
+        }
+        // Shared memory: the input row (at least the 512 floats attention uses), then two
+        // chunk buffers with 64 bytes of alignment slack each.
+        let xs_bytes = (steps.max_cols * 4).max(4096).next_multiple_of(128);
+        let nw_bytes = (steps.max_norm_cols * 4).next_multiple_of(128);
+        let room = gpu.pk_max_smem.saturating_sub(xs_bytes + 2 * nw_bytes) / 2;
+        let chunk = chunk_bytes().min(room.saturating_sub(64)) & !15;
+        if chunk < steps.max_row {
+            return Err(CudaError::Unsupported(format!(
+                "persistent decode: rows of {} bytes and inputs of {} values do not fit shared memory",
+                steps.max_row, steps.max_cols
+            )));
+        }
+        let smem = xs_bytes + 2 * nw_bytes + 2 * (chunk + 64);
+        let f = persistent_fn(gpu, steps.kquant);
+        let occ = f
+            .occupancy_max_active_blocks_per_multiprocessor(PK_THREADS, smem, None)
+            .map_err(drv("occupancy"))?;
+        if occ == 0 {
+            return Err(CudaError::Unsupported(
+                "persistent decode: the kernel does not fit on an SM".into(),
+            ));
+        }
+        let grid = (occ.min(blocks_per_sm_cap()) as usize * gpu.sm_count) as u32;
+        let trace = if env_i32("MOLLA_PK_TRACE", 0) != 0 {
+            Some(gpu.zeros(8 * steps.list.len() * grid as usize)?)
+        } else {
+            None
+        };
+        Ok(Persistent {
+            trace,
+            ops: steps.list.iter().map(|s| s.op).collect(),
+            counters: gpu.zeros(steps.list.len())?,
+            steps: gpu.upload(&steps.list)?,
+            nsteps: steps.list.len(),
+            epoch: 0,
+            grid,
+            smem: smem as u32,
+            chunk,
+            xs_bytes,
+            nw_bytes,
+            kquant: steps.kquant,
+        })
+    }
+
+    /// With tracing on, after a launch: the op of each step (0 matvec, 1 attention) and, per
+    /// step and block, four global-timer stamps (ns): work starts (after the wait), input ready,
+    /// first weights ready, work ends.
+    pub fn read_trace(&self, gpu: &Gpu) -> Result<Option<Trace>> {
+        let Some(t) = &self.trace else {
+            return Ok(None);
+        };
+        let mut stamps = vec![0u64; t.len()];
+        gpu.download(t, &mut stamps)?;
+        Ok(Some(Trace {
+            grid: self.grid as usize,
+            ops: self.ops.clone(),
+            stamps,
+        }))
+    }
+
+    /// Blocks of the launch.
+    pub fn grid(&self) -> u32 {
+        self.grid
+    }
+
+    /// Launches one decode step. `err` is a device u32 that must be 0; the kernel stores a nonzero
+    /// value there when a wait timed out.
+    ///
+    /// # Safety
+    /// Every address in the step list is live; `err` and `freqs` are device addresses of this
+    /// model and cache.
+    pub unsafe fn launch(
+        &mut self,
+        gpu: &Gpu,
+        h: &Heads,
+        (token, pos): (u32, usize),
+        err: u64,
+        freqs: u64,
+    ) -> Result<()> {
+        if self.epoch >= (1u32 << 31) / self.grid.max(1) {
+            // Counters restart well before the wrapping comparison could be confused.
+            gpu.clear(&mut self.counters)?;
+            self.epoch = 0;
+        }
+        self.epoch += 1;
+        let a = PkArgs {
+            steps: gpu.ptr(&self.steps),
+            counters: gpu.ptr(&self.counters),
+            err,
+            freqs,
+            nsteps: self.nsteps as i32,
+            token,
+            pos: pos as i32,
+            epoch: self.epoch,
+            n_head: h.n_head as i32,
+            n_head_kv: h.n_head_kv as i32,
+            hd: h.head_dim as i32,
+            hdv: h.head_dim_v as i32,
+            n_rot: h.n_rot as i32,
+            neox: i32::from(h.neox),
+            scale: 1.0 / (h.head_dim as f32).sqrt(),
+            timeout_ms: TIMEOUT_MS,
+            chunk: self.chunk as i32,
+            xs_bytes: self.xs_bytes as i32,
+            knobs: env_i32("MOLLA_PK_SKIP", 0) | (env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8),
+            nw_bytes: self.nw_bytes as i32,
+            trace: self.trace.as_ref().map_or(0, |t| gpu.ptr(t)),
+        };
+        let f = persistent_fn(gpu, self.kquant);
+        let mut b = gpu.stream.launch_builder(f);
+        b.arg(&a);
+        launch::count_launch();
+        let cfg = LaunchConfig {
+            grid_dim: (self.grid, 1, 1),
+            block_dim: (PK_THREADS, 1, 1),
+            shared_mem_bytes: self.smem,
+        };
+        // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
+        unsafe { b.launch(cfg) }.map_err(drv("persistent launch"))?;
+        Ok(())
+    }
+}
+
+fn persistent_fn(gpu: &Gpu, kquant: bool) -> &CudaFunction {
+    if kquant {
+        &gpu.k.decode_persistent_k
+    } else {
+        &gpu.k.decode_persistent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_and_args_match_the_cuda_layout() {
+        assert_eq!(std::mem::offset_of!(PkStep, out), 144);
+        assert_eq!(std::mem::offset_of!(PkStep, rows), 152);
+        assert_eq!(std::mem::offset_of!(PkStep, op), 200);
+        assert_eq!(std::mem::offset_of!(PkStep, eps), 236);
+        assert_eq!(std::mem::offset_of!(PkStep, res_smem), 240);
+        assert_eq!(size_of::<PkStep>(), 248);
+        assert_eq!(std::mem::offset_of!(PkArgs, nsteps), 32);
+        assert_eq!(std::mem::offset_of!(PkArgs, scale), 72);
+        assert_eq!(size_of::<PkArgs>(), 104);
+    }
+}

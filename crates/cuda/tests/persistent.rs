@@ -1,0 +1,170 @@
+//! The persistent decode kernel (one launch a token): the same bits as the graph-replayed and
+//! plainly launched paths, one launch a token whatever the layer count, and a long run with no
+//! hang and no divergence.
+
+mod common;
+
+use common::{Rng, gpu};
+use cpu::Logits;
+use cuda::CudaModel;
+use gguf::{GgmlType, GgufFile};
+use model::Model;
+use model::synth::{SynthSpec, build};
+
+fn spec(arch: &'static str, ty: GgmlType, n_embd: usize, n_ff: usize, n_layer: usize) -> SynthSpec {
+    SynthSpec {
+        arch,
+        n_vocab: 4096,
+        n_embd,
+        n_layer,
+        n_ff,
+        n_head: if n_embd == 576 { 9 } else { 8 },
+        n_head_kv: if n_embd == 576 { 3 } else { 2 },
+        ty,
+        tied: ty != GgmlType::Q4_K,
+        seed: 31,
+    }
+}
+
+fn load(spec: &SynthSpec) -> CudaModel {
+    let bytes = build(spec).expect("synthetic model builds");
+    let m = Model::from_file(GgufFile::from_bytes(bytes).unwrap()).unwrap();
+    CudaModel::new(&m, 0).expect("model uploads")
+}
+
+fn argmax(v: &[f32]) -> u32 {
+    (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap() as u32
+}
+
+#[derive(Clone, Copy)]
+enum Path {
+    Persistent,
+    Graph,
+    Plain,
+}
+
+fn set(m: &CudaModel, p: Path) {
+    m.set_persistent(matches!(p, Path::Persistent));
+    m.set_graphs(matches!(p, Path::Graph | Path::Persistent));
+}
+
+#[test]
+fn persistent_graph_and_plain_decode_give_the_same_bits() {
+    let Some(_) = gpu() else { return };
+    for s in [
+        spec("llama", GgmlType::Q8_0, 576, 1536, 3),
+        spec("llama", GgmlType::Q4_1, 576, 1536, 2),
+        spec("llama", GgmlType::Q4_K, 512, 1536, 2),
+        spec("llama", GgmlType::Q6_K, 512, 1536, 2),
+        spec("qwen2", GgmlType::Q5_0, 896, 4864, 2),
+    ] {
+        let m = load(&s);
+        let tag = format!("{} {} {}L", s.arch, s.ty, s.n_layer);
+        let mut rng = Rng::new(7);
+        let prompt: Vec<u32> = (0..9).map(|_| rng.below(s.n_vocab) as u32).collect();
+        let paths = [Path::Persistent, Path::Graph, Path::Plain];
+        let mut caches: Vec<_> = paths.iter().map(|_| m.new_cache(64).unwrap()).collect();
+        let mut last = Vec::new();
+        for (p, kv) in paths.iter().zip(caches.iter_mut()) {
+            set(&m, *p);
+            last.push(m.forward(&prompt, kv, Logits::Last).unwrap());
+        }
+        let mut next = argmax(&last[0]);
+        for step in 0..12 {
+            let mut outs = Vec::new();
+            for (p, kv) in paths.iter().zip(caches.iter_mut()) {
+                set(&m, *p);
+                outs.push(m.forward(&[next], kv, Logits::Last).unwrap());
+                if matches!(p, Path::Persistent) {
+                    let path = m.decode_path();
+                    assert!(
+                        path.starts_with("persistent"),
+                        "{tag}: decode ran as {path}"
+                    );
+                }
+            }
+            assert!(
+                outs[0] == outs[1],
+                "{tag} step {step}: persistent differs from graph"
+            );
+            assert!(
+                outs[1] == outs[2],
+                "{tag} step {step}: graph differs from plain"
+            );
+            next = argmax(&outs[0]);
+        }
+        set(&m, Path::Persistent);
+        println!(
+            "{tag}: 12 steps, identical on all three paths ({})",
+            m.decode_path()
+        );
+    }
+}
+
+#[test]
+fn one_launch_a_token_whatever_the_layer_count() {
+    let Some(_) = gpu() else { return };
+    for layers in [2, 6] {
+        let m = load(&spec("llama", GgmlType::Q8_0, 576, 1536, layers));
+        let mut kv = m.new_cache(32).unwrap();
+        m.forward(&[1, 2, 3], &mut kv, Logits::Last).unwrap();
+        m.forward(&[4], &mut kv, Logits::Last).unwrap(); // builds the step list
+        let before = cuda::testing::launch_count();
+        for t in 0..5 {
+            m.forward(&[5 + t], &mut kv, Logits::Last).unwrap();
+        }
+        let launches = cuda::testing::launch_count() - before;
+        assert_eq!(
+            launches,
+            5,
+            "{layers} layers: {launches} launches for 5 tokens ({})",
+            m.decode_path()
+        );
+        println!("{layers} layers: 1 launch a token ({})", m.decode_path());
+    }
+}
+
+/// 10,000 greedy decode steps on the persistent path and on the graph path: the same tokens and
+/// the same logits at every step, and no hang (a hang would time out inside the kernel and turn
+/// the persistent path off, which the test would see).
+#[test]
+fn ten_thousand_steps_without_hang_or_divergence() {
+    let Some(_) = gpu() else { return };
+    const STEPS: usize = 10_000;
+    let m = load(&spec("llama", GgmlType::Q4_1, 576, 1536, 4));
+    let run = |p: Path| {
+        set(&m, p);
+        let mut kv = m.new_cache(STEPS + 1).unwrap();
+        let mut next = 1u32;
+        let mut out = Vec::with_capacity(STEPS);
+        for _ in 0..STEPS {
+            let l = m.forward(&[next], &mut kv, Logits::Last).unwrap();
+            next = argmax(&l);
+            out.push((
+                next,
+                l.iter()
+                    .fold(0u64, |h, v| h.rotate_left(5) ^ u64::from(v.to_bits())),
+            ));
+        }
+        out
+    };
+    let t = std::time::Instant::now();
+    let a = run(Path::Persistent);
+    let ta = t.elapsed();
+    assert!(
+        m.decode_path().starts_with("persistent"),
+        "{}",
+        m.decode_path()
+    );
+    let t = std::time::Instant::now();
+    let b = run(Path::Graph);
+    let tb = t.elapsed();
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(x, y, "step {i}: persistent and graph paths diverge");
+    }
+    println!(
+        "{STEPS} steps: persistent {:.1} s, graph {:.1} s, identical",
+        ta.as_secs_f64(),
+        tb.as_secs_f64()
+    );
+}
