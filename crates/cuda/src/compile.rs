@@ -18,6 +18,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("attention.cu", include_str!("../kernels/attention.cu")),
     ("elementwise.cu", include_str!("../kernels/elementwise.cu")),
     ("persistent.cu", include_str!("../kernels/persistent.cu")),
+    ("convert.cu", include_str!("../kernels/convert.cu")),
 ];
 
 /// The whole program, with `#line` markers so compiler messages name the original files.

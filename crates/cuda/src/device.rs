@@ -38,6 +38,10 @@ pub(crate) struct Kernels {
     /// The persistent decode kernel, without and with the K-quant paths.
     pub decode_persistent: CudaFunction,
     pub decode_persistent_k: CudaFunction,
+    /// f16 operands for the cuBLAS prefill GEMM.
+    pub dequant_f16: CudaFunction,
+    pub to_f16: CudaFunction,
+    pub add_bias_rows: CudaFunction,
     _module: Arc<CudaModule>,
 }
 
@@ -117,6 +121,9 @@ impl Gpu {
             swiglu: f("swiglu")?,
             decode_persistent: f("decode_persistent")?,
             decode_persistent_k: f("decode_persistent_k")?,
+            dequant_f16: f("dequant_f16")?,
+            to_f16: f("to_f16")?,
+            add_bias_rows: f("add_bias_rows")?,
             _module: module,
         };
         let optin = ctx

@@ -1,6 +1,7 @@
 //! The forward pass of a llama-family decoder on one CUDA device: prefill of many tokens (tiled
 //! matmuls, in chunks of 512), or single-token decode (fused matvecs, replayed as a CUDA graph).
 
+use crate::blas::{Blas, BlasState};
 use crate::device::Gpu;
 use crate::error::{CudaError, Result, drv};
 use crate::kv::{CHUNK, CudaKvCache, Graph, Scratch};
@@ -58,12 +59,26 @@ pub struct CudaModel {
     pk_trace: Mutex<Option<crate::persistent::Trace>>,
     /// Blocks of the last persistent launch grid built.
     pk_grid: std::sync::atomic::AtomicU32,
+    /// cuBLAS for the prefill matmuls, set up on the first prefill.
+    blas: Mutex<BlasState>,
     /// Serialises forward passes: they share one stream, and a graph capture must see no
     /// other thread's launches.
     lock: Mutex<()>,
 }
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+/// Fewest prefill rows that go through cuBLAS (`MOLLA_CUBLAS_MIN_N`, default 32): below it the
+/// matrix's dequantization to f16 costs more than the tensor cores save.
+fn cublas_min_rows() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("MOLLA_CUBLAS_MIN_N")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(32)
+    })
+}
 
 fn check_shape(hp: &HParams, max_smem: usize) -> Result<()> {
     let bad = |m: String| Err(CudaError::Unsupported(m));
@@ -144,6 +159,7 @@ impl CudaModel {
             graphs: AtomicBool::new(graphs),
             persistent: AtomicBool::new(persistent),
             persistent_off: Mutex::new(None),
+            blas: Mutex::new(BlasState::Untried),
             pk_grid: std::sync::atomic::AtomicU32::new(0),
             pk_trace: Mutex::new(None),
             lock: Mutex::new(()),
@@ -204,6 +220,15 @@ impl CudaModel {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// How prefill matmuls ran: "cublas f16" (tensor cores), "simt", or "not yet run".
+    pub fn prefill_path(&self) -> &'static str {
+        match *self.blas.lock().unwrap_or_else(|e| e.into_inner()) {
+            BlasState::Ready(_) => "cublas f16",
+            BlasState::Absent => "simt",
+            BlasState::Untried => "not yet run",
+        }
     }
 
     fn persistent_fails(&self, why: String) {
@@ -408,6 +433,39 @@ impl CudaModel {
         Persistent::new(g, st)
     }
 
+    /// A prefill matmul of `n` rows: cuBLAS on f16 copies when it is loaded and `n` is large
+    /// enough to pay for dequantizing the matrix, else the SIMT tiled kernel.
+    ///
+    /// # Safety
+    /// As `launch::matmul`.
+    unsafe fn matmul(&self, blas: &mut BlasState, o: &Out, x: u64, n: usize) -> Result<()> {
+        if let BlasState::Ready(b) = blas
+            && n >= cublas_min_rows()
+        {
+            // SAFETY: as the caller guarantees.
+            return unsafe { b.matmul(&self.gpu, o, x, n) };
+        }
+        // SAFETY: as the caller guarantees.
+        unsafe { launch::matmul(&self.gpu, o, x, n) }
+    }
+
+    /// Most weights of one matrix (the cuBLAS scratch).
+    fn max_weights(&self) -> usize {
+        let mut m = self.output.as_ref().unwrap_or(&self.embd).rows * self.hp.n_embd;
+        for l in &self.layers {
+            for w in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
+                m = m.max(w.rows * w.cols);
+            }
+        }
+        m
+    }
+
+    /// Widest matmul input.
+    fn max_cols(&self) -> usize {
+        let hp = &self.hp;
+        hp.n_embd.max(hp.n_ff).max(hp.n_head * hp.head_dim_v)
+    }
+
     /// Captures the decode launches into a graph (the step's token and position are read from
     /// device memory, so one graph serves every step of this cache).
     fn capture(&self, kv: &CudaKvCache) -> Result<Graph> {
@@ -558,6 +616,13 @@ impl CudaModel {
             p(&s.up),
         );
         let (pos, freqs, e) = (g.ptr(&kv.pos), g.ptr(&self.freqs), hp.n_embd);
+        let mut blas = self.blas.lock().unwrap_or_else(|e| e.into_inner());
+        if n >= cublas_min_rows() && matches!(*blas, BlasState::Untried) {
+            *blas = match Blas::new(g, self.max_weights(), CHUNK * self.max_cols()) {
+                Ok(Some(b)) => BlasState::Ready(Box::new(b)),
+                _ => BlasState::Absent,
+            };
+        }
         let out_ = |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| Out {
             w: w.r(g),
             y,
@@ -571,17 +636,17 @@ impl CudaModel {
             for (li, l) in self.layers.iter().enumerate() {
                 let cache = self.cache_ptrs(kv, li);
                 launch::rms_norm(g, x, p(&l.attn_norm), h, n, e, hp.rms_eps)?;
-                launch::matmul(g, &out_(&l.wq, q, self.opt(&l.bq), false), h, n)?;
-                launch::matmul(g, &out_(&l.wk, k, self.opt(&l.bk), false), h, n)?;
-                launch::matmul(g, &out_(&l.wv, v, self.opt(&l.bv), false), h, n)?;
+                self.matmul(&mut blas, &out_(&l.wq, q, self.opt(&l.bq), false), h, n)?;
+                self.matmul(&mut blas, &out_(&l.wk, k, self.opt(&l.bk), false), h, n)?;
+                self.matmul(&mut blas, &out_(&l.wv, v, self.opt(&l.bv), false), h, n)?;
                 launch::rope_store(g, &self.heads, (q, k, v), cache, pos, freqs, n)?;
                 launch::attention(g, &self.heads, q, cache, att, pos, n)?;
-                launch::matmul(g, &out_(&l.wo, x, 0, true), att, n)?;
+                self.matmul(&mut blas, &out_(&l.wo, x, 0, true), att, n)?;
                 launch::rms_norm(g, x, p(&l.ffn_norm), h, n, e, hp.rms_eps)?;
-                launch::matmul(g, &out_(&l.w_gate, gate, 0, false), h, n)?;
-                launch::matmul(g, &out_(&l.w_up, up, 0, false), h, n)?;
+                self.matmul(&mut blas, &out_(&l.w_gate, gate, 0, false), h, n)?;
+                self.matmul(&mut blas, &out_(&l.w_up, up, 0, false), h, n)?;
                 launch::swiglu(g, gate, up, n * hp.n_ff)?;
-                launch::matmul(g, &out_(&l.w_down, x, 0, true), gate, n)?;
+                self.matmul(&mut blas, &out_(&l.w_down, x, 0, true), gate, n)?;
             }
             let norm = p(&self.output_norm);
             match want {
@@ -604,7 +669,7 @@ impl CudaModel {
                             bias: 0,
                             accumulate: false,
                         };
-                        launch::matmul(g, &head, h, n)?;
+                        self.matmul(&mut blas, &head, h, n)?;
                     }
                 }
                 None => {}

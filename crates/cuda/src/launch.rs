@@ -357,6 +357,66 @@ pub(crate) unsafe fn swiglu(gpu: &Gpu, g: u64, u: u64, n: usize) -> Result<()> {
     Ok(())
 }
 
+/// Grid for a grid-stride loop over `n` items, 256 threads a block.
+fn stride_grid(gpu: &Gpu, n: usize) -> u32 {
+    n.div_ceil(256).clamp(1, gpu.sm_count * 16) as u32
+}
+
+/// `out` (rows x cols f16) = the weight matrix `w` dequantized.
+///
+/// # Safety
+/// See the module docs; `out` holds `w.rows * w.cols` u16s.
+pub(crate) unsafe fn dequant_f16(gpu: &Gpu, w: &WeightRef, out: u64) -> Result<()> {
+    let (ty, rows, cols, rb) = (w.ty, w.rows as i32, w.cols as i32, w.row_bytes as i32);
+    let mut b = gpu.stream.launch_builder(&gpu.k.dequant_f16);
+    b.arg(&w.ptr)
+        .arg(&ty)
+        .arg(&rows)
+        .arg(&cols)
+        .arg(&rb)
+        .arg(&out);
+    let grid = stride_grid(gpu, w.rows * w.cols / 8);
+    count_launch();
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((grid, 1, 1), 256, 0)) }.map_err(drv("dequant launch"))?;
+    Ok(())
+}
+
+/// `out[i] = f16(x[i])` for `n` values.
+///
+/// # Safety
+/// See the module docs.
+pub(crate) unsafe fn to_f16(gpu: &Gpu, x: u64, out: u64, n: usize) -> Result<()> {
+    let n_i = n as i64;
+    let mut b = gpu.stream.launch_builder(&gpu.k.to_f16);
+    b.arg(&x).arg(&out).arg(&n_i);
+    count_launch();
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((stride_grid(gpu, n), 1, 1), 256, 0)) }.map_err(drv("to_f16 launch"))?;
+    Ok(())
+}
+
+/// `y[t][r] += bias[r]` for `n` rows of `rows` values.
+///
+/// # Safety
+/// See the module docs.
+pub(crate) unsafe fn add_bias_rows(
+    gpu: &Gpu,
+    y: u64,
+    bias: u64,
+    rows: usize,
+    n: usize,
+) -> Result<()> {
+    let (rows_i, n_i) = (rows as i32, n as i64);
+    let mut b = gpu.stream.launch_builder(&gpu.k.add_bias_rows);
+    b.arg(&y).arg(&bias).arg(&rows_i).arg(&n_i);
+    count_launch();
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((stride_grid(gpu, rows * n), 1, 1), 256, 0)) }
+        .map_err(drv("bias launch"))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

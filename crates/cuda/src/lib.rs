@@ -10,6 +10,7 @@
 //! per cache as a CUDA graph; prefill runs tiled matmuls that dequantize weight tiles into shared
 //! memory. Activations and accumulation are f32; the KV cache is f16.
 
+mod blas;
 mod compile;
 mod device;
 mod error;

@@ -139,6 +139,37 @@ pub fn matmul(
     bias: Option<&[f32]>,
     acc: Option<&[f32]>,
 ) -> Result<Vec<f32>> {
+    matmul_on(gpu, false, ty, rows, cols, w, x, bias, acc).map(|v| v.unwrap_or_default())
+}
+
+/// The same product through the cuBLAS path (f16 operands, f32 accumulation); `None` when
+/// cuBLAS cannot be loaded here.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_cublas(
+    gpu: &Gpu,
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    w: &[u8],
+    x: &[f32],
+    bias: Option<&[f32]>,
+    acc: Option<&[f32]>,
+) -> Result<Option<Vec<f32>>> {
+    matmul_on(gpu, true, ty, rows, cols, w, x, bias, acc)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn matmul_on(
+    gpu: &Gpu,
+    cublas: bool,
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    w: &[u8],
+    x: &[f32],
+    bias: Option<&[f32]>,
+    acc: Option<&[f32]>,
+) -> Result<Option<Vec<f32>>> {
     let m = DevMatrix::upload(gpu, "matmul weights", ty, rows, cols, w)?;
     if x.is_empty() || !x.len().is_multiple_of(cols) {
         return Err(CudaError::Length {
@@ -169,9 +200,17 @@ pub fn matmul(
         bias: b.as_ref().map_or(0, |b| gpu.ptr(b)),
         accumulate: acc.is_some(),
     };
-    // SAFETY: x holds n rows of `cols`, y n rows of `rows`, bias `rows` values.
-    unsafe { launch::matmul(gpu, &o, gpu.ptr(&xd), n)? };
-    fetch(gpu, &y, n * rows)
+    if cublas {
+        let Some(mut b) = crate::blas::Blas::new(gpu, rows * cols, n * cols)? else {
+            return Ok(None);
+        };
+        // SAFETY: as below; the scratch holds the matrix and the input.
+        unsafe { b.matmul(gpu, &o, gpu.ptr(&xd), n)? };
+    } else {
+        // SAFETY: x holds n rows of `cols`, y n rows of `rows`, bias `rows` values.
+        unsafe { launch::matmul(gpu, &o, gpu.ptr(&xd), n)? };
+    }
+    fetch(gpu, &y, n * rows).map(Some)
 }
 
 /// RMSNorm of the rows of `x` (rows of `w.len()` values).

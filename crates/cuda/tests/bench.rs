@@ -153,7 +153,7 @@ fn decode_speed() {
                 reps.push(128.0 / t.elapsed().as_secs_f64());
             }
             if i == 0 {
-                path = cuda.decode_path();
+                path = format!("{}; prefill {}", cuda.decode_path(), cuda.prefill_path());
                 if let Some(t) = cuda.persistent_trace() {
                     print_trace(&format!("{name} {ty}"), &t);
                 }

@@ -138,6 +138,56 @@ fn matmul_every_type_odd_shapes() {
     assert!(rel(&out, &cpu) < TOL);
 }
 
+/// The cuBLAS prefill path (weights dequantized to f16, activations rounded to f16, f32
+/// accumulation) against the f64 product: within f16 rounding, 1e-3 relative.
+#[test]
+fn cublas_matmul_every_type() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(13);
+    for ty in ALL_TYPES {
+        for (i, cols) in widths(ty).into_iter().enumerate() {
+            let rows = [77usize, 130, 33, 65][i % 4];
+            let n = [37usize, 65, 512, 130][(i + ty.id() as usize) % 4];
+            let (w, deq) = matrix(&mut rng, ty, rows, cols);
+            let x = rng.vec(n * cols, 1.0);
+            let bias = rng.vec(rows, 1.0);
+            let acc = rng.vec(n * rows, 1.0);
+            let mut cpu = vec![0.0f32; n * rows];
+            for t in 0..n {
+                for r in 0..rows {
+                    cpu[t * rows + r] =
+                        dot64(&deq[r * cols..(r + 1) * cols], &x[t * cols..(t + 1) * cols])
+                            + bias[r];
+                }
+            }
+            let Some(out) =
+                testing::matmul_cublas(&g, ty, rows, cols, &w, &x, Some(&bias), None).unwrap()
+            else {
+                println!("skipped: cuBLAS not available");
+                return;
+            };
+            let e = rel(&out, &cpu);
+            println!("cublas {ty:5} {rows:3}x{cols:4} n={n:3}: rel {e:.2e}");
+            assert!(
+                e < 1e-3,
+                "cublas {ty} {rows}x{cols} n={n}: relative error {e}"
+            );
+            // Accumulating onto y (the residual), no bias.
+            let out = testing::matmul_cublas(&g, ty, rows, cols, &w, &x, None, Some(&acc))
+                .unwrap()
+                .unwrap();
+            let want: Vec<f32> = cpu
+                .iter()
+                .zip(&acc)
+                .enumerate()
+                .map(|(i, (c, a))| c - bias[i % rows] + a)
+                .collect();
+            let e = rel(&out, &want);
+            assert!(e < 1e-3, "cublas {ty} accumulate: relative error {e}");
+        }
+    }
+}
+
 #[test]
 fn embedding_every_type() {
     let Some(g) = gpu() else { return };

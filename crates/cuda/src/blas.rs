@@ -1,0 +1,109 @@
+//! The prefill matmul on tensor cores: the weight matrix dequantized to f16 (kernels/convert.cu),
+//! the activations rounded to f16, and cuBLAS's GemmEx with f32 accumulation and an f32 result
+//! (bias and residual as in the SIMT matmul). cuBLAS is loaded at run time; without it (or with
+//! `MOLLA_CUBLAS=0`) prefill keeps the SIMT tiled matmul.
+
+use crate::device::Gpu;
+use crate::error::{CudaError, Result};
+use crate::launch::{self, Out};
+use cudarc::cublas::CudaBlas;
+use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use std::ffi::c_void;
+
+/// A cuBLAS handle on the model's stream and the f16 scratch it multiplies.
+pub(crate) struct Blas {
+    handle: CudaBlas,
+    w16: CudaSlice<u16>,
+    x16: CudaSlice<u16>,
+}
+
+/// Whether the prefill uses cuBLAS: not yet tried, unavailable, or ready.
+pub(crate) enum BlasState {
+    Untried,
+    Absent,
+    Ready(Box<Blas>),
+}
+
+impl Blas {
+    /// A handle and scratch for matrices of up to `max_w` weights and inputs of up to `max_x`
+    /// values; `None` when cuBLAS cannot be loaded or is turned off.
+    pub fn new(gpu: &Gpu, max_w: usize, max_x: usize) -> Result<Option<Blas>> {
+        if std::env::var("MOLLA_CUBLAS").is_ok_and(|v| v == "0") {
+            return Ok(None);
+        }
+        // SAFETY: only tries to open the shared library.
+        if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+            return Ok(None);
+        }
+        let stream = gpu.stream.clone();
+        let handle = match std::panic::catch_unwind(move || CudaBlas::new(stream)) {
+            Ok(Ok(h)) => h,
+            _ => return Ok(None),
+        };
+        Ok(Some(Blas {
+            handle,
+            w16: gpu.zeros(max_w)?,
+            x16: gpu.zeros(max_x)?,
+        }))
+    }
+
+    /// `y[t][r] = W[r]·x[t]` (+ bias) (+ y), `n` rows of `x` (device f32).
+    ///
+    /// # Safety
+    /// As `launch::matmul`: every address is live and sized for the shapes.
+    pub unsafe fn matmul(&mut self, gpu: &Gpu, o: &Out, x: u64, n: usize) -> Result<()> {
+        let w = o.w;
+        if w.rows * w.cols > self.w16.len() || n * w.cols > self.x16.len() {
+            return Err(CudaError::Unsupported("cuBLAS scratch too small".into()));
+        }
+        let (w16, x16) = {
+            let (a, _s1) = self.w16.device_ptr_mut(&gpu.stream);
+            let (b, _s2) = self.x16.device_ptr(&gpu.stream);
+            (a, b)
+        };
+        // SAFETY: the scratch holds rows*cols and n*cols values (checked above).
+        unsafe {
+            launch::dequant_f16(gpu, &w, w16)?;
+            launch::to_f16(gpu, x, x16, n * w.cols)?;
+        }
+        let (alpha, beta) = (1.0f32, if o.accumulate { 1.0f32 } else { 0.0 });
+        // Row-major W (rows x cols) is column-major cols x rows: op(A) = A^T gives rows x cols;
+        // row-major x (n x cols) is column-major cols x n; y (n x rows) is column-major rows x n.
+        // SAFETY: pointers are live device buffers of the sizes the dimensions imply; the
+        // scalars live on the host (the handle's default pointer mode).
+        unsafe {
+            cudarc::cublas::result::gemm_ex(
+                *self.handle.handle(),
+                cublasOperation_t::CUBLAS_OP_T,
+                cublasOperation_t::CUBLAS_OP_N,
+                w.rows as i32,
+                n as i32,
+                w.cols as i32,
+                (&alpha as *const f32).cast::<c_void>(),
+                w16 as *const c_void,
+                cudaDataType::CUDA_R_16F,
+                w.cols as i32,
+                x16 as *const c_void,
+                cudaDataType::CUDA_R_16F,
+                w.cols as i32,
+                (&beta as *const f32).cast::<c_void>(),
+                o.y as *mut c_void,
+                cudaDataType::CUDA_R_32F,
+                w.rows as i32,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| CudaError::Driver {
+            what: "cuBLAS GemmEx",
+            msg: format!("{e:?}"),
+        })?;
+        launch::count_launch();
+        if o.bias != 0 {
+            // SAFETY: y holds n rows of w.rows values; the bias w.rows.
+            unsafe { launch::add_bias_rows(gpu, o.y, o.bias, w.rows, n)? };
+        }
+        Ok(())
+    }
+}
