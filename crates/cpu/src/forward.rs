@@ -56,9 +56,9 @@ pub fn check_input(tokens: &[u32], start: usize, capacity: usize, n_vocab: usize
 /// A model with the per-model tables the CPU needs (rope frequencies).
 pub struct CpuModel {
     pub model: Model,
-    rope: Rope,
+    pub(crate) rope: Rope,
     /// Runs decode's short parallel regions; prefill uses rayon's pool.
-    pool: Pool,
+    pub(crate) pool: Pool,
     /// Element type of the caches [`CpuModel::new_cache`] makes.
     cache_type: CacheType,
 }
@@ -94,6 +94,37 @@ impl CpuModel {
     /// Runs `tokens` at positions `kv.len..`, appends their keys and values to `kv`, and returns
     /// logits: `n_vocab` values for the last token, or for every token with [`Logits::All`].
     pub fn forward(&self, tokens: &[u32], kv: &mut KvCache, which: Logits) -> Result<Vec<f32>> {
+        let x = self.layers(tokens, kv)?;
+        let (m, e, n) = (&self.model, self.model.hp.n_embd, tokens.len());
+        let rows = match which {
+            Logits::Last => &x[(n - 1) * e..],
+            Logits::All => &x[..],
+        };
+        let n_out = rows.len() / e;
+        let mut normed = vec![0.0f32; rows.len()];
+        rms_norm(rows, &m.output_norm, m.hp.rms_eps, &mut normed);
+        let mut logits = vec![0.0f32; n_out * m.hp.n_vocab];
+        matmul(&self.pool, &m.file, &m.output, &normed, n_out, &mut logits)?;
+        Ok(logits)
+    }
+
+    /// The final hidden state of every token after the output norm (`n_embd` per token), as
+    /// [`CpuModel::forward`] computes them before the output matrix (embeddings).
+    pub fn hidden_states(&self, tokens: &[u32], kv: &mut KvCache) -> Result<Vec<f32>> {
+        let x = self.layers(tokens, kv)?;
+        let mut normed = vec![0.0f32; x.len()];
+        rms_norm(
+            &x,
+            &self.model.output_norm,
+            self.model.hp.rms_eps,
+            &mut normed,
+        );
+        Ok(normed)
+    }
+
+    /// The decoder blocks over `tokens` at positions `kv.len..`: the residual stream after the
+    /// last block, `n_embd` per token; `kv` grows by the tokens.
+    fn layers(&self, tokens: &[u32], kv: &mut KvCache) -> Result<Vec<f32>> {
         let m = &self.model;
         let hp = &m.hp;
         let f = &m.file;
@@ -176,15 +207,6 @@ impl CpuModel {
             add_in_place(&mut x, &h);
         }
         kv.len = start + n;
-        let rows = match which {
-            Logits::Last => &x[(n - 1) * e..],
-            Logits::All => &x[..],
-        };
-        let n_out = rows.len() / e;
-        let mut normed = vec![0.0f32; rows.len()];
-        rms_norm(rows, &m.output_norm, hp.rms_eps, &mut normed);
-        let mut logits = vec![0.0f32; n_out * hp.n_vocab];
-        matmul(&self.pool, f, &m.output, &normed, n_out, &mut logits)?;
-        Ok(logits)
+        Ok(x)
     }
 }

@@ -1,6 +1,7 @@
 //! The CPU backend: scalar reference operations and the forward pass of a llama-family decoder.
 
 mod attention;
+mod batch;
 mod error;
 mod forward;
 mod kv;

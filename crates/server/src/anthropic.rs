@@ -11,6 +11,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::response::{IntoResponse, Response};
 use sampler::SamplerConfig;
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 use template::Message;
 
@@ -53,7 +54,10 @@ pub struct InMessage {
     pub content: Content,
 }
 
+/// A Messages request. A field the API does not define is a 400; fields it defines that molla
+/// does not act on are accepted ([`IgnoredAny`]).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Request {
     pub model: String,
     pub messages: Vec<InMessage>,
@@ -66,9 +70,21 @@ pub struct Request {
     pub top_k: Option<i32>,
     #[serde(default)]
     pub stream: bool,
+    // Defined by the Messages API, accepted and ignored:
+    pub metadata: Option<IgnoredAny>,
+    pub tools: Option<IgnoredAny>,
+    pub tool_choice: Option<IgnoredAny>,
+    pub thinking: Option<IgnoredAny>,
+    pub service_tier: Option<IgnoredAny>,
+    pub container: Option<IgnoredAny>,
+    pub mcp_servers: Option<IgnoredAny>,
+    pub context_management: Option<IgnoredAny>,
+    pub cache_control: Option<IgnoredAny>,
+    pub output_config: Option<IgnoredAny>,
 }
 
 /// `/v1/messages/count_tokens`: the fields of a message request that shape the prompt.
+/// Other fields of a message request are accepted and ignored.
 #[derive(Deserialize)]
 pub struct CountRequest {
     pub messages: Vec<InMessage>,
@@ -86,6 +102,7 @@ fn chat_messages(
             Some("messages"),
         ));
     }
+    crate::check_message_count(messages.len())?;
     let mut msgs = Vec::new();
     if let Some(s) = system {
         msgs.push(Message::new("system", s.text()?));
@@ -134,6 +151,14 @@ pub async fn messages(
 async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let r: Request = parse_json(&body(b)?)?;
     let msgs = chat_messages(r.system.as_ref(), &r.messages)?;
+    for (name, v) in [("temperature", r.temperature), ("top_p", r.top_p)] {
+        if v.is_some_and(|x| !(0.0..=1.0).contains(&x)) {
+            return Err(ApiError::bad_request(
+                format!("{name} must be between 0 and 1"),
+                Some(name),
+            ));
+        }
+    }
     let prompt = state.chat_prompt(&msgs, None)?;
     let d = SamplerConfig::default();
     // Anthropic's defaults: temperature 1, no top-p/top-k truncation unless asked
@@ -148,6 +173,7 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
             min_p: 0.0,
             ..d
         },
+        logprobs: None,
     };
     let input_tokens = job.prompt.len();
     let rx = state.submit(job, "messages")?;
@@ -219,6 +245,7 @@ fn stream(
                     let _ = tx.send(ev("message_stop", json!({"type": "message_stop"})));
                     return;
                 }
+                Event::Token(_) => {}
                 Event::Error(msg) => {
                     let _ = tx.send(ev("error", ApiError::internal(msg).anthropic().body()));
                     return;

@@ -11,6 +11,8 @@ pub enum Device {
     Cpu,
     /// A CUDA device by ordinal.
     Cuda(usize),
+    /// The wgpu backend's preferred adapter (Metal, Vulkan or DirectX 12).
+    Gpu,
 }
 
 /// A model ready to run on one backend.
@@ -18,6 +20,8 @@ pub enum Backend {
     Cpu(Box<CpuModel>),
     #[cfg(feature = "cuda")]
     Cuda(Box<cuda::CudaModel>),
+    #[cfg(feature = "gpu")]
+    Gpu(Box<gpu::GpuModel>),
 }
 
 /// A sequence's KV cache, on the backend that made it.
@@ -26,6 +30,8 @@ pub enum Cache {
     Cpu(KvCache),
     #[cfg(feature = "cuda")]
     Cuda(cuda::CudaKvCache),
+    #[cfg(feature = "gpu")]
+    Gpu(gpu::GpuKvCache),
 }
 
 impl Backend {
@@ -39,6 +45,10 @@ impl Backend {
             )?))),
             #[cfg(not(feature = "cuda"))]
             Device::Cuda(_) => Err(ServerError::NoCuda),
+            #[cfg(feature = "gpu")]
+            Device::Gpu => Ok(Backend::Gpu(Box::new(gpu::GpuModel::new(&model)?))),
+            #[cfg(not(feature = "gpu"))]
+            Device::Gpu => Err(ServerError::NoGpu),
         }
     }
 
@@ -48,6 +58,10 @@ impl Backend {
         if let Backend::Cpu(m) = self {
             m.set_cache_type(ty);
         }
+        #[cfg(feature = "gpu")]
+        if let Backend::Gpu(m) = self {
+            m.set_cache_f16(ty == cpu::CacheType::F16);
+        }
     }
 
     pub fn hparams(&self) -> &HParams {
@@ -55,6 +69,8 @@ impl Backend {
             Backend::Cpu(m) => &m.model.hp,
             #[cfg(feature = "cuda")]
             Backend::Cuda(m) => m.hparams(),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(m) => m.hparams(),
         }
     }
 
@@ -64,6 +80,20 @@ impl Backend {
             Backend::Cpu(_) => "cpu".into(),
             #[cfg(feature = "cuda")]
             Backend::Cuda(m) => m.device_name(),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(m) => m.device_name(),
+        }
+    }
+
+    /// How decode (and prefill) run on this backend: "cpu", or the CUDA paths, e.g.
+    /// "persistent (132 blocks); prefill cublas f16".
+    pub fn decode_path(&self) -> String {
+        match self {
+            Backend::Cpu(_) => "cpu".into(),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(m) => format!("{}; prefill {}", m.decode_path(), m.prefill_path()),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(_) => "wgpu".into(),
         }
     }
 
@@ -72,6 +102,8 @@ impl Backend {
             Backend::Cpu(m) => Cache::Cpu(m.new_cache(capacity)),
             #[cfg(feature = "cuda")]
             Backend::Cuda(m) => Cache::Cuda(m.new_cache(capacity)?),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(m) => Cache::Gpu(m.new_cache(capacity)?),
         })
     }
 
@@ -86,8 +118,57 @@ impl Backend {
             (Backend::Cpu(m), Cache::Cpu(c)) => Ok(m.forward(tokens, c, which)?),
             #[cfg(feature = "cuda")]
             (Backend::Cuda(m), Cache::Cuda(c)) => Ok(m.forward(tokens, c, which)?),
+            #[cfg(feature = "gpu")]
+            (Backend::Gpu(m), Cache::Gpu(c)) => Ok(m.forward(tokens, c, which)?),
             #[allow(unreachable_patterns)]
             _ => Err(ServerError::CacheMismatch),
+        }
+    }
+}
+
+impl Backend {
+    /// One token per sequence (`seqs[i].0` after what cache `seqs[i].1` holds): `n_vocab`
+    /// logits per sequence, in order. On the CPU one pass over the weights serves them all
+    /// (bit-identical to decoding each alone); on CUDA they run one after another.
+    pub fn forward_batch(&self, seqs: &mut [(u32, &mut Cache)]) -> Result<Vec<f32>, ServerError> {
+        if seqs.len() == 1 {
+            let (id, cache) = &mut seqs[0];
+            return self.forward(&[*id], cache, Logits::Last);
+        }
+        if let Backend::Cpu(m) = self {
+            let mut cpu: Vec<(u32, &mut KvCache)> = Vec::with_capacity(seqs.len());
+            for (id, c) in seqs.iter_mut() {
+                match c {
+                    Cache::Cpu(kv) => cpu.push((*id, kv)),
+                    #[allow(unreachable_patterns)]
+                    _ => return Err(ServerError::CacheMismatch),
+                }
+            }
+            return Ok(m.forward_batch(&mut cpu)?);
+        }
+        let mut all = Vec::new();
+        for (id, cache) in seqs.iter_mut() {
+            all.extend(self.forward(&[*id], cache, Logits::Last)?);
+        }
+        Ok(all)
+    }
+
+    /// The final hidden states after the output norm, `n_embd` per token, of `tokens` run in a
+    /// fresh cache (CPU only).
+    pub fn hidden_states(&self, tokens: &[u32]) -> Result<Vec<f32>, ServerError> {
+        match self {
+            Backend::Cpu(m) => {
+                let mut kv = m.new_cache(tokens.len());
+                Ok(m.hidden_states(tokens, &mut kv)?)
+            }
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(_) => Err(ServerError::Unsupported(
+                "embeddings need the CPU backend (--device cpu)",
+            )),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(_) => Err(ServerError::Unsupported(
+                "embeddings need the CPU backend (--device cpu)",
+            )),
         }
     }
 }
@@ -98,6 +179,8 @@ impl Cache {
             Cache::Cpu(c) => c.clear(),
             #[cfg(feature = "cuda")]
             Cache::Cuda(c) => c.clear(),
+            #[cfg(feature = "gpu")]
+            Cache::Gpu(c) => c.clear(),
         }
     }
 
@@ -107,6 +190,8 @@ impl Cache {
             Cache::Cpu(c) => c.len,
             #[cfg(feature = "cuda")]
             Cache::Cuda(c) => c.len,
+            #[cfg(feature = "gpu")]
+            Cache::Gpu(c) => c.len,
         }
     }
 

@@ -1,15 +1,24 @@
-//! The engine: one OS thread that owns the backend and its KV cache and runs queued requests
-//! one at a time (FIFO), streaming what it generates back over a channel per request.
+//! The engine: one OS thread that owns the backend and `parallel` KV caches (slots), and runs
+//! continuous batching over them. Each step admits at most one waiting request into a free
+//! slot (FIFO; its prompt is prefilled whole), then runs one batched decode over every active
+//! sequence's next token ([`Backend::forward_batch`]: the weights are read once for all rows on
+//! the CPU). A sequence whose client went away is dropped before the next step and its slot
+//! is free at once. Events stream back over a channel per request.
 
 use crate::backend::{Backend, Cache};
 use crate::error::ServerError;
+use crate::metrics::Metrics;
+use crate::seq::{Seq, TokenLogprob};
+use cpu::Logits;
 use sampler::{Sampler, SamplerConfig};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
+use std::time::Instant;
 use tokenizer::Tokenizer;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::oneshot;
 
-pub use crate::generate::Finish;
+pub use crate::seq::Finish;
 
 /// One generation to run.
 #[derive(Clone, Debug)]
@@ -18,11 +27,16 @@ pub struct Job {
     pub max_tokens: usize,
     pub stops: Vec<String>,
     pub sampling: SamplerConfig,
+    /// Report each token's log-probability with this many alternatives (None: no logprobs).
+    pub logprobs: Option<usize>,
 }
 
 /// What the engine reports about a job.
 #[derive(Clone, Debug)]
 pub enum Event {
+    /// A sampled token's log-probability (only when the job asked), sent before the text the
+    /// token completes.
+    Token(TokenLogprob),
     /// Text that is final (whole characters, never part of a stop string).
     Text(String),
     /// Generation ended.
@@ -40,10 +54,21 @@ pub struct Done {
     pub completion_tokens: usize,
 }
 
-/// A handle to the engine thread; cheap to clone.
+/// Embedding vectors of several inputs, or why they failed.
+pub type Embeddings = Result<Vec<Vec<f32>>, String>;
+type EmbedReply = oneshot::Sender<Embeddings>;
+
+enum Work {
+    Generate(Job, UnboundedSender<Event>),
+    Embed(Vec<Vec<u32>>, EmbedReply),
+}
+
+/// A handle to the engine thread; cheap to clone. The thread ends once every handle is dropped
+/// and the requests it accepted are finished.
 #[derive(Clone)]
 pub struct Engine {
-    tx: SyncSender<(Job, UnboundedSender<Event>)>,
+    tx: SyncSender<(Work, Instant)>,
+    metrics: Arc<Metrics>,
 }
 
 /// Why a job was not queued.
@@ -54,97 +79,343 @@ pub enum SubmitError {
 }
 
 impl Engine {
-    /// Starts the engine thread; up to `queue` jobs wait behind the one running.
+    /// Starts the engine thread with `parallel` slots of `ctx` positions each; up to `queue`
+    /// requests wait for a slot; prompts are prefilled `chunk` tokens a step.
     pub fn start(
         backend: Backend,
         tok: Arc<Tokenizer>,
         ctx: usize,
         queue: usize,
+        parallel: usize,
+        chunk: usize,
+        metrics: Arc<Metrics>,
     ) -> Result<Engine, ServerError> {
-        let cache = backend.new_cache(ctx)?;
+        let caches = (0..parallel.max(1))
+            .map(|_| backend.new_cache(ctx))
+            .collect::<Result<Vec<_>, _>>()?;
         let (tx, rx) = sync_channel(queue);
+        let m = metrics.clone();
         std::thread::Builder::new()
             .name("molla-engine".into())
-            .spawn(move || run(backend, cache, ctx, &tok, rx))?;
-        Ok(Engine { tx })
+            .spawn(move || {
+                let mut e = Runner {
+                    backend: &backend,
+                    tok: &tok,
+                    ctx,
+                    chunk: chunk.max(1),
+                    metrics: &m,
+                    free: caches,
+                    active: Vec::new(),
+                };
+                e.run(rx)
+            })?;
+        Ok(Engine { tx, metrics })
     }
 
     /// Queues `job`; its events arrive on the returned receiver. Dropping the receiver cancels
-    /// the job at its next token.
+    /// the job before its next step.
     pub fn submit(&self, job: Job) -> Result<UnboundedReceiver<Event>, SubmitError> {
         let (etx, erx) = unbounded_channel();
-        match self.tx.try_send((job, etx)) {
-            Ok(()) => Ok(erx),
+        self.send(Work::Generate(job, etx))?;
+        Ok(erx)
+    }
+
+    /// Queues an embedding request: one vector per input (see [`embed`]).
+    pub fn embed(
+        &self,
+        inputs: Vec<Vec<u32>>,
+    ) -> Result<oneshot::Receiver<Embeddings>, SubmitError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Work::Embed(inputs, tx))?;
+        Ok(rx)
+    }
+
+    fn send(&self, w: Work) -> Result<(), SubmitError> {
+        self.metrics.queued(1);
+        let r = self.tx.try_send((w, Instant::now()));
+        if r.is_err() {
+            self.metrics.queued(-1);
+        }
+        match r {
+            Ok(()) => Ok(()),
             Err(TrySendError::Full(_)) => Err(SubmitError::Full),
             Err(TrySendError::Disconnected(_)) => Err(SubmitError::Gone),
         }
     }
 }
 
-fn run(
-    backend: Backend,
-    mut cache: Cache,
+/// A sequence in a slot.
+struct Active<'t> {
+    seq: Seq<'t>,
+    cache: Cache,
+    events: UnboundedSender<Event>,
+    /// The token to feed at the next step.
+    next: u32,
+    prompt_tokens: usize,
+    queued_at: Instant,
+    last_token: Option<Instant>,
+    /// The prompt and how much of it is in the cache, while prefilling.
+    prefill: Option<(Vec<u32>, usize)>,
+}
+
+struct Runner<'a> {
+    backend: &'a Backend,
+    tok: &'a Tokenizer,
     ctx: usize,
-    tok: &Tokenizer,
-    rx: Receiver<(Job, UnboundedSender<Event>)>,
-) {
-    while let Ok((job, events)) = rx.recv() {
-        if events.is_closed() {
-            continue;
+    /// Most prompt tokens prefilled in one step.
+    chunk: usize,
+    metrics: &'a Metrics,
+    /// Caches of the free slots.
+    free: Vec<Cache>,
+    active: Vec<Active<'a>>,
+}
+
+impl<'a> Runner<'a> {
+    fn run(&mut self, rx: Receiver<(Work, Instant)>) {
+        let mut open = true;
+        loop {
+            if open && !self.free.is_empty() {
+                let got = if self.active.is_empty() {
+                    rx.recv().map_err(|_| TryRecvError::Disconnected)
+                } else {
+                    rx.try_recv()
+                };
+                match got {
+                    Ok((w, at)) => {
+                        self.metrics.queued(-1);
+                        self.take(w, at);
+                    }
+                    Err(TryRecvError::Empty) => {}
+                    Err(TryRecvError::Disconnected) => open = false,
+                }
+            }
+            self.drop_cancelled();
+            self.metrics.set_active(self.active.len());
+            if self.active.is_empty() {
+                if open {
+                    continue;
+                }
+                return;
+            }
+            self.step();
+            self.metrics.set_active(self.active.len());
         }
-        cache.clear();
-        let n_vocab = backend.hparams().n_vocab;
-        let result = Sampler::new(job.sampling.clone(), n_vocab)
-            .map_err(ServerError::from)
-            .and_then(|mut s| generate(&backend, &mut cache, ctx, tok, &mut s, &job, &events));
-        let event = match result {
-            Ok(Some(done)) => Event::Done(done),
-            Ok(None) => continue, // the client went away
-            Err(e) => Event::Error(e.to_string()),
+    }
+
+    fn take(&mut self, w: Work, at: Instant) {
+        match w {
+            Work::Embed(inputs, reply) => {
+                let _ = reply.send(embed(self.backend, &inputs).map_err(|e| e.to_string()));
+            }
+            Work::Generate(job, events) => {
+                if events.is_closed() {
+                    return;
+                }
+                if let Some(cache) = self.free.pop() {
+                    self.admit(job, events, cache, at);
+                }
+            }
+        }
+    }
+
+    /// Takes `job` into a slot: its prompt is prefilled over the next steps, a chunk a step.
+    fn admit(
+        &mut self,
+        job: Job,
+        events: UnboundedSender<Event>,
+        mut cache: Cache,
+        queued_at: Instant,
+    ) {
+        tracing::debug!(prompt = job.prompt.len(), max = job.max_tokens, "admit");
+        self.metrics.prompt_tokens(job.prompt.len());
+        let prompt = &job.prompt;
+        if prompt.is_empty() || prompt.len() >= self.ctx || job.max_tokens == 0 {
+            let _ = events.send(Event::Done(Done {
+                finish: Finish::Length,
+                stop: None,
+                prompt_tokens: prompt.len(),
+                completion_tokens: 0,
+            }));
+            self.free.push(cache);
+            return;
+        }
+        let sampler = match Sampler::new(job.sampling.clone(), self.backend.hparams().n_vocab) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = events.send(Event::Error(e.to_string()));
+                self.free.push(cache);
+                return;
+            }
         };
-        let _ = events.send(event);
+        cache.clear();
+        let seq = Seq::new(
+            self.tok,
+            sampler,
+            prompt,
+            job.max_tokens,
+            &job.stops,
+            self.ctx,
+            job.logprobs,
+        );
+        self.active.push(Active {
+            seq,
+            cache,
+            events,
+            next: 0,
+            prompt_tokens: job.prompt.len(),
+            queued_at,
+            last_token: None,
+            prefill: Some((job.prompt, 0)),
+        });
+    }
+
+    fn drop_cancelled(&mut self) {
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.active)
+            .into_iter()
+            .partition(|a| a.events.is_closed());
+        self.active = kept;
+        self.free.extend(gone.into_iter().map(|a| a.cache));
+    }
+
+    /// One step: the next prompt chunk of the oldest sequence still prefilling (its first token
+    /// is sampled when the prompt is done), then one batched decode over every sequence that
+    /// is generating.
+    fn step(&mut self) {
+        let active = std::mem::take(&mut self.active);
+        let mut prefilled = false;
+        let mut decoding = Vec::with_capacity(active.len());
+        for mut a in active {
+            if a.prefill.is_none() {
+                decoding.push(a);
+                continue;
+            }
+            if prefilled {
+                self.active.push(a);
+                continue;
+            }
+            prefilled = true;
+            match self.prefill_chunk(&mut a) {
+                Ok(false) => self.active.push(a),
+                Ok(true) => self.free.push(a.cache),
+                Err(e) => {
+                    let _ = a.events.send(Event::Error(e.to_string()));
+                    self.free.push(a.cache);
+                }
+            }
+        }
+        if decoding.is_empty() {
+            return;
+        }
+        let mut seqs: Vec<(u32, &mut Cache)> = decoding
+            .iter_mut()
+            .map(|a| (a.next, &mut a.cache))
+            .collect();
+        let logits = match self.backend.forward_batch(&mut seqs) {
+            Ok(l) => l,
+            Err(e) => {
+                for a in decoding {
+                    let _ = a.events.send(Event::Error(e.to_string()));
+                    self.free.push(a.cache);
+                }
+                return;
+            }
+        };
+        let nv = self.backend.hparams().n_vocab;
+        for (i, mut a) in decoding.into_iter().enumerate() {
+            match self.advance(&mut a, &logits[i * nv..(i + 1) * nv]) {
+                Ok(false) => self.active.push(a),
+                Ok(true) => self.free.push(a.cache),
+                Err(e) => {
+                    let _ = a.events.send(Event::Error(e.to_string()));
+                    self.free.push(a.cache);
+                }
+            }
+        }
+    }
+
+    /// Runs `a`'s next prompt chunk; after the last one samples its first token. True when `a`
+    /// is finished.
+    fn prefill_chunk(&self, a: &mut Active) -> Result<bool, ServerError> {
+        let Some((prompt, pos)) = a.prefill.as_mut() else {
+            return Ok(false);
+        };
+        let end = (*pos + self.chunk).min(prompt.len());
+        let logits = self
+            .backend
+            .forward(&prompt[*pos..end], &mut a.cache, Logits::Last)?;
+        *pos = end;
+        if end < prompt.len() {
+            return Ok(false);
+        }
+        a.prefill = None;
+        self.advance(a, &logits)
+    }
+
+    /// Samples `a`'s next token from `logits` and sends what it produced; true when `a` is
+    /// finished (done, or its client went away).
+    fn advance(&self, a: &mut Active, logits: &[f32]) -> Result<bool, ServerError> {
+        let before = a.seq.ids().len();
+        let out = a.seq.step(logits, a.cache.len())?;
+        if a.seq.ids().len() > before {
+            let now = Instant::now();
+            match a.last_token {
+                None => self.metrics.ttft(now - a.queued_at),
+                Some(t) => self.metrics.itl(now - t),
+            }
+            a.last_token = Some(now);
+            self.metrics.generated_tokens(1);
+        }
+        let mut ok = true;
+        if let Some(lp) = out.logprob {
+            ok &= a.events.send(Event::Token(lp)).is_ok();
+        }
+        if !out.text.is_empty() {
+            ok &= a.events.send(Event::Text(out.text)).is_ok();
+        }
+        if !ok {
+            return Ok(true);
+        }
+        if let Some(id) = out.next {
+            a.next = id;
+            return Ok(false);
+        }
+        let tail = a.seq.finish();
+        if !tail.is_empty() {
+            let _ = a.events.send(Event::Text(tail));
+        }
+        tracing::debug!(
+            prompt = a.prompt_tokens,
+            generated = a.seq.ids().len(),
+            finish = ?a.seq.end(),
+            "done"
+        );
+        let _ = a.events.send(Event::Done(Done {
+            finish: a.seq.end().unwrap_or(Finish::Length),
+            stop: a.seq.stop_string().map(String::from),
+            prompt_tokens: a.prompt_tokens,
+            completion_tokens: a.seq.ids().len(),
+        }));
+        Ok(true)
     }
 }
 
-/// Runs `job` unless there is nothing to generate; None when the client stopped listening.
-fn generate(
-    backend: &Backend,
-    cache: &mut Cache,
-    capacity: usize,
-    tok: &Tokenizer,
-    sampler: &mut Sampler,
-    job: &Job,
-    events: &UnboundedSender<Event>,
-) -> Result<Option<Done>, ServerError> {
-    let prompt = &job.prompt;
-    if prompt.is_empty() || prompt.len() >= capacity || job.max_tokens == 0 {
-        let done = Done {
-            finish: Finish::Length,
-            stop: None,
-            prompt_tokens: prompt.len(),
-            completion_tokens: 0,
-        };
-        return Ok(Some(done));
-    }
-    let g = crate::generate::generate(
-        backend,
-        cache,
-        capacity,
-        tok,
-        sampler,
-        prompt,
-        job.max_tokens,
-        &job.stops,
-        || events.is_closed(),
-        |text| events.send(Event::Text(text.to_string())).is_ok(),
-    )?;
-    if g.finish == Finish::Cancelled {
-        return Ok(None);
-    }
-    Ok(Some(Done {
-        finish: g.finish,
-        stop: g.stop,
-        prompt_tokens: prompt.len(),
-        completion_tokens: g.ids.len(),
-    }))
+/// Embeddings: per input, the mean over its tokens of the final hidden states after the output
+/// norm, scaled to unit L2 length.
+pub fn embed(backend: &Backend, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ServerError> {
+    let e = backend.hparams().n_embd;
+    inputs
+        .iter()
+        .map(|ids| {
+            let h = backend.hidden_states(ids)?;
+            let mut mean = vec![0.0f64; e];
+            for row in h.chunks_exact(e) {
+                for (m, &v) in mean.iter_mut().zip(row) {
+                    *m += f64::from(v);
+                }
+            }
+            let norm = mean.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let scale = if norm > 0.0 { 1.0 / norm } else { 0.0 };
+            Ok(mean.iter().map(|v| (v * scale) as f32).collect())
+        })
+        .collect()
 }

@@ -24,8 +24,19 @@ pub enum ServerError {
     Cuda(#[from] cuda::CudaError),
     #[error("this build of molla has no CUDA backend (built without the `cuda` feature)")]
     NoCuda,
+    #[cfg(feature = "gpu")]
+    #[error(transparent)]
+    Gpu(#[from] gpu::GpuError),
+    #[error("this build of molla has no wgpu backend (build with `--features gpu`)")]
+    NoGpu,
+    #[error(
+        "the tokenizer has {tokenizer} tokens (tokenizer.ggml.tokens) but the model's token_embd.weight has {model} rows"
+    )]
+    VocabMismatch { tokenizer: usize, model: usize },
     #[error("KV cache belongs to another backend")]
     CacheMismatch,
+    #[error("{0}")]
+    Unsupported(&'static str),
     #[error("the engine thread has stopped")]
     EngineGone,
     #[error("{0}")]

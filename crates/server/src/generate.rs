@@ -1,27 +1,18 @@
-//! The generation loop shared by the server's engine and the CLI's `run`/`chat`: prefill the
-//! prompt, then sample token by token, passing on text that is safe to show (whole UTF-8
-//! characters, no partial stop string) until an end-of-generation token, a stop string, the
-//! token limit, the end of the context, or a cancellation.
+//! The generation loop shared by `molla run`/`chat` (the server's engine drives the same
+//! [`Seq`] state machine in batched steps): prefill the prompt, then sample token by token,
+//! passing on text that is safe to show (whole UTF-8 characters, no partial stop string) until
+//! an end-of-generation token, a stop string, the token limit, the end of the context, or a
+//! cancellation.
 
 use crate::backend::{Backend, Cache};
 use crate::error::ServerError;
+use crate::seq::Seq;
 use cpu::Logits;
-use sampler::{Sampler, StopMatcher};
+use sampler::Sampler;
 use std::time::{Duration, Instant};
 use tokenizer::Tokenizer;
 
-/// Why generation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Finish {
-    /// An end-of-generation token (EOS, `<|im_end|>`, ...).
-    Eog,
-    /// A stop string appeared in the text.
-    Stop,
-    /// The token limit or the context filled up.
-    Length,
-    /// The caller asked to stop (a client went away, Ctrl-C).
-    Cancelled,
-}
+pub use crate::seq::Finish;
 
 /// What one generation produced.
 #[derive(Clone, Debug)]
@@ -58,55 +49,27 @@ pub fn generate(
     let mut logits = backend.forward(prompt, cache, Logits::Last)?;
     let prefill = t0.elapsed();
     let t1 = Instant::now();
-    let mut history = prompt.to_vec();
-    let mut ids = Vec::new();
-    let mut stream = tok.stream_decoder().skip_special(true);
-    let mut stop = StopMatcher::new(stops);
-    let mut finish = Finish::Length;
-    while ids.len() < max_tokens {
+    let mut seq = Seq::new(tok, sampler, prompt, max_tokens, stops, capacity, None);
+    while seq.end().is_none() {
         if cancelled() {
-            finish = Finish::Cancelled;
             break;
         }
-        let id = sampler.sample(&logits, &history)?;
-        if tok.is_eog(id) {
-            finish = Finish::Eog;
+        let out = seq.step(&logits, cache.len())?;
+        if !out.text.is_empty() && !emit(&out.text) {
             break;
         }
-        ids.push(id);
-        history.push(id);
-        let piece = stop.push(&stream.push(id)?);
-        if !piece.emit.is_empty() && !emit(&piece.emit) {
-            finish = Finish::Cancelled;
-            break;
+        if let Some(id) = out.next {
+            logits = backend.forward(&[id], cache, Logits::Last)?;
         }
-        if piece.stopped {
-            finish = Finish::Stop;
-            break;
-        }
-        if ids.len() >= max_tokens || cache.len() + 1 >= capacity {
-            break;
-        }
-        logits = backend.forward(&[id], cache, Logits::Last)?;
     }
-    if finish != Finish::Stop {
-        let tail = stop.push(&stream.finish_generation());
-        if !tail.emit.is_empty() {
-            emit(&tail.emit);
-        }
-        if tail.stopped {
-            finish = Finish::Stop;
-        } else {
-            let rest = stop.finish();
-            if !rest.is_empty() {
-                emit(&rest);
-            }
-        }
+    let tail = seq.finish();
+    if !tail.is_empty() {
+        emit(&tail);
     }
     Ok(Generated {
-        ids,
-        finish,
-        stop: stop.matched().map(String::from),
+        ids: seq.ids().to_vec(),
+        finish: seq.end().unwrap_or(Finish::Cancelled),
+        stop: seq.stop_string().map(String::from),
         prefill,
         decode: t1.elapsed(),
     })

@@ -1,17 +1,21 @@
 //! `molla serve`: an OpenAI- and Anthropic-compatible HTTP server over one model.
 //!
 //! The engine ([`engine`]) runs on its own thread and owns the backend; requests are queued
-//! FIFO (bounded: a full queue answers 503) and run one sequence at a time. The HTTP layer
-//! ([`routes`], [`openai`], [`anthropic`]) parses, renders the chat template, tokenizes and
-//! turns the engine's events into JSON or SSE.
+//! FIFO (bounded: a full queue answers 503) and up to `parallel` sequences generate at once,
+//! batched step by step (continuous batching). The HTTP layer ([`routes`], [`openai`],
+//! [`anthropic`]) parses, renders the chat template, tokenizes and turns the engine's events
+//! into JSON or SSE.
 
 pub mod anthropic;
 pub mod backend;
+pub mod embeddings;
 pub mod engine;
 pub mod error;
 pub mod generate;
+pub mod metrics;
 pub mod openai;
 pub mod routes;
+pub mod seq;
 pub mod sse;
 
 pub use backend::Device;
@@ -20,6 +24,7 @@ pub use routes::app;
 
 use backend::Backend;
 use engine::{Done, Engine, Event, Job, SubmitError};
+use metrics::Metrics;
 use model::Model;
 use std::path::Path;
 use std::sync::Arc;
@@ -35,8 +40,13 @@ pub struct Config {
     pub device: Device,
     /// Required as `Authorization: Bearer KEY` or `x-api-key: KEY` when set.
     pub api_key: Option<String>,
-    /// Requests that may wait behind the running one.
+    /// Requests that may wait for a slot.
     pub queue: usize,
+    /// Sequences generating at once (slots, each with a KV cache of `ctx` positions).
+    pub parallel: usize,
+    /// Most prompt tokens one engine step prefills (a longer prompt takes several steps, so
+    /// running sequences keep generating meanwhile).
+    pub prefill_chunk: usize,
     /// Largest request body in bytes.
     pub body_limit: usize,
 }
@@ -48,6 +58,8 @@ impl Default for Config {
             device: Device::Cpu,
             api_key: None,
             queue: 64,
+            parallel: 1,
+            prefill_chunk: 512,
             body_limit: 4 << 20,
         }
     }
@@ -64,6 +76,8 @@ pub struct State {
     pub api_key: Option<String>,
     pub body_limit: usize,
     pub device_name: String,
+    pub metrics: Arc<Metrics>,
+    pub n_embd: usize,
 }
 
 pub type AppState = Arc<State>;
@@ -84,6 +98,33 @@ pub fn chat_template(model: &Model, tok: &Tokenizer) -> Result<ChatTemplate, Ser
         &piece(tok.bos()),
         &piece(tok.eos()),
     )?)
+}
+
+/// Most messages one chat request may hold (OpenAI's and Anthropic's routes): a clear 400
+/// before any template work, rather than running out of template fuel.
+pub const MAX_MESSAGES: usize = 4096;
+
+/// A 400 when a request holds more than [`MAX_MESSAGES`] messages.
+pub fn check_message_count(n: usize) -> Result<(), ApiError> {
+    if n > MAX_MESSAGES {
+        return Err(ApiError::bad_request(
+            format!("messages holds {n} messages; at most {MAX_MESSAGES} are accepted"),
+            Some("messages"),
+        ));
+    }
+    Ok(())
+}
+
+/// The tokenizer's vocabulary must be the model's: an id the tokenizer makes must have an
+/// embedding row, and an id the model samples must have a text (llama.cpp refuses the same).
+pub fn check_vocab(model: &Model, tok: &Tokenizer) -> Result<(), ServerError> {
+    if tok.n_vocab() != model.hp.n_vocab {
+        return Err(ServerError::VocabMismatch {
+            tokenizer: tok.n_vocab(),
+            model: model.hp.n_vocab,
+        });
+    }
+    Ok(())
 }
 
 /// The context size to use: `requested`, or with 0 the model's training context capped at 8192.
@@ -107,11 +148,23 @@ impl State {
 
     pub fn from_model(model: Model, model_id: String, cfg: &Config) -> Result<State, ServerError> {
         let tok = Arc::new(Tokenizer::from_gguf(&model.file)?);
+        check_vocab(&model, &tok)?;
         let template = chat_template(&model, &tok)?;
         let ctx = context_size(&model, cfg.ctx);
         let backend = Backend::new(model, cfg.device)?;
         let device_name = backend.device_name();
-        let engine = Engine::start(backend, tok.clone(), ctx, cfg.queue)?;
+        let n_embd = backend.hparams().n_embd;
+        let parallel = cfg.parallel.max(1);
+        let metrics = Arc::new(Metrics::new(parallel));
+        let engine = Engine::start(
+            backend,
+            tok.clone(),
+            ctx,
+            cfg.queue,
+            parallel,
+            cfg.prefill_chunk,
+            metrics.clone(),
+        )?;
         Ok(State {
             engine,
             tok,
@@ -121,6 +174,8 @@ impl State {
             api_key: cfg.api_key.clone(),
             body_limit: cfg.body_limit,
             device_name,
+            metrics,
+            n_embd,
         })
     }
 
@@ -169,12 +224,22 @@ impl State {
 }
 
 /// Waits for a job to end: its whole text and how it finished.
-pub async fn collect(mut rx: UnboundedReceiver<Event>) -> Result<(String, Done), ApiError> {
+pub async fn collect(rx: UnboundedReceiver<Event>) -> Result<(String, Done), ApiError> {
+    collect_all(rx).await.map(|(text, _, done)| (text, done))
+}
+
+/// Waits for a job to end: its whole text, the log-probabilities of its tokens (when the job
+/// asked for them), and how it finished.
+pub async fn collect_all(
+    mut rx: UnboundedReceiver<Event>,
+) -> Result<(String, Vec<seq::TokenLogprob>, Done), ApiError> {
     let mut text = String::new();
+    let mut lps = Vec::new();
     while let Some(ev) = rx.recv().await {
         match ev {
             Event::Text(t) => text.push_str(&t),
-            Event::Done(d) => return Ok((text, d)),
+            Event::Token(t) => lps.push(t),
+            Event::Done(d) => return Ok((text, lps, d)),
             Event::Error(e) => return Err(ApiError::internal(e)),
         }
     }

@@ -3,7 +3,8 @@
 use crate::engine::{Done, Event, Finish, Job};
 use crate::error::{ApiError, parse_json};
 use crate::routes::body;
-use crate::{AppState, collect, new_id, now, sse};
+use crate::seq::TokenLogprob;
+use crate::{AppState, collect_all, new_id, now, sse};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -11,8 +12,22 @@ use axum::extract::rejection::BytesRejection;
 use axum::response::{IntoResponse, Response};
 use sampler::SamplerConfig;
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use template::Message;
+use tokenizer::Tokenizer;
+
+/// Most alternatives `top_logprobs` (chat) or `logprobs` (completions) may ask for.
+pub const MAX_TOP_LOGPROBS: u32 = 20;
+
+/// `logprobs`: a flag on chat, a count of alternatives on completions.
+#[derive(Deserialize, Clone, Copy)]
+#[serde(untagged)]
+pub enum LogprobsParam {
+    Flag(bool),
+    Count(u32),
+}
 
 /// `stop`: one string or several.
 #[derive(Deserialize)]
@@ -37,8 +52,11 @@ pub struct StreamOptions {
     pub include_usage: bool,
 }
 
-/// The body of both routes (each checks that its own required field is there).
+/// The body of both routes (each checks that its own required field is there). A field
+/// neither API defines is a 400 (as OpenAI answers); fields they define that molla does not act
+/// on are listed as [`IgnoredAny`] and accepted.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Request {
     pub model: Option<String>,
     pub messages: Option<Vec<Message>>,
@@ -56,15 +74,126 @@ pub struct Request {
     pub seed: Option<u64>,
     pub stop: Option<Stop>,
     pub n: Option<u32>,
+    pub logprobs: Option<LogprobsParam>,
+    pub top_logprobs: Option<u32>,
     #[serde(default)]
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
+    /// Token id (as a string) to a bias added to its logit (-100 bans it, 100 forces it).
+    pub logit_bias: Option<HashMap<String, f32>>,
+    /// llama.cpp's: keep generating past end-of-generation tokens (they are banned).
+    #[serde(default)]
+    pub ignore_eos: bool,
+    /// llama.cpp's: locally typical sampling mass (1: off).
+    pub typical_p: Option<f32>,
+    /// llama.cpp's: how many recent tokens the penalties see (-1: all, 0: none).
+    pub repeat_last_n: Option<i32>,
+    /// Completions: only `false` (the prompt is not echoed).
+    pub echo: Option<bool>,
+    /// Completions: only 1.
+    pub best_of: Option<u32>,
+    /// Completions: only null or empty.
+    pub suffix: Option<String>,
+    /// Only `{"type": "text"}`.
+    pub response_format: Option<ResponseFormat>,
+    // Defined by OpenAI, accepted and ignored:
+    pub user: Option<IgnoredAny>,
+    pub metadata: Option<IgnoredAny>,
+    pub store: Option<IgnoredAny>,
+    pub service_tier: Option<IgnoredAny>,
+    pub parallel_tool_calls: Option<IgnoredAny>,
+    pub tool_choice: Option<IgnoredAny>,
+    pub functions: Option<IgnoredAny>,
+    pub function_call: Option<IgnoredAny>,
+    pub reasoning_effort: Option<IgnoredAny>,
+    pub verbosity: Option<IgnoredAny>,
+    pub modalities: Option<IgnoredAny>,
+    pub prediction: Option<IgnoredAny>,
+    pub prompt_cache_key: Option<IgnoredAny>,
+    pub safety_identifier: Option<IgnoredAny>,
+    pub web_search_options: Option<IgnoredAny>,
+    pub audio: Option<IgnoredAny>,
+    /// llama.cpp's prompt cache switch (molla keeps no prompt cache yet).
+    pub cache_prompt: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+pub struct ResponseFormat {
+    #[serde(rename = "type")]
+    pub kind: String,
 }
 
 impl Request {
-    fn job(&self, prompt: Vec<u32>) -> Result<Job, ApiError> {
+    /// The job for `prompt`, checking the fields against a vocabulary of `vocab` tokens whose
+    /// end-of-generation ids are `eog`.
+    fn job(
+        &self,
+        prompt: Vec<u32>,
+        kind: Kind,
+        vocab: usize,
+        eog: &[u32],
+    ) -> Result<Job, ApiError> {
         if self.n.is_some_and(|n| n != 1) {
             return Err(ApiError::bad_request("only n = 1 is supported", Some("n")));
+        }
+        let logprobs = self.logprobs(kind)?;
+        let range = |v: Option<f32>, name: &str, lo: f32, hi: f32| match v {
+            Some(x) if !(lo..=hi).contains(&x) => Err(ApiError::bad_request(
+                format!("{name} must be between {lo} and {hi}"),
+                Some(name),
+            )),
+            _ => Ok(()),
+        };
+        range(self.temperature, "temperature", 0.0, f32::MAX)?;
+        range(self.top_p, "top_p", 0.0, 1.0)?;
+        range(self.min_p, "min_p", 0.0, 1.0)?;
+        range(self.frequency_penalty, "frequency_penalty", -2.0, 2.0)?;
+        range(self.presence_penalty, "presence_penalty", -2.0, 2.0)?;
+        range(self.typical_p, "typical_p", 0.0, 1.0)?;
+        let unsupported = |ok: bool, name: &str, what: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ApiError::bad_request(
+                    format!("{name}: {what} is not supported"),
+                    Some(name),
+                ))
+            }
+        };
+        unsupported(self.echo != Some(true), "echo", "echoing the prompt")?;
+        unsupported(
+            self.best_of.is_none_or(|b| b == 1),
+            "best_of",
+            "best_of > 1",
+        )?;
+        unsupported(
+            self.suffix.as_deref().is_none_or(str::is_empty),
+            "suffix",
+            "a suffix",
+        )?;
+        unsupported(
+            self.response_format
+                .as_ref()
+                .is_none_or(|f| f.kind == "text"),
+            "response_format",
+            "a response format other than text",
+        )?;
+        let mut logit_bias = Vec::new();
+        for (id, &bias) in self.logit_bias.iter().flatten() {
+            let bad = |m: String| ApiError::bad_request(m, Some("logit_bias"));
+            let id: u32 = id
+                .parse()
+                .map_err(|_| bad(format!("'{id}' is not a token id")))?;
+            if id as usize >= vocab {
+                return Err(bad(format!("token id {id} is out of the vocabulary")));
+            }
+            if !(-100.0..=100.0).contains(&bias) {
+                return Err(bad(format!("bias {bias} is not between -100 and 100")));
+            }
+            logit_bias.push((id, bias));
+        }
+        if self.ignore_eos {
+            logit_bias.extend(eog.iter().map(|&id| (id, f32::NEG_INFINITY)));
         }
         let d = SamplerConfig::default();
         let stops = match &self.stop {
@@ -88,9 +217,51 @@ impl Request {
                 frequency_penalty: self.frequency_penalty.unwrap_or(d.frequency_penalty),
                 presence_penalty: self.presence_penalty.unwrap_or(d.presence_penalty),
                 seed: self.seed,
-                ..d
+                typical_p: self.typical_p.unwrap_or(d.typical_p),
+                penalty_last_n: self.repeat_last_n.unwrap_or(d.penalty_last_n),
+                logit_bias,
             },
+            logprobs,
         })
+    }
+
+    /// How many alternatives to report per token, if logprobs are wanted: chat takes
+    /// `logprobs: true` with `top_logprobs: k`, completions `logprobs: k`.
+    fn logprobs(&self, kind: Kind) -> Result<Option<usize>, ApiError> {
+        let (k, param) = match (kind, self.logprobs) {
+            (_, None) | (Kind::Chat, Some(LogprobsParam::Flag(false))) => {
+                if self.top_logprobs.is_some_and(|k| k > 0) {
+                    return Err(ApiError::bad_request(
+                        "top_logprobs needs logprobs: true",
+                        Some("top_logprobs"),
+                    ));
+                }
+                return Ok(None);
+            }
+            (Kind::Chat, Some(LogprobsParam::Flag(true))) => {
+                (self.top_logprobs.unwrap_or(0), "top_logprobs")
+            }
+            (Kind::Text, Some(LogprobsParam::Count(k))) => (k, "logprobs"),
+            (Kind::Chat, Some(LogprobsParam::Count(_))) => {
+                return Err(ApiError::bad_request(
+                    "logprobs must be a boolean here (use top_logprobs for a count)",
+                    Some("logprobs"),
+                ));
+            }
+            (Kind::Text, Some(LogprobsParam::Flag(_))) => {
+                return Err(ApiError::bad_request(
+                    "logprobs must be an integer (alternatives per token) here",
+                    Some("logprobs"),
+                ));
+            }
+        };
+        if k > MAX_TOP_LOGPROBS {
+            return Err(ApiError::bad_request(
+                format!("{param} must be at most {MAX_TOP_LOGPROBS}"),
+                Some(param),
+            ));
+        }
+        Ok(Some(k as usize))
     }
 
     fn include_usage(&self) -> bool {
@@ -121,7 +292,7 @@ fn usage(d: &Done) -> Value {
 
 /// Which of the two routes: shapes the responses.
 #[derive(Clone, Copy)]
-enum Kind {
+pub enum Kind {
     Chat,
     Text,
 }
@@ -138,6 +309,7 @@ pub async fn chat_completions(
             Some("messages"),
         ));
     }
+    crate::check_message_count(messages.len())?;
     let prompt = state.chat_prompt(messages, r.tools.as_ref())?;
     respond(&state, &r, prompt, Kind::Chat, "messages").await
 }
@@ -176,7 +348,8 @@ async fn respond(
     kind: Kind,
     param: &str,
 ) -> Result<Response, ApiError> {
-    let job = r.job(prompt)?;
+    let job = r.job(prompt, kind, state.tok.n_vocab(), state.tok.eog_ids())?;
+    let wants_logprobs = job.logprobs.is_some();
     let rx = state.submit(job, param)?;
     let id = new_id(match kind {
         Kind::Chat => "chatcmpl-",
@@ -185,20 +358,26 @@ async fn respond(
     let model = r.model.clone().unwrap_or_else(|| state.model_id.clone());
     let created = now();
     if r.stream {
-        return Ok(stream(rx, kind, id, model, created, r.include_usage()));
+        let tok = state.tok.clone();
+        return Ok(stream(rx, kind, id, model, created, r.include_usage(), tok));
     }
-    let (text, done) = collect(rx).await?;
+    let (text, lps, done) = collect_all(rx).await?;
+    let lp = if wants_logprobs {
+        logprobs_json(&state.tok, kind, &lps, &mut 0)
+    } else {
+        Value::Null
+    };
     let choice = match kind {
         Kind::Chat => json!({
             "index": 0,
             "message": {"role": "assistant", "content": text},
-            "logprobs": null,
+            "logprobs": lp,
             "finish_reason": finish_reason(done.finish),
         }),
         Kind::Text => json!({
             "index": 0,
             "text": text,
-            "logprobs": null,
+            "logprobs": lp,
             "finish_reason": finish_reason(done.finish),
         }),
     };
@@ -217,6 +396,60 @@ async fn respond(
     .into_response())
 }
 
+/// A token's text as the client sees it (invalid UTF-8 of a partial character replaced) and its
+/// bytes.
+fn piece(tok: &Tokenizer, id: u32) -> (String, Vec<u8>) {
+    let bytes = tok.token_to_piece(id).unwrap_or_default();
+    (String::from_utf8_lossy(&bytes).into_owned(), bytes)
+}
+
+/// The `logprobs` object of a choice for `lps`: chat's `{"content": [...]}` or completions'
+/// parallel lists; `offset` is the completion text's length before these tokens (advanced).
+pub fn logprobs_json(
+    tok: &Tokenizer,
+    kind: Kind,
+    lps: &[TokenLogprob],
+    offset: &mut usize,
+) -> Value {
+    match kind {
+        Kind::Chat => {
+            let entry = |id: u32, lp: f32| {
+                let (text, bytes) = piece(tok, id);
+                json!({"token": text, "logprob": lp, "bytes": bytes})
+            };
+            let content: Vec<Value> = lps
+                .iter()
+                .map(|t| {
+                    let mut e = entry(t.id, t.logprob);
+                    e["top_logprobs"] = t.top.iter().map(|&(i, l)| entry(i, l)).collect();
+                    e
+                })
+                .collect();
+            json!({"content": content, "refusal": null})
+        }
+        Kind::Text => {
+            let mut tokens = Vec::new();
+            let mut offsets = Vec::new();
+            let mut tops = Vec::new();
+            for t in lps {
+                let text = piece(tok, t.id).0;
+                offsets.push(*offset);
+                *offset += text.len();
+                tokens.push(text);
+                let top: serde_json::Map<String, Value> = t
+                    .top
+                    .iter()
+                    .map(|&(i, l)| (piece(tok, i).0, json!(l)))
+                    .collect();
+                tops.push(top);
+            }
+            let lp: Vec<f32> = lps.iter().map(|t| t.logprob).collect();
+            json!({"tokens": tokens, "token_logprobs": lp, "top_logprobs": tops,
+                   "text_offset": offsets})
+        }
+    }
+}
+
 fn stream(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
     kind: Kind,
@@ -224,6 +457,7 @@ fn stream(
     model: String,
     created: u64,
     include_usage: bool,
+    tok: std::sync::Arc<Tokenizer>,
 ) -> Response {
     let (tx, resp) = sse::channel();
     let object = match kind {
@@ -234,12 +468,12 @@ fn stream(
         json!({"id": id, "object": object, "created": created, "model": model,
                "choices": [choice]})
     };
-    let piece = move |text: &str, finish: Option<&str>| match kind {
+    let piece = move |text: &str, lp: Value, finish: Option<&str>| match kind {
         Kind::Chat => {
             json!({"index": 0, "delta": if text.is_empty() { json!({}) } else { json!({"content": text}) },
-                             "logprobs": null, "finish_reason": finish})
+                             "logprobs": lp, "finish_reason": finish})
         }
-        Kind::Text => json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish}),
+        Kind::Text => json!({"index": 0, "text": text, "logprobs": lp, "finish_reason": finish}),
     };
     tokio::spawn(async move {
         if let Kind::Chat = kind {
@@ -249,11 +483,34 @@ fn stream(
                 return;
             }
         }
+        // log-probabilities of tokens whose text has not been sent yet
+        let mut pending: Vec<TokenLogprob> = Vec::new();
+        let mut offset = 0;
+        let mut lp = |pending: &mut Vec<TokenLogprob>| {
+            if pending.is_empty() {
+                return Value::Null;
+            }
+            let v = logprobs_json(&tok, kind, pending, &mut offset);
+            pending.clear();
+            v
+        };
         while let Some(ev) = rx.recv().await {
             let sent = match ev {
-                Event::Text(t) => tx.send(sse::data(&chunk(piece(&t, None)))),
+                Event::Token(t) => {
+                    pending.push(t);
+                    Ok(())
+                }
+                Event::Text(t) => {
+                    let l = lp(&mut pending);
+                    tx.send(sse::data(&chunk(piece(&t, l, None))))
+                }
                 Event::Done(d) => {
-                    let _ = tx.send(sse::data(&chunk(piece("", Some(finish_reason(d.finish))))));
+                    if !pending.is_empty() {
+                        let l = lp(&mut pending);
+                        let _ = tx.send(sse::data(&chunk(piece("", l, None))));
+                    }
+                    let reason = Some(finish_reason(d.finish));
+                    let _ = tx.send(sse::data(&chunk(piece("", Value::Null, reason))));
                     if include_usage {
                         let mut last = chunk(json!(null));
                         last["choices"] = json!([]);

@@ -2,7 +2,7 @@
 //! rejects (unknown route, body too large).
 
 use crate::error::{ApiError, parse_json};
-use crate::{AppState, anthropic, openai};
+use crate::{AppState, anthropic, embeddings, openai};
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
@@ -29,6 +29,8 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
+        .route("/v1/embeddings", post(embeddings::embeddings))
+        .route("/metrics", get(metrics))
         .fallback(not_found)
         .layer(DefaultBodyLimit::disable())
         .layer(RequestBodyLimitLayer::new(limit))
@@ -44,9 +46,50 @@ pub fn body(b: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     })
 }
 
-/// Checks the API key (all routes but /health), and answers the body limit's plain 413 in
-/// JSON.
+/// The route a path belongs to, as the metrics label it (unknown paths share one label).
+fn route_label(path: &str) -> &'static str {
+    const ROUTES: [&str; 12] = [
+        "/health",
+        "/metrics",
+        "/v1/models",
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/v1/embeddings",
+        "/tokenize",
+        "/detokenize",
+        "/v1/models/{id}",
+        "other",
+    ];
+    if let Some(r) = ROUTES.iter().find(|&&r| r == path) {
+        return r;
+    }
+    if path.starts_with("/v1/models/") {
+        return "/v1/models/{id}";
+    }
+    "other"
+}
+
+/// Checks the API key (all routes but /health), answers the body limit's plain 413 in JSON,
+/// counts the request for /metrics and logs it.
 async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let t0 = std::time::Instant::now();
+    let route = route_label(req.uri().path());
+    let method = req.method().clone();
+    let resp = check(&state, req, next).await;
+    state.metrics.request(route, resp.status().as_u16());
+    tracing::info!(
+        %method,
+        route,
+        status = resp.status().as_u16(),
+        ms = %format_args!("{:.1}", t0.elapsed().as_secs_f64() * 1e3),
+        "request"
+    );
+    resp
+}
+
+async fn check(state: &AppState, req: Request, next: Next) -> Response {
     let anthropic = req.uri().path().starts_with("/v1/messages");
     let flavor = |e: ApiError| if anthropic { e.anthropic() } else { e };
     if let Some(key) = &state.api_key
@@ -78,6 +121,14 @@ async fn not_found(req: Request) -> ApiError {
         format!("no route {} {}", req.method(), req.uri().path()),
         "unknown_url",
     )
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+        .into_response()
 }
 
 async fn health() -> Json<serde_json::Value> {

@@ -109,12 +109,14 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     let threads = rayon::current_num_threads();
+    let path = m.decode_path();
     let (pp_med, pp_min, pp_max) = stats(&pp);
     let (tg_med, tg_min, tg_max) = stats(&tg);
     let (ttft_med, _, _) = stats(&ttft);
     if a.json {
         let out = serde_json::json!({
             "model": a.model.display().to_string(), "device": dev, "threads": threads,
+            "decode_path": path,
             "n_prompt": a.n_prompt, "n_gen": a.n_gen, "repetitions": reps,
             "pp_tok_s": pp_med, "pp_tok_s_min": pp_min, "pp_tok_s_max": pp_max,
             "tg_tok_s": tg_med, "tg_tok_s_min": tg_min, "tg_tok_s_max": tg_max,
@@ -124,6 +126,7 @@ pub fn run(a: Args) -> Result<()> {
         return Ok(());
     }
     println!("{desc}");
+    println!("decode: {path}");
     println!("| model | device | threads | test | tok/s (median) | min .. max |");
     println!("|---|---|---|---|---|---|");
     let name = a

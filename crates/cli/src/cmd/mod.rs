@@ -14,13 +14,16 @@ use anyhow::{Result, bail};
 
 pub use server::Device;
 
-/// Parses `--device`: `cpu`, `cuda`, `cuda:N`, or `auto` (the first CUDA device when one is
-/// usable, else the CPU).
+/// Parses `--device`: `cpu`, `cuda`, `cuda:N`, `gpu` (wgpu), or `auto` (the first CUDA device
+/// when one is usable, else a hardware wgpu adapter in a build with the `gpu` feature, else the
+/// CPU).
 pub fn parse_device(s: &str) -> Result<Device> {
     match s {
         "cpu" => Ok(Device::Cpu),
         "auto" => Ok(if cuda_available() {
             Device::Cuda(0)
+        } else if gpu_available() {
+            Device::Gpu
         } else {
             Device::Cpu
         }),
@@ -29,8 +32,13 @@ pub fn parse_device(s: &str) -> Result<Device> {
             .parse()
             .map(Device::Cuda)
             .map_err(|_| anyhow::anyhow!("--device: '{d}' is not cuda:N with N a device number")),
-        "gpu" => bail!("device 'gpu' (wgpu) is not available in this build of molla"),
-        d => bail!("unknown device '{d}' (expected cpu, cuda, cuda:N or auto)"),
+        #[cfg(feature = "gpu")]
+        "gpu" => Ok(Device::Gpu),
+        #[cfg(not(feature = "gpu"))]
+        "gpu" => bail!(
+            "device 'gpu' (wgpu) is not available in this build of molla (build with --features gpu)"
+        ),
+        d => bail!("unknown device '{d}' (expected cpu, cuda, cuda:N, gpu or auto)"),
     }
 }
 
@@ -41,6 +49,18 @@ fn cuda_available() -> bool {
 
 #[cfg(not(feature = "cuda"))]
 fn cuda_available() -> bool {
+    false
+}
+
+/// A hardware adapter for the wgpu backend (a software one such as llvmpipe is slower than the
+/// CPU backend, so `auto` does not pick it).
+#[cfg(feature = "gpu")]
+fn gpu_available() -> bool {
+    gpu::has_hardware_adapter()
+}
+
+#[cfg(not(feature = "gpu"))]
+fn gpu_available() -> bool {
     false
 }
 

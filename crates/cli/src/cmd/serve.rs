@@ -25,6 +25,20 @@ pub struct Args {
     /// CPU worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Sequences generated at once (continuous batching); each slot has its own KV cache of
+    /// --ctx positions.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallel: u16,
+    /// Most prompt tokens prefilled in one engine step (longer prompts take several steps, so
+    /// other sequences keep generating meanwhile).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    pub prefill_chunk: u32,
+    /// Requests that may wait for a free slot before new ones get 503.
+    #[arg(long, default_value_t = 64)]
+    pub queue: usize,
+    /// Log level on stderr: error, warn, info, debug or trace.
+    #[arg(long, default_value = "info")]
+    pub log: tracing_subscriber::filter::LevelFilter,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -33,18 +47,27 @@ pub fn run(a: Args) -> Result<()> {
     if !a.model.exists() {
         anyhow::bail!("model file {} not found", a.model.display());
     }
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(a.log)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
     let cfg = server::Config {
         ctx: a.ctx,
         device,
         api_key: a.api_key,
+        parallel: a.parallel.into(),
+        queue: a.queue,
+        prefill_chunk: a.prefill_chunk as usize,
         ..server::Config::default()
     };
     let state =
         server::State::load(&a.model, &cfg).with_context(|| a.model.display().to_string())?;
     eprintln!(
-        "molla: {} on {}, context {} tokens",
+        "molla: {} on {}, {} slot(s) of {} tokens",
         a.model.display(),
         state.device_name,
+        a.parallel,
         state.ctx
     );
     let addr = format!("{}:{}", a.host, a.port);
@@ -55,12 +78,37 @@ pub fn run(a: Args) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
-        eprintln!("molla: listening on http://{addr}");
+        let bound = listener.local_addr().map_or(addr, |a| a.to_string());
+        eprintln!("molla: listening on http://{bound}");
         axum::serve(listener, server::app(std::sync::Arc::new(state)))
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
+            .with_graceful_shutdown(shutdown())
             .await?;
+        eprintln!("molla: drained, exiting");
         Ok(())
     })
+}
+
+/// Resolves on Ctrl-C or SIGTERM: the server then stops accepting connections and finishes the
+/// requests it has (streams included) before `run` returns.
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    eprintln!("molla: shutting down: finishing accepted requests");
 }

@@ -1,0 +1,356 @@
+//! The forward pass of a llama-family decoder on a wgpu device. A cache carries its own scratch
+//! buffers and every dispatch of a step already bound to them, so a step is: write the step's
+//! token ids and (n, start), record the dispatch list into one compute pass, submit, and read
+//! back only the logits. Prefill runs chunks of up to 64 tokens through the same shaders (the
+//! matvec takes 8 tokens per weight read).
+
+use crate::device::Gpu;
+use crate::error::{GpuError, Result};
+use crate::kernels::{self, DevMatrix, Dispatch, Heads, KvLayer, MatvecOpts};
+use cpu::Logits;
+use model::{HParams, Model};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Most tokens a step runs at once.
+const MAX_CHUNK: usize = 64;
+
+struct DevLayer {
+    attn_norm: wgpu::Buffer,
+    wq: DevMatrix,
+    wk: DevMatrix,
+    wv: DevMatrix,
+    bq: Option<wgpu::Buffer>,
+    bk: Option<wgpu::Buffer>,
+    bv: Option<wgpu::Buffer>,
+    wo: DevMatrix,
+    ffn_norm: wgpu::Buffer,
+    w_gate: DevMatrix,
+    w_up: DevMatrix,
+    w_down: DevMatrix,
+}
+
+/// A model whose weights live on a wgpu device, with the same contract as `cpu::CpuModel`.
+pub struct GpuModel {
+    gpu: Gpu,
+    hp: HParams,
+    heads: Heads,
+    rope: cpu::ops::Rope,
+    embd: DevMatrix,
+    /// `None` when the output head is tied to the embedding.
+    output: Option<DevMatrix>,
+    output_norm: wgpu::Buffer,
+    layers: Vec<DevLayer>,
+    /// Bound where a matvec has no bias.
+    dummy: wgpu::Buffer,
+    uid: u64,
+    cache_f16: bool,
+}
+
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+/// A sequence's KV cache on the device, with the scratch buffers and bound dispatches of a step.
+pub struct GpuKvCache {
+    /// Positions filled so far.
+    pub len: usize,
+    capacity: usize,
+    chunk: usize,
+    model_uid: u64,
+    step: wgpu::Buffer,
+    tokens: wgpu::Buffer,
+    logits: wgpu::Buffer,
+    body: Vec<Dispatch>,
+    tail_last: Vec<Dispatch>,
+    tail_all: Vec<Dispatch>,
+    /// Keeps every buffer the dispatches use alive (wgpu would too; this makes it plain).
+    _buffers: Vec<wgpu::Buffer>,
+}
+
+impl GpuKvCache {
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Forgets every position.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+fn check_shape(hp: &HParams) -> Result<()> {
+    if !hp.head_dim.is_multiple_of(2) || !hp.head_dim_v.is_multiple_of(2) {
+        return Err(GpuError::Unsupported(format!(
+            "odd head widths {}/{}",
+            hp.head_dim, hp.head_dim_v
+        )));
+    }
+    Ok(())
+}
+
+impl GpuModel {
+    /// Opens the preferred adapter and uploads the weights of `model` in their GGUF block
+    /// layout. Fails with a one-line error when there is no adapter, or when a tensor type or
+    /// shape is not supported.
+    pub fn new(model: &Model) -> Result<GpuModel> {
+        GpuModel::with_gpu(Gpu::new()?, model)
+    }
+
+    /// Like [`GpuModel::new`] on an opened device.
+    pub fn with_gpu(gpu: Gpu, model: &Model) -> Result<GpuModel> {
+        let hp = model.hp.clone();
+        check_shape(&hp)?;
+        let f = &model.file;
+        let m = |w: &model::Matrix| DevMatrix::new(&gpu, &w.name, w.ty, w.rows, w.cols, w.bytes(f));
+        let v = |name: &str, x: &[f32]| gpu.upload_f32(name, x);
+        let ov = |x: &Option<Vec<f32>>| x.as_deref().map(|x| gpu.upload_f32("bias", x)).transpose();
+        let mut layers = Vec::with_capacity(model.layers.len());
+        for l in &model.layers {
+            layers.push(DevLayer {
+                attn_norm: v("attn_norm", &l.attn_norm)?,
+                wq: m(&l.wq)?,
+                wk: m(&l.wk)?,
+                wv: m(&l.wv)?,
+                bq: ov(&l.bq)?,
+                bk: ov(&l.bk)?,
+                bv: ov(&l.bv)?,
+                wo: m(&l.wo)?,
+                ffn_norm: v("ffn_norm", &l.ffn_norm)?,
+                w_gate: m(&l.w_gate)?,
+                w_up: m(&l.w_up)?,
+                w_down: m(&l.w_down)?,
+            });
+        }
+        let out = GpuModel {
+            embd: m(&model.tok_embd)?,
+            output: if model.tied_output {
+                None
+            } else {
+                Some(m(&model.output)?)
+            },
+            output_norm: v("output_norm", &model.output_norm)?,
+            dummy: gpu.storage("dummy", 4)?,
+            layers,
+            heads: Heads::from_hparams(&hp),
+            rope: cpu::ops::Rope::new(&hp, model.rope_freqs.as_deref()),
+            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            cache_f16: false,
+            hp,
+            gpu,
+        };
+        out.gpu.check()?;
+        Ok(out)
+    }
+
+    /// The adapter's name and API.
+    pub fn device_name(&self) -> String {
+        self.gpu.name()
+    }
+
+    pub fn hparams(&self) -> &HParams {
+        &self.hp
+    }
+
+    /// Whether caches made from now on hold f16 (half the memory) instead of f32 (the default).
+    pub fn set_cache_f16(&mut self, f16: bool) {
+        self.cache_f16 = f16;
+    }
+
+    /// A KV cache for `capacity` positions, with its scratch buffers and bound dispatches.
+    pub fn new_cache(&self, capacity: usize) -> Result<GpuKvCache> {
+        let (g, hp, h) = (&self.gpu, &self.hp, self.heads);
+        let max = g.limits.max_storage_buffer_binding_size as usize;
+        let per_pos = h.n_head * capacity * 4;
+        if capacity == 0 || per_pos > max || capacity > u32::MAX as usize / hp.kv_dim().max(1) {
+            return Err(GpuError::Unsupported(format!(
+                "KV cache capacity {capacity}"
+            )));
+        }
+        let chunk = MAX_CHUNK
+            .min(capacity)
+            .min(max / per_pos)
+            .min(max / (hp.n_vocab * 4).max(1))
+            .max(1);
+        let f32s = |name: &str, n: usize| g.storage(name, (n * 4) as u64);
+        let step = g.uniform("step", &[0, 0, 0, 0]);
+        let tokens = g.storage("tokens", (chunk * 4) as u64)?;
+        let x = f32s("x", chunk * hp.n_embd)?;
+        let hb = f32s("h", chunk * hp.n_embd)?;
+        let q = f32s("q", chunk * hp.q_dim())?;
+        let k = f32s("k", chunk * hp.kv_dim())?;
+        let v = f32s("v", chunk * hp.v_dim())?;
+        let att = f32s("att", chunk * h.n_head * h.head_dim_v)?;
+        let gate = f32s("gate", chunk * hp.n_ff)?;
+        let up = f32s("up", chunk * hp.n_ff)?;
+        let scores = f32s("scores", chunk * h.n_head * capacity)?;
+        let last = f32s("last", hp.n_embd)?;
+        let logits = f32s("logits", chunk * hp.n_vocab)?;
+        let table = g.upload_f32("rope table", &kernels::rope_table(&self.rope, capacity))?;
+        let per = if self.cache_f16 { 2 } else { 4 };
+        let mut caches = Vec::with_capacity(2 * hp.n_layer);
+        for _ in 0..hp.n_layer {
+            caches.push(g.storage("k cache", (capacity * hp.kv_dim() * per) as u64)?);
+            caches.push(g.storage("v cache", (capacity * hp.v_dim() * per) as u64)?);
+        }
+        let eps = hp.rms_eps;
+        let e = hp.n_embd;
+        let dm = &self.dummy;
+        let mv = |w: &DevMatrix, x: &wgpu::Buffer, y: &wgpu::Buffer, o: MatvecOpts| {
+            kernels::matvec(g, w, x, y, &step, dm, o)
+        };
+        let acc = MatvecOpts {
+            accumulate: true,
+            ..Default::default()
+        };
+        fn bias(b: &Option<wgpu::Buffer>) -> MatvecOpts<'_> {
+            MatvecOpts {
+                bias: b.as_ref(),
+                ..Default::default()
+            }
+        }
+        let mut body = kernels::embed(g, &self.embd, &tokens, &x, &step)?;
+        for (li, l) in self.layers.iter().enumerate() {
+            let kv = KvLayer {
+                k: &caches[2 * li],
+                v: &caches[2 * li + 1],
+                f16: self.cache_f16,
+                capacity,
+            };
+            body.push(kernels::rms_norm(
+                g,
+                &x,
+                &l.attn_norm,
+                &hb,
+                &step,
+                e,
+                eps,
+                false,
+            )?);
+            body.extend(mv(&l.wq, &hb, &q, bias(&l.bq))?);
+            body.extend(mv(&l.wk, &hb, &k, bias(&l.bk))?);
+            body.extend(mv(&l.wv, &hb, &v, bias(&l.bv))?);
+            body.push(kernels::rope(g, h, &q, &k, &table, &step)?);
+            body.push(kernels::kv_store(g, h, &kv, &k, &v, &step)?);
+            body.push(kernels::attention(g, h, &kv, &q, &scores, &att, &step)?);
+            body.extend(mv(&l.wo, &att, &x, acc)?);
+            body.push(kernels::rms_norm(
+                g,
+                &x,
+                &l.ffn_norm,
+                &hb,
+                &step,
+                e,
+                eps,
+                false,
+            )?);
+            body.extend(mv(&l.w_gate, &hb, &gate, MatvecOpts::default())?);
+            body.extend(mv(&l.w_up, &hb, &up, MatvecOpts::default())?);
+            body.push(kernels::elementwise(
+                g, "swiglu", &gate, &up, &step, hp.n_ff,
+            )?);
+            body.extend(mv(&l.w_down, &gate, &x, acc)?);
+        }
+        let head = self.output.as_ref().unwrap_or(&self.embd);
+        let single = MatvecOpts {
+            single: true,
+            ..Default::default()
+        };
+        let mut tail_last = vec![kernels::rms_norm(
+            g,
+            &x,
+            &self.output_norm,
+            &last,
+            &step,
+            e,
+            eps,
+            true,
+        )?];
+        tail_last.extend(mv(head, &last, &logits, single)?);
+        let mut tail_all = vec![kernels::rms_norm(
+            g,
+            &x,
+            &self.output_norm,
+            &hb,
+            &step,
+            e,
+            eps,
+            false,
+        )?];
+        tail_all.extend(mv(head, &hb, &logits, MatvecOpts::default())?);
+        g.check()?;
+        let mut buffers = vec![x, hb, q, k, v, att, gate, up, scores, last, table];
+        buffers.extend(caches);
+        Ok(GpuKvCache {
+            len: 0,
+            capacity,
+            chunk,
+            model_uid: self.uid,
+            step,
+            tokens,
+            logits,
+            body,
+            tail_last,
+            tail_all,
+            _buffers: buffers,
+        })
+    }
+
+    /// Runs `tokens` at positions `kv.len..`, appends their keys and values to `kv`, and returns
+    /// logits: `n_vocab` values for the last token, or for every token with [`Logits::All`].
+    pub fn forward(&self, tokens: &[u32], kv: &mut GpuKvCache, which: Logits) -> Result<Vec<f32>> {
+        if kv.model_uid != self.uid {
+            return Err(GpuError::CacheShape);
+        }
+        cpu::check_input(tokens, kv.len, kv.capacity, self.hp.n_vocab)?;
+        let count = tokens.len().div_ceil(kv.chunk);
+        let mut out = Vec::new();
+        for (i, chunk) in tokens.chunks(kv.chunk).enumerate() {
+            let want = match which {
+                Logits::All => Some(Logits::All),
+                Logits::Last => (i + 1 == count).then_some(Logits::Last),
+            };
+            if let Some(l) = self.step(chunk, kv, want)? {
+                out.extend(l);
+            }
+        }
+        Ok(out)
+    }
+
+    fn step(
+        &self,
+        tokens: &[u32],
+        kv: &mut GpuKvCache,
+        want: Option<Logits>,
+    ) -> Result<Option<Vec<f32>>> {
+        let g = &self.gpu;
+        let n = tokens.len();
+        let fields = [n as u32, kv.len as u32, 0, 0];
+        g.queue
+            .write_buffer(&kv.step, 0, bytemuck::cast_slice(&fields));
+        g.queue
+            .write_buffer(&kv.tokens, 0, bytemuck::cast_slice(tokens));
+        let mut enc = g
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("step"),
+            });
+        let tail: &[Dispatch] = match want {
+            Some(Logits::Last) => &kv.tail_last,
+            Some(Logits::All) => &kv.tail_all,
+            None => &[],
+        };
+        kernels::encode(&mut enc, &[&kv.body, tail], n as u32);
+        let rows = match want {
+            Some(Logits::Last) => 1,
+            Some(Logits::All) => n,
+            None => 0,
+        };
+        let out = if rows > 0 {
+            let bytes = (rows * self.hp.n_vocab * 4) as u64;
+            Some(g.submit_read(enc, &kv.logits, bytes)?)
+        } else {
+            g.submit(enc)?;
+            None
+        };
+        kv.len += n;
+        Ok(out)
+    }
+}

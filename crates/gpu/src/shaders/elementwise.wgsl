@@ -1,0 +1,45 @@
+// Element-wise ops over the step's `n` rows of `cols`: SwiGLU (a = silu(a) * b) and add (a += b).
+
+struct EwParams {
+    cols: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+struct Step {
+    n: u32,
+    start: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: EwParams;
+@group(0) @binding(1) var<uniform> st: Step;
+@group(0) @binding(2) var<storage, read_write> a: array<f32>;
+@group(0) @binding(3) var<storage, read> b: array<f32>;
+
+@compute @workgroup_size(64)
+fn swiglu(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let i = gid.x + gid.y * nwg.x * 64u;
+    if (i >= st.n * p.cols) {
+        return;
+    }
+    let g = a[i];
+    a[i] = g / (1.0 + exp(-g)) * b[i];
+}
+
+@compute @workgroup_size(64)
+fn add(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let i = gid.x + gid.y * nwg.x * 64u;
+    if (i >= st.n * p.cols) {
+        return;
+    }
+    a[i] += b[i];
+}

@@ -1,0 +1,231 @@
+//! Whole-model conformance: wgpu logits vs the CPU backend, on synthetic models of real shapes
+//! (every position of a chunked prefill, then decode) and on the real test models (SmolLM2-135M
+//! Q4_1, Qwen2.5-Coder-0.5B Q4_K_M mix): same top-1, top-16 log-prob difference <= 0.02.
+//! Skips with a message when no adapter is found or a model file is missing.
+
+mod common;
+
+use common::{Rng, gpu};
+use cpu::{CpuModel, Logits, ops::log_softmax};
+use gguf::{GgmlType, GgufFile};
+use gpu::GpuModel;
+use model::Model;
+use model::synth::{SynthSpec, build};
+use std::path::PathBuf;
+
+/// Compares one position's logits: same top-1 (unless a near-tie in the CPU's log-probs, which
+/// is reported) and max |Δ logprob| over the CPU's top 16 within 0.02. Returns that max.
+fn compare(what: &str, gpu: &[f32], cpu: &[f32]) -> f64 {
+    assert_eq!(gpu.len(), cpu.len(), "{what}: logits length");
+    assert!(
+        gpu.iter().all(|v| v.is_finite()),
+        "{what}: non-finite logits"
+    );
+    let (lg, lc) = (log_softmax(gpu), log_softmax(cpu));
+    let mut order: Vec<usize> = (0..lc.len()).collect();
+    order.sort_by(|&a, &b| lc[b].total_cmp(&lc[a]));
+    let top_g = (0..lg.len())
+        .max_by(|&a, &b| lg[a].total_cmp(&lg[b]))
+        .unwrap();
+    if top_g != order[0] {
+        let gap = lc[order[0]] - lc[top_g];
+        assert!(
+            gap < 1e-3,
+            "{what}: top-1 differs (gpu {top_g}, cpu {}), cpu gap {gap}",
+            order[0]
+        );
+        println!(
+            "{what}: near-tie top-1 (gpu {top_g}, cpu {}, gap {gap:.1e})",
+            order[0]
+        );
+    }
+    let d = order[..16]
+        .iter()
+        .map(|&i| (lg[i] - lc[i]).abs())
+        .fold(0.0, f64::max);
+    assert!(d <= 0.02, "{what}: max |dlogprob| over top-16 is {d}");
+    d
+}
+
+/// Prefill of `prompt` (every position, or the last), then `steps` greedy decode steps, GPU vs
+/// CPU at each position. Returns the largest top-16 log-prob difference.
+fn check(tag: &str, cpu: &CpuModel, g: &GpuModel, prompt: &[u32], steps: usize, all: bool) -> f64 {
+    let vocab = cpu.model.hp.n_vocab;
+    let cap = prompt.len() + steps + 8;
+    let (mut kc, mut kg) = (cpu.new_cache(cap), g.new_cache(cap).unwrap());
+    let which = if all { Logits::All } else { Logits::Last };
+    let c = cpu.forward(prompt, &mut kc, which).unwrap();
+    let t0 = std::time::Instant::now();
+    let gl = g.forward(prompt, &mut kg, which).unwrap();
+    let prefill = t0.elapsed();
+    assert_eq!(kg.len, prompt.len());
+    let mut worst = 0.0f64;
+    for (t, (gr, cr)) in gl.chunks(vocab).zip(c.chunks(vocab)).enumerate() {
+        worst = worst.max(compare(&format!("{tag} prefill row {t}"), gr, cr));
+    }
+    let mut next = prompt[prompt.len() - 1];
+    let t0 = std::time::Instant::now();
+    for s in 0..steps {
+        let c = cpu.forward(&[next], &mut kc, Logits::Last).unwrap();
+        let gl = g.forward(&[next], &mut kg, Logits::Last).unwrap();
+        worst = worst.max(compare(&format!("{tag} decode step {s}"), &gl, &c));
+        next = (0..vocab).max_by(|&a, &b| c[a].total_cmp(&c[b])).unwrap() as u32;
+    }
+    println!(
+        "{tag}: {} prefill ({} ms) + {steps} decode positions ({} ms each, with the CPU's), max |dlogprob| top-16 {worst:.2e}",
+        prompt.len(),
+        prefill.as_millis(),
+        t0.elapsed().as_millis() / steps.max(1) as u128,
+    );
+    worst
+}
+
+fn synth(spec: &SynthSpec) -> (CpuModel, Model) {
+    let bytes = build(spec).expect("synthetic model builds");
+    let cpu =
+        CpuModel::new(Model::from_file(GgufFile::from_bytes(bytes.clone()).unwrap()).unwrap());
+    (
+        cpu,
+        Model::from_file(GgufFile::from_bytes(bytes).unwrap()).unwrap(),
+    )
+}
+
+fn synth_case(spec: SynthSpec, prompt_len: usize, f16: bool) {
+    let Some(g) = gpu() else { return };
+    let (cpu, m) = synth(&spec);
+    let mut gm = GpuModel::with_gpu(g, &m).expect("model uploads");
+    gm.set_cache_f16(f16);
+    let mut rng = Rng::new(spec.seed);
+    let prompt: Vec<u32> = (0..prompt_len)
+        .map(|_| rng.below(spec.n_vocab) as u32)
+        .collect();
+    let tag = format!("synthetic {} {} f16-cache {f16}", spec.arch, spec.ty);
+    check(&tag, &cpu, &gm, &prompt, 3, true);
+}
+
+#[test]
+fn synthetic_smollm2_shape_q4_1_with_chunked_prefill() {
+    // 70 tokens: two prefill chunks (64 + 6).
+    let spec = SynthSpec {
+        arch: "llama",
+        n_vocab: 4096,
+        n_embd: 576,
+        n_layer: 2,
+        n_ff: 1536,
+        n_head: 9,
+        n_head_kv: 3,
+        ty: GgmlType::Q4_1,
+        tied: true,
+        seed: 11,
+    };
+    synth_case(spec, 70, false);
+}
+
+#[test]
+fn synthetic_qwen_shape_q8_0_biases_neox_f16_cache() {
+    let spec = SynthSpec {
+        arch: "qwen2",
+        n_vocab: 4096,
+        n_embd: 896,
+        n_layer: 2,
+        n_ff: 4864,
+        n_head: 14,
+        n_head_kv: 2,
+        ty: GgmlType::Q8_0,
+        tied: false,
+        seed: 13,
+    };
+    synth_case(spec, 9, true);
+}
+
+#[test]
+fn synthetic_k_quants() {
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K] {
+        let spec = SynthSpec {
+            arch: "llama",
+            n_vocab: 2048,
+            n_embd: 512,
+            n_layer: 2,
+            n_ff: 1536,
+            n_head: 8,
+            n_head_kv: 2,
+            ty,
+            tied: false,
+            seed: 12,
+        };
+        synth_case(spec, 6, false);
+    }
+}
+
+#[test]
+fn bad_input_is_an_error() {
+    let Some(g) = gpu() else { return };
+    let (_, m) = synth(&SynthSpec::tiny("llama"));
+    let gm = GpuModel::with_gpu(g, &m).unwrap();
+    let mut kv = gm.new_cache(4).unwrap();
+    assert!(gm.forward(&[], &mut kv, Logits::Last).is_err());
+    assert!(gm.forward(&[100_000], &mut kv, Logits::Last).is_err());
+    assert!(gm.forward(&[1, 2, 3, 4, 5], &mut kv, Logits::Last).is_err());
+    assert_eq!(kv.len, 0);
+    assert!(gm.new_cache(0).is_err());
+}
+
+/// `$MOLLA_MODELS/NAME` or `~/.cache/molla/models/NAME`, if it exists.
+fn model_file(name: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("MOLLA_MODELS")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/molla/models"))
+        })?;
+    let p = dir.join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        println!(
+            "skipped: {} not found (scripts/fetch-models fetches it)",
+            p.display()
+        );
+        None
+    }
+}
+
+fn real_model(file: &str, prompt: &[u32]) {
+    let Some(path) = model_file(file) else { return };
+    let Some(g) = gpu() else { return };
+    let cpu = CpuModel::new(Model::open(&path).unwrap());
+    let m = Model::open(&path).unwrap();
+    let mut gm = GpuModel::with_gpu(g, &m).expect("model uploads");
+    check(file, &cpu, &gm, prompt, 4, false);
+    gm.set_cache_f16(true);
+    let cpu16 = {
+        let mut c = CpuModel::new(Model::open(&path).unwrap());
+        c.set_cache_type(cpu::CacheType::F16);
+        c
+    };
+    check(
+        &format!("{file} f16 cache"),
+        &cpu16,
+        &gm,
+        &prompt[..5],
+        2,
+        true,
+    );
+}
+
+#[test]
+fn smollm2_q4_1_matches_the_cpu() {
+    // "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+    let prompt = [
+        1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198,
+    ];
+    real_model("SmolLM2-135M-Instruct.Q4_1.gguf", &prompt);
+}
+
+#[test]
+fn qwen2_5_coder_0_5b_matches_the_cpu() {
+    let prompt = [
+        151644, 872, 198, 7985, 264, 10135, 729, 429, 12341, 264, 1140, 13, 151645, 198, 151644,
+        77091, 198,
+    ];
+    real_model("qwen2.5-coder-0.5b-instruct.gguf", &prompt);
+}

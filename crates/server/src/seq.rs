@@ -1,0 +1,190 @@
+//! One sequence's generation state, step by step: sample from the logits, decode the token to
+//! text that is safe to show (whole UTF-8 characters, no partial stop string), and decide
+//! whether to go on. The caller runs the forward passes, so the same state machine serves the
+//! CLI's loop ([`crate::generate::generate`]) and the engine's batched steps.
+
+use crate::error::ServerError;
+use sampler::{Sampler, StopMatcher};
+use std::borrow::BorrowMut;
+use tokenizer::{StreamDecoder, Tokenizer};
+
+/// Why generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// An end-of-generation token (EOS, `<|im_end|>`, ...).
+    Eog,
+    /// A stop string appeared in the text.
+    Stop,
+    /// The token limit or the context filled up.
+    Length,
+    /// The caller asked to stop (a client went away, Ctrl-C).
+    Cancelled,
+}
+
+/// The log-probability of a sampled token under the model (log-softmax of the raw logits, before
+/// temperature, penalties or filters), with the most likely alternatives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprob {
+    pub id: u32,
+    pub logprob: f32,
+    /// `(id, logprob)`, most likely first; as many as were asked for.
+    pub top: Vec<(u32, f32)>,
+}
+
+/// What one step produced.
+#[derive(Debug, Default)]
+pub struct Out {
+    /// Text that became final with this token (may be empty).
+    pub text: String,
+    /// The sampled token's log-probability, when asked for (none for an end-of-generation
+    /// token).
+    pub logprob: Option<TokenLogprob>,
+    /// The token to feed next; None when generation is over (see [`Seq::end`]).
+    pub next: Option<u32>,
+}
+
+/// A sequence being generated, with its sampler owned (`S = Sampler`) or borrowed.
+pub struct Seq<'t, S: BorrowMut<Sampler> = Sampler> {
+    tok: &'t Tokenizer,
+    sampler: S,
+    history: Vec<u32>,
+    ids: Vec<u32>,
+    stream: StreamDecoder<'t>,
+    stop: StopMatcher,
+    max_tokens: usize,
+    capacity: usize,
+    top_logprobs: Option<usize>,
+    end: Option<Finish>,
+}
+
+impl<'t, S: BorrowMut<Sampler>> Seq<'t, S> {
+    /// A sequence after `prompt`, producing at most `max_tokens` within a cache of `capacity`
+    /// positions; with `top_logprobs` = Some(k) each step reports its token's log-probability
+    /// and the k most likely tokens.
+    pub fn new(
+        tok: &'t Tokenizer,
+        sampler: S,
+        prompt: &[u32],
+        max_tokens: usize,
+        stops: &[String],
+        capacity: usize,
+        top_logprobs: Option<usize>,
+    ) -> Seq<'t, S> {
+        Seq {
+            tok,
+            sampler,
+            history: prompt.to_vec(),
+            ids: Vec::new(),
+            stream: tok.stream_decoder().skip_special(true),
+            stop: StopMatcher::new(stops),
+            max_tokens,
+            capacity,
+            top_logprobs,
+            end: (max_tokens == 0).then_some(Finish::Length),
+        }
+    }
+
+    /// Samples the next token from `logits` (the model's output after everything fed so far;
+    /// the cache now holds `cache_len` positions).
+    pub fn step(&mut self, logits: &[f32], cache_len: usize) -> Result<Out, ServerError> {
+        let mut out = Out::default();
+        if self.end.is_some() {
+            return Ok(out);
+        }
+        let id = self.sampler.borrow_mut().sample(logits, &self.history)?;
+        if self.tok.is_eog(id) {
+            self.end = Some(Finish::Eog);
+            return Ok(out);
+        }
+        if let Some(k) = self.top_logprobs {
+            out.logprob = Some(logprob(logits, id, k));
+        }
+        self.ids.push(id);
+        self.history.push(id);
+        let piece = self.stop.push(&self.stream.push(id)?);
+        out.text = piece.emit;
+        if piece.stopped {
+            self.end = Some(Finish::Stop);
+        } else if self.ids.len() >= self.max_tokens || cache_len + 1 >= self.capacity {
+            self.end = Some(Finish::Length);
+        } else {
+            out.next = Some(id);
+        }
+        Ok(out)
+    }
+
+    /// Ends generation (as [`Finish::Cancelled`] unless a step already ended it) and returns
+    /// the text held back so far (an incomplete character, a possible stop-string prefix).
+    pub fn finish(&mut self) -> String {
+        let end = *self.end.get_or_insert(Finish::Cancelled);
+        if end == Finish::Stop {
+            return String::new();
+        }
+        let tail = self.stop.push(&self.stream.finish_generation());
+        let mut text = tail.emit;
+        if tail.stopped {
+            self.end = Some(Finish::Stop);
+        } else {
+            text.push_str(&self.stop.finish());
+        }
+        text
+    }
+
+    /// How generation ended, once it has.
+    pub fn end(&self) -> Option<Finish> {
+        self.end
+    }
+
+    /// The sampled ids (an end-of-generation token is not included).
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// The stop string that ended generation, if one did.
+    pub fn stop_string(&self) -> Option<&str> {
+        self.stop.matched()
+    }
+}
+
+/// The log-softmax of `logits` at `id`, and the `k` most likely tokens (ties: lower id first).
+pub fn logprob(logits: &[f32], id: u32, k: usize) -> TokenLogprob {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let sum: f64 = logits.iter().map(|&v| f64::from(v - max).exp()).sum();
+    let lse = f64::from(max) + sum.ln();
+    let lp = |i: usize| (f64::from(logits[i]) - lse) as f32;
+    let mut top: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
+    if k > 0 {
+        for (i, &v) in logits.iter().enumerate() {
+            if top.len() == k && v <= logits[top[k - 1].0 as usize] {
+                continue;
+            }
+            let at = top.partition_point(|&(j, _)| logits[j as usize] >= v);
+            top.insert(at, (i as u32, 0.0));
+            top.truncate(k);
+        }
+        for t in &mut top {
+            t.1 = lp(t.0 as usize);
+        }
+    }
+    TokenLogprob {
+        id,
+        logprob: lp(id as usize),
+        top,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::logprob;
+
+    #[test]
+    fn logprob_and_top() {
+        let l = [1.0f32, 3.0, 2.0, 3.0, -1.0];
+        let t = logprob(&l, 2, 3);
+        let lse = l.iter().map(|&v| f64::from(v).exp()).sum::<f64>().ln();
+        assert!((f64::from(t.logprob) - (2.0 - lse)).abs() < 1e-6);
+        let ids: Vec<u32> = t.top.iter().map(|x| x.0).collect();
+        assert_eq!(ids, [1, 3, 2]);
+        assert!(logprob(&l, 0, 0).top.is_empty());
+    }
+}

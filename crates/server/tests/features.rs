@@ -1,0 +1,198 @@
+//! Logprobs, embeddings, metrics and continuous batching over the tiny synthetic model.
+
+mod common;
+
+use axum::http::StatusCode;
+use common::*;
+use serde_json::{Value, json};
+
+fn chat(extra: Value) -> Value {
+    let mut v = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6,
+                       "temperature": 0});
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+#[tokio::test]
+async fn chat_logprobs_shape() {
+    let app = app();
+    let req = chat(json!({"logprobs": true, "top_logprobs": 2}));
+    let (s, v) = post_json(&app, "/v1/chat/completions", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let content = v["choices"][0]["logprobs"]["content"].as_array().unwrap();
+    assert_eq!(
+        content.len() as u64,
+        v["usage"]["completion_tokens"].as_u64().unwrap()
+    );
+    for t in content {
+        let lp = t["logprob"].as_f64().unwrap();
+        assert!(lp <= 0.0, "{t}");
+        let top = t["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 2);
+        // greedy: the sampled token is the most likely one
+        assert_eq!(top[0]["token"], t["token"]);
+        assert!(top[0]["logprob"].as_f64().unwrap() >= top[1]["logprob"].as_f64().unwrap());
+        assert!(t["bytes"].is_array());
+    }
+    let (s, v) = post_json(&app, "/v1/chat/completions", &chat(json!({}))).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(v["choices"][0]["logprobs"].is_null());
+    for bad in [
+        json!({"logprobs": true, "top_logprobs": 21}),
+        json!({"top_logprobs": 2}),
+        json!({"logprobs": 3}),
+        json!({"temperature": -0.5}),
+        json!({"top_p": 1.5}),
+        json!({"frequency_penalty": 3}),
+        json!({"unknown_field": 1}),
+        json!({"logit_bias": {"999999": 1}}),
+        json!({"response_format": {"type": "json_object"}}),
+    ] {
+        let (s, v) = post_json(&app, "/v1/chat/completions", &chat(bad.clone())).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {v}");
+        assert!(v["error"]["param"].is_string(), "{v}");
+    }
+}
+
+#[tokio::test]
+async fn completion_logprobs_shape_and_stream() {
+    let app = app();
+    let req = json!({"prompt": "hello", "max_tokens": 5, "temperature": 0, "logprobs": 3});
+    let (s, v) = post_json(&app, "/v1/completions", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let lp = &v["choices"][0]["logprobs"];
+    let n = v["usage"]["completion_tokens"].as_u64().unwrap() as usize;
+    assert_eq!(lp["tokens"].as_array().unwrap().len(), n);
+    assert_eq!(lp["token_logprobs"].as_array().unwrap().len(), n);
+    assert_eq!(lp["text_offset"].as_array().unwrap().len(), n);
+    assert!(lp["top_logprobs"][0].as_object().unwrap().len() <= 3);
+    let mut sreq = req.clone();
+    sreq["stream"] = json!(true);
+    let (s, body) = send(&app, post("/v1/completions", sreq.to_string())).await;
+    assert_eq!(s, StatusCode::OK);
+    let streamed: Vec<Value> = sse_events(&body)
+        .iter()
+        .filter(|(_, d)| d != "[DONE]")
+        .flat_map(|(_, d)| {
+            let c: Value = serde_json::from_str(d).unwrap();
+            let l = &c["choices"][0]["logprobs"]["token_logprobs"];
+            l.as_array().cloned().unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(&streamed, lp["token_logprobs"].as_array().unwrap());
+}
+
+#[tokio::test]
+async fn embeddings_are_unit_vectors() {
+    let app = app();
+    let req = json!({"input": ["hello", "hello", "other words"], "model": "tiny"});
+    let (s, v) = post_json(&app, "/v1/embeddings", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let vecs: Vec<Vec<f64>> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            d["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(vecs.len(), 3);
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    assert!((dot(&vecs[0], &vecs[0]) - 1.0).abs() < 1e-4);
+    assert_eq!(vecs[0], vecs[1]);
+    assert!(v["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    let req = json!({"input": "hello", "encoding_format": "base64"});
+    let (s, v) = post_json(&app, "/v1/embeddings", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let b64 = v["data"][0]["embedding"].as_str().unwrap();
+    assert_eq!(b64.len(), (vecs[0].len() * 4).div_ceil(3) * 4);
+    for bad in [
+        json!({"input": []}),
+        json!({"input": ""}),
+        json!({"input": [[1, 999999]]}),
+    ] {
+        let (s, v) = post_json(&app, "/v1/embeddings", &bad).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {v}");
+    }
+}
+
+#[tokio::test]
+async fn metrics_count_requests_and_tokens() {
+    let app = app();
+    post_json(&app, "/v1/chat/completions", &chat(json!({}))).await;
+    send(&app, get("/nope")).await;
+    let (s, text) = send(&app, get("/metrics")).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        text.contains("molla_requests_total{route=\"/v1/chat/completions\",status=\"200\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("molla_requests_total{route=\"other\",status=\"404\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("molla_time_to_first_token_seconds_count 1"),
+        "{text}"
+    );
+    assert!(!text.contains("molla_generated_tokens_total 0\n"), "{text}");
+}
+
+/// Eight greedy requests at once over four slots give what each gives alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_greedy_equals_alone() {
+    // prompts of 3..11 tokens prefilled 4 a step: prefill chunks interleave with decode steps
+    let app = tiny_app(server::Config {
+        parallel: 4,
+        prefill_chunk: 4,
+        ..server::Config::default()
+    });
+    let reqs: Vec<Value> = (0..8)
+        .map(|i| {
+            json!({"prompt": format!("hello {}", "x ".repeat(i)), "max_tokens": 12,
+                        "temperature": 0})
+        })
+        .collect();
+    let mut alone = Vec::new();
+    for r in &reqs {
+        let (s, v) = post_json(&app, "/v1/completions", r).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        alone.push(v["choices"][0]["text"].clone());
+    }
+    let tasks: Vec<_> = reqs
+        .iter()
+        .map(|r| {
+            let (app, r) = (app.clone(), r.clone());
+            tokio::spawn(async move { post_json(&app, "/v1/completions", &r).await })
+        })
+        .collect();
+    for (i, t) in tasks.into_iter().enumerate() {
+        let (s, v) = t.await.unwrap();
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["choices"][0]["text"], alone[i], "request {i}");
+    }
+    let (_, text) = send(&app, get("/metrics")).await;
+    assert!(text.contains("molla_slots 4"), "{text}");
+}
+
+#[tokio::test]
+async fn ignore_eos_runs_to_the_limit_and_known_fields_pass() {
+    let app = app();
+    let req = chat(json!({"ignore_eos": true, "max_tokens": 9, "user": "u1",
+                          "metadata": {"a": "b"}, "logit_bias": {"5": -100}}));
+    let (s, v) = post_json(&app, "/v1/chat/completions", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["usage"]["completion_tokens"], 9, "{v}");
+    let bad = json!({"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}],
+                     "nope": true});
+    let (s, v) = post_json(&app, "/v1/messages", &bad).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["type"], "error");
+}
