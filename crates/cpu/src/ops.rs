@@ -1,17 +1,35 @@
 //! Scalar element-wise operations of a decoder block. These are the reference the SIMD and GPU
-//! kernels are tested against; they favour exactness (f64 reductions where it is cheap).
+//! kernels are tested against; they favour exactness (f64 reductions where it is cheap). The one
+//! exception is [`swiglu`], which runs `quant::simd::swiglu` (a vectorised exp within ~1 ulp of
+//! libm's; its scalar twin is `quant::simd::swiglu_scalar`). Long inputs (prefill) are split across
+//! the rayon pool by [`rms_norm`], [`add_in_place`] and [`swiglu`]; results do not change.
 
 use model::RopeStyle;
 
+/// Elements from which the row-wise operations below split across the rayon pool (prefill);
+/// decode's single rows stay on the calling thread.
+const PAR_MIN: usize = 1 << 16;
+
 /// `out = x / sqrt(mean(x^2) + eps) * w`, row by row over rows of `w.len()` elements.
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    use rayon::prelude::*;
     let n = w.len();
-    for (xr, or) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
+    if n == 0 {
+        return;
+    }
+    let row = |(xr, or): (&[f32], &mut [f32])| {
         let ss: f64 = xr.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
         let scale = (1.0 / (ss / n as f64 + f64::from(eps)).sqrt()) as f32;
         for ((o, &v), &g) in or.iter_mut().zip(xr).zip(w) {
             *o = v * scale * g;
         }
+    };
+    if x.len() < PAR_MIN {
+        x.chunks_exact(n).zip(out.chunks_exact_mut(n)).for_each(row);
+    } else {
+        x.par_chunks_exact(n)
+            .zip(out.par_chunks_exact_mut(n))
+            .for_each(row);
     }
 }
 
@@ -26,16 +44,32 @@ pub fn add_bias(x: &mut [f32], b: &[f32]) {
 
 /// `x += y`.
 pub fn add_in_place(x: &mut [f32], y: &[f32]) {
-    for (a, &b) in x.iter_mut().zip(y) {
-        *a += b;
+    use rayon::prelude::*;
+    let add = |(x, y): (&mut [f32], &[f32])| {
+        for (a, &b) in x.iter_mut().zip(y) {
+            *a += b;
+        }
+    };
+    if x.len() < PAR_MIN {
+        add((x, y));
+    } else {
+        x.par_chunks_mut(PAR_MIN / 2)
+            .zip(y.par_chunks(PAR_MIN / 2))
+            .for_each(add);
     }
 }
 
-/// `g = silu(g) * u` (SwiGLU), in place on the gate.
+/// `g = silu(g) * u` (SwiGLU), in place on the gate (over the common length).
 pub fn swiglu(g: &mut [f32], u: &[f32]) {
-    for (a, &b) in g.iter_mut().zip(u) {
-        *a = *a / (1.0 + (-*a).exp()) * b;
+    use rayon::prelude::*;
+    let n = g.len().min(u.len());
+    let (g, u) = (&mut g[..n], &u[..n]);
+    if g.len() < PAR_MIN {
+        return quant::simd::swiglu(g, u);
     }
+    g.par_chunks_mut(PAR_MIN / 2)
+        .zip(u.par_chunks(PAR_MIN / 2))
+        .for_each(|(g, u)| quant::simd::swiglu(g, u));
 }
 
 /// Rotary embedding tables for a model: the angle per position is `pos * freq[i]`.

@@ -21,8 +21,19 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 #[test]
 fn prefill_equals_decode_for_each_arch_and_type() {
     for arch in ["llama", "qwen2"] {
-        for ty in [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_1] {
+        // Q5_0..Q6_K: the q16 integer GEMM's tile variants (K-quants need 256-wide rows).
+        for ty in [
+            GgmlType::F32,
+            GgmlType::Q8_0,
+            GgmlType::Q4_1,
+            GgmlType::Q5_0,
+            GgmlType::Q4_K,
+            GgmlType::Q6_K,
+        ] {
             let mut spec = SynthSpec::tiny(arch);
+            if ty.block_size() == 256 {
+                (spec.n_embd, spec.n_ff) = (256, 512);
+            }
             spec.ty = ty;
             spec.tied = ty == GgmlType::Q4_1;
             let m = load(&spec);

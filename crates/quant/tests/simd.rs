@@ -137,3 +137,59 @@ fn isa_detection() {
         assert!(isas.contains(&Isa::Avx2));
     }
 }
+
+#[test]
+fn exp_is_within_two_ulp_of_f64() {
+    let mut worst = 0.0f64;
+    let mut x = -87.0f32;
+    while x < 88.0 {
+        let e = quant::simd::exp_scalar(x) as f64;
+        let want = (x as f64).exp();
+        worst = worst.max((e - want).abs() / want);
+        x += 0.00731;
+    }
+    assert!(worst < 2.5e-7, "exp relative error {worst:e}");
+    assert_eq!(quant::simd::exp_scalar(0.0), 1.0);
+    // Clamped: tiny but normal below the range, finite above it.
+    assert!(quant::simd::exp_scalar(-1e4) > 0.0 && quant::simd::exp_scalar(-1e4) < 1.3e-38);
+    assert!(quant::simd::exp_scalar(1e4).is_finite());
+}
+
+#[test]
+fn softmax_exp_and_swiglu_match_scalar() {
+    let mut rng = Rng(9);
+    for n in [1, 7, 37, 513, 576, 896, 1536, 4864] {
+        let x: Vec<f32> = rng.normals(n).iter().map(|v| v * 8.0).collect();
+        let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let u = rng.normals(n);
+        let mut b = x.clone();
+        let sb = quant::simd::softmax_exp_scalar(&mut b, max);
+        let mut h = x.clone();
+        quant::simd::swiglu_scalar(&mut h, &u);
+        for isa in Isa::available() {
+            let mut a = x.clone();
+            let sa = quant::simd::softmax_exp_with(isa, &mut a, max);
+            let same = a.iter().zip(&b).all(|(u, v)| u.to_bits() == v.to_bits());
+            assert!(same, "{isa:?} n={n}");
+            // Sums in a different order: both within f32 summation error of the exact sum.
+            let exact: f64 = b.iter().map(|&v| v as f64).sum();
+            for s in [sa, sb] {
+                assert!(
+                    (s as f64 - exact).abs() <= 2e-5 * exact,
+                    "{isa:?} n={n}: {s}"
+                );
+            }
+            let mut g = x.clone();
+            quant::simd::swiglu_with(isa, &mut g, &u);
+            let same = g.iter().zip(&h).all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(same, "{isa:?} n={n}");
+        }
+        for ((&y, &x), &u) in h.iter().zip(&x).zip(&u) {
+            let want = x as f64 / (1.0 + (-x as f64).exp()) * u as f64;
+            assert!(
+                (y as f64 - want).abs() <= 1e-6 * want.abs() + 1e-30,
+                "{x} {u}"
+            );
+        }
+    }
+}

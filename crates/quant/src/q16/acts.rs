@@ -51,8 +51,9 @@ impl Q16Acts {
     /// [`quantize`](Self::quantize) on the instruction set `isa` (the same result on every one; tests
     /// compare them). An `isa` this CPU lacks runs the portable code.
     pub fn quantize_with(&mut self, isa: Isa, x: &[f32]) -> Result<(), QuantError> {
-        self.clear();
+        // Every element is overwritten below: resizing without clearing skips a memset.
         if !x.len().is_multiple_of(QK16) {
+            self.clear();
             let (ty, op, unit, got, block) = (GgmlType::I16, Op::Quantize, "values", x.len(), QK16);
             return Err(QuantError::NotWholeBlocks {
                 ty,
@@ -67,8 +68,68 @@ impl Q16Acts {
         self.dx.resize(n / QK16, 0.0);
         self.sx.resize(n / QK16, 0.0);
         self.isum16.resize(n / 16, 0);
-        let finite = quantize_dispatch(isa, x, self);
+        let finite = quantize_dispatch(isa, x, self.parts());
         if !finite {
+            let index = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
+            self.clear();
+            let (ty, op, what, unit) =
+                (GgmlType::I16, Op::Quantize, "finite activations", "values");
+            let (got, expected) = (index, n);
+            return Err(QuantError::Length {
+                ty,
+                op,
+                what,
+                unit,
+                got,
+                expected,
+            });
+        }
+        Ok(())
+    }
+
+    /// [`quantize`](Self::quantize) in pieces that may run on several threads: `x` is split into
+    /// jobs of `chunk` values (rounded up to a multiple of 32; the last may be shorter), handed to
+    /// `run`, which must [`run`](QuantizeJob::run) every one (in any order, on any thread) and return
+    /// whether all of them returned `true`. The result is the same as [`quantize`](Self::quantize)'s,
+    /// errors included.
+    pub fn quantize_split(
+        &mut self,
+        x: &[f32],
+        chunk: usize,
+        run: impl FnOnce(Vec<QuantizeJob<'_>>) -> bool,
+    ) -> Result<(), QuantError> {
+        // Every element is overwritten below: resizing without clearing skips a memset.
+        if !x.len().is_multiple_of(QK16) {
+            self.clear();
+            let (ty, op, unit, got, block) = (GgmlType::I16, Op::Quantize, "values", x.len(), QK16);
+            return Err(QuantError::NotWholeBlocks {
+                ty,
+                op,
+                unit,
+                got,
+                block,
+            });
+        }
+        let n = x.len();
+        self.q.resize(n, 0);
+        self.dx.resize(n / QK16, 0.0);
+        self.sx.resize(n / QK16, 0.0);
+        self.isum16.resize(n / 16, 0);
+        let chunk = chunk.max(1).next_multiple_of(QK16);
+        let isa = Isa::best();
+        let jobs: Vec<QuantizeJob<'_>> = x
+            .chunks(chunk)
+            .zip(self.q.chunks_mut(chunk))
+            .zip(self.dx.chunks_mut(chunk / QK16))
+            .zip(self.sx.chunks_mut(chunk / QK16))
+            .zip(self.isum16.chunks_mut(chunk / 16))
+            .map(|((((x, q), dx), sx), isum16)| QuantizeJob {
+                isa,
+                x,
+                parts: Parts { q, dx, sx, isum16 },
+            })
+            .collect();
+        if !run(jobs) {
             let index = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
             self.clear();
             let (ty, op, what, unit) =
@@ -116,6 +177,15 @@ impl Q16Acts {
         &self.isum16
     }
 
+    fn parts(&mut self) -> Parts<'_> {
+        Parts {
+            q: &mut self.q,
+            dx: &mut self.dx,
+            sx: &mut self.sx,
+            isum16: &mut self.isum16,
+        }
+    }
+
     fn clear(&mut self) {
         self.q.clear();
         self.dx.clear();
@@ -124,7 +194,31 @@ impl Q16Acts {
     }
 }
 
-fn quantize_dispatch(isa: Isa, x: &[f32], a: &mut Q16Acts) -> bool {
+/// One piece of a [`Q16Acts::quantize_split`]: some whole blocks of the input and their outputs.
+#[derive(Debug)]
+pub struct QuantizeJob<'a> {
+    isa: Isa,
+    x: &'a [f32],
+    parts: Parts<'a>,
+}
+
+impl QuantizeJob<'_> {
+    /// Quantizes this piece; returns whether all its values were finite.
+    pub fn run(self) -> bool {
+        quantize_dispatch(self.isa, self.x, self.parts)
+    }
+}
+
+/// The output buffers for some whole blocks, sized for them.
+#[derive(Debug)]
+struct Parts<'a> {
+    q: &'a mut [i16],
+    dx: &'a mut [f32],
+    sx: &'a mut [f32],
+    isum16: &'a mut [i32],
+}
+
+fn quantize_dispatch(isa: Isa, x: &[f32], a: Parts<'_>) -> bool {
     let _ = isa;
     #[cfg(target_arch = "x86_64")]
     if matches!(isa, Isa::Avx2 | Isa::Avx512) && isa.is_available() {
@@ -135,12 +229,18 @@ fn quantize_dispatch(isa: Isa, x: &[f32], a: &mut Q16Acts) -> bool {
 }
 
 /// Quantizes every block; returns whether all values were finite. Buffers are already sized.
-fn quantize_blocks(x: &[f32], a: &mut Q16Acts) -> bool {
+fn quantize_blocks(x: &[f32], a: Parts<'_>) -> bool {
     let (xs, _) = x.as_chunks::<QK16>();
     let (qs, _) = a.q.as_chunks_mut::<QK16>();
     let (is, _) = a.isum16.as_chunks_mut::<2>();
     let mut finite = true;
-    for ((((x, q), dx), sx), is) in xs.iter().zip(qs).zip(&mut a.dx).zip(&mut a.sx).zip(is) {
+    for ((((x, q), dx), sx), is) in xs
+        .iter()
+        .zip(qs)
+        .zip(a.dx.iter_mut())
+        .zip(a.sx.iter_mut())
+        .zip(is)
+    {
         let mut amax = 0.0f32;
         let mut lanes = [0.0f32; 8];
         for c in x.as_chunks::<8>().0 {
@@ -182,7 +282,7 @@ fn step(amax: f32, dx: &mut f32) -> f32 {
 /// are combined in the same tree), so the results are identical for finite input.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn quantize_avx2(x: &[f32], a: &mut Q16Acts) -> bool {
+fn quantize_avx2(x: &[f32], a: Parts<'_>) -> bool {
     use std::arch::x86_64::*;
     let (xs, _) = x.as_chunks::<QK16>();
     let (qs, _) = a.q.as_chunks_mut::<QK16>();
@@ -191,7 +291,13 @@ fn quantize_avx2(x: &[f32], a: &mut Q16Acts) -> bool {
     let fmax = _mm256_set1_ps(f32::MAX);
     let (lo, hi) = (_mm256_set1_ps(-Q16_MAX), _mm256_set1_ps(Q16_MAX));
     let mut ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
-    for ((((x, q), dx), sx), is) in xs.iter().zip(qs).zip(&mut a.dx).zip(&mut a.sx).zip(is) {
+    for ((((x, q), dx), sx), is) in xs
+        .iter()
+        .zip(qs)
+        .zip(a.dx.iter_mut())
+        .zip(a.sx.iter_mut())
+        .zip(is)
+    {
         // SAFETY: `x` is an array of 32 f32.
         let v: [__m256; 4] =
             std::array::from_fn(|c| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * c)) });

@@ -25,6 +25,10 @@
 //! formats), `x86_kquant` (AVX2 Q4_K, Q5_K), `x86_k16` (AVX2 Q2_K, Q3_K, Q6_K), `x86_avx512`
 //! (AVX-512 VL/BW/VNNI Q5_0, Q5_1, where it beat AVX2), `neon` (AArch64), `f32s` (float
 //! weights). Kernels run one row at a time and prefetch ahead (see `x86_legacy`).
+//!
+//! Prefill uses the same activations in a GEMM ([`gemm_q16`]): weight rows decoded once into
+//! [`Panels`] of 32 rows (i16 quants, f32 scales), multiplied with many tokens at once (`gemm`,
+//! `panel`, `x86_gemm`).
 
 use gguf::GgmlType;
 
@@ -33,11 +37,16 @@ use crate::{Op, QuantError};
 
 mod acts;
 mod f32s;
+mod gemm;
 #[cfg(target_arch = "aarch64")]
 mod neon;
+mod panel;
+mod panel_fast;
 pub mod reference;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx512;
+#[cfg(target_arch = "x86_64")]
+mod x86_gemm;
 #[cfg(target_arch = "x86_64")]
 mod x86_k16;
 #[cfg(target_arch = "x86_64")]
@@ -45,8 +54,10 @@ mod x86_kquant;
 #[cfg(target_arch = "x86_64")]
 mod x86_legacy;
 
-pub use acts::{Q16Acts, QK16};
+pub use acts::{Q16Acts, QK16, QuantizeJob};
 pub use f32s::{matvec_f32, matvec_f32_with, supports_f32};
+pub use gemm::{gemm_is_fast, gemm_q16, gemm_q16_with};
+pub use panel::{PANEL_ROWS, Panels, supports_gemm};
 
 /// Whether [`matvec_q16`] and [`reference::dot_q16`] accept weights of type `ty`.
 pub fn supports_q16(ty: GgmlType) -> bool {

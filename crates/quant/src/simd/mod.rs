@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use gguf::GgmlType;
 
 mod dequant;
+mod exp;
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod neon;
 #[cfg(target_arch = "x86_64")]
@@ -17,6 +18,10 @@ pub(crate) mod x86;
 mod x86_dequant;
 
 pub use dequant::{dequantize_fast, dequantize_fast_with};
+pub use exp::{
+    exp_scalar, softmax_exp, softmax_exp_scalar, softmax_exp_with, swiglu, swiglu_scalar,
+    swiglu_with,
+};
 
 /// A vector dequantize kernel over whole blocks (lengths checked by the caller; the CPU must have
 /// the kernel's instruction set).
