@@ -2,6 +2,7 @@
 
 mod attention;
 mod batch;
+pub mod conformance;
 mod error;
 mod forward;
 mod kv;

@@ -4,7 +4,7 @@
 use crate::blas::{Blas, BlasState};
 use crate::device::Gpu;
 use crate::error::{CudaError, Result, drv};
-use crate::kv::{CHUNK, CudaKvCache, Graph, Scratch};
+use crate::kv::{CHUNK, CudaKvCache, Graph, Ptrs, Scratch};
 use crate::launch::{self, Heads, Out, Prep, WeightRef};
 use crate::persistent::{Input, Persistent, Steps};
 use crate::weights::DevMatrix;
@@ -370,21 +370,19 @@ impl CudaModel {
             return Err(CudaError::Unsupported("a model without layers".into()));
         }
         let p = |b: &CudaSlice<f32>| g.ptr(b);
-        let (x, q, k, v, att, gate, up) = (
-            p(&s.x),
-            p(&s.q),
-            p(&s.k),
-            p(&s.v),
-            p(&s.att),
-            p(&s.gate),
-            p(&s.up),
-        );
-        let out = |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| Out {
-            w: w.r(g),
-            y,
-            bias,
-            accumulate,
-        };
+        let Ptrs {
+            x,
+            q,
+            k,
+            v,
+            att,
+            gate,
+            up,
+            logits,
+            ..
+        } = s.ptrs(g);
+        let out =
+            |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         let eps = hp.rms_eps;
         let mut st = Steps::default();
         for (li, l) in self.layers.iter().enumerate() {
@@ -421,7 +419,7 @@ impl CudaModel {
         }
         let head = Out {
             w: self.output(),
-            y: p(&s.logits),
+            y: logits,
             bias: 0,
             accumulate: false,
         };
@@ -494,6 +492,16 @@ impl CudaModel {
         )
     }
 
+    /// One output of a matvec or matmul: y = W·x (+ bias) (+ y when accumulating).
+    fn out(&self, w: &DevMatrix, y: u64, bias: u64, accumulate: bool) -> Out {
+        Out {
+            w: w.r(&self.gpu),
+            y,
+            bias,
+            accumulate,
+        }
+    }
+
     fn opt(&self, b: &Option<CudaSlice<f32>>) -> u64 {
         b.as_ref().map_or(0, |b| self.gpu.ptr(b))
     }
@@ -503,22 +511,20 @@ impl CudaModel {
     unsafe fn decode_launches(&self, kv: &CudaKvCache) -> Result<()> {
         let (g, hp, s) = (&self.gpu, &self.hp, &kv.decode);
         let p = |b: &CudaSlice<f32>| g.ptr(b);
-        let (x, q, k, v, att, gate, up) = (
-            p(&s.x),
-            p(&s.q),
-            p(&s.k),
-            p(&s.v),
-            p(&s.att),
-            p(&s.gate),
-            p(&s.up),
-        );
+        let Ptrs {
+            x,
+            q,
+            k,
+            v,
+            att,
+            gate,
+            up,
+            logits,
+            ..
+        } = s.ptrs(g);
         let (pos, freqs) = (g.ptr(&kv.pos), g.ptr(&self.freqs));
-        let out = |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| Out {
-            w: w.r(g),
-            y,
-            bias,
-            accumulate,
-        };
+        let out =
+            |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         // SAFETY (all launches): buffers are sized by `Scratch::new(hp, 1)` and the cache.
         unsafe {
             launch::embed(g, &self.embd.r(g), g.ptr(&kv.tokens), 1, x)?;
@@ -563,7 +569,7 @@ impl CudaModel {
             }
             let head = Out {
                 w: self.output(),
-                y: p(&s.logits),
+                y: logits,
                 bias: 0,
                 accumulate: false,
             };
@@ -605,16 +611,17 @@ impl CudaModel {
             return Ok(());
         };
         let p = |b: &CudaSlice<f32>| g.ptr(b);
-        let (x, h, q, k, v, att, gate, up) = (
-            p(&s.x),
-            p(&s.h),
-            p(&s.q),
-            p(&s.k),
-            p(&s.v),
-            p(&s.att),
-            p(&s.gate),
-            p(&s.up),
-        );
+        let Ptrs {
+            x,
+            h,
+            q,
+            k,
+            v,
+            att,
+            gate,
+            up,
+            logits,
+        } = s.ptrs(g);
         let (pos, freqs, e) = (g.ptr(&kv.pos), g.ptr(&self.freqs), hp.n_embd);
         let mut blas = self.blas.lock().unwrap_or_else(|e| e.into_inner());
         if n >= cublas_min_rows() && matches!(*blas, BlasState::Untried) {
@@ -623,12 +630,8 @@ impl CudaModel {
                 _ => BlasState::Absent,
             };
         }
-        let out_ = |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| Out {
-            w: w.r(g),
-            y,
-            bias,
-            accumulate,
-        };
+        let out_ =
+            |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         // SAFETY (all launches): the scratch holds at least `n` tokens, the cache has room for
         // positions kv.len..kv.len+n (checked by `forward`), and every buffer belongs to this model.
         unsafe {
@@ -653,7 +656,7 @@ impl CudaModel {
                 Some(Logits::Last) => {
                     let head = Out {
                         w: self.output(),
-                        y: p(&s.logits),
+                        y: logits,
                         bias: 0,
                         accumulate: false,
                     };

@@ -25,7 +25,36 @@ pub(crate) struct Scratch {
     pub logits: CudaSlice<f32>,
 }
 
+/// Device addresses of a [`Scratch`]'s buffers, for kernel arguments.
+#[derive(Clone, Copy)]
+pub(crate) struct Ptrs {
+    pub x: u64,
+    pub h: u64,
+    pub q: u64,
+    pub k: u64,
+    pub v: u64,
+    pub att: u64,
+    pub gate: u64,
+    pub up: u64,
+    pub logits: u64,
+}
+
 impl Scratch {
+    pub fn ptrs(&self, gpu: &Gpu) -> Ptrs {
+        let p = |b: &CudaSlice<f32>| gpu.ptr(b);
+        Ptrs {
+            x: p(&self.x),
+            h: p(&self.h),
+            q: p(&self.q),
+            k: p(&self.k),
+            v: p(&self.v),
+            att: p(&self.att),
+            gate: p(&self.gate),
+            up: p(&self.up),
+            logits: p(&self.logits),
+        }
+    }
+
     pub fn new(gpu: &Gpu, hp: &HParams, n: usize) -> Result<Scratch> {
         Ok(Scratch {
             n,

@@ -17,34 +17,12 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// SmolLM2-135M's shapes (30 layers, tied head) or Qwen2.5-0.5B's (24 layers, biases, NeoX).
+/// SmolLM2-135M's shapes or Qwen2.5-0.5B's.
 fn shape(name: &str, ty: GgmlType) -> SynthSpec {
     if name == "qwen" {
-        SynthSpec {
-            arch: "qwen2",
-            n_vocab: 151936,
-            n_embd: 896,
-            n_layer: 24,
-            n_ff: 4864,
-            n_head: 14,
-            n_head_kv: 2,
-            ty,
-            tied: true,
-            seed: 5,
-        }
+        SynthSpec::qwen2_0_5b(ty)
     } else {
-        SynthSpec {
-            arch: "llama",
-            n_vocab: 49152,
-            n_embd: 576,
-            n_layer: 30,
-            n_ff: 1536,
-            n_head: 9,
-            n_head_kv: 3,
-            ty,
-            tied: true,
-            seed: 5,
-        }
+        SynthSpec::smollm2(ty)
     }
 }
 
@@ -181,20 +159,10 @@ fn decode_speed() {
 #[ignore]
 fn profile_decode() {
     let Some(_) = gpu() else { return };
-    let spec = SynthSpec {
-        arch: "llama",
-        n_vocab: 49152,
-        n_embd: 576,
-        n_layer: 30,
-        n_ff: 1536,
-        n_head: 9,
-        n_head_kv: 3,
-        ty: GgmlType::Q8_0,
-        tied: true,
-        seed: 5,
-    };
+    let spec = SynthSpec::smollm2(GgmlType::Q8_0);
     let m = Model::from_file(GgufFile::from_bytes(build(&spec).unwrap()).unwrap()).unwrap();
     let cuda = CudaModel::new(&m, 0).unwrap();
+    cuda.set_persistent(false);
     cuda.set_graphs(false);
     let mut kv = cuda.new_cache(256).unwrap();
     let prompt: Vec<u32> = (0..100).map(|i| i * 7).collect();

@@ -98,44 +98,86 @@ fn matvec_fused_input_bias_residual_and_mixed_segments() {
     }
 }
 
-#[test]
-fn matmul_every_type_odd_shapes() {
-    let Some(g) = gpu() else { return };
-    let mut rng = Rng::new(3);
+/// A prefill matmul case of real widths and odd row/token counts: weights, input, bias and
+/// residual, and the f64 products W·x (no bias, no residual).
+struct MatmulCase {
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    n: usize,
+    w: Vec<u8>,
+    x: Vec<f32>,
+    bias: Vec<f32>,
+    acc: Vec<f32>,
+    prod: Vec<f32>,
+}
+
+impl MatmulCase {
+    /// y = prod (+ bias) (+ acc).
+    fn want(&self, bias: bool, acc: bool) -> Vec<f32> {
+        (0..self.n * self.rows)
+            .map(|i| {
+                self.prod[i]
+                    + if bias { self.bias[i % self.rows] } else { 0.0 }
+                    + if acc { self.acc[i] } else { 0.0 }
+            })
+            .collect()
+    }
+}
+
+/// Every type at each width it can hold, with token counts from `ns`.
+fn matmul_cases(seed: u64, ns: [usize; 4]) -> Vec<MatmulCase> {
+    let mut rng = Rng::new(seed);
+    let mut cases = Vec::new();
     for ty in ALL_TYPES {
         for (i, cols) in widths(ty).into_iter().enumerate() {
             let rows = [77usize, 130, 33, 65][i % 4];
-            let n = [7usize, 65, 1, 130][(i + ty.id() as usize) % 4];
+            let n = ns[(i + ty.id() as usize) % 4];
             let (w, deq) = matrix(&mut rng, ty, rows, cols);
             let x = rng.vec(n * cols, 1.0);
-            let bias = rng.vec(rows, 1.0);
-            let acc = rng.vec(n * rows, 1.0);
-            let mut cpu = vec![0.0f32; n * rows];
-            for t in 0..n {
-                for r in 0..rows {
-                    cpu[t * rows + r] =
-                        dot64(&deq[r * cols..(r + 1) * cols], &x[t * cols..(t + 1) * cols])
-                            + bias[r]
-                            + acc[t * rows + r];
-                }
-            }
-            let out = testing::matmul(&g, ty, rows, cols, &w, &x, Some(&bias), Some(&acc)).unwrap();
-            let e = rel(&out, &cpu);
-            println!("matmul {ty:5} {rows:3}x{cols:4} n={n:3}: rel {e:.2e}");
-            assert!(
-                e < TOL,
-                "matmul {ty} {rows}x{cols} n={n}: relative error {e}"
-            );
+            let (bias, acc) = (rng.vec(rows, 1.0), rng.vec(n * rows, 1.0));
+            let prod = (0..n * rows)
+                .map(|i| {
+                    let (t, r) = (i / rows, i % rows);
+                    dot64(&deq[r * cols..(r + 1) * cols], &x[t * cols..(t + 1) * cols])
+                })
+                .collect();
+            cases.push(MatmulCase {
+                ty,
+                rows,
+                cols,
+                n,
+                w,
+                x,
+                bias,
+                acc,
+                prod,
+            });
         }
     }
-    // Without bias or accumulation (the outputs start poisoned with NaN).
-    let (w, deq) = matrix(&mut rng, GgmlType::Q8_0, 49, 576);
-    let x = rng.vec(3 * 576, 1.0);
-    let out = testing::matmul(&g, GgmlType::Q8_0, 49, 576, &w, &x, None, None).unwrap();
-    let cpu: Vec<f32> = (0..3 * 49)
-        .map(|i| dot64(&deq[(i % 49) * 576..][..576], &x[(i / 49) * 576..][..576]))
-        .collect();
-    assert!(rel(&out, &cpu) < TOL);
+    cases
+}
+
+#[test]
+fn matmul_every_type_odd_shapes() {
+    let Some(g) = gpu() else { return };
+    for c in matmul_cases(3, [7, 65, 1, 130]) {
+        let (ty, rows, cols, n) = (c.ty, c.rows, c.cols, c.n);
+        let out =
+            testing::matmul(&g, ty, rows, cols, &c.w, &c.x, Some(&c.bias), Some(&c.acc)).unwrap();
+        let e = rel(&out, &c.want(true, true));
+        println!("matmul {ty:5} {rows:3}x{cols:4} n={n:3}: rel {e:.2e}");
+        assert!(
+            e < TOL,
+            "matmul {ty} {rows}x{cols} n={n}: relative error {e}"
+        );
+        // Without bias or accumulation (the outputs start poisoned with NaN).
+        let out = testing::matmul(&g, ty, rows, cols, &c.w, &c.x, None, None).unwrap();
+        assert!(
+            rel(&out, &c.want(false, false)) < TOL,
+            "matmul {ty}: plain product"
+        );
+    }
 }
 
 /// The cuBLAS prefill path (weights dequantized to f16, activations rounded to f16, f32
@@ -143,48 +185,26 @@ fn matmul_every_type_odd_shapes() {
 #[test]
 fn cublas_matmul_every_type() {
     let Some(g) = gpu() else { return };
-    let mut rng = Rng::new(13);
-    for ty in ALL_TYPES {
-        for (i, cols) in widths(ty).into_iter().enumerate() {
-            let rows = [77usize, 130, 33, 65][i % 4];
-            let n = [37usize, 65, 512, 130][(i + ty.id() as usize) % 4];
-            let (w, deq) = matrix(&mut rng, ty, rows, cols);
-            let x = rng.vec(n * cols, 1.0);
-            let bias = rng.vec(rows, 1.0);
-            let acc = rng.vec(n * rows, 1.0);
-            let mut cpu = vec![0.0f32; n * rows];
-            for t in 0..n {
-                for r in 0..rows {
-                    cpu[t * rows + r] =
-                        dot64(&deq[r * cols..(r + 1) * cols], &x[t * cols..(t + 1) * cols])
-                            + bias[r];
-                }
-            }
-            let Some(out) =
-                testing::matmul_cublas(&g, ty, rows, cols, &w, &x, Some(&bias), None).unwrap()
-            else {
-                println!("skipped: cuBLAS not available");
-                return;
-            };
-            let e = rel(&out, &cpu);
-            println!("cublas {ty:5} {rows:3}x{cols:4} n={n:3}: rel {e:.2e}");
-            assert!(
-                e < 1e-3,
-                "cublas {ty} {rows}x{cols} n={n}: relative error {e}"
-            );
-            // Accumulating onto y (the residual), no bias.
-            let out = testing::matmul_cublas(&g, ty, rows, cols, &w, &x, None, Some(&acc))
-                .unwrap()
-                .unwrap();
-            let want: Vec<f32> = cpu
-                .iter()
-                .zip(&acc)
-                .enumerate()
-                .map(|(i, (c, a))| c - bias[i % rows] + a)
-                .collect();
-            let e = rel(&out, &want);
-            assert!(e < 1e-3, "cublas {ty} accumulate: relative error {e}");
-        }
+    for c in matmul_cases(13, [37, 65, 512, 130]) {
+        let (ty, rows, cols, n) = (c.ty, c.rows, c.cols, c.n);
+        let Some(out) =
+            testing::matmul_cublas(&g, ty, rows, cols, &c.w, &c.x, Some(&c.bias), None).unwrap()
+        else {
+            println!("skipped: cuBLAS not available");
+            return;
+        };
+        let e = rel(&out, &c.want(true, false));
+        println!("cublas {ty:5} {rows:3}x{cols:4} n={n:3}: rel {e:.2e}");
+        assert!(
+            e < 1e-3,
+            "cublas {ty} {rows}x{cols} n={n}: relative error {e}"
+        );
+        // Accumulating onto y (the residual), no bias.
+        let out = testing::matmul_cublas(&g, ty, rows, cols, &c.w, &c.x, None, Some(&c.acc))
+            .unwrap()
+            .unwrap_or_default();
+        let e = rel(&out, &c.want(false, true));
+        assert!(e < 1e-3, "cublas {ty} accumulate: relative error {e}");
     }
 }
 

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Rng, gpu};
-use cpu::{CpuError, CpuModel, Logits, ops::log_softmax};
+use cpu::{CpuError, CpuModel, Logits};
 use cuda::{CudaError, CudaModel};
 use gguf::{GgmlType, GgufFile};
 use model::Model;
@@ -68,38 +68,9 @@ fn models(spec: &SynthSpec) -> (CpuModel, Model) {
     )
 }
 
-/// Compares one position's logits: same top-1 (unless a near-tie in the CPU's log-probs, which is
-/// reported) and max |Δ logprob| over the CPU's top 16 within 0.02. Returns that max.
-fn compare(what: &str, gpu: &[f32], cpu: &[f32]) -> f64 {
-    assert_eq!(gpu.len(), cpu.len(), "{what}: logits length");
-    assert!(
-        gpu.iter().all(|v| v.is_finite()),
-        "{what}: non-finite logits"
-    );
-    let (lg, lc) = (log_softmax(gpu), log_softmax(cpu));
-    let mut order: Vec<usize> = (0..lc.len()).collect();
-    order.sort_by(|&a, &b| lc[b].total_cmp(&lc[a]));
-    let top_g = (0..lg.len())
-        .max_by(|&a, &b| lg[a].total_cmp(&lg[b]))
-        .unwrap();
-    if top_g != order[0] {
-        let gap = lc[order[0]] - lc[top_g];
-        assert!(
-            gap < 1e-3,
-            "{what}: top-1 differs (cuda {top_g}, cpu {}), cpu gap {gap}",
-            order[0]
-        );
-        println!(
-            "{what}: near-tie top-1 (cuda {top_g}, cpu {}, gap {gap:.1e})",
-            order[0]
-        );
-    }
-    let d = order[..16]
-        .iter()
-        .map(|&i| (lg[i] - lc[i]).abs())
-        .fold(0.0, f64::max);
-    assert!(d <= 0.02, "{what}: max |dlogprob| over top-16 is {d}");
-    d
+/// Same top-1 and top-16 log-probs within 0.02 of the CPU (`cpu::conformance`).
+fn compare(what: &str, got: &[f32], cpu: &[f32]) -> f64 {
+    cpu::conformance::compare_logits(what, got, cpu)
 }
 
 /// Prefill of a prompt (every position), then decode steps, CUDA vs CPU at each position.

@@ -22,31 +22,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn shape(name: &str) -> SynthSpec {
     if name == "qwen" {
-        SynthSpec {
-            arch: "qwen2",
-            n_vocab: 151936,
-            n_embd: 896,
-            n_layer: 24,
-            n_ff: 4864,
-            n_head: 14,
-            n_head_kv: 2,
-            ty: GgmlType::Q8_0,
-            tied: true,
-            seed: 5,
-        }
+        SynthSpec::qwen2_0_5b(GgmlType::Q8_0)
     } else {
-        SynthSpec {
-            arch: "llama",
-            n_vocab: 49152,
-            n_embd: 576,
-            n_layer: 30,
-            n_ff: 1536,
-            n_head: 9,
-            n_head_kv: 3,
-            ty: GgmlType::Q4_1,
-            tied: true,
-            seed: 5,
-        }
+        SynthSpec::smollm2(GgmlType::Q4_1)
     }
 }
 

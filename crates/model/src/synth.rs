@@ -37,6 +37,40 @@ impl SynthSpec {
             seed: 1,
         }
     }
+
+    /// SmolLM2-135M's shapes: 30 layers, 576 wide, 9 heads over 3 KV heads, ff 1536, 49152
+    /// tokens, tied head.
+    pub fn smollm2(ty: GgmlType) -> SynthSpec {
+        SynthSpec {
+            arch: "llama",
+            n_vocab: 49152,
+            n_embd: 576,
+            n_layer: 30,
+            n_ff: 1536,
+            n_head: 9,
+            n_head_kv: 3,
+            ty,
+            tied: true,
+            seed: 5,
+        }
+    }
+
+    /// Qwen2.5-0.5B's shapes: 24 layers, 896 wide, 14 heads over 2 KV heads, ff 4864, 151936
+    /// tokens, tied head, biases on q/k/v.
+    pub fn qwen2_0_5b(ty: GgmlType) -> SynthSpec {
+        SynthSpec {
+            arch: "qwen2",
+            n_vocab: 151936,
+            n_embd: 896,
+            n_layer: 24,
+            n_ff: 4864,
+            n_head: 14,
+            n_head_kv: 2,
+            ty,
+            tied: true,
+            seed: 5,
+        }
+    }
 }
 
 /// xorshift64*, uniform in [-1, 1).

@@ -1,6 +1,6 @@
 //! Helpers shared by the GPU tests: the skip rule (no adapter: print and return, so CI without
 //! a GPU or a Vulkan driver stays green), a seeded generator, quantized random matrices.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use gguf::GgmlType;
 
@@ -23,37 +23,7 @@ pub fn gpu() -> Option<gpu::Gpu> {
     }
 }
 
-/// xorshift64*, uniform in [-1, 1).
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn f(&mut self) -> f32 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let v = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40;
-        (v as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-    pub fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
-        (0..n).map(|_| self.f() * scale).collect()
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        ((self.f() * 0.5 + 0.5) * n as f32) as usize % n
-    }
-}
-
-/// A random `rows` x `cols` matrix quantized to `ty`: its bytes and dequantized values.
-pub fn matrix(rng: &mut Rng, ty: GgmlType, rows: usize, cols: usize) -> (Vec<u8>, Vec<f32>) {
-    let vals = rng.vec(rows * cols, 1.0);
-    let mut bytes = vec![0u8; ty.bytes_for((rows * cols) as u64).unwrap() as usize];
-    quant::quantize(ty, &vals, &mut bytes).unwrap();
-    let mut deq = vec![0.0f32; rows * cols];
-    quant::dequantize(ty, &bytes, &mut deq).unwrap();
-    (bytes, deq)
-}
+pub use cpu::conformance::{Rng, matrix};
 
 /// Largest |a - b|.
 pub fn max_abs(a: &[f32], b: &[f32]) -> f32 {
