@@ -159,6 +159,7 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
             ));
         }
     }
+    crate::check_stops(&r.stop_sequences, "stop_sequences")?;
     let prompt = state.chat_prompt(&msgs, None)?;
     let d = SamplerConfig::default();
     // Anthropic's defaults: temperature 1, no top-p/top-k truncation unless asked

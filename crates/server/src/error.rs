@@ -29,10 +29,6 @@ pub enum ServerError {
     Gpu(#[from] gpu::GpuError),
     #[error("this build of molla has no wgpu backend (build with `--features gpu`)")]
     NoGpu,
-    #[error(
-        "the tokenizer has {tokenizer} tokens (tokenizer.ggml.tokens) but the model's token_embd.weight has {model} rows"
-    )]
-    VocabMismatch { tokenizer: usize, model: usize },
     #[error("KV cache belongs to another backend")]
     CacheMismatch,
     #[error("{0}")]
@@ -97,6 +93,17 @@ impl ApiError {
         e
     }
 
+    /// 405: the route exists, not with this method.
+    pub fn method_not_allowed(message: impl Into<String>) -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request_error",
+            message,
+        );
+        e.code = Some("method_not_allowed");
+        e
+    }
+
     pub fn too_large() -> ApiError {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -133,7 +140,9 @@ impl ApiError {
             }}),
             Flavor::Anthropic => {
                 let kind = match self.status {
-                    StatusCode::BAD_REQUEST => "invalid_request_error",
+                    StatusCode::BAD_REQUEST | StatusCode::METHOD_NOT_ALLOWED => {
+                        "invalid_request_error"
+                    }
                     StatusCode::UNAUTHORIZED => "authentication_error",
                     StatusCode::NOT_FOUND => "not_found_error",
                     StatusCode::PAYLOAD_TOO_LARGE => "request_too_large",

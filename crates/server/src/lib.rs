@@ -101,8 +101,37 @@ pub fn chat_template(model: &Model, tok: &Tokenizer) -> Result<ChatTemplate, Ser
 }
 
 /// Most messages one chat request may hold (OpenAI's and Anthropic's routes): a clear 400
-/// before any template work, rather than running out of template fuel.
+/// before any template work, rather than when the template hits its fuel or output cap.
 pub const MAX_MESSAGES: usize = 4096;
+
+/// Most stop strings one request may give, and the longest one in bytes: every generated token
+/// is checked against all of them on the engine thread, which all requests share (a megabyte
+/// of stop strings would cost ~10 ms a token).
+pub const MAX_STOPS: usize = 16;
+pub const MAX_STOP_BYTES: usize = 512;
+
+/// A 400 naming `param` when `stops` are too many or one is too long.
+pub fn check_stops(stops: &[String], param: &str) -> Result<(), ApiError> {
+    if stops.len() > MAX_STOPS {
+        return Err(ApiError::bad_request(
+            format!(
+                "{param} holds {} strings; at most {MAX_STOPS} are accepted",
+                stops.len()
+            ),
+            Some(param),
+        ));
+    }
+    if let Some(s) = stops.iter().find(|s| s.len() > MAX_STOP_BYTES) {
+        return Err(ApiError::bad_request(
+            format!(
+                "{param}: a stop string of {} bytes is longer than {MAX_STOP_BYTES}",
+                s.len()
+            ),
+            Some(param),
+        ));
+    }
+    Ok(())
+}
 
 /// A 400 when a request holds more than [`MAX_MESSAGES`] messages.
 pub fn check_message_count(n: usize) -> Result<(), ApiError> {
@@ -111,18 +140,6 @@ pub fn check_message_count(n: usize) -> Result<(), ApiError> {
             format!("messages holds {n} messages; at most {MAX_MESSAGES} are accepted"),
             Some("messages"),
         ));
-    }
-    Ok(())
-}
-
-/// The tokenizer's vocabulary must be the model's: an id the tokenizer makes must have an
-/// embedding row, and an id the model samples must have a text (llama.cpp refuses the same).
-pub fn check_vocab(model: &Model, tok: &Tokenizer) -> Result<(), ServerError> {
-    if tok.n_vocab() != model.hp.n_vocab {
-        return Err(ServerError::VocabMismatch {
-            tokenizer: tok.n_vocab(),
-            model: model.hp.n_vocab,
-        });
     }
     Ok(())
 }
@@ -148,7 +165,6 @@ impl State {
 
     pub fn from_model(model: Model, model_id: String, cfg: &Config) -> Result<State, ServerError> {
         let tok = Arc::new(Tokenizer::from_gguf(&model.file)?);
-        check_vocab(&model, &tok)?;
         let template = chat_template(&model, &tok)?;
         let ctx = context_size(&model, cfg.ctx);
         let backend = Backend::new(model, cfg.device)?;

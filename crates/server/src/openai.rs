@@ -201,6 +201,7 @@ impl Request {
             Some(Stop::One(s)) => vec![s.clone()],
             Some(Stop::Many(v)) => v.clone(),
         };
+        crate::check_stops(&stops, "stop")?;
         Ok(Job {
             prompt,
             max_tokens: self

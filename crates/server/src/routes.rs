@@ -32,6 +32,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/embeddings", post(embeddings::embeddings))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::disable())
         .layer(RequestBodyLimitLayer::new(limit))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
@@ -101,7 +102,8 @@ async fn check(state: &AppState, req: Request, next: Next) -> Response {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         let x_api_key = h.get("x-api-key").and_then(|v| v.to_str().ok());
-        if bearer != Some(key.as_str()) && x_api_key != Some(key.as_str()) {
+        let matches = |given: Option<&str>| given.is_some_and(|g| same_key(g, key));
+        if !matches(bearer) && !matches(x_api_key) {
             return flavor(ApiError::unauthorized()).into_response();
         }
     }
@@ -114,6 +116,26 @@ async fn check(state: &AppState, req: Request, next: Next) -> Response {
         return flavor(ApiError::too_large()).into_response();
     }
     resp
+}
+
+async fn method_not_allowed(req: Request) -> ApiError {
+    let e = ApiError::method_not_allowed(format!(
+        "{} is not allowed on {}",
+        req.method(),
+        req.uri().path()
+    ));
+    if req.uri().path().starts_with("/v1/messages") {
+        e.anthropic()
+    } else {
+        e
+    }
+}
+
+/// Whether `given` is `key`, in time that depends on their lengths only (no early exit on the
+/// first differing byte, which would let a client guess the key byte by byte).
+fn same_key(given: &str, key: &str) -> bool {
+    let (a, b) = (given.as_bytes(), key.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn not_found(req: Request) -> ApiError {

@@ -36,6 +36,10 @@ pub enum TokError {
         merge: String,
         part: String,
     },
+    #[error(
+        "the vocabulary has {n_vocab} tokens (tokenizer.ggml.tokens) but the model's token_embd.weight has {rows} rows"
+    )]
+    EmbeddingMismatch { n_vocab: usize, rows: u64 },
     #[error("token id {id} is out of range (vocabulary has {n_vocab} tokens)")]
     InvalidId { id: u32, n_vocab: usize },
     /// Opening or parsing the GGUF file failed (the gguf crate's message).

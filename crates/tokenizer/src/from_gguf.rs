@@ -13,10 +13,13 @@ const MERGES: &str = "tokenizer.ggml.merges";
 const ADD_BOS: &str = "tokenizer.ggml.add_bos_token";
 const ADD_EOS: &str = "tokenizer.ggml.add_eos_token";
 const ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
+/// The model's token embedding, when the file holds a model.
+const EMBEDDING: &str = "token_embd.weight";
 
 impl Vocab {
     /// Reads the vocabulary from GGUF metadata. Fails on a missing or mistyped required key
-    /// (`tokenizer.ggml.model`, `.tokens`, and `.merges` for BPE) or an unsupported model.
+    /// (`tokenizer.ggml.model`, `.tokens`, and `.merges` for BPE), an unsupported model, or a
+    /// token count that differs from the rows of the file's `token_embd.weight`.
     pub fn from_gguf(file: &GgufFile) -> Result<Vocab> {
         let get = |key: &'static str| file.get(key);
 
@@ -31,6 +34,18 @@ impl Vocab {
         };
 
         let tokens = strings(get(TOKENS), TOKENS)?.ok_or(TokError::MissingKey { key: TOKENS })?;
+        // A model's embedding has one row per token: an id the tokenizer makes must have a row
+        // and an id the model samples a text (llama.cpp refuses a mismatch at load too).
+        // Vocabulary-only files have no embedding and skip this.
+        if let Some(t) = file.tensor(EMBEDDING)
+            && let [_, rows] = t.dims[..]
+            && rows != tokens.len() as u64
+        {
+            return Err(TokError::EmbeddingMismatch {
+                n_vocab: tokens.len(),
+                rows,
+            });
+        }
 
         let scores = match get(SCORES) {
             None => Vec::new(),
