@@ -51,38 +51,10 @@ impl Q16Acts {
     /// [`quantize`](Self::quantize) on the instruction set `isa` (the same result on every one; tests
     /// compare them). An `isa` this CPU lacks runs the portable code.
     pub fn quantize_with(&mut self, isa: Isa, x: &[f32]) -> Result<(), QuantError> {
-        // Every element is overwritten below: resizing without clearing skips a memset.
-        if !x.len().is_multiple_of(QK16) {
-            self.clear();
-            let (ty, op, unit, got, block) = (GgmlType::I16, Op::Quantize, "values", x.len(), QK16);
-            return Err(QuantError::NotWholeBlocks {
-                ty,
-                op,
-                unit,
-                got,
-                block,
-            });
-        }
-        let n = x.len();
-        self.q.resize(n, 0);
-        self.dx.resize(n / QK16, 0.0);
-        self.sx.resize(n / QK16, 0.0);
-        self.isum16.resize(n / 16, 0);
+        self.size_for(x)?;
         let finite = quantize_dispatch(isa, x, self.parts());
         if !finite {
-            let index = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
-            self.clear();
-            let (ty, op, what, unit) =
-                (GgmlType::I16, Op::Quantize, "finite activations", "values");
-            let (got, expected) = (index, n);
-            return Err(QuantError::Length {
-                ty,
-                op,
-                what,
-                unit,
-                got,
-                expected,
-            });
+            return Err(self.not_finite(x));
         }
         Ok(())
     }
@@ -98,7 +70,30 @@ impl Q16Acts {
         chunk: usize,
         run: impl FnOnce(Vec<QuantizeJob<'_>>) -> bool,
     ) -> Result<(), QuantError> {
-        // Every element is overwritten below: resizing without clearing skips a memset.
+        self.size_for(x)?;
+        let chunk = chunk.max(1).next_multiple_of(QK16);
+        let isa = Isa::best();
+        let jobs: Vec<QuantizeJob<'_>> = x
+            .chunks(chunk)
+            .zip(self.q.chunks_mut(chunk))
+            .zip(self.dx.chunks_mut(chunk / QK16))
+            .zip(self.sx.chunks_mut(chunk / QK16))
+            .zip(self.isum16.chunks_mut(chunk / 16))
+            .map(|((((x, q), dx), sx), isum16)| QuantizeJob {
+                isa,
+                x,
+                parts: Parts { q, dx, sx, isum16 },
+            })
+            .collect();
+        if !run(jobs) {
+            return Err(self.not_finite(x));
+        }
+        Ok(())
+    }
+
+    /// Sizes the buffers for `x` (whole blocks of 32, else an error and cleared buffers). Every
+    /// element is overwritten by the quantizer: resizing without clearing skips a memset.
+    fn size_for(&mut self, x: &[f32]) -> Result<(), QuantError> {
         if !x.len().is_multiple_of(QK16) {
             self.clear();
             let (ty, op, unit, got, block) = (GgmlType::I16, Op::Quantize, "values", x.len(), QK16);
@@ -115,36 +110,23 @@ impl Q16Acts {
         self.dx.resize(n / QK16, 0.0);
         self.sx.resize(n / QK16, 0.0);
         self.isum16.resize(n / 16, 0);
-        let chunk = chunk.max(1).next_multiple_of(QK16);
-        let isa = Isa::best();
-        let jobs: Vec<QuantizeJob<'_>> = x
-            .chunks(chunk)
-            .zip(self.q.chunks_mut(chunk))
-            .zip(self.dx.chunks_mut(chunk / QK16))
-            .zip(self.sx.chunks_mut(chunk / QK16))
-            .zip(self.isum16.chunks_mut(chunk / 16))
-            .map(|((((x, q), dx), sx), isum16)| QuantizeJob {
-                isa,
-                x,
-                parts: Parts { q, dx, sx, isum16 },
-            })
-            .collect();
-        if !run(jobs) {
-            let index = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
-            self.clear();
-            let (ty, op, what, unit) =
-                (GgmlType::I16, Op::Quantize, "finite activations", "values");
-            let (got, expected) = (index, n);
-            return Err(QuantError::Length {
-                ty,
-                op,
-                what,
-                unit,
-                got,
-                expected,
-            });
-        }
         Ok(())
+    }
+
+    /// The error for `x` holding a NaN or infinity (the buffers are cleared).
+    fn not_finite(&mut self, x: &[f32]) -> QuantError {
+        let index = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
+        self.clear();
+        let (ty, op, what, unit) = (GgmlType::I16, Op::Quantize, "finite activations", "values");
+        let (got, expected) = (index, x.len());
+        QuantError::Length {
+            ty,
+            op,
+            what,
+            unit,
+            got,
+            expected,
+        }
     }
 
     /// Number of activations.
