@@ -91,6 +91,8 @@ struct PkArgs {
     u64* trace;    // measurement, or null: per step and block, 8 words: global-timer ns when the
                    // work starts (after the wait) and ends; SM cycles spent on the input, waiting
                    // for the first weights, and on the rest
+    int xq_off;    // shared memory offset of the quantized input row (q16.cuh)
+    int pad;
 };
 
 __device__ __forceinline__ u64 global_ns() {
@@ -262,7 +264,9 @@ __device__ void pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* buf0,
 
 // The input of a matvec step, prepared in shared memory (all threads take part). `pending`:
 // whether the second cp.async group (chunk 1) was issued.
-__device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, bool pending) {
+// Ends with the row quantized to 16 bits at xq (q16.cuh).
+__device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, bool pending,
+                         u8* xq) {
     int n = st.cols;
     if (st.prep == PK_PREP_EMBED_RMSNORM) {
         if (a.token < (u32)st.emb_rows) {
@@ -278,7 +282,7 @@ __device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         if (blockIdx.x == 0)
             for (int i = threadIdx.x; i < n; i += PK_THREADS) st.xout[i] = xs[i];
     } else {
-        for (int i = threadIdx.x; i < n; i += PK_THREADS) xs[i] = __ldcg(st.x + i);
+        load_row(st.x, xs, n);
         __syncthreads();
     }
     if (st.prep != PK_PREP_PLAIN) {
@@ -293,6 +297,7 @@ __device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         }
         __syncthreads();
     }
+    quantize_q16(xs, n, xq);
 }
 
 template <bool KQ>
@@ -310,7 +315,8 @@ __device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
         if (t < r1) pk_next_chunk(st, t, r1, a.chunk);
         two = t < r1;
     }
-    pk_input(st, a, xs, nw, xraw, two);
+    pk_input(st, a, xs, nw, xraw, two, (u8*)xs + a.xq_off);
+    const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     pk_stamp(a, 1);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int k = 0; cur < r1; k++) {
@@ -330,8 +336,8 @@ __device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
         if (st.pair) {
             const u8* base1 = pk_row(st, c, buf, 1, c.ra);
             for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
-                float g = row_dot_ty<KQ>(ty0, base0 + (size_t)(r - c.ra) * rb0, xs, cols, lane, 32);
-                float u = row_dot_ty<KQ>(ty1, base1 + (size_t)(r - c.ra) * rb1, xs, cols, lane, 32);
+                float g = row_dot_ty<KQ>(ty0, base0 + (size_t)(r - c.ra) * rb0, xs, xq, cols, lane, 32);
+                float u = row_dot_ty<KQ>(ty1, base1 + (size_t)(r - c.ra) * rb1, xs, xq, cols, lane, 32);
                 g = warp_sum(g);
                 u = warp_sum(u);
                 if (lane == 0) y[r] = silu_mul(g, u);
@@ -340,7 +346,7 @@ __device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
             const float* bias = st.bias[si];
             const bool accumulate = st.accumulate[si] != 0, res_smem = st.res_smem != 0;
             for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
-                float acc = row_dot_ty<KQ>(ty0, base0 + (size_t)(r - c.ra) * rb0, xs, cols, lane, 32);
+                float acc = row_dot_ty<KQ>(ty0, base0 + (size_t)(r - c.ra) * rb0, xs, xq, cols, lane, 32);
                 acc = warp_sum(acc);
                 if (lane == 0) {
                     float v = acc;

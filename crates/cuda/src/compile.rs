@@ -11,6 +11,7 @@ use std::path::PathBuf;
 const SOURCES: &[(&str, &str)] = &[
     ("common.cuh", include_str!("../kernels/common.cuh")),
     ("dequant.cuh", include_str!("../kernels/dequant.cuh")),
+    ("q16.cuh", include_str!("../kernels/q16.cuh")),
     ("matvec.cu", include_str!("../kernels/matvec.cu")),
     ("matmul.cu", include_str!("../kernels/matmul.cu")),
     ("norm.cu", include_str!("../kernels/norm.cu")),

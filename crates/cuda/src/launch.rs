@@ -116,6 +116,12 @@ pub(crate) fn even_lanes(cols: usize) -> i32 {
 
 const MV_THREADS: u32 = 128;
 
+/// Shared-memory bytes of an input row of `cols` values quantized to 16 bits (kernels/q16.cuh
+/// `xq_bytes`): i16 quants, a scale and a sum per 32, a quant sum per 16.
+pub(crate) fn xq_bytes(cols: usize) -> usize {
+    ((2 * cols).next_multiple_of(128) + cols / 8 + cols / 8 + cols / 4).next_multiple_of(16)
+}
+
 /// Fused decode matvec over up to three matrices sharing the input `x` (`cols` values).
 ///
 /// # Safety
@@ -165,7 +171,8 @@ pub(crate) unsafe fn matvec(
     b.arg(&a);
     count_launch();
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
-    unsafe { b.launch(cfg((grid, 1, 1), MV_THREADS, (cols * 4) as u32)) }
+    let smem = cols * 4 + xq_bytes(cols);
+    unsafe { b.launch(cfg((grid, 1, 1), MV_THREADS, smem as u32)) }
         .map_err(drv("matvec launch"))?;
     Ok(())
 }

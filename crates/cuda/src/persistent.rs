@@ -76,6 +76,8 @@ struct PkArgs {
     knobs: i32,
     nw_bytes: i32,
     trace: u64,
+    xq_off: i32,
+    pad: i32,
 }
 
 // SAFETY: as for PkStep.
@@ -222,6 +224,7 @@ pub(crate) struct Persistent {
     smem: u32,
     chunk: usize,
     xs_bytes: usize,
+    xq_off: usize,
     nw_bytes: usize,
     kquant: bool,
     /// With `MOLLA_PK_TRACE=1`: per step and block, when the work started and ended (ns).
@@ -257,9 +260,10 @@ impl Persistent {
         if steps.list.is_empty() {
             return Err(CudaError::Unsupported("empty step list".into()));
         }
-        // Shared memory: the input row (at least the 512 floats attention uses), then two
-        // chunk buffers with 64 bytes of alignment slack each.
-        let xs_bytes = (steps.max_cols * 4).max(4096).next_multiple_of(128);
+        // Shared memory: the input row (at least the 512 floats attention uses) and its q16
+        // quantization, then two chunk buffers with 64 bytes of alignment slack each.
+        let xq_off = (steps.max_cols * 4).max(4096).next_multiple_of(128);
+        let xs_bytes = (xq_off + launch::xq_bytes(steps.max_cols)).next_multiple_of(128);
         let nw_bytes = (steps.max_norm_cols * 4).next_multiple_of(128);
         let room = gpu.pk_max_smem.saturating_sub(xs_bytes + 2 * nw_bytes) / 2;
         let chunk = chunk_bytes().min(room.saturating_sub(64)) & !15;
@@ -296,6 +300,7 @@ impl Persistent {
             smem: smem as u32,
             chunk,
             xs_bytes,
+            xq_off,
             nw_bytes,
             kquant: steps.kquant,
         })
@@ -364,6 +369,8 @@ impl Persistent {
             knobs: env_i32("MOLLA_PK_SKIP", 0) | (env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8),
             nw_bytes: self.nw_bytes as i32,
             trace: self.trace.as_ref().map_or(0, |t| gpu.ptr(t)),
+            xq_off: self.xq_off as i32,
+            pad: 0,
         };
         let f = persistent_fn(gpu, self.kquant);
         let mut b = gpu.stream.launch_builder(f);
@@ -402,6 +409,7 @@ mod tests {
         assert_eq!(size_of::<PkStep>(), 248);
         assert_eq!(std::mem::offset_of!(PkArgs, nsteps), 32);
         assert_eq!(std::mem::offset_of!(PkArgs, scale), 72);
-        assert_eq!(size_of::<PkArgs>(), 104);
+        assert_eq!(std::mem::offset_of!(PkArgs, xq_off), 104);
+        assert_eq!(size_of::<PkArgs>(), 112);
     }
 }

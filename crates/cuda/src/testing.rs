@@ -64,7 +64,7 @@ pub fn matvec(
             segs.len()
         )));
     }
-    if cols * 4 > gpu.max_smem {
+    if cols * 4 + crate::launch::xq_bytes(cols) > gpu.max_smem {
         return Err(CudaError::Unsupported(format!(
             "matvec input of {cols} values"
         )));

@@ -17,12 +17,27 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// SmolLM2-135M's shapes or Qwen2.5-0.5B's.
+/// SmolLM2-135M's shapes, Qwen2.5-0.5B's, or Llama-3.1-8B's ("l8": `MOLLA_BENCH_L8_LAYERS`
+/// layers of the 32, default 4, to keep the in-process synthesis short).
 fn shape(name: &str, ty: GgmlType) -> SynthSpec {
-    if name == "qwen" {
-        SynthSpec::qwen2_0_5b(ty)
-    } else {
-        SynthSpec::smollm2(ty)
+    match name {
+        "qwen" => SynthSpec::qwen2_0_5b(ty),
+        "l8" => SynthSpec {
+            arch: "llama",
+            n_vocab: 128256,
+            n_embd: 4096,
+            n_layer: std::env::var("MOLLA_BENCH_L8_LAYERS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(4),
+            n_ff: 14336,
+            n_head: 32,
+            n_head_kv: 8,
+            ty,
+            tied: false,
+            seed: 5,
+        },
+        _ => SynthSpec::smollm2(ty),
     }
 }
 

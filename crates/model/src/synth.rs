@@ -165,10 +165,33 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
             (0..n).map(|_| scale * rng.next()).collect()
         };
         let mut bytes = vec![0u8; spec.ty.bytes_for(n as u64).unwrap_or(0) as usize];
-        quant::quantize(spec.ty, &vals, &mut bytes)?;
+        quantize_rows(spec.ty, &vals, *cols, &mut bytes)?;
         w.write_tensor(&bytes)?;
     }
     Ok(w.finish()?)
+}
+
+/// `quant::quantize` of whole rows of `cols` values, split by rows over the machine's threads
+/// (the same bytes as one call: each row is quantized on its own).
+fn quantize_rows(ty: GgmlType, vals: &[f32], cols: usize, out: &mut [u8]) -> Result<()> {
+    let rows = vals.len() / cols.max(1);
+    let row_bytes = out.len() / rows.max(1);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if rows < 2 * threads || row_bytes * rows != out.len() || rows * cols != vals.len() {
+        quant::quantize(ty, vals, out)?;
+        return Ok(());
+    }
+    let per = rows.div_ceil(threads);
+    std::thread::scope(|sc| {
+        let jobs: Vec<_> = vals
+            .chunks(per * cols)
+            .zip(out.chunks_mut(per * row_bytes))
+            .map(|(v, o)| sc.spawn(move || quant::quantize(ty, v, o)))
+            .collect();
+        jobs.into_iter()
+            .try_for_each(|j| j.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    })?;
+    Ok(())
 }
 
 /// GPT-2's byte-to-unicode table: the printable character standing for each byte.

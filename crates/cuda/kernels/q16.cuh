@@ -1,0 +1,295 @@
+// Decode dot products on activations quantized to 16 bits, as the CPU's q16 kernels compute them
+// (crates/quant/src/q16): the input row is quantized once per matvec into blocks of 32 with
+// dx = max|x| / 32767 and i16 quants; each weight block's product with those quants is an exact
+// integer sum (dp2a: two i16 x two i8 products a instruction), scaled once per block in f32.
+// Against the float path this removes the per-weight int-to-float conversions and halves the
+// shared-memory reads of the input, which is what limited the decode matvec (issue 6).
+//
+// Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (a unit is one block of 32 weights), Q4_K, Q5_K (a unit is
+// one pair of sub-blocks: 64 weights), Q6_K (a unit is 4 groups of 16: 64 weights). The others
+// keep the float path (row_dot_ty picks).
+
+// The quantized input row in shared memory: `q` (cols i16 in 16-byte slots of 8, swizzled: see
+// xq_slot; padded to whole 128-byte lines), then per block of 32 `dx` and `sx` (Σ of the f32
+// values), then per run of 16 `s16` (Σ q, exact).
+struct Xq {
+    const int4* q;
+    const float* dx;
+    const float* sx;
+    const int* s16;
+};
+
+// Where slot s (values 8s .. 8s+8) of the quants lives: its 128-byte line's slots are permuted
+// by the line index, so the lanes of a quarter-warp that read the same slot of different blocks
+// (every row decoder does) hit different banks. A block's slots stay in one line.
+__device__ __forceinline__ int xq_slot(int s) { return s ^ ((s >> 3) & 7); }
+
+__host__ __device__ __forceinline__ int xq_qbytes(int cols) { return (2 * cols + 127) & ~127; }
+
+// Bytes of shared memory a quantized row of `cols` values takes (a multiple of 16).
+__host__ __device__ __forceinline__ int xq_bytes(int cols) { return (xq_qbytes(cols) + cols / 8 + cols / 8 + cols / 4 + 15) & ~15; }
+
+__device__ __forceinline__ Xq xq_at(u8* base, int cols) {
+    Xq x;
+    x.q = (const int4*)base;
+    x.dx = (const float*)(base + xq_qbytes(cols));
+    x.sx = x.dx + cols / 32;
+    x.s16 = (const int*)(x.sx + cols / 32);
+    return x;
+}
+
+// Quantizes xs[0..cols) (whole blocks of 32) into the Xq at `base`: four threads a block of 32,
+// eight values each (two 16-byte loads, one 16-byte store), every thread of the block takes part
+// and the result is ready after the final barrier. The same bits as Q16Acts::quantize for q and
+// dx; sx is summed in a different order.
+__device__ void quantize_q16(const float* xs, int cols, u8* base) {
+    int4* q4 = (int4*)base;
+    float* dx = (float*)(base + xq_qbytes(cols));
+    float* sx = dx + cols / 32;
+    int* s16 = (int*)(sx + cols / 32);
+    int nb = cols >> 5, part = threadIdx.x & 3;
+    // Every thread takes every trip (the shuffles need whole warps); past the end it computes on
+    // block 0 and stores nothing.
+    int per = blockDim.x >> 2, trips = (nb + per - 1) / per;
+    for (int it = 0; it < trips; it++) {
+        int b0 = it * per + (threadIdx.x >> 2);
+        bool live = b0 < nb;
+        int b = live ? b0 : 0;
+        const float4* src = (const float4*)(xs + 32 * b + 8 * part);
+        float4 va = src[0], vb = src[1];
+        float v[8] = {va.x, va.y, va.z, va.w, vb.x, vb.y, vb.z, vb.w};
+        float m = 0.f, sum = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            m = fmaxf(m, fabsf(v[i]));
+            sum += v[i];
+        }
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        // NaN: fmaxf drops it, so look for one explicitly and make the block's scale NaN.
+        int nan = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) nan |= (int)(v[i] != v[i]);
+        nan |= __shfl_xor_sync(0xffffffffu, nan, 1);
+        nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
+        int qi[8], t = 0;
+        float d = 0.f;
+        if (!(m < 1e-30f)) {
+            float inv = 32767.f / m;
+#pragma unroll
+            for (int i = 0; i < 8; i++) qi[i] = __float2int_rn(v[i] * inv);
+            d = m / 32767.f;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) qi[i] = 0;
+        }
+        if (nan) d = __int_as_float(0x7fc00000);
+#pragma unroll
+        for (int i = 0; i < 8; i++) t += qi[i];
+        t += __shfl_xor_sync(0xffffffffu, t, 1);
+        if (live) {
+            int4 o;
+            o.x = (qi[0] & 0xffff) | (qi[1] << 16);
+            o.y = (qi[2] & 0xffff) | (qi[3] << 16);
+            o.z = (qi[4] & 0xffff) | (qi[5] << 16);
+            o.w = (qi[6] & 0xffff) | (qi[7] << 16);
+            q4[xq_slot(4 * b + part)] = o;
+            if (part == 0) {
+                dx[b] = d;
+                sx[b] = sum;
+            }
+            if ((part & 1) == 0) s16[2 * b + (part >> 1)] = t;
+        }
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ int dp2a_lo(int a, u32 b, int c) {
+    int d;
+    asm("dp2a.lo.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+__device__ __forceinline__ int dp2a_hi(int a, u32 b, int c) {
+    int d;
+    asm("dp2a.hi.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+// Σ w·xq over N4 words of four byte-sized weights (element 4k + i in byte i of word k) and the
+// quants from slot s0 on (N4 / 2 slots, within one line), exact.
+template <int N4>
+__device__ __forceinline__ int idot(const u32* w, const int4* xq, int s0) {
+    // Two chains: integer sums are exact in any order, and dp2a's latency is the limit.
+    int s = 0, t = 0, line = s0 >> 3;
+#pragma unroll
+    for (int k = 0; k < N4; k += 2) {
+        int4 xv = xq[(s0 + (k >> 1)) ^ (line & 7)];
+        s = dp2a_lo(xv.x, w[k], s);
+        t = dp2a_hi(xv.y, w[k], t);
+        s = dp2a_lo(xv.z, w[k + 1], s);
+        t = dp2a_hi(xv.w, w[k + 1], t);
+    }
+    return s + t;
+}
+
+// Bits 4k .. 4k+4 of v, one a byte (bit 0 of each byte).
+__device__ __forceinline__ u32 spread4(u32 v, int k) { return (((v >> (4 * k)) & 15u) * 0x00204081u) & 0x01010101u; }
+
+// 16 bytes from a 2-byte aligned address.
+__device__ __forceinline__ void ld16a2(const u8* p, u32* w) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) w[k] = ld32a2(p + 4 * k);
+}
+
+// One 32-weight block of a legacy format: the block's contribution to the row's dot product.
+template <int T>
+__device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const Xq& x, int u) {
+    u32 w[8];
+    if constexpr (T == T_Q8_0) {
+        float d = h2f(ld16(b));
+        ld16a2(b + 2, w);
+        ld16a2(b + 18, w + 4);
+        return d * x.dx[u] * (float)idot<8>(w, x.q, 4 * u);
+    } else {
+        u32 qs[4], qh = 0;
+        float d = h2f(ld16(b)), m = 0.f;
+        if constexpr (T == T_Q4_0) ld16a2(b + 2, qs);
+        if constexpr (T == T_Q4_1) {
+            m = h2f(ld16(b + 2));
+#pragma unroll
+            for (int k = 0; k < 4; k++) qs[k] = ld32(b + 4 + 4 * k);
+        }
+        if constexpr (T == T_Q5_0) {
+            qh = ld32a2(b + 2);
+            ld16a2(b + 6, qs);
+        }
+        if constexpr (T == T_Q5_1) {
+            m = h2f(ld16(b + 2));
+            qh = ld32(b + 4);
+#pragma unroll
+            for (int k = 0; k < 4; k++) qs[k] = ld32(b + 8 + 4 * k);
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            w[k] = qs[k] & 0x0f0f0f0fu;
+            w[k + 4] = (qs[k] >> 4) & 0x0f0f0f0fu;
+            if constexpr (T == T_Q5_0 || T == T_Q5_1) {
+                w[k] |= spread4(qh, k) << 4;
+                w[k + 4] |= spread4(qh, k + 4) << 4;
+            }
+        }
+        int s = idot<8>(w, x.q, 4 * u);
+        if constexpr (T == T_Q4_0) s -= 8 * (x.s16[2 * u] + x.s16[2 * u + 1]);
+        if constexpr (T == T_Q5_0) s -= 16 * (x.s16[2 * u] + x.s16[2 * u + 1]);
+        float r = d * x.dx[u] * (float)s;
+        if constexpr (T == T_Q4_1 || T == T_Q5_1) r += m * x.sx[u];
+        return r;
+    }
+}
+
+// Q4_K / Q5_K unit u: super-block u >> 2, pair j = u & 3 of sub-blocks (2j, 2j+1): 32 quant bytes
+// whose low nibbles are sub-block 2j and high nibbles sub-block 2j+1 (Q5_K: bits 2j and 2j+1 of
+// the 32 qh bytes on top).
+template <int T>
+__device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const Xq& x, int u) {
+    constexpr int BYTES = T == T_Q4_K ? 144 : 176;
+    constexpr int QS = T == T_Q4_K ? 16 : 48;
+    const u8* b = w + (size_t)(u >> 2) * BYTES;
+    int j = u & 3;
+    uint4 h = *(const uint4*)b;
+    uint4 qa = *(const uint4*)(b + QS + 32 * j), qb = *(const uint4*)(b + QS + 32 * j + 16);
+    u32 q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+    u32 lo[8], hi[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        lo[k] = q[k] & 0x0f0f0f0fu;
+        hi[k] = (q[k] >> 4) & 0x0f0f0f0fu;
+    }
+    if constexpr (T == T_Q5_K) {
+        uint4 ha = *(const uint4*)(b + 16), hb = *(const uint4*)(b + 32);
+        u32 qh[8] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            lo[k] |= ((qh[k] >> (2 * j)) & 0x01010101u) << 4;
+            hi[k] |= ((qh[k] >> (2 * j + 1)) & 0x01010101u) << 4;
+        }
+    }
+    // 6-bit scales and mins of sub-blocks 2j and 2j+1 (scale_min_k4 on the header words).
+    int sc[2], mn[2];
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        int s = 2 * j + e;
+        int sl = 8 * (s & 3);
+        u32 y = h.y >> sl, z = h.z >> sl, ww = h.w >> sl;
+        int lo_sc = (int)(y & 63), lo_mn = (int)(z & 63);
+        int hi_sc = (int)((ww & 15) | (((y >> 6) & 3) << 4));
+        int hi_mn = (int)(((ww >> 4) & 15) | (((z >> 6) & 3) << 4));
+        sc[e] = s < 4 ? lo_sc : hi_sc;
+        mn[e] = s < 4 ? lo_mn : hi_mn;
+    }
+    float d = h2f((u16)(h.x & 0xffff)), dm = h2f((u16)(h.x >> 16));
+    int b0 = 8 * (u >> 2) + 2 * j;
+    int s0 = idot<8>(lo, x.q, 4 * b0), s1 = idot<8>(hi, x.q, 4 * (b0 + 1));
+    return ((d * (float)sc[0]) * x.dx[b0] * (float)s0 - (dm * (float)mn[0]) * x.sx[b0]) +
+           ((d * (float)sc[1]) * x.dx[b0 + 1] * (float)s1 - (dm * (float)mn[1]) * x.sx[b0 + 1]);
+}
+
+// Q6_K unit u: super-block u >> 2, half n = (u >> 1) & 1, h = u & 1: groups G = 0..3 of 16 elements
+// 128n + 32G + 16h + i, from ql[64n + 16h + i] (G 0, 2: low, high nibble), ql[64n + 32 + 16h + i]
+// (G 1, 3) and bits 2G of qh[32n + 16h + i]; scale 8n + 2G + h. The block is only 2-byte aligned.
+__device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const Xq& x, int u) {
+    const u8* b = w + (size_t)(u >> 2) * 210;
+    int n = (u >> 1) & 1, hf = u & 1;
+    u32 A[4], B[4], H[4];
+    ld16a2(b + 64 * n + 16 * hf, A);
+    ld16a2(b + 64 * n + 32 + 16 * hf, B);
+    ld16a2(b + 128 + 32 * n + 16 * hf, H);
+    float d = h2f(ld16(b + 208));
+    const u8* S = b + 192 + 8 * n + hf;
+    float acc = 0.f;
+#pragma unroll
+    for (int G = 0; G < 4; G++) {
+        u32 wq[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            u32 l = (G & 1) ? B[k] : A[k];
+            wq[k] = ((l >> (4 * (G >> 1))) & 0x0f0f0f0fu) | (((H[k] >> (2 * G)) & 0x03030303u) << 4);
+        }
+        int bb = 8 * (u >> 2) + 4 * n + G;
+        int s = idot<4>(wq, x.q, 4 * bb + 2 * hf) - 32 * x.s16[2 * bb + hf];
+        acc += (d * (float)(i8)S[2 * G]) * x.dx[bb] * (float)s;
+    }
+    return acc;
+}
+
+template <int T>
+__device__ __forceinline__ float unit_q16(const u8* __restrict__ w, const Xq& x, int u) {
+    if constexpr (T == T_Q4_K || T == T_Q5_K) return unit_k45<T>(w, x, u);
+    else if constexpr (T == T_Q6_K) return unit_q6k(w, x, u);
+    else {
+        constexpr int BYTES = T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
+        return unit_legacy<T>(w + (size_t)u * BYTES, x, u);
+    }
+}
+
+// One row's dot product with the quantized input: lane `lane` of a group of `lanes` takes units
+// lane, lane + lanes, ...; two units per round, both loaded before either is summed (the second
+// clamped to a valid unit and dropped when past the end).
+template <int T>
+__device__ __forceinline__ float row_dot_q16(const u8* __restrict__ w, const Xq& x, int cols, int lane, int lanes) {
+    constexpr bool K = T == T_Q4_K || T == T_Q5_K || T == T_Q6_K;
+    int nu = K ? cols >> 6 : cols >> 5;
+    float acc = 0.f;
+    for (int u0 = lane; u0 < nu; u0 += 2 * lanes) {
+        int u1 = u0 + lanes;
+        bool two = u1 < nu;
+        float v0 = unit_q16<T>(w, x, u0);
+        float v1 = unit_q16<T>(w, x, two ? u1 : u0);
+        acc += v0;
+        acc += two ? v1 : 0.f;
+    }
+    return acc;
+}
