@@ -79,6 +79,27 @@ __device__ __forceinline__ float row_dot_ty(int ty, const u8* __restrict__ w, co
     }
 }
 
+// R rows' dot products with the same prepared input (rows w[0 .. nr), nr <= R, all of type ty):
+// the q16 formats read each unit's input once for all rows (rows_dot_q16); every row gets the
+// bits row_dot_ty gives it.
+template <int R>
+__device__ __forceinline__ void rows_dot_ty(int ty, const u8* const* w, int nr, const float* xs, const Xq& xq, int cols,
+                                            int lane, int lanes, float* acc) {
+    switch (ty) {
+        case T_Q4_0: rows_dot_q16<T_Q4_0, R>(w, nr, xq, cols, lane, lanes, acc); return;
+        case T_Q4_1: rows_dot_q16<T_Q4_1, R>(w, nr, xq, cols, lane, lanes, acc); return;
+        case T_Q5_0: rows_dot_q16<T_Q5_0, R>(w, nr, xq, cols, lane, lanes, acc); return;
+        case T_Q5_1: rows_dot_q16<T_Q5_1, R>(w, nr, xq, cols, lane, lanes, acc); return;
+        case T_Q8_0: rows_dot_q16<T_Q8_0, R>(w, nr, xq, cols, lane, lanes, acc); return;
+        case T_Q4_K: rows_dot_q16<T_Q4_K, R>(w, nr, xq, cols, lane, lanes, acc); return;
+        case T_Q5_K: rows_dot_q16<T_Q5_K, R>(w, nr, xq, cols, lane, lanes, acc); return;
+        case T_Q6_K: rows_dot_q16<T_Q6_K, R>(w, nr, xq, cols, lane, lanes, acc); return;
+        default:
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r] = r < nr ? row_dot_ty<false>(ty, w[r], xs, xq, cols, lane, lanes) : 0.f;
+    }
+}
+
 // 1 / sqrt(mean(x^2) + eps) of x[0..n), summed in f64 by the block's first `nt` threads (a multiple
 // of 32, at most blockDim.x) in a fixed order, so any kernel that calls it with the same `nt` gets
 // the same bits. Every thread of the block must call it.

@@ -334,25 +334,39 @@ __device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
         const u8* base0 = pk_row(st, c, buf, 0, c.ra);
         float* y = st.y[si];
         if (st.pair) {
+            // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
+            // type).
             const u8* base1 = pk_row(st, c, buf, 1, c.ra);
             for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
-                float g = row_dot_ty<KQ>(ty0, base0 + (size_t)(r - c.ra) * rb0, xs, xq, cols, lane, 32);
-                float u = row_dot_ty<KQ>(ty1, base1 + (size_t)(r - c.ra) * rb1, xs, xq, cols, lane, 32);
-                g = warp_sum(g);
-                u = warp_sum(u);
+                const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
+                float gu[2];
+                if (ty0 == ty1) {
+                    rows_dot_ty<2>(ty0, w2, 2, xs, xq, cols, lane, 32, gu);
+                } else {
+                    gu[0] = row_dot_ty<KQ>(ty0, w2[0], xs, xq, cols, lane, 32);
+                    gu[1] = row_dot_ty<KQ>(ty1, w2[1], xs, xq, cols, lane, 32);
+                }
+                float g = warp_sum(gu[0]);
+                float u = warp_sum(gu[1]);
                 if (lane == 0) y[r] = silu_mul(g, u);
             }
         } else {
+            // Two consecutive rows a warp, sharing each unit's input.
             const float* bias = st.bias[si];
             const bool accumulate = st.accumulate[si] != 0, res_smem = st.res_smem != 0;
-            for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
-                float acc = row_dot_ty<KQ>(ty0, base0 + (size_t)(r - c.ra) * rb0, xs, xq, cols, lane, 32);
-                acc = warp_sum(acc);
-                if (lane == 0) {
-                    float v = acc;
-                    if (bias) v += bias[r];
-                    if (accumulate) v += res_smem ? xraw[r] : __ldcg(y + r);
-                    y[r] = v;
+            for (int r = c.ra + 2 * warp; r < c.rb; r += 2 * PK_WARPS) {
+                int nr = min(2, c.rb - r);
+                const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
+                float acc[2];
+                rows_dot_ty<2>(ty0, w2, nr, xs, xq, cols, lane, 32, acc);
+                acc[0] = warp_sum(acc[0]);
+                acc[1] = warp_sum(acc[1]);
+                if (lane < nr) {
+                    int rr = r + lane;
+                    float v = lane == 0 ? acc[0] : acc[1];
+                    if (bias) v += bias[rr];
+                    if (accumulate) v += res_smem ? xraw[rr] : __ldcg(y + rr);
+                    y[rr] = v;
                 }
             }
         }

@@ -119,14 +119,14 @@ __device__ __forceinline__ int dp2a_hi(int a, u32 b, int c) {
 }
 
 // Σ w·xq over N4 words of four byte-sized weights (element 4k + i in byte i of word k) and the
-// quants from slot s0 on (N4 / 2 slots, within one line), exact.
+// quants in xr (N4 / 2 slots of 8, loaded by load_xu), exact.
 template <int N4>
-__device__ __forceinline__ int idot(const u32* w, const int4* xq, int s0) {
+__device__ __forceinline__ int idot(const u32* w, const int4* xr) {
     // Two chains: integer sums are exact in any order, and dp2a's latency is the limit.
-    int s = 0, t = 0, line = s0 >> 3;
+    int s = 0, t = 0;
 #pragma unroll
     for (int k = 0; k < N4; k += 2) {
-        int4 xv = xq[(s0 + (k >> 1)) ^ (line & 7)];
+        int4 xv = xr[k >> 1];
         s = dp2a_lo(xv.x, w[k], s);
         t = dp2a_hi(xv.y, w[k], t);
         s = dp2a_lo(xv.z, w[k + 1], s);
@@ -134,6 +134,14 @@ __device__ __forceinline__ int idot(const u32* w, const int4* xq, int s0) {
     }
     return s + t;
 }
+
+// Slot s of the quants (xq_slot: within one line for the runs a unit reads).
+__device__ __forceinline__ int4 xq_ld(const Xq& x, int s) { return x.q[xq_slot(s)]; }
+
+// (a * b) * c, rounded after each product: the unit sums below use only _rn operations, which
+// the compiler never contracts into FMAs, so every kernel that inlines them (graph matvec,
+// persistent, one row or several at a time) gets the same bits.
+__device__ __forceinline__ float mul3(float a, float b, float c) { return __fmul_rn(__fmul_rn(a, b), c); }
 
 // Bits 4k .. 4k+4 of v, one a byte (bit 0 of each byte).
 __device__ __forceinline__ u32 spread4(u32 v, int k) { return (((v >> (4 * k)) & 15u) * 0x00204081u) & 0x01010101u; }
@@ -146,13 +154,13 @@ __device__ __forceinline__ void ld16a2(const u8* p, u32* w) {
 
 // One 32-weight block of a legacy format: the block's contribution to the row's dot product.
 template <int T>
-__device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const Xq& x, int u) {
+__device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const int4* xr, const Xq& x, int u) {
     u32 w[8];
     if constexpr (T == T_Q8_0) {
         float d = h2f(ld16(b));
         ld16a2(b + 2, w);
         ld16a2(b + 18, w + 4);
-        return d * x.dx[u] * (float)idot<8>(w, x.q, 4 * u);
+        return mul3(d, x.dx[u], (float)idot<8>(w, xr));
     } else {
         u32 qs[4], qh = 0;
         float d = h2f(ld16(b)), m = 0.f;
@@ -181,11 +189,11 @@ __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const Xq&
                 w[k + 4] |= spread4(qh, k + 4) << 4;
             }
         }
-        int s = idot<8>(w, x.q, 4 * u);
+        int s = idot<8>(w, xr);
         if constexpr (T == T_Q4_0) s -= 8 * (x.s16[2 * u] + x.s16[2 * u + 1]);
         if constexpr (T == T_Q5_0) s -= 16 * (x.s16[2 * u] + x.s16[2 * u + 1]);
-        float r = d * x.dx[u] * (float)s;
-        if constexpr (T == T_Q4_1 || T == T_Q5_1) r += m * x.sx[u];
+        float r = mul3(d, x.dx[u], (float)s);
+        if constexpr (T == T_Q4_1 || T == T_Q5_1) r = __fadd_rn(r, __fmul_rn(m, x.sx[u]));
         return r;
     }
 }
@@ -194,7 +202,7 @@ __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const Xq&
 // whose low nibbles are sub-block 2j and high nibbles sub-block 2j+1 (Q5_K: bits 2j and 2j+1 of
 // the 32 qh bytes on top).
 template <int T>
-__device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const Xq& x, int u) {
+__device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
     constexpr int BYTES = T == T_Q4_K ? 144 : 176;
     constexpr int QS = T == T_Q4_K ? 16 : 48;
     const u8* b = w + (size_t)(u >> 2) * BYTES;
@@ -232,15 +240,17 @@ __device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const Xq& x,
     }
     float d = h2f((u16)(h.x & 0xffff)), dm = h2f((u16)(h.x >> 16));
     int b0 = 8 * (u >> 2) + 2 * j;
-    int s0 = idot<8>(lo, x.q, 4 * b0), s1 = idot<8>(hi, x.q, 4 * (b0 + 1));
-    return ((d * (float)sc[0]) * x.dx[b0] * (float)s0 - (dm * (float)mn[0]) * x.sx[b0]) +
-           ((d * (float)sc[1]) * x.dx[b0 + 1] * (float)s1 - (dm * (float)mn[1]) * x.sx[b0 + 1]);
+    int s0 = idot<8>(lo, xr), s1 = idot<8>(hi, xr + 4);
+    float p0 = __fsub_rn(mul3(__fmul_rn(d, (float)sc[0]), x.dx[b0], (float)s0), __fmul_rn(__fmul_rn(dm, (float)mn[0]), x.sx[b0]));
+    float p1 = __fsub_rn(mul3(__fmul_rn(d, (float)sc[1]), x.dx[b0 + 1], (float)s1),
+                         __fmul_rn(__fmul_rn(dm, (float)mn[1]), x.sx[b0 + 1]));
+    return __fadd_rn(p0, p1);
 }
 
 // Q6_K unit u: super-block u >> 2, half n = (u >> 1) & 1, h = u & 1: groups G = 0..3 of 16 elements
 // 128n + 32G + 16h + i, from ql[64n + 16h + i] (G 0, 2: low, high nibble), ql[64n + 32 + 16h + i]
 // (G 1, 3) and bits 2G of qh[32n + 16h + i]; scale 8n + 2G + h. The block is only 2-byte aligned.
-__device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const Xq& x, int u) {
+__device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
     const u8* b = w + (size_t)(u >> 2) * 210;
     int n = (u >> 1) & 1, hf = u & 1;
     u32 A[4], B[4], H[4];
@@ -259,20 +269,47 @@ __device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const Xq& x,
             wq[k] = ((l >> (4 * (G >> 1))) & 0x0f0f0f0fu) | (((H[k] >> (2 * G)) & 0x03030303u) << 4);
         }
         int bb = 8 * (u >> 2) + 4 * n + G;
-        int s = idot<4>(wq, x.q, 4 * bb + 2 * hf) - 32 * x.s16[2 * bb + hf];
-        acc += (d * (float)(i8)S[2 * G]) * x.dx[bb] * (float)s;
+        int s = idot<4>(wq, xr + 2 * G) - 32 * x.s16[2 * bb + hf];
+        acc = __fadd_rn(acc, mul3(__fmul_rn(d, (float)(i8)S[2 * G]), x.dx[bb], (float)s));
     }
     return acc;
 }
 
+// The quants unit u of a row of format T reads, into registers: legacy formats 4 slots (a block
+// of 32), Q4_K / Q5_K 8 (two blocks), Q6_K 2 for each of its 4 groups.
 template <int T>
-__device__ __forceinline__ float unit_q16(const u8* __restrict__ w, const Xq& x, int u) {
-    if constexpr (T == T_Q4_K || T == T_Q5_K) return unit_k45<T>(w, x, u);
-    else if constexpr (T == T_Q6_K) return unit_q6k(w, x, u);
+__device__ __forceinline__ void load_xu(const Xq& x, int u, int4* xr) {
+    if constexpr (T == T_Q4_K || T == T_Q5_K) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) xr[k] = xq_ld(x, 8 * u + k);
+    } else if constexpr (T == T_Q6_K) {
+        int n = (u >> 1) & 1, hf = u & 1;
+#pragma unroll
+        for (int G = 0; G < 4; G++) {
+            int bb = 8 * (u >> 2) + 4 * n + G;
+            xr[2 * G] = xq_ld(x, 4 * bb + 2 * hf);
+            xr[2 * G + 1] = xq_ld(x, 4 * bb + 2 * hf + 1);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; k++) xr[k] = xq_ld(x, 4 * u + k);
+    }
+}
+
+// Unit u of the row at w, dotted with its quants xr (load_xu).
+template <int T>
+__device__ __forceinline__ float unit_q16(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
+    if constexpr (T == T_Q4_K || T == T_Q5_K) return unit_k45<T>(w, xr, x, u);
+    else if constexpr (T == T_Q6_K) return unit_q6k(w, xr, x, u);
     else {
         constexpr int BYTES = T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
-        return unit_legacy<T>(w + (size_t)u * BYTES, x, u);
+        return unit_legacy<T>(w + (size_t)u * BYTES, xr, x, u);
     }
+}
+
+template <int T>
+__device__ __forceinline__ int q16_units(int cols) {
+    return (T == T_Q4_K || T == T_Q5_K || T == T_Q6_K) ? cols >> 6 : cols >> 5;
 }
 
 // One row's dot product with the quantized input: lane `lane` of a group of `lanes` takes units
@@ -280,16 +317,36 @@ __device__ __forceinline__ float unit_q16(const u8* __restrict__ w, const Xq& x,
 // clamped to a valid unit and dropped when past the end).
 template <int T>
 __device__ __forceinline__ float row_dot_q16(const u8* __restrict__ w, const Xq& x, int cols, int lane, int lanes) {
-    constexpr bool K = T == T_Q4_K || T == T_Q5_K || T == T_Q6_K;
-    int nu = K ? cols >> 6 : cols >> 5;
+    int nu = q16_units<T>(cols);
     float acc = 0.f;
     for (int u0 = lane; u0 < nu; u0 += 2 * lanes) {
         int u1 = u0 + lanes;
         bool two = u1 < nu;
-        float v0 = unit_q16<T>(w, x, u0);
-        float v1 = unit_q16<T>(w, x, two ? u1 : u0);
-        acc += v0;
-        acc += two ? v1 : 0.f;
+        int4 x0[8], x1[8];
+        load_xu<T>(x, u0, x0);
+        load_xu<T>(x, two ? u1 : u0, x1);
+        float v0 = unit_q16<T>(w, x0, x, u0);
+        float v1 = unit_q16<T>(w, x1, x, two ? u1 : u0);
+        acc = __fadd_rn(acc, v0);
+        if (two) acc = __fadd_rn(acc, v1);
     }
     return acc;
+}
+
+// R rows' dot products with the same input (rows w[0 .. nr), nr <= R): each unit's quants are
+// read from shared memory once for all rows. Each row gets the same bits as row_dot_q16 (the same
+// unit values, added in the same order).
+template <int T, int R>
+__device__ __forceinline__ void rows_dot_q16(const u8* const* w, int nr, const Xq& x, int cols, int lane, int lanes,
+                                             float* acc) {
+    int nu = q16_units<T>(cols);
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0.f;
+    for (int u = lane; u < nu; u += lanes) {
+        int4 xr[8];
+        load_xu<T>(x, u, xr);
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (r < nr) acc[r] = __fadd_rn(acc[r], unit_q16<T>(w[r], xr, x, u));
+    }
 }
