@@ -167,6 +167,10 @@ fn template_seeds() -> Vec<Seed> {
         "{{ raise_exception('no system role') if messages[0].role != 'system' }}",
         "{{ (messages | selectattr('role', 'equalto', 'user') | list | length) * 3 }}{{ bos_token }}",
         "{% generation %}{{ messages[-1].content.split(' ')[0] }}{% endgeneration %}",
+        // namespace attributes hold plain data only (crates/template/src/plain.rs)
+        "{% set ns = namespace(l=[], d={}) %}{% for m in messages %}{% set ns.l = ns.l + [m] %}\
+         {% set ns.d = {'r': ns.l | reverse, 'i': ns | items, 't': (m.role, loop.index)} %}\
+         {{ loop.changed(m.role) }}{% endfor %}{{ ns.d | tojson }}{% set ns.x = [ns] %}",
     ];
     for (i, src) in small.iter().enumerate() {
         let mut data = src.as_bytes().to_vec();

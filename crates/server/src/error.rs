@@ -120,6 +120,34 @@ impl ApiError {
         )
     }
 
+    /// 429: the client already has `max` generation requests in flight.
+    pub fn too_many_requests(max: usize) -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "requests",
+            format!(
+                "too many requests in flight from this client (at most {max}); \
+                 retry when one has finished"
+            ),
+        );
+        e.code = Some("rate_limit_exceeded");
+        e
+    }
+
+    /// 408: the client took longer than `timeout` to send its request.
+    pub fn request_timeout(timeout: std::time::Duration) -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            format!(
+                "the request body did not arrive within {:.1} s",
+                timeout.as_secs_f64()
+            ),
+        );
+        e.code = Some("request_timeout");
+        e
+    }
+
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
     }
@@ -140,12 +168,13 @@ impl ApiError {
             }}),
             Flavor::Anthropic => {
                 let kind = match self.status {
-                    StatusCode::BAD_REQUEST | StatusCode::METHOD_NOT_ALLOWED => {
-                        "invalid_request_error"
-                    }
+                    StatusCode::BAD_REQUEST
+                    | StatusCode::METHOD_NOT_ALLOWED
+                    | StatusCode::REQUEST_TIMEOUT => "invalid_request_error",
                     StatusCode::UNAUTHORIZED => "authentication_error",
                     StatusCode::NOT_FOUND => "not_found_error",
                     StatusCode::PAYLOAD_TOO_LARGE => "request_too_large",
+                    StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
                     StatusCode::SERVICE_UNAVAILABLE => "overloaded_error",
                     _ => "api_error",
                 };

@@ -4,7 +4,8 @@
 //! FIFO (bounded: a full queue answers 503) and up to `parallel` sequences generate at once,
 //! batched step by step (continuous batching). The HTTP layer ([`routes`], [`openai`],
 //! [`anthropic`]) parses, renders the chat template, tokenizes and turns the engine's events
-//! into JSON or SSE.
+//! into JSON or SSE. [`serve`] runs the app on a TCP listener with the connection limits;
+//! [`limits`] holds the per-request ones.
 
 pub mod anthropic;
 pub mod backend;
@@ -12,15 +13,18 @@ pub mod embeddings;
 pub mod engine;
 pub mod error;
 pub mod generate;
+pub mod limits;
 pub mod metrics;
 pub mod openai;
 pub mod routes;
 pub mod seq;
+pub mod serve;
 pub mod sse;
 
 pub use backend::Device;
 pub use error::{ApiError, ServerError};
 pub use routes::app;
+pub use serve::serve;
 
 use backend::Backend;
 use engine::{Done, Engine, Event, Job, SubmitError};
@@ -28,6 +32,7 @@ use metrics::Metrics;
 use model::Model;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 use template::{ChatTemplate, Message};
 use tokenizer::Tokenizer;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -49,6 +54,17 @@ pub struct Config {
     pub prefill_chunk: usize,
     /// Largest request body in bytes.
     pub body_limit: usize,
+    /// Generation requests (chat, completions, messages, embeddings) one client may have in
+    /// flight, streams included; more get 429 (0: no cap). A client is the API key when the
+    /// server requires one, else the peer's IP address ([`limits::client_id`]).
+    pub max_per_client: usize,
+    /// Longest a client may take to send a request's headers, and then its body (zero: no
+    /// limit); a slower client is disconnected (headers) or answered 408 (body). Only the
+    /// request is timed, never the generation or the stream that answers it.
+    pub request_timeout: Duration,
+    /// Connections open at once (0: no limit); further ones wait in the listen backlog until
+    /// one closes. Idle keep-alive connections close after `request_timeout`.
+    pub max_connections: usize,
 }
 
 impl Default for Config {
@@ -61,6 +77,9 @@ impl Default for Config {
             parallel: 1,
             prefill_chunk: 512,
             body_limit: 4 << 20,
+            max_per_client: 8,
+            request_timeout: Duration::from_secs(30),
+            max_connections: 512,
         }
     }
 }
@@ -75,6 +94,10 @@ pub struct State {
     pub ctx: usize,
     pub api_key: Option<String>,
     pub body_limit: usize,
+    /// Generation requests in flight per client ([`Config::max_per_client`]).
+    pub client_slots: Arc<limits::ClientSlots>,
+    pub request_timeout: Duration,
+    pub max_connections: usize,
     pub device_name: String,
     pub metrics: Arc<Metrics>,
     pub n_embd: usize,
@@ -189,6 +212,9 @@ impl State {
             ctx,
             api_key: cfg.api_key.clone(),
             body_limit: cfg.body_limit,
+            client_slots: limits::ClientSlots::new(cfg.max_per_client),
+            request_timeout: cfg.request_timeout,
+            max_connections: cfg.max_connections,
             device_name,
             metrics,
             n_embd,

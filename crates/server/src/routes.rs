@@ -1,7 +1,8 @@
-//! The router: routes, API-key check, body limit, and JSON errors for what the router itself
-//! rejects (unknown route, body too large).
+//! The router: routes, API-key check, per-client cap, body limit and read timeout, and JSON
+//! errors for what the router itself rejects (unknown route, body too large or too slow).
 
 use crate::error::{ApiError, parse_json};
+use crate::limits::{self, GENERATION_ROUTES};
 use crate::{AppState, anthropic, embeddings, openai};
 use axum::Json;
 use axum::Router;
@@ -72,8 +73,9 @@ fn route_label(path: &str) -> &'static str {
     "other"
 }
 
-/// Checks the API key (all routes but /health), answers the body limit's plain 413 in JSON,
-/// counts the request for /metrics and logs it.
+/// Checks the API key (all routes but /health) and the client's in-flight cap (generation
+/// routes), reads the body within the request timeout, answers the body limit's plain 413 in
+/// JSON, counts the request for /metrics and logs it.
 async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let t0 = std::time::Instant::now();
     let route = route_label(req.uri().path());
@@ -107,6 +109,22 @@ async fn check(state: &AppState, req: Request, next: Next) -> Response {
             return flavor(ApiError::unauthorized()).into_response();
         }
     }
+    let slot = if GENERATION_ROUTES.contains(&req.uri().path()) {
+        let client = limits::client_id(&req, state.api_key.is_some());
+        match state.client_slots.try_acquire(client) {
+            Some(slot) => Some(slot),
+            None => {
+                let max = state.client_slots.max();
+                return flavor(ApiError::too_many_requests(max)).into_response();
+            }
+        }
+    } else {
+        None
+    };
+    let req = match limits::read_body(req, state.body_limit, state.request_timeout).await {
+        Ok(req) => req,
+        Err(e) => return flavor(e).into_response(),
+    };
     let resp = next.run(req).await;
     let is_json = resp
         .headers()
@@ -115,7 +133,10 @@ async fn check(state: &AppState, req: Request, next: Next) -> Response {
     if resp.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_json {
         return flavor(ApiError::too_large()).into_response();
     }
-    resp
+    match slot {
+        Some(slot) => limits::hold_until_sent(resp, slot),
+        None => resp,
+    }
 }
 
 async fn method_not_allowed(req: Request) -> ApiError {

@@ -8,7 +8,7 @@ use minijinja::syntax::SyntaxConfig;
 use minijinja::value::Value;
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, Output, State, UndefinedBehavior};
 
-use crate::{Limits, pyjson, strftime};
+use crate::{Limits, plain, pyjson, strftime};
 
 /// The name the template is stored under (it shows in error messages).
 pub const TEMPLATE_NAME: &str = "chat_template";
@@ -28,23 +28,28 @@ impl std::fmt::Display for Raised {
 
 impl std::error::Error for Raised {}
 
+/// jinja2's `trim_blocks`/`lstrip_blocks` on the default delimiters.
+pub fn syntax() -> Result<SyntaxConfig, Error> {
+    SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .keep_trailing_newline(false)
+        .build()
+}
+
 /// Builds the environment: jinja2's `trim_blocks`/`lstrip_blocks`, lenient undefined
 /// (like jinja2's default `Undefined`), no auto-escaping, Python string/dict methods,
 /// transformers' `tojson`, `raise_exception` and `strftime_now`, fuel and recursion
-/// limits. There is no loader (and no `include`/`import`/`extends`): nothing is read.
-/// `source` should already have gone through [`rewrite_generation_tags`].
+/// limits, and the filter that keeps namespace attributes plain data ([`plain`]). There is
+/// no loader (and no `include`/`import`/`extends`): nothing is read. `source` should
+/// already have gone through [`rewrite_generation_tags`] and [`crate::setattr::guard`].
 pub fn build(
     source: &str,
     limits: &Limits,
     clock: Arc<AtomicI64>,
 ) -> Result<Environment<'static>, Error> {
     let mut env = Environment::new();
-    let syntax = SyntaxConfig::builder()
-        .trim_blocks(true)
-        .lstrip_blocks(true)
-        .keep_trailing_newline(false)
-        .build()?;
-    env.set_syntax(syntax);
+    env.set_syntax(syntax()?);
     env.set_undefined_behavior(UndefinedBehavior::Lenient);
     env.set_auto_escape_callback(|_| AutoEscape::None);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
@@ -53,6 +58,7 @@ pub fn build(
     env.set_formatter(python_formatter);
     env.set_debug(false);
     env.add_filter("tojson", pyjson::tojson);
+    env.add_filter(plain::FILTER, plain::filter);
     env.add_function("raise_exception", |msg: Value| -> Result<Value, Error> {
         let msg = msg.as_str().map_or_else(|| msg.to_string(), str::to_string);
         Err(Error::new(ErrorKind::InvalidOperation, msg.clone()).with_source(Raised(msg)))

@@ -11,6 +11,12 @@
 //! steps a render takes and the data it builds, minijinja's recursion limit and a cap on
 //! the output's size. Every failure is a [`TemplateError`] with a one-line message.
 //!
+//! No reference cycles: namespace attributes hold only plain data (strings, numbers, lists,
+//! dicts; never a namespace or a loop object), checked as each value is stored, and `loop`
+//! cannot be used as a value; so a template cannot make a value refer to itself and leak it
+//! (`{% set ns.x = ns %}` was such a leak). The same check bounds how deep and how large a
+//! value carried through a namespace can grow. See `setattr.rs` and `plain.rs`.
+//!
 //! A model without a template gets ChatML (`<|im_start|>{role}\n{content}<|im_end|>\n`
 //! per message, then `<|im_start|>assistant\n` when a generation prompt is asked for),
 //! as llama.cpp does; see [`ChatTemplate::chatml`].
@@ -19,10 +25,10 @@
 //! parts (probed once, at construction: see [`ChatTemplate::supports_content_parts`]);
 //! otherwise each list's `text` parts are joined with `"\n"` into a string first.
 //!
-//! Known gap: minijinja 3.1.0 charges no fuel when it materializes a list built by more
-//! than 32 nested concatenations, so a template that doubles a list 33 times
-//! (`{% set ns.l = ns.l + ns.l %}` in a loop) exhausts memory. Templates from model files
-//! the operator chose are trusted that far; do not accept templates from requests.
+//! minijinja 3.1.0 charges no fuel when it materializes a list built by more than 32 nested
+//! concatenations; such a list can only grow across loop iterations through a namespace,
+//! where the plain-data check copies it and counts its items (`plain::MAX_ITEMS`), so
+//! doubling a list (`{% set ns.l = ns.l + ns.l %}` in a loop) stops with an error.
 //!
 //! Templates emit special tokens (e.g. Gemma's `{{ bos_token }}`) as text, so the
 //! tokenizer must parse special tokens in the rendered prompt and not add a second BOS.
@@ -30,7 +36,9 @@
 mod env;
 mod error;
 mod message;
+mod plain;
 mod pyjson;
+mod setattr;
 mod strftime;
 
 use std::sync::Arc;
@@ -111,7 +119,9 @@ impl ChatTemplate {
         limits: Limits,
     ) -> Result<Self, TemplateError> {
         let clock = Arc::new(AtomicI64::new(env::SYSTEM_CLOCK));
-        let source = env::rewrite_generation_tags(source).into_owned();
+        let source = env::rewrite_generation_tags(source);
+        let syntax = env::syntax().map_err(|e| TemplateError::Syntax(describe(&e, false, "")))?;
+        let source = setattr::guard(&source, syntax).map_err(TemplateError::Syntax)?;
         let env = env::build(&source, &limits, clock.clone())
             .map_err(|e| TemplateError::Syntax(describe(&e, false, &source)))?;
         let (bos, eos) = (bos.to_string(), eos.to_string());
@@ -210,6 +220,7 @@ impl ChatTemplate {
             cap: self.limits.max_output_bytes,
             overflowed: false,
         };
+        plain::start_render();
         match template.render_captured_to(ctx, &mut out) {
             Ok(_) => String::from_utf8(out.buf).map_err(|e| TemplateError::Render(one_line(e))),
             Err(_) if out.overflowed => {
@@ -224,6 +235,10 @@ impl ChatTemplate {
         while let Some(err) = source {
             if let Some(raised) = err.downcast_ref::<env::Raised>() {
                 return TemplateError::Raised(one_line(&raised.0));
+            }
+            if let Some(refused) = err.downcast_ref::<plain::Refused>() {
+                let line = e.line().map(|l| format!(" (line {l})")).unwrap_or_default();
+                return TemplateError::Render(one_line(format!("{}{line}", refused.0)));
             }
             source = err.source();
         }

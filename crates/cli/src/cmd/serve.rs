@@ -36,6 +36,19 @@ pub struct Args {
     /// Requests that may wait for a free slot before new ones get 503.
     #[arg(long, default_value_t = 64)]
     pub queue: usize,
+    /// Generation requests (chat, completions, messages, embeddings; streams until they end)
+    /// one client may have in flight; more get 429. A client is the API key when --api-key is
+    /// set, else the peer IP address. 0: no cap.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub max_per_client: usize,
+    /// Seconds a client may take to send a request's headers, and then its body: slower
+    /// clients are disconnected (headers) or answered 408 (body); idle keep-alive connections
+    /// close after it too. Generation and streaming are never timed. 0: no limit.
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    pub request_timeout: u64,
+    /// Connections open at once; further ones wait until one closes. 0: no limit.
+    #[arg(long, default_value_t = 512, value_name = "N")]
+    pub max_connections: usize,
     /// Log level on stderr: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     pub log: tracing_subscriber::filter::LevelFilter,
@@ -59,6 +72,9 @@ pub fn run(a: Args) -> Result<()> {
         parallel: a.parallel.into(),
         queue: a.queue,
         prefill_chunk: a.prefill_chunk as usize,
+        max_per_client: a.max_per_client,
+        request_timeout: std::time::Duration::from_secs(a.request_timeout),
+        max_connections: a.max_connections,
         ..server::Config::default()
     };
     let state =
@@ -80,9 +96,7 @@ pub fn run(a: Args) -> Result<()> {
             .with_context(|| format!("cannot listen on {addr}"))?;
         let bound = listener.local_addr().map_or(addr, |a| a.to_string());
         eprintln!("molla: listening on http://{bound}");
-        axum::serve(listener, server::app(std::sync::Arc::new(state)))
-            .with_graceful_shutdown(shutdown())
-            .await?;
+        server::serve(listener, std::sync::Arc::new(state), shutdown()).await?;
         eprintln!("molla: drained, exiting");
         Ok(())
     })
