@@ -1,5 +1,6 @@
-// Causal grouped-query attention over the f16 KV cache, for decode (one query) and prefill (n
-// queries at positions pos0 .. pos0+n). One block of 8 warps per (head, query). Positions are
+// Causal grouped-query attention over the f16 KV cache, for decode (one query), prefill (n
+// queries at positions pos0 .. pos0+n) and batched decode (one query for each of n sequences,
+// each with its cache and position: KvRow). One block of 8 warps per (head, query). Positions are
 // walked in tiles of ATT_TILE: one thread per position computes its score into shared memory,
 // the block takes the tile's max and softmax weights (running max and sum across tiles, f32),
 // then the warps accumulate weighted value rows, several positions per warp at once with 16-byte
@@ -139,14 +140,17 @@ __device__ void attend(const float* qs, const u16* __restrict__ kc, const u16* _
 extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention(const float* __restrict__ q, const u16* __restrict__ kc,
                                                                     const u16* __restrict__ vc, float* __restrict__ out,
                                                                     const int* pos0p, int n_head, int n_head_kv, int hd,
-                                                                    int hdv, float scale) {
+                                                                    int hdv, float scale, const KvRow* rows, int layer) {
     __shared__ float qs[256];
     int h = blockIdx.x, t = blockIdx.y;
     int kvh = h / (n_head / n_head_kv);
-    int end = *pos0p + t + 1;
+    u16 *kr = (u16*)kc, *vr = (u16*)vc;
+    int pos;
+    kv_row(rows, layer, t, kr, vr, pos0p, pos);
+    int end = pos + 1;
     const float* qh = q + (size_t)t * n_head * hd + (size_t)h * hd;
     for (int d = threadIdx.x; d < hd; d += ATT_THREADS) qs[d] = qh[d];
     __syncthreads();
-    attend(qs, kc, vc, end, kvh, n_head_kv * hd, n_head_kv * hdv, hd, hdv, scale,
+    attend(qs, kr, vr, end, kvh, n_head_kv * hd, n_head_kv * hdv, hd, hdv, scale,
            out + (size_t)t * n_head * hdv + (size_t)h * hdv);
 }

@@ -129,7 +129,6 @@ __device__ float rms_scale(const float* x, int n, float eps, int nt) {
 // silu(g) * u, as every SwiGLU in the CUDA backend computes it.
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
-// Prepares the input row in shared memory (all threads of the block take part).
 // dst[0..n) = src[0..n) through L2 (src was written by other blocks), by all threads of the block,
 // 16-byte loads four at a time when src is 16-byte aligned; no barrier.
 __device__ void load_row(const float* src, float* dst, int n) {
@@ -152,18 +151,21 @@ __device__ void load_row(const float* src, float* dst, int n) {
     }
 }
 
-// Then the q16 quantization of the prepared row at xs + cols (quantize_q16).
-__device__ void load_input(const MvArgs& a, float* xs) {
+// Prepares input row t (of a batch; 0 for one row) in shared memory (all threads of the block take
+// part), then its q16 quantization at xs + cols (quantize_q16).
+__device__ void load_input(const MvArgs& a, float* xs, int t) {
     int n = a.cols;
+    const float* x = a.x + (size_t)t * n;
     if (a.mode == 1) {
-        load_row(a.x, xs, n);
+        load_row(x, xs, n);
         __syncthreads();
         float scale = rms_scale(xs, n, a.eps, blockDim.x);
         for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = xs[i] * scale * a.norm_w[i];
     } else if (a.mode == 2) {
-        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = silu_mul(a.x[i], a.x2[i]);
+        const float* x2 = a.x2 + (size_t)t * n;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = silu_mul(x[i], x2[i]);
     } else {
-        load_row(a.x, xs, n);
+        load_row(x, xs, n);
     }
     __syncthreads();
     quantize_q16(xs, n, (u8*)(xs + n));
@@ -172,11 +174,13 @@ __device__ void load_input(const MvArgs& a, float* xs) {
 // KQ: Q4_K / Q5_K / Q6_K rows take the unit paths above. Those need more registers, so they get a
 // kernel of their own (matvec_k, launched when a segment is one of them) and the other types keep
 // the occupancy of the plain one.
+// Input row t of the batch (output rows go to y + t * rows of each segment); this block is `blk`
+// of the `nblk` that share the rows.
 template <bool KQ>
-__device__ __forceinline__ void matvec_body(const MvArgs& a) {
+__device__ __forceinline__ void matvec_body(const MvArgs& a, int t, int blk, int nblk) {
     extern __shared__ float4 smem4[];
     float* xs = (float*)smem4;
-    load_input(a, xs);
+    load_input(a, xs, t);
     const Xq xq = xq_at((u8*)(xs + a.cols), a.cols);
     int lanes = a.lanes;
     int lane = threadIdx.x & (lanes - 1);
@@ -185,7 +189,7 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
     for (int i = 0; i < a.nseg; i++) total += a.seg[i].rows;
     // The grid may be smaller than the row count (the input is prepared once per block): blocks
     // stride over rows. `rb` is uniform across the block, so whole warps take the same trips.
-    for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
+    for (int rb = blk * groups; rb < total; rb += nblk * groups) {
         int r = rb + threadIdx.x / lanes;
         int si = 0;
         while (si < a.nseg && r >= a.seg[si].rows) {
@@ -203,13 +207,21 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
         acc = group_sum(acc, lanes);
         if (active && lane == 0) {
             const MvSeg& s = a.seg[si];
+            float* y = s.y + (size_t)t * s.rows;
             float v = acc;
             if (s.bias) v += s.bias[r];
-            if (s.accumulate) v += s.y[r];
-            s.y[r] = v;
+            if (s.accumulate) v += y[r];
+            y[r] = v;
         }
     }
 }
 
-extern "C" __global__ void matvec(const MvArgs a) { matvec_body<false>(a); }
-extern "C" __global__ void matvec_k(const MvArgs a) { matvec_body<true>(a); }
+extern "C" __global__ void matvec(const MvArgs a) { matvec_body<false>(a, 0, blockIdx.x, gridDim.x); }
+extern "C" __global__ void matvec_k(const MvArgs a) { matvec_body<true>(a, 0, blockIdx.x, gridDim.x); }
+
+// Batched decode: input row blockIdx.x (one token of each of gridDim.x sequences, rows of `cols`
+// values) and the rows' share blockIdx.y; each output row gets the bits `matvec` gives it for
+// that input alone. Consecutive blocks take the same weight rows for different inputs, so the
+// weights come from L2 after the first.
+extern "C" __global__ void matvec_batch(const MvArgs a) { matvec_body<false>(a, blockIdx.x, blockIdx.y, gridDim.y); }
+extern "C" __global__ void matvec_batch_k(const MvArgs a) { matvec_body<true>(a, blockIdx.x, blockIdx.y, gridDim.y); }

@@ -42,11 +42,37 @@ __device__ __forceinline__ void rope_pair(const float* src, int i, int pos, cons
     }
 }
 
+// Row t's cache and position when a step decodes one token for each of several sequences
+// (rows != null: row t's caches at layer `layer`, its position), else token t of one sequence at
+// *pos0p + t in kc / vc.
+struct KvRow {
+    u16* k;
+    u16* v;
+    long long k_layer;  // elements between two layers' keys (capacity * kv_dim)
+    long long v_layer;
+    int pos;
+    int pad;
+};
+
+__device__ __forceinline__ void kv_row(const KvRow* rows, int layer, int t, u16*& kc, u16*& vc, const int* pos0p,
+                                       int& pos) {
+    if (rows) {
+        KvRow r = rows[t];
+        kc = r.k + (size_t)layer * r.k_layer;
+        vc = r.v + (size_t)layer * r.v_layer;
+        pos = r.pos;
+    } else {
+        pos = *pos0p + t;
+    }
+}
+
 extern "C" __global__ void rope_store(float* q, const float* __restrict__ k, const float* __restrict__ v,
                                       u16* kc, u16* vc, const int* pos0p, const double* __restrict__ freqs,
-                                      int n_head, int n_head_kv, int hd, int hdv, int n_rot, int neox) {
+                                      int n_head, int n_head_kv, int hd, int hdv, int n_rot, int neox,
+                                      const KvRow* rows, int layer) {
     int t = blockIdx.x, head = blockIdx.y;
-    int pos = *pos0p + t;
+    int pos;
+    kv_row(rows, layer, t, kc, vc, pos0p, pos);
     int kv_dim = n_head_kv * hd, v_dim = n_head_kv * hdv;
     if (head == n_head + n_head_kv) {
         const float* vt = v + (size_t)t * v_dim;

@@ -29,6 +29,9 @@ pub(crate) struct Kernels {
     pub matvec: CudaFunction,
     /// The matvec with the Q4_K / Q5_K / Q6_K paths (more registers).
     pub matvec_k: CudaFunction,
+    /// The same over a batch of input rows (one token of each of several sequences).
+    pub matvec_batch: CudaFunction,
+    pub matvec_batch_k: CudaFunction,
     pub matmul: CudaFunction,
     pub rms_norm: CudaFunction,
     pub rope_store: CudaFunction,
@@ -113,6 +116,8 @@ impl Gpu {
         let k = Kernels {
             matvec: f("matvec")?,
             matvec_k: f("matvec_k")?,
+            matvec_batch: f("matvec_batch")?,
+            matvec_batch_k: f("matvec_batch_k")?,
             matmul: f("matmul")?,
             rms_norm: f("rms_norm")?,
             rope_store: f("rope_store")?,
@@ -135,7 +140,7 @@ impl Gpu {
             .shared_size_bytes()
             .map_err(drv("kernel attribute"))?;
         let max_smem = (optin - static_smem).max(48 * 1024 - static_smem).max(0) as usize;
-        for f in [&k.matvec, &k.matvec_k] {
+        for f in [&k.matvec, &k.matvec_k, &k.matvec_batch, &k.matvec_batch_k] {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 max_smem as i32,

@@ -5,7 +5,7 @@ use crate::blas::{Blas, BlasState};
 use crate::device::Gpu;
 use crate::error::{CudaError, Result, drv};
 use crate::kv::{CHUNK, CudaKvCache, Graph, Ptrs, Scratch};
-use crate::launch::{self, Heads, Out, Prep, WeightRef};
+use crate::launch::{self, Heads, KvAt, Out, Prep, WeightRef};
 use crate::persistent::{Input, Persistent, Steps};
 use crate::weights::DevMatrix;
 use cpu::Logits;
@@ -64,7 +64,11 @@ pub struct CudaModel {
     /// Serialises forward passes: they share one stream, and a graph capture must see no
     /// other thread's launches.
     lock: Mutex<()>,
+    /// Buffers of the batched decode step ([`CudaModel::forward_batch`]), grown on demand.
+    batch: Mutex<Option<batch::BatchBufs>>,
 }
+
+mod batch;
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
@@ -163,6 +167,7 @@ impl CudaModel {
             pk_grid: std::sync::atomic::AtomicU32::new(0),
             pk_trace: Mutex::new(None),
             lock: Mutex::new(()),
+            batch: Mutex::new(None),
             hp,
             gpu,
         })
@@ -542,8 +547,15 @@ impl CudaModel {
                     x,
                     Prep::RmsNorm(p(&l.attn_norm), hp.rms_eps),
                 )?;
-                launch::rope_store(g, &self.heads, (q, k, v), cache, pos, freqs, 1)?;
-                launch::attention(g, &self.heads, q, cache, att, pos, 1)?;
+                launch::rope_store(
+                    g,
+                    &self.heads,
+                    (q, k, v),
+                    KvAt::One { cache, pos },
+                    freqs,
+                    1,
+                )?;
+                launch::attention(g, &self.heads, q, KvAt::One { cache, pos }, att, 1)?;
                 launch::matvec(
                     g,
                     &[out(&l.wo, x, 0, true)],
@@ -642,8 +654,15 @@ impl CudaModel {
                 self.matmul(&mut blas, &out_(&l.wq, q, self.opt(&l.bq), false), h, n)?;
                 self.matmul(&mut blas, &out_(&l.wk, k, self.opt(&l.bk), false), h, n)?;
                 self.matmul(&mut blas, &out_(&l.wv, v, self.opt(&l.bv), false), h, n)?;
-                launch::rope_store(g, &self.heads, (q, k, v), cache, pos, freqs, n)?;
-                launch::attention(g, &self.heads, q, cache, att, pos, n)?;
+                launch::rope_store(
+                    g,
+                    &self.heads,
+                    (q, k, v),
+                    KvAt::One { cache, pos },
+                    freqs,
+                    n,
+                )?;
+                launch::attention(g, &self.heads, q, KvAt::One { cache, pos }, att, n)?;
                 self.matmul(&mut blas, &out_(&l.wo, x, 0, true), att, n)?;
                 launch::rms_norm(g, x, p(&l.ffn_norm), h, n, e, hp.rms_eps)?;
                 self.matmul(&mut blas, &out_(&l.w_gate, gate, 0, false), h, n)?;

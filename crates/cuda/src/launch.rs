@@ -125,13 +125,32 @@ pub(crate) fn xq_bytes(cols: usize) -> usize {
 /// Fused decode matvec over up to three matrices sharing the input `x` (`cols` values).
 ///
 /// # Safety
-/// See the module docs; every `Out` matrix has `cols` columns, `cols * 4` bytes fit shared memory.
+/// See the module docs; every `Out` matrix has `cols` columns, `cols * 4 + xq_bytes(cols)` bytes
+/// fit shared memory.
 pub(crate) unsafe fn matvec(
     gpu: &Gpu,
     outs: &[Out],
     cols: usize,
     x: u64,
     prep: Prep,
+) -> Result<()> {
+    // SAFETY: as the caller guarantees.
+    unsafe { matvec_rows(gpu, outs, cols, x, prep, 1) }
+}
+
+/// [`matvec`] for `n` input rows (`x`: n rows of `cols`; `Prep::SwiGlu`'s second input alike),
+/// one token of each of `n` sequences: output row t of each matrix goes to `y + t * rows`, with
+/// the bits `matvec` gives that input alone.
+///
+/// # Safety
+/// As [`matvec`], with `n` rows in every input and output buffer.
+pub(crate) unsafe fn matvec_rows(
+    gpu: &Gpu,
+    outs: &[Out],
+    cols: usize,
+    x: u64,
+    prep: Prep,
+    n: usize,
 ) -> Result<()> {
     let mut a = MvArgs {
         cols: cols as i32,
@@ -160,20 +179,28 @@ pub(crate) unsafe fn matvec(
     a.nseg = outs.len().min(3) as i32;
     let rows_per_block = MV_THREADS as usize / a.lanes as usize;
     // Blocks stride over rows beyond this: each block prepares the input once, so a big head
-    // (49152 rows) is not normalised 12288 times.
-    let grid = total.div_ceil(rows_per_block).clamp(1, gpu.sm_count * 6) as u32;
+    // (49152 rows) is not normalised 12288 times. A batch shares the blocks between its rows.
+    let n = n.max(1);
+    let blocks = total.div_ceil(rows_per_block).clamp(
+        1,
+        (gpu.sm_count * 6).div_ceil(n).max(8).min(gpu.sm_count * 6),
+    ) as u32;
     // Q4_K (12), Q5_K (13), Q6_K (14) rows have their own paths in a kernel of their own.
     let kq = a.seg[..a.nseg as usize]
         .iter()
         .any(|s| (12..=14).contains(&s.ty));
-    let f = if kq { &gpu.k.matvec_k } else { &gpu.k.matvec };
+    let (f, grid) = match (n > 1, kq) {
+        (false, false) => (&gpu.k.matvec, (blocks, 1, 1)),
+        (false, true) => (&gpu.k.matvec_k, (blocks, 1, 1)),
+        (true, false) => (&gpu.k.matvec_batch, (n as u32, blocks, 1)),
+        (true, true) => (&gpu.k.matvec_batch_k, (n as u32, blocks, 1)),
+    };
     let mut b = gpu.stream.launch_builder(f);
     b.arg(&a);
     count_launch();
-    // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
     let smem = cols * 4 + xq_bytes(cols);
-    unsafe { b.launch(cfg((grid, 1, 1), MV_THREADS, smem as u32)) }
-        .map_err(drv("matvec launch"))?;
+    // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
+    unsafe { b.launch(cfg(grid, MV_THREADS, smem as u32)) }.map_err(drv("matvec launch"))?;
     Ok(())
 }
 
@@ -242,17 +269,53 @@ pub(crate) struct Heads {
     pub neox: bool,
 }
 
-/// Rope on q (in place) and k, and the store of k and v (f16) at positions `*pos + t`.
+/// Where the keys and values of a step's tokens go: token t of one sequence at position
+/// `*pos + t` of one cache (`pos`: a device i32), or one token for each of several sequences
+/// (`rows`: a device array of [`KvRow`], row t's caches and position, at layer `layer`).
+#[derive(Clone, Copy)]
+pub(crate) enum KvAt {
+    One { cache: (u64, u64), pos: u64 },
+    Rows { rows: u64, layer: usize },
+}
+
+impl KvAt {
+    /// The kernels' (kc, vc, pos0p, rows, layer) arguments.
+    fn args(self) -> (u64, u64, u64, u64, i32) {
+        match self {
+            KvAt::One {
+                cache: (kc, vc),
+                pos,
+            } => (kc, vc, pos, 0, 0),
+            KvAt::Rows { rows, layer } => (0, 0, 0, rows, layer as i32),
+        }
+    }
+}
+
+/// One sequence of a batched decode step (kernels/rope.cu `KvRow`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct KvRow {
+    pub k: u64,
+    pub v: u64,
+    /// Elements between two layers' keys (values) in the cache.
+    pub k_layer: i64,
+    pub v_layer: i64,
+    pub pos: i32,
+    pub pad: i32,
+}
+
+// SAFETY: plain old data with the kernel's layout (checked in the tests below).
+unsafe impl DeviceRepr for KvRow {}
+
+/// Rope on q (in place) and k, and the store of k and v (f16) at each token's position.
 ///
 /// # Safety
-/// See the module docs; `pos` holds one i32, `kc`/`vc` have room for the positions written.
-#[allow(clippy::too_many_arguments)]
+/// See the module docs; `at` addresses caches with room for the positions written.
 pub(crate) unsafe fn rope_store(
     gpu: &Gpu,
     h: &Heads,
     (q, k, v): (u64, u64, u64),
-    (kc, vc): (u64, u64),
-    pos: u64,
+    at: KvAt,
     freqs: u64,
     n: usize,
 ) -> Result<()> {
@@ -264,6 +327,7 @@ pub(crate) unsafe fn rope_store(
         h.n_rot as i32,
         i32::from(h.neox),
     );
+    let (kc, vc, pos, rows, layer) = at.args();
     let mut b = gpu.stream.launch_builder(&gpu.k.rope_store);
     b.arg(&q)
         .arg(&k)
@@ -277,7 +341,9 @@ pub(crate) unsafe fn rope_store(
         .arg(&hd)
         .arg(&hdv)
         .arg(&nrot)
-        .arg(&neox);
+        .arg(&neox)
+        .arg(&rows)
+        .arg(&layer);
     // SAFETY: as above.
     let heads = (h.n_head + h.n_head_kv + 1) as u32;
     count_launch();
@@ -285,7 +351,7 @@ pub(crate) unsafe fn rope_store(
     Ok(())
 }
 
-/// Causal attention of `n` queries at positions `*pos + t` over the cache.
+/// Causal attention of `n` queries over the cache(s): each at its position (see [`KvAt`]).
 ///
 /// # Safety
 /// See the module docs.
@@ -293,9 +359,8 @@ pub(crate) unsafe fn attention(
     gpu: &Gpu,
     h: &Heads,
     q: u64,
-    (kc, vc): (u64, u64),
+    at: KvAt,
     out: u64,
-    pos: u64,
     n: usize,
 ) -> Result<()> {
     let (nh, nkv, hd, hdv) = (
@@ -305,6 +370,7 @@ pub(crate) unsafe fn attention(
         h.head_dim_v as i32,
     );
     let scale = 1.0 / (h.head_dim as f32).sqrt();
+    let (kc, vc, pos, rows, layer) = at.args();
     let mut b = gpu.stream.launch_builder(&gpu.k.attention);
     b.arg(&q)
         .arg(&kc)
@@ -315,7 +381,9 @@ pub(crate) unsafe fn attention(
         .arg(&nkv)
         .arg(&hd)
         .arg(&hdv)
-        .arg(&scale);
+        .arg(&scale)
+        .arg(&rows)
+        .arg(&layer);
     count_launch();
     // SAFETY: as above.
     unsafe { b.launch(cfg((h.n_head as u32, n as u32, 1), 256, 0)) }
@@ -427,6 +495,12 @@ pub(crate) unsafe fn add_bias_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kv_row_matches_the_cuda_layout() {
+        assert_eq!(std::mem::offset_of!(KvRow, pos), 32);
+        assert_eq!(size_of::<KvRow>(), 40);
+    }
 
     #[test]
     fn matvec_args_match_the_cuda_layout() {

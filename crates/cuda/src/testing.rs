@@ -315,8 +315,10 @@ pub fn rope_store(
             gpu,
             &heads,
             (gpu.ptr(&qb), gpu.ptr(&kb), gpu.ptr(&vb)),
-            (gpu.ptr(&kc), gpu.ptr(&vc)),
-            gpu.ptr(&pos),
+            launch::KvAt::One {
+                cache: (gpu.ptr(&kc), gpu.ptr(&vc)),
+                pos: gpu.ptr(&pos),
+            },
             gpu.ptr(&fr),
             n,
         )?
@@ -370,9 +372,11 @@ pub fn attention(
             gpu,
             &heads,
             gpu.ptr(&qb),
-            (gpu.ptr(&kc), gpu.ptr(&vc)),
+            launch::KvAt::One {
+                cache: (gpu.ptr(&kc), gpu.ptr(&vc)),
+                pos: gpu.ptr(&pos),
+            },
             gpu.ptr(&out),
-            gpu.ptr(&pos),
             n,
         )?
     };

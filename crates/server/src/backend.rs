@@ -128,8 +128,9 @@ impl Backend {
 
 impl Backend {
     /// One token per sequence (`seqs[i].0` after what cache `seqs[i].1` holds): `n_vocab`
-    /// logits per sequence, in order. On the CPU one pass over the weights serves them all
-    /// (bit-identical to decoding each alone); on CUDA they run one after another.
+    /// logits per sequence, in order. On the CPU and on CUDA one pass over the weights serves
+    /// them all (bit-identical to decoding each alone); on the wgpu backend they run one after
+    /// another.
     pub fn forward_batch(&self, seqs: &mut [(u32, &mut Cache)]) -> Result<Vec<f32>, ServerError> {
         if seqs.len() == 1 {
             let (id, cache) = &mut seqs[0];
@@ -145,6 +146,18 @@ impl Backend {
                 }
             }
             return Ok(m.forward_batch(&mut cpu)?);
+        }
+        #[cfg(feature = "cuda")]
+        if let Backend::Cuda(m) = self {
+            let mut cuda: Vec<(u32, &mut cuda::CudaKvCache)> = Vec::with_capacity(seqs.len());
+            for (id, c) in seqs.iter_mut() {
+                match c {
+                    Cache::Cuda(kv) => cuda.push((*id, kv)),
+                    #[allow(unreachable_patterns)]
+                    _ => return Err(ServerError::CacheMismatch),
+                }
+            }
+            return Ok(m.forward_batch(&mut cuda)?);
         }
         let mut all = Vec::new();
         for (id, cache) in seqs.iter_mut() {

@@ -1,0 +1,162 @@
+//! Batched decode (`CudaModel::forward_batch`, the server's continuous batching on CUDA): each
+//! sequence's logits have the bits a decode step of that sequence alone gives, whatever the
+//! batch around it (sizes, positions, sequences joining and leaving), and speed at 1..64
+//! sequences (ignored by default: `--ignored batch_speed`).
+
+mod common;
+
+use common::{Rng, gpu};
+use cpu::Logits;
+use cuda::{CudaKvCache, CudaModel};
+use gguf::{GgmlType, GgufFile};
+use model::Model;
+use model::synth::{SynthSpec, build};
+use std::time::Instant;
+
+fn spec(arch: &'static str, ty: GgmlType, n_embd: usize, n_ff: usize) -> SynthSpec {
+    SynthSpec {
+        arch,
+        n_vocab: 4096,
+        n_embd,
+        n_layer: 2,
+        n_ff,
+        n_head: if n_embd == 576 { 9 } else { 8 },
+        n_head_kv: if n_embd == 576 { 3 } else { 2 },
+        ty,
+        tied: ty != GgmlType::Q4_K,
+        seed: 17,
+    }
+}
+
+fn load(spec: &SynthSpec) -> CudaModel {
+    let bytes = build(spec).expect("synthetic model builds");
+    let m = Model::from_file(GgufFile::from_bytes(bytes).unwrap()).unwrap();
+    CudaModel::new(&m, 0).expect("model uploads")
+}
+
+fn argmax(v: &[f32]) -> u32 {
+    (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap() as u32
+}
+
+/// Sequences with prompts of different lengths, decoded greedily: once each on its own and once
+/// in batches whose membership changes every step (a sequence sits out every third step).
+#[test]
+fn batched_decode_gives_each_sequence_the_bits_it_gets_alone() {
+    let Some(_) = gpu() else { return };
+    for s in [
+        spec("llama", GgmlType::Q8_0, 576, 1536),
+        spec("llama", GgmlType::Q4_1, 576, 1536),
+        spec("llama", GgmlType::Q4_K, 512, 1536),
+        spec("llama", GgmlType::Q6_K, 512, 1536),
+        spec("llama", GgmlType::F16, 576, 1536),
+        spec("qwen2", GgmlType::Q5_0, 896, 4864),
+    ] {
+        let m = load(&s);
+        let tag = format!("{} {}", s.arch, s.ty);
+        let mut rng = Rng::new(3);
+        const SEQS: usize = 11;
+        let prompts: Vec<Vec<u32>> = (0..SEQS)
+            .map(|i| {
+                (0..1 + 7 * i)
+                    .map(|_| rng.below(s.n_vocab) as u32)
+                    .collect()
+            })
+            .collect();
+        let start = |m: &CudaModel| -> (Vec<CudaKvCache>, Vec<u32>) {
+            let mut caches = Vec::new();
+            let mut next = Vec::new();
+            for p in &prompts {
+                let mut kv = m.new_cache(128).unwrap();
+                next.push(argmax(&m.forward(p, &mut kv, Logits::Last).unwrap()));
+                caches.push(kv);
+            }
+            (caches, next)
+        };
+        let (mut alone, mut next_a) = start(&m);
+        let (mut batched, mut next_b) = start(&m);
+        assert_eq!(next_a, next_b, "{tag}: prefill differs");
+        for step in 0..9 {
+            let active: Vec<usize> = (0..SEQS).filter(|i| (i + step) % 3 != 0).collect();
+            let mut want = Vec::new();
+            for &i in &active {
+                let l = m
+                    .forward(&[next_a[i]], &mut alone[i], Logits::Last)
+                    .unwrap();
+                next_a[i] = argmax(&l);
+                want.push(l);
+            }
+            let mut seqs: Vec<(u32, &mut CudaKvCache)> = batched
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, _)| active.contains(i))
+                .map(|(i, kv)| (next_b[i], kv))
+                .collect();
+            let got = m.forward_batch(&mut seqs).unwrap();
+            let vocab = s.n_vocab;
+            assert_eq!(got.len(), active.len() * vocab);
+            for (j, &i) in active.iter().enumerate() {
+                let row = &got[j * vocab..(j + 1) * vocab];
+                assert!(
+                    row == want[j].as_slice(),
+                    "{tag} step {step}: sequence {i} (position {}) differs from decoding alone",
+                    alone[i].len
+                );
+                next_b[i] = argmax(row);
+            }
+        }
+        for (a, b) in alone.iter().zip(&batched) {
+            assert_eq!(a.len, b.len);
+        }
+        println!("{tag}: 9 batched steps of 7-8 sequences, bit-identical to decoding alone");
+    }
+}
+
+#[test]
+fn batch_refuses_a_full_cache_and_a_foreign_one() {
+    let Some(_) = gpu() else { return };
+    let s = spec("llama", GgmlType::Q8_0, 576, 1536);
+    let (m, other) = (load(&s), load(&s));
+    let mut a = m.new_cache(4).unwrap();
+    let mut b = m.new_cache(4).unwrap();
+    m.forward(&[1, 2, 3, 4], &mut a, Logits::Last).unwrap();
+    assert!(m.forward_batch(&mut [(1, &mut a), (2, &mut b)]).is_err());
+    let mut c = other.new_cache(4).unwrap();
+    let mut d = m.new_cache(4).unwrap();
+    assert!(m.forward_batch(&mut [(1, &mut c), (2, &mut d)]).is_err());
+    assert!(
+        m.forward_batch(&mut [(99_999, &mut d), (2, &mut b)])
+            .is_err()
+    );
+    assert_eq!((b.len, d.len), (0, 0), "a refused batch changes no cache");
+    assert!(m.forward_batch(&mut []).unwrap().is_empty());
+}
+
+/// Aggregate decode speed of `forward_batch` at 1..64 sequences (SmolLM2's shapes, Q4_1).
+#[test]
+#[ignore]
+fn batch_speed() {
+    let Some(_) = gpu() else { return };
+    let s = SynthSpec::smollm2(GgmlType::Q4_1);
+    let m = load(&s);
+    println!("| sequences | step ms | tok/s |");
+    println!("| --- | --- | --- |");
+    for n in [1usize, 4, 16, 64] {
+        let mut caches: Vec<CudaKvCache> = (0..n).map(|_| m.new_cache(512).unwrap()).collect();
+        for kv in caches.iter_mut() {
+            m.forward(&[1, 2, 3, 4, 5, 6, 7, 8], kv, Logits::Last)
+                .unwrap();
+        }
+        let steps = 64;
+        let t = Instant::now();
+        for step in 0..steps {
+            let mut seqs: Vec<(u32, &mut CudaKvCache)> = caches
+                .iter_mut()
+                .enumerate()
+                .map(|(i, kv)| (((step * 31 + i * 7) % s.n_vocab) as u32, kv))
+                .collect();
+            m.forward_batch(&mut seqs).unwrap();
+        }
+        let dt = t.elapsed().as_secs_f64() / steps as f64;
+        println!("| {n} | {:.2} | {:.0} |", dt * 1e3, n as f64 / dt);
+    }
+}
