@@ -171,7 +171,8 @@ def main():
     rows = []
     port = free_port()
     cmd = [a.bin, "serve", "--model", a.model, "--port", str(port), "--ctx", str(a.ctx),
-           "--parallel", str(np_), "--device", a.device, "--queue", "1024", "--log", "warn"]
+           "--parallel", str(np_), "--device", a.device, "--queue", "1024", "--log", "warn",
+           "--max-per-client", "0"]
     if a.threads:
         cmd += ["--threads", str(a.threads)]
     rows += bench("molla", cmd, port, levels, a.requests, a.tokens)

@@ -591,7 +591,9 @@ def main():
     if not Path(a.model).exists():
         sys.exit(f"{a.model} is missing: run scripts/fetch-models")
     # prompts (~35 tokens) are prefilled 16 a step, so prefill chunks interleave with decoding
-    srv = Server(a.bin, a.model, "--parallel", str(a.parallel), "--prefill-chunk", "16")
+    # one client (this process) opens as many streams as there are slots: no per-client cap
+    srv = Server(a.bin, a.model, "--parallel", str(a.parallel), "--prefill-chunk", "16",
+                 "--max-per-client", "0")
     ctx = Ctx()
     ctx.port, ctx.parallel = srv.port, a.parallel
     ctx.model_id = Path(a.model).name.removesuffix(".gguf")
