@@ -23,6 +23,9 @@
 // is added in the same order as there.
 #define PK_NORM_THREADS 128
 
+// Most chunk buffers a block cycles through (cp.async groups in flight).
+#define PK_MAX_STAGES 4
+
 #define PK_OP_MATVEC 0
 #define PK_OP_ATTN 1
 
@@ -92,7 +95,7 @@ struct PkArgs {
                    // work starts (after the wait) and ends; SM cycles spent on the input, waiting
                    // for the first weights, and on the rest
     int xq_off;    // shared memory offset of the quantized input row (q16.cuh)
-    int pad;
+    int stages;    // chunk buffers (1 .. PK_MAX_STAGES), each chunk + 64 bytes, after the raw row
 };
 
 __device__ __forceinline__ u64 global_ns() {
@@ -172,6 +175,16 @@ __device__ __forceinline__ void cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+// Waits until at most n (0 .. PK_MAX_STAGES - 1) of this thread's newest cp.async groups are pending.
+__device__ __forceinline__ void cp_wait_n(int n) {
+    switch (n) {
+        case 0: cp_wait<0>(); break;
+        case 1: cp_wait<1>(); break;
+        case 2: cp_wait<2>(); break;
+        default: cp_wait<3>(); break;
+    }
+}
+
 // Block b's rows [r0, r1) of a step with `total` rows.
 __device__ __forceinline__ void pk_rows(int total, int& r0, int& r1) {
     r0 = (int)((long long)total * blockIdx.x / gridDim.x);
@@ -245,9 +258,20 @@ __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
     return r0 < r1 || st.prep != PK_PREP_PLAIN;
 }
 
-// Before the wait: the RMSNorm weights and the first two chunks of step st (cp.async groups:
-// the first holds the norm weights and chunk 0, the second chunk 1).
-__device__ void pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* buf0, u8* buf1) {
+// Chunk buffer k (of a.stages, cycled).
+__device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
+
+// Chunks of step st this block issues before its wait: one a buffer.
+__device__ __forceinline__ int pk_first_chunks(const PkStep& st, const PkArgs& a, int r0, int r1) {
+    int n = 0;
+    for (int cur = r0; cur < r1 && n < a.stages; n++) pk_next_chunk(st, cur, r1, a.chunk);
+    return n;
+}
+
+// Before the wait: the RMSNorm weights and the first chunks of step st, one cp.async group a
+// chunk (the first group also holds the norm weights; it is empty of chunks when the block has
+// no rows).
+__device__ void pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* bufs) {
     if (st.op != PK_OP_MATVEC) return;
     int r0, r1;
     pk_rows(st.total, r0, r1);
@@ -257,15 +281,14 @@ __device__ void pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* buf0,
         for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
     }
     int cur = r0;
-    if (cur < r1) pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), buf0);
-    else cp_commit();
-    if (cur < r1) pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), buf1);
+    if (cur >= r1) cp_commit();
+    for (int k = 0; k < a.stages && cur < r1; k++) pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), pk_buf(a, bufs, k));
 }
 
-// The input of a matvec step, prepared in shared memory (all threads take part). `pending`:
-// whether the second cp.async group (chunk 1) was issued.
-// Ends with the row quantized to 16 bits at xq (q16.cuh).
-__device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, bool pending,
+// The input of a matvec step, prepared in shared memory (all threads take part). `issued`: the
+// cp.async groups pk_stage issued (the first holds the norm weights). Ends with the row quantized
+// to 16 bits at xq (q16.cuh).
+__device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int issued,
                          u8* xq) {
     int n = st.cols;
     if (st.prep == PK_PREP_EMBED_RMSNORM) {
@@ -287,8 +310,7 @@ __device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     }
     if (st.prep != PK_PREP_PLAIN) {
         float scale = rms_scale(xs, n, st.eps, PK_NORM_THREADS);
-        if (pending) cp_wait<1>();
-        else cp_wait<0>();
+        cp_wait_n(max(issued - 1, 0));
         __syncthreads();
         for (int i = threadIdx.x; i < n; i += PK_THREADS) {
             float v = xs[i];
@@ -301,29 +323,23 @@ __device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
 }
 
 template <bool KQ>
-__device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* buf0,
-                          u8* buf1) {
+__device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs) {
     int r0, r1;
     pk_rows(st.total, r0, r1);
     if (!pk_busy(st, r0, r1)) return;
-    // Chunks 0 and 1 were issued by pk_stage; chunk k + 2 goes into chunk k's buffer.
+    // pk_stage issued the first `issued` chunks (at least one group); chunk k + stages goes into
+    // chunk k's buffer once chunk k is done.
+    int issued = max(pk_first_chunks(st, a, r0, r1), 1);
     int cur = r0, ahead = r0;
-    for (int k = 0; k < 2 && ahead < r1; k++) pk_next_chunk(st, ahead, r1, a.chunk);
-    bool two = false;
-    {
-        int t = r0;
-        if (t < r1) pk_next_chunk(st, t, r1, a.chunk);
-        two = t < r1;
-    }
-    pk_input(st, a, xs, nw, xraw, two, (u8*)xs + a.xq_off);
+    for (int k = 0; k < a.stages && ahead < r1; k++) pk_next_chunk(st, ahead, r1, a.chunk);
+    pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off);
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     pk_stamp(a, 1);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int k = 0; cur < r1; k++) {
         PkChunk c = pk_next_chunk(st, cur, r1, a.chunk);
-        const u8* buf = (k & 1) ? buf1 : buf0;
-        if (cur < r1) cp_wait<1>();
-        else cp_wait<0>();
+        u8* buf = pk_buf(a, bufs, k);
+        cp_wait_n(issued - (k + 1));
         __syncthreads();
         if (k == 0) pk_stamp(a, 2);
         // The chunk's constants in registers: stores through y may alias the step list, so the
@@ -371,7 +387,10 @@ __device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
             }
         }
         __syncthreads();
-        if (ahead < r1) pk_issue(st, pk_next_chunk(st, ahead, r1, a.chunk), (u8*)buf);
+        if (ahead < r1) {
+            pk_issue(st, pk_next_chunk(st, ahead, r1, a.chunk), buf);
+            issued++;
+        }
     }
 }
 
@@ -419,8 +438,7 @@ __device__ void pk_body(const PkArgs& a) {
     float* sm = (float*)pk_smem4;
     float* nw = (float*)((u8*)pk_smem4 + a.xs_bytes);
     float* xraw = (float*)((u8*)pk_smem4 + a.xs_bytes + a.nw_bytes);
-    u8* buf0 = (u8*)pk_smem4 + a.xs_bytes + 2 * a.nw_bytes;
-    u8* buf1 = buf0 + a.chunk + 64;
+    u8* bufs = (u8*)pk_smem4 + a.xs_bytes + 2 * a.nw_bytes;
     u32 target = a.epoch * gridDim.x;
     __shared__ PkStep st;
     // cos, sin of every rotated pair at this position, as rope_pair computes them.
@@ -431,7 +449,7 @@ __device__ void pk_body(const PkArgs& a) {
         __syncthreads();
         if (threadIdx.x < sizeof(PkStep) / 4) ((u32*)&st)[threadIdx.x] = ((const u32*)(a.steps + s))[threadIdx.x];
         __syncthreads();
-        pk_stage(st, a, nw, buf0, buf1);
+        pk_stage(st, a, nw, bufs);
         if (s > 0 && !pk_wait(a, a.counters + s - 1, target, s)) {
             cp_wait<0>();
             return;
@@ -441,7 +459,7 @@ __device__ void pk_body(const PkArgs& a) {
         pk_stamp(a, 1);
         pk_stamp(a, 2);
         if (st.op == PK_OP_MATVEC) {
-            if (!(a.knobs & 1)) pk_matvec<KQ>(st, a, sm, nw, xraw, buf0, buf1);
+            if (!(a.knobs & 1)) pk_matvec<KQ>(st, a, sm, nw, xraw, bufs);
             else cp_wait<0>();
         } else if (!(a.knobs & 2)) {
             pk_attention(st, a, sm, cs);

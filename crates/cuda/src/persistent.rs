@@ -77,7 +77,7 @@ struct PkArgs {
     nw_bytes: i32,
     trace: u64,
     xq_off: i32,
-    pad: i32,
+    stages: i32,
 }
 
 // SAFETY: as for PkStep.
@@ -225,6 +225,7 @@ pub(crate) struct Persistent {
     chunk: usize,
     xs_bytes: usize,
     xq_off: usize,
+    stages: usize,
     nw_bytes: usize,
     kquant: bool,
     /// With `MOLLA_PK_TRACE=1`: per step and block, when the work started and ended (ns).
@@ -246,9 +247,15 @@ fn blocks_per_sm_cap() -> u32 {
 }
 
 /// Bytes of weights a block stages in shared memory at a time (`MOLLA_PK_CHUNK`, default
-/// 48 KiB; two such buffers).
+/// 48 KiB; `stages()` such buffers, each capped by what shared memory leaves).
 fn chunk_bytes() -> usize {
     env_i32("MOLLA_PK_CHUNK", 48 * 1024).clamp(1024, 1 << 20) as usize
+}
+
+/// Chunk buffers a block cycles through (`MOLLA_PK_STAGES`, 1 to 4, default 2): how many
+/// chunks of weights are in flight while one is decoded.
+fn stages() -> usize {
+    env_i32("MOLLA_PK_STAGES", 2).clamp(1, 4) as usize
 }
 
 /// A wait longer than this is a hang: the kernel stops and reports it.
@@ -265,15 +272,24 @@ impl Persistent {
         let xq_off = (steps.max_cols * 4).max(4096).next_multiple_of(128);
         let xs_bytes = (xq_off + launch::xq_bytes(steps.max_cols)).next_multiple_of(128);
         let nw_bytes = (steps.max_norm_cols * 4).next_multiple_of(128);
-        let room = gpu.pk_max_smem.saturating_sub(xs_bytes + 2 * nw_bytes) / 2;
-        let chunk = chunk_bytes().min(room.saturating_sub(64)) & !15;
-        if chunk < steps.max_row {
+        let free = gpu.pk_max_smem.saturating_sub(xs_bytes + 2 * nw_bytes);
+        // As many buffers as asked for (`MOLLA_PK_STAGES`) while a row still fits one.
+        let mut stages = stages();
+        let mut chunk = 0;
+        while stages > 0 {
+            chunk = chunk_bytes().min((free / stages).saturating_sub(64)) & !15;
+            if chunk >= steps.max_row {
+                break;
+            }
+            stages -= 1;
+        }
+        if stages == 0 {
             return Err(CudaError::Unsupported(format!(
                 "persistent decode: rows of {} bytes and inputs of {} values do not fit shared memory",
                 steps.max_row, steps.max_cols
             )));
         }
-        let smem = xs_bytes + 2 * nw_bytes + 2 * (chunk + 64);
+        let smem = xs_bytes + 2 * nw_bytes + stages * (chunk + 64);
         let f = persistent_fn(gpu, steps.kquant);
         let occ = f
             .occupancy_max_active_blocks_per_multiprocessor(PK_THREADS, smem, None)
@@ -301,6 +317,7 @@ impl Persistent {
             chunk,
             xs_bytes,
             xq_off,
+            stages,
             nw_bytes,
             kquant: steps.kquant,
         })
@@ -370,7 +387,7 @@ impl Persistent {
             nw_bytes: self.nw_bytes as i32,
             trace: self.trace.as_ref().map_or(0, |t| gpu.ptr(t)),
             xq_off: self.xq_off as i32,
-            pad: 0,
+            stages: self.stages as i32,
         };
         let f = persistent_fn(gpu, self.kquant);
         let mut b = gpu.stream.launch_builder(f);

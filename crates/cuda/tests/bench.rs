@@ -94,6 +94,42 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
 }
 
 /// pp512 and tg128 on the three decode paths (persistent kernel, graph replay, plain launches).
+/// Persistent tg128 under each setting of `MOLLA_BENCH_VARIANTS` ("K=V,K=V;K=V ..."; the
+/// variables the step list reads when a cache builds it, e.g. MOLLA_PK_STAGES, MOLLA_PK_CHUNK),
+/// one process, one model upload.
+fn variants(cuda: &CudaModel, prompt: &[u32], vocab: u32, tag: &str) {
+    let Ok(list) = std::env::var("MOLLA_BENCH_VARIANTS") else {
+        return;
+    };
+    cuda.set_persistent(true);
+    cuda.set_graphs(true);
+    for v in list.split(';').map(str::trim).filter(|v| !v.is_empty()) {
+        for kv in v.split(',') {
+            if let Some((k, val)) = kv.split_once('=') {
+                // SAFETY: the test is single-threaded here; nothing else reads the environment.
+                unsafe { std::env::set_var(k.trim(), val.trim()) };
+            }
+        }
+        let mut reps = Vec::new();
+        for _ in 0..3 {
+            let mut kv = cuda.new_cache(1024).unwrap();
+            cuda.forward(&prompt[..16], &mut kv, Logits::Last).unwrap();
+            cuda.forward(&[1], &mut kv, Logits::Last).unwrap();
+            let t = Instant::now();
+            for s in 0..128u32 {
+                cuda.forward(&[s * 31 % vocab], &mut kv, Logits::Last)
+                    .unwrap();
+            }
+            reps.push(128.0 / t.elapsed().as_secs_f64());
+        }
+        println!(
+            "{tag} [{v}]: tg128 {:.0} ({})",
+            median(reps),
+            cuda.decode_path()
+        );
+    }
+}
+
 /// `MOLLA_BENCH_SHAPES` picks shapes (default "smol:Q8_0 smol:Q4_1 qwen:Q4_K").
 #[test]
 #[ignore]
@@ -153,6 +189,7 @@ fn decode_speed() {
             }
             tg[i] = median(reps);
         }
+        variants(&cuda, &prompt, vocab, &format!("{name} {ty}"));
         rows.push(format!(
             "| {name} {ty} | {:.0} | {:.0} | {:.0} | {:.0} | {path} |",
             median(pp),
