@@ -18,9 +18,14 @@ extern "C" __global__ void dequant_f16(const u8* __restrict__ w, int ty, int row
     }
 }
 
-extern "C" __global__ void to_f16(const float* __restrict__ x, u16* __restrict__ out, long long n) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        out[i] = f2h(x[i]);
+// out = f16(x); with lo (not null) also lo = f16(x - out), so that out + lo carries about 22 bits
+// of x (the split prefill: two GEMMs, the second adding W·lo).
+extern "C" __global__ void to_f16(const float* __restrict__ x, u16* __restrict__ out, u16* __restrict__ lo, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        u16 h = f2h(x[i]);
+        out[i] = h;
+        if (lo) lo[i] = f2h(x[i] - h2f(h));
+    }
 }
 
 // y[t][r] += b[r] for t < n, r < rows.

@@ -2,6 +2,10 @@
 //! the activations rounded to f16, and cuBLAS's GemmEx with f32 accumulation and an f32 result
 //! (bias and residual as in the SIMT matmul). cuBLAS is loaded at run time; without it (or with
 //! `MOLLA_CUBLAS=0`) prefill keeps the SIMT tiled matmul.
+//!
+//! With `MOLLA_CUBLAS_SPLIT=1` the activations are split into an f16 part and the f16 of what it
+//! misses (`x ≈ hi + lo`, about 22 bits), and a second GEMM adds W·lo: twice the GEMM work for
+//! activations about as exact as f32 (the weights' rounding to f16 stays).
 
 use crate::device::Gpu;
 use crate::error::{CudaError, Result};
@@ -15,7 +19,9 @@ use std::ffi::c_void;
 pub(crate) struct Blas {
     handle: CudaBlas,
     w16: CudaSlice<u16>,
+    /// hi, then (split) lo: each up to `max_x` values.
     x16: CudaSlice<u16>,
+    split: bool,
 }
 
 /// Whether the prefill uses cuBLAS: not yet tried, unavailable, or ready.
@@ -41,10 +47,12 @@ impl Blas {
             Ok(Ok(h)) => h,
             _ => return Ok(None),
         };
+        let split = std::env::var("MOLLA_CUBLAS_SPLIT").is_ok_and(|v| v == "1");
         Ok(Some(Blas {
             handle,
             w16: gpu.zeros(max_w)?,
-            x16: gpu.zeros(max_x)?,
+            x16: gpu.zeros(if split { 2 * max_x } else { max_x })?,
+            split,
         }))
     }
 
@@ -54,7 +62,8 @@ impl Blas {
     /// As `launch::matmul`: every address is live and sized for the shapes.
     pub unsafe fn matmul(&mut self, gpu: &Gpu, o: &Out, x: u64, n: usize) -> Result<()> {
         let w = o.w;
-        if w.rows * w.cols > self.w16.len() || n * w.cols > self.x16.len() {
+        let parts = if self.split { 2 } else { 1 };
+        if w.rows * w.cols > self.w16.len() || parts * n * w.cols > self.x16.len() {
             return Err(CudaError::Unsupported("cuBLAS scratch too small".into()));
         }
         let (w16, x16) = {
@@ -62,12 +71,36 @@ impl Blas {
             let (b, _s2) = self.x16.device_ptr(&gpu.stream);
             (a, b)
         };
-        // SAFETY: the scratch holds rows*cols and n*cols values (checked above).
+        let lo = if self.split {
+            x16 + (2 * n * w.cols) as u64
+        } else {
+            0
+        };
+        // SAFETY: the scratch holds rows*cols and parts*n*cols values (checked above).
         unsafe {
             launch::dequant_f16(gpu, &w, w16)?;
-            launch::to_f16(gpu, x, x16, n * w.cols)?;
+            launch::to_f16(gpu, x, x16, lo, n * w.cols)?;
         }
-        let (alpha, beta) = (1.0f32, if o.accumulate { 1.0f32 } else { 0.0 });
+        // SAFETY: as the caller guarantees, and the scratch as above.
+        unsafe { self.gemm(o, w16, x16, n, o.accumulate)? };
+        if self.split {
+            // SAFETY: as above; this one adds onto what the first wrote.
+            unsafe { self.gemm(o, w16, lo, n, true)? };
+        }
+        if o.bias != 0 {
+            // SAFETY: y holds n rows of w.rows values; the bias w.rows.
+            unsafe { launch::add_bias_rows(gpu, o.y, o.bias, w.rows, n)? };
+        }
+        Ok(())
+    }
+
+    /// `y = W16·x16` (+ y when `add`), f32 accumulation and result.
+    ///
+    /// # Safety
+    /// `w16` holds o.w's rows*cols f16 values, `x16` n*cols, `o.y` n*rows f32.
+    unsafe fn gemm(&self, o: &Out, w16: u64, x16: u64, n: usize, add: bool) -> Result<()> {
+        let w = o.w;
+        let (alpha, beta) = (1.0f32, if add { 1.0f32 } else { 0.0 });
         // Row-major W (rows x cols) is column-major cols x rows: op(A) = A^T gives rows x cols;
         // row-major x (n x cols) is column-major cols x n; y (n x rows) is column-major rows x n.
         // SAFETY: pointers are live device buffers of the sizes the dimensions imply; the
@@ -100,10 +133,6 @@ impl Blas {
             msg: format!("{e:?}"),
         })?;
         launch::count_launch();
-        if o.bias != 0 {
-            // SAFETY: y holds n rows of w.rows values; the bias w.rows.
-            unsafe { launch::add_bias_rows(gpu, o.y, o.bias, w.rows, n)? };
-        }
         Ok(())
     }
 }

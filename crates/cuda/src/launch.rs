@@ -457,14 +457,14 @@ pub(crate) unsafe fn dequant_f16(gpu: &Gpu, w: &WeightRef, out: u64) -> Result<(
     Ok(())
 }
 
-/// `out[i] = f16(x[i])` for `n` values.
+/// `out[i] = f16(x[i])` for `n` values, and with `lo` (not 0) `lo[i] = f16(x[i] - out[i])`.
 ///
 /// # Safety
 /// See the module docs.
-pub(crate) unsafe fn to_f16(gpu: &Gpu, x: u64, out: u64, n: usize) -> Result<()> {
+pub(crate) unsafe fn to_f16(gpu: &Gpu, x: u64, out: u64, lo: u64, n: usize) -> Result<()> {
     let n_i = n as i64;
     let mut b = gpu.stream.launch_builder(&gpu.k.to_f16);
-    b.arg(&x).arg(&out).arg(&n_i);
+    b.arg(&x).arg(&out).arg(&lo).arg(&n_i);
     count_launch();
     // SAFETY: as above.
     unsafe { b.launch(cfg((stride_grid(gpu, n), 1, 1), 256, 0)) }.map_err(drv("to_f16 launch"))?;
