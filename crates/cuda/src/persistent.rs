@@ -300,6 +300,12 @@ impl Persistent {
             ));
         }
         let grid = (occ.min(blocks_per_sm_cap()) as usize * gpu.sm_count) as u32;
+        // `MOLLA_PK_BLOCKS` caps the grid below that (measurement: fewer blocks contend less on
+        // each step's counter but each owns more rows).
+        let grid = match env_i32("MOLLA_PK_BLOCKS", 0) {
+            b if b > 0 => grid.min(b as u32),
+            _ => grid,
+        };
         let trace = if env_i32("MOLLA_PK_TRACE", 0) != 0 {
             Some(gpu.zeros(8 * steps.list.len() * grid as usize)?)
         } else {
