@@ -507,6 +507,20 @@ impl CudaModel {
         }
     }
 
+    /// Rope of q and k, the store of k and v into the cache(s), then attention into `att`, for
+    /// `n` tokens.
+    ///
+    /// # Safety
+    /// As `launch::rope_store` and `launch::attention`: q/k/v/att hold `n` rows, `at` has room.
+    unsafe fn rope_attend(&self, qkv: (u64, u64, u64), at: KvAt, att: u64, n: usize) -> Result<()> {
+        let g = &self.gpu;
+        // SAFETY: as the caller guarantees.
+        unsafe {
+            launch::rope_store(g, &self.heads, qkv, at, g.ptr(&self.freqs), n)?;
+            launch::attention(g, &self.heads, qkv.0, at, att, n)
+        }
+    }
+
     fn opt(&self, b: &Option<CudaSlice<f32>>) -> u64 {
         b.as_ref().map_or(0, |b| self.gpu.ptr(b))
     }
@@ -527,7 +541,7 @@ impl CudaModel {
             logits,
             ..
         } = s.ptrs(g);
-        let (pos, freqs) = (g.ptr(&kv.pos), g.ptr(&self.freqs));
+        let pos = g.ptr(&kv.pos);
         let out =
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         // SAFETY (all launches): buffers are sized by `Scratch::new(hp, 1)` and the cache.
@@ -547,15 +561,7 @@ impl CudaModel {
                     x,
                     Prep::RmsNorm(p(&l.attn_norm), hp.rms_eps),
                 )?;
-                launch::rope_store(
-                    g,
-                    &self.heads,
-                    (q, k, v),
-                    KvAt::One { cache, pos },
-                    freqs,
-                    1,
-                )?;
-                launch::attention(g, &self.heads, q, KvAt::One { cache, pos }, att, 1)?;
+                self.rope_attend((q, k, v), KvAt::One { cache, pos }, att, 1)?;
                 launch::matvec(
                     g,
                     &[out(&l.wo, x, 0, true)],
@@ -634,7 +640,7 @@ impl CudaModel {
             up,
             logits,
         } = s.ptrs(g);
-        let (pos, freqs, e) = (g.ptr(&kv.pos), g.ptr(&self.freqs), hp.n_embd);
+        let (pos, e) = (g.ptr(&kv.pos), hp.n_embd);
         let mut blas = self.blas.lock().unwrap_or_else(|e| e.into_inner());
         if n >= cublas_min_rows() && matches!(*blas, BlasState::Untried) {
             *blas = match Blas::new(g, self.max_weights(), CHUNK * self.max_cols()) {
@@ -654,15 +660,7 @@ impl CudaModel {
                 self.matmul(&mut blas, &out_(&l.wq, q, self.opt(&l.bq), false), h, n)?;
                 self.matmul(&mut blas, &out_(&l.wk, k, self.opt(&l.bk), false), h, n)?;
                 self.matmul(&mut blas, &out_(&l.wv, v, self.opt(&l.bv), false), h, n)?;
-                launch::rope_store(
-                    g,
-                    &self.heads,
-                    (q, k, v),
-                    KvAt::One { cache, pos },
-                    freqs,
-                    n,
-                )?;
-                launch::attention(g, &self.heads, q, KvAt::One { cache, pos }, att, n)?;
+                self.rope_attend((q, k, v), KvAt::One { cache, pos }, att, n)?;
                 self.matmul(&mut blas, &out_(&l.wo, x, 0, true), att, n)?;
                 launch::rms_norm(g, x, p(&l.ffn_norm), h, n, e, hp.rms_eps)?;
                 self.matmul(&mut blas, &out_(&l.w_gate, gate, 0, false), h, n)?;

@@ -5,37 +5,15 @@
 
 mod common;
 
-use common::{Rng, gpu};
+use common::{Rng, argmax, gpu, load, small_spec};
 use cpu::Logits;
 use cuda::{CudaKvCache, CudaModel};
-use gguf::{GgmlType, GgufFile};
-use model::Model;
-use model::synth::{SynthSpec, build};
+use gguf::GgmlType;
+use model::synth::SynthSpec;
 use std::time::Instant;
 
 fn spec(arch: &'static str, ty: GgmlType, n_embd: usize, n_ff: usize) -> SynthSpec {
-    SynthSpec {
-        arch,
-        n_vocab: 4096,
-        n_embd,
-        n_layer: 2,
-        n_ff,
-        n_head: if n_embd == 576 { 9 } else { 8 },
-        n_head_kv: if n_embd == 576 { 3 } else { 2 },
-        ty,
-        tied: ty != GgmlType::Q4_K,
-        seed: 17,
-    }
-}
-
-fn load(spec: &SynthSpec) -> CudaModel {
-    let bytes = build(spec).expect("synthetic model builds");
-    let m = Model::from_file(GgufFile::from_bytes(bytes).unwrap()).unwrap();
-    CudaModel::new(&m, 0).expect("model uploads")
-}
-
-fn argmax(v: &[f32]) -> u32 {
-    (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap() as u32
+    small_spec(arch, ty, n_embd, n_ff, 2, 17)
 }
 
 /// Sequences with prompts of different lengths, decoded greedily: once each on its own and once

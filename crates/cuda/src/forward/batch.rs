@@ -107,7 +107,7 @@ impl CudaModel {
             up,
             ..
         } = b.s.ptrs(g);
-        let (freqs, rows, eps) = (g.ptr(&self.freqs), g.ptr(&b.rows), hp.rms_eps);
+        let (rows, eps) = (g.ptr(&b.rows), hp.rms_eps);
         let out =
             |w: &crate::weights::DevMatrix, y: u64, bias: u64, acc: bool| self.out(w, y, bias, acc);
         // SAFETY (all launches): as the caller guarantees.
@@ -122,8 +122,7 @@ impl CudaModel {
                 ];
                 let norm = Prep::RmsNorm(p(&l.attn_norm), eps);
                 launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, n)?;
-                launch::rope_store(g, &self.heads, (q, k, v), at, freqs, n)?;
-                launch::attention(g, &self.heads, q, at, att, n)?;
+                self.rope_attend((q, k, v), at, att, n)?;
                 let wo = [out(&l.wo, x, 0, true)];
                 launch::matvec_rows(g, &wo, hp.n_head * hp.head_dim_v, att, Prep::Plain, n)?;
                 let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];

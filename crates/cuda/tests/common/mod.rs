@@ -12,3 +12,38 @@ pub fn gpu() -> Option<cuda::Gpu> {
 }
 
 pub use cpu::conformance::{ALL_TYPES, Rng, matrix, rel, widths};
+
+/// A small synthetic model (4096 tokens) of the given width: SmolLM2's heads at 576, else 8 over 2.
+pub fn small_spec(
+    arch: &'static str,
+    ty: gguf::GgmlType,
+    n_embd: usize,
+    n_ff: usize,
+    n_layer: usize,
+    seed: u64,
+) -> model::synth::SynthSpec {
+    model::synth::SynthSpec {
+        arch,
+        n_vocab: 4096,
+        n_embd,
+        n_layer,
+        n_ff,
+        n_head: if n_embd == 576 { 9 } else { 8 },
+        n_head_kv: if n_embd == 576 { 3 } else { 2 },
+        ty,
+        tied: ty != gguf::GgmlType::Q4_K,
+        seed,
+    }
+}
+
+/// `spec` built and uploaded to device 0.
+pub fn load(spec: &model::synth::SynthSpec) -> cuda::CudaModel {
+    let bytes = model::synth::build(spec).expect("synthetic model builds");
+    let m = model::Model::from_file(gguf::GgufFile::from_bytes(bytes).unwrap()).unwrap();
+    cuda::CudaModel::new(&m, 0).expect("model uploads")
+}
+
+/// The index of the largest logit.
+pub fn argmax(v: &[f32]) -> u32 {
+    (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap() as u32
+}
