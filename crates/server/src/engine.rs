@@ -1,7 +1,7 @@
 //! The engine: one OS thread that owns the backend and `parallel` KV caches (slots), and runs
-//! continuous batching over them. Each step admits at most one waiting request into a free
-//! slot (FIFO; its prompt is prefilled whole), then runs one batched decode over every active
-//! sequence's next token ([`Backend::forward_batch`]: the weights are read once for all rows on
+//! continuous batching over them. Each step admits waiting requests into free slots (FIFO),
+//! prefills whole chunks of waiting prompts up to a per-step token budget (oldest first), then
+//! runs one batched decode over every active sequence's next token ([`Backend::forward_batch`]: the weights are read once for all rows on
 //! the CPU). A sequence whose client went away is dropped before the next step and its slot
 //! is free at once. Events stream back over a channel per request.
 
@@ -174,7 +174,8 @@ impl<'a> Runner<'a> {
     fn run(&mut self, rx: Receiver<(Work, Instant)>) {
         let mut open = true;
         loop {
-            if open && !self.free.is_empty() {
+            // Every waiting request a free slot can take (blocking only when nothing runs).
+            while open && !self.free.is_empty() {
                 let got = if self.active.is_empty() {
                     rx.recv().map_err(|_| TryRecvError::Disconnected)
                 } else {
@@ -185,7 +186,7 @@ impl<'a> Runner<'a> {
                         self.metrics.queued(-1);
                         self.take(w, at);
                     }
-                    Err(TryRecvError::Empty) => {}
+                    Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => open = false,
                 }
             }
@@ -277,23 +278,30 @@ impl<'a> Runner<'a> {
         self.free.extend(gone.into_iter().map(|a| a.cache));
     }
 
-    /// One step: the next prompt chunk of the oldest sequence still prefilling (its first token
-    /// is sampled when the prompt is done), then one batched decode over every sequence that
-    /// is generating.
+    /// One step: the next prompt chunk of the sequences still prefilling, oldest first, while
+    /// the step's budget (`chunk` tokens) lasts; the oldest always gets its chunk. A sequence's
+    /// first token is sampled when its prompt is done. Then one batched decode over every
+    /// sequence that is generating.
     fn step(&mut self) {
         let active = std::mem::take(&mut self.active);
-        let mut prefilled = false;
+        let mut budget = self.chunk;
+        let mut first = true;
         let mut decoding = Vec::with_capacity(active.len());
         for mut a in active {
             if a.prefill.is_none() {
                 decoding.push(a);
                 continue;
             }
-            if prefilled {
+            let next = a
+                .prefill
+                .as_ref()
+                .map_or(0, |(p, pos)| self.next_chunk(p.len(), *pos));
+            if !first && next > budget {
                 self.active.push(a);
                 continue;
             }
-            prefilled = true;
+            first = false;
+            budget = budget.saturating_sub(next);
             match self.prefill_chunk(&mut a) {
                 Ok(false) => self.active.push(a),
                 Ok(true) => self.free.push(a.cache),
@@ -333,13 +341,20 @@ impl<'a> Runner<'a> {
         }
     }
 
+    /// Tokens in the next chunk of a prompt of `len` tokens of which `pos` are in the cache.
+    /// Chunks start at multiples of `chunk` whatever the load, so a prompt is cut the same way
+    /// alone and in a busy server (the same bits either way).
+    fn next_chunk(&self, len: usize, pos: usize) -> usize {
+        (pos / self.chunk * self.chunk + self.chunk).min(len) - pos
+    }
+
     /// Runs `a`'s next prompt chunk; after the last one samples its first token. True when `a`
     /// is finished.
     fn prefill_chunk(&self, a: &mut Active) -> Result<bool, ServerError> {
         let Some((prompt, pos)) = a.prefill.as_mut() else {
             return Ok(false);
         };
-        let end = (*pos + self.chunk).min(prompt.len());
+        let end = *pos + self.next_chunk(prompt.len(), *pos);
         let logits = self
             .backend
             .forward(&prompt[*pos..end], &mut a.cache, Logits::Last)?;
