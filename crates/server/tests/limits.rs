@@ -174,15 +174,7 @@ impl Drop for Live {
 
 fn live(cfg: server::Config) -> Live {
     let st = state(cfg);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let (rt, listener, port) = common::runtime_and_listener();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
         rt.block_on(server::serve(listener, st, async {

@@ -30,15 +30,7 @@ impl Live {
             ..server::Config::default()
         };
         let st = Arc::new(server::State::from_model(model, "tiny".into(), &cfg).unwrap());
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let (rt, listener, port) = common::runtime_and_listener();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (done, stopped) = channel();
         std::thread::spawn(move || {

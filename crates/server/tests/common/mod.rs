@@ -84,3 +84,18 @@ pub fn models_dir() -> PathBuf {
         PathBuf::from,
     )
 }
+
+/// A two-worker runtime and a listener on a free loopback port, for tests that run
+/// `server::serve` on a thread of their own.
+pub fn runtime_and_listener() -> (tokio::runtime::Runtime, tokio::net::TcpListener, u16) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (rt, listener, port)
+}
