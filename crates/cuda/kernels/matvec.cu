@@ -55,9 +55,7 @@ __device__ __forceinline__ float row_dot(const u8* __restrict__ w, const float* 
 }
 
 // One row's dot product with the prepared input, by weight type: the formats q16.cuh covers
-// take the quantized input `xq`, the others the f32 row `xs`. KQ: the kernel variant for K-quant
-// matrices (Q2_K / Q3_K take the float path in both; the flag only sizes registers).
-template <bool KQ>
+// take the quantized input `xq`, the others the f32 row `xs`.
 __device__ __forceinline__ float row_dot_ty(int ty, const u8* __restrict__ w, const float* xs, const Xq& xq, int cols,
                                             int lane, int lanes) {
     int nch = cols >> 3;
@@ -96,7 +94,7 @@ __device__ __forceinline__ void rows_dot_ty(int ty, const u8* const* w, int nr, 
         case T_Q6_K: rows_dot_q16<T_Q6_K, R>(w, nr, xq, cols, lane, lanes, acc); return;
         default:
 #pragma unroll
-            for (int r = 0; r < R; r++) acc[r] = r < nr ? row_dot_ty<false>(ty, w[r], xs, xq, cols, lane, lanes) : 0.f;
+            for (int r = 0; r < R; r++) acc[r] = r < nr ? row_dot_ty(ty, w[r], xs, xq, cols, lane, lanes) : 0.f;
     }
 }
 
@@ -171,12 +169,8 @@ __device__ void load_input(const MvArgs& a, float* xs, int t) {
     quantize_q16(xs, n, (u8*)(xs + n));
 }
 
-// KQ: Q4_K / Q5_K / Q6_K rows take the unit paths above. Those need more registers, so they get a
-// kernel of their own (matvec_k, launched when a segment is one of them) and the other types keep
-// the occupancy of the plain one.
 // Input row t of the batch (output rows go to y + t * rows of each segment); this block is `blk`
 // of the `nblk` that share the rows.
-template <bool KQ>
 __device__ __forceinline__ void matvec_body(const MvArgs& a, int t, int blk, int nblk) {
     extern __shared__ float4 smem4[];
     float* xs = (float*)smem4;
@@ -201,7 +195,7 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a, int t, int blk, int
         if (active) {
             const MvSeg& s = a.seg[si];
             const u8* w = s.w + (size_t)r * s.row_bytes;
-            acc = row_dot_ty<KQ>(s.ty, w, xs, xq, a.cols, lane, lanes);
+            acc = row_dot_ty(s.ty, w, xs, xq, a.cols, lane, lanes);
         }
         __syncwarp();
         acc = group_sum(acc, lanes);
@@ -216,12 +210,10 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a, int t, int blk, int
     }
 }
 
-extern "C" __global__ void matvec(const MvArgs a) { matvec_body<false>(a, 0, blockIdx.x, gridDim.x); }
-extern "C" __global__ void matvec_k(const MvArgs a) { matvec_body<true>(a, 0, blockIdx.x, gridDim.x); }
+extern "C" __global__ void matvec(const MvArgs a) { matvec_body(a, 0, blockIdx.x, gridDim.x); }
 
 // Batched decode: input row blockIdx.x (one token of each of gridDim.x sequences, rows of `cols`
 // values) and the rows' share blockIdx.y; each output row gets the bits `matvec` gives it for
 // that input alone. Consecutive blocks take the same weight rows for different inputs, so the
 // weights come from L2 after the first.
-extern "C" __global__ void matvec_batch(const MvArgs a) { matvec_body<false>(a, blockIdx.x, blockIdx.y, gridDim.y); }
-extern "C" __global__ void matvec_batch_k(const MvArgs a) { matvec_body<true>(a, blockIdx.x, blockIdx.y, gridDim.y); }
+extern "C" __global__ void matvec_batch(const MvArgs a) { matvec_body(a, blockIdx.x, blockIdx.y, gridDim.y); }

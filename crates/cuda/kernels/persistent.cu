@@ -261,13 +261,6 @@ __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
 // Chunk buffer k (of a.stages, cycled).
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
 
-// Chunks of step st this block issues before its wait: one a buffer.
-__device__ __forceinline__ int pk_first_chunks(const PkStep& st, const PkArgs& a, int r0, int r1) {
-    int n = 0;
-    for (int cur = r0; cur < r1 && n < a.stages; n++) pk_next_chunk(st, cur, r1, a.chunk);
-    return n;
-}
-
 // Before the wait: the RMSNorm weights and the first chunks of step st, one cp.async group a
 // chunk (the first group also holds the norm weights; it is empty of chunks when the block has
 // no rows).
@@ -322,16 +315,15 @@ __device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     quantize_q16(xs, n, xq);
 }
 
-template <bool KQ>
 __device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs) {
     int r0, r1;
     pk_rows(st.total, r0, r1);
     if (!pk_busy(st, r0, r1)) return;
     // pk_stage issued the first `issued` chunks (at least one group); chunk k + stages goes into
     // chunk k's buffer once chunk k is done.
-    int issued = max(pk_first_chunks(st, a, r0, r1), 1);
-    int cur = r0, ahead = r0;
-    for (int k = 0; k < a.stages && ahead < r1; k++) pk_next_chunk(st, ahead, r1, a.chunk);
+    int cur = r0, ahead = r0, issued = 0;
+    for (; issued < a.stages && ahead < r1; issued++) pk_next_chunk(st, ahead, r1, a.chunk);
+    issued = max(issued, 1);  // a block without rows still committed the norm weights' group
     pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off);
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     pk_stamp(a, 1);
@@ -359,8 +351,8 @@ __device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
                 if (ty0 == ty1) {
                     rows_dot_ty<2>(ty0, w2, 2, xs, xq, cols, lane, 32, gu);
                 } else {
-                    gu[0] = row_dot_ty<KQ>(ty0, w2[0], xs, xq, cols, lane, 32);
-                    gu[1] = row_dot_ty<KQ>(ty1, w2[1], xs, xq, cols, lane, 32);
+                    gu[0] = row_dot_ty(ty0, w2[0], xs, xq, cols, lane, 32);
+                    gu[1] = row_dot_ty(ty1, w2[1], xs, xq, cols, lane, 32);
                 }
                 float g = warp_sum(gu[0]);
                 float u = warp_sum(gu[1]);
@@ -432,7 +424,6 @@ __device__ void pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
     }
 }
 
-template <bool KQ>
 __device__ void pk_body(const PkArgs& a) {
     extern __shared__ float4 pk_smem4[];
     float* sm = (float*)pk_smem4;
@@ -459,7 +450,7 @@ __device__ void pk_body(const PkArgs& a) {
         pk_stamp(a, 1);
         pk_stamp(a, 2);
         if (st.op == PK_OP_MATVEC) {
-            if (!(a.knobs & 1)) pk_matvec<KQ>(st, a, sm, nw, xraw, bufs);
+            if (!(a.knobs & 1)) pk_matvec(st, a, sm, nw, xraw, bufs);
             else cp_wait<0>();
         } else if (!(a.knobs & 2)) {
             pk_attention(st, a, sm, cs);
@@ -480,5 +471,4 @@ __device__ void pk_body(const PkArgs& a) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(PK_THREADS) decode_persistent(const PkArgs a) { pk_body<false>(a); }
-extern "C" __global__ void __launch_bounds__(PK_THREADS) decode_persistent_k(const PkArgs a) { pk_body<true>(a); }
+extern "C" __global__ void __launch_bounds__(PK_THREADS) decode_persistent(const PkArgs a) { pk_body(a); }

@@ -27,20 +27,16 @@ fn libs_present() -> bool {
 /// The kernels of the program (kernels/*.cu).
 pub(crate) struct Kernels {
     pub matvec: CudaFunction,
-    /// The matvec with the Q4_K / Q5_K / Q6_K paths (more registers).
-    pub matvec_k: CudaFunction,
     /// The same over a batch of input rows (one token of each of several sequences).
     pub matvec_batch: CudaFunction,
-    pub matvec_batch_k: CudaFunction,
     pub matmul: CudaFunction,
     pub rms_norm: CudaFunction,
     pub rope_store: CudaFunction,
     pub attention: CudaFunction,
     pub embed: CudaFunction,
     pub swiglu: CudaFunction,
-    /// The persistent decode kernel, without and with the K-quant paths.
+    /// The persistent decode kernel.
     pub decode_persistent: CudaFunction,
-    pub decode_persistent_k: CudaFunction,
     /// f16 operands for the cuBLAS prefill GEMM.
     pub dequant_f16: CudaFunction,
     pub to_f16: CudaFunction,
@@ -115,9 +111,7 @@ impl Gpu {
         let f = |name: &str| module.load_function(name).map_err(drv("kernel lookup"));
         let k = Kernels {
             matvec: f("matvec")?,
-            matvec_k: f("matvec_k")?,
             matvec_batch: f("matvec_batch")?,
-            matvec_batch_k: f("matvec_batch_k")?,
             matmul: f("matmul")?,
             rms_norm: f("rms_norm")?,
             rope_store: f("rope_store")?,
@@ -125,7 +119,6 @@ impl Gpu {
             embed: f("embed")?,
             swiglu: f("swiglu")?,
             decode_persistent: f("decode_persistent")?,
-            decode_persistent_k: f("decode_persistent_k")?,
             dequant_f16: f("dequant_f16")?,
             to_f16: f("to_f16")?,
             add_bias_rows: f("add_bias_rows")?,
@@ -140,24 +133,22 @@ impl Gpu {
             .shared_size_bytes()
             .map_err(drv("kernel attribute"))?;
         let max_smem = (optin - static_smem).max(48 * 1024 - static_smem).max(0) as usize;
-        for f in [&k.matvec, &k.matvec_k, &k.matvec_batch, &k.matvec_batch_k] {
+        for f in [&k.matvec, &k.matvec_batch] {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 max_smem as i32,
             )
             .map_err(drv("kernel attribute"))?;
         }
-        let mut pk_max_smem = usize::MAX;
-        for f in [&k.decode_persistent, &k.decode_persistent_k] {
-            let st = f.shared_size_bytes().map_err(drv("kernel attribute"))?;
-            let allow = (optin - st).max(48 * 1024 - st).max(0);
-            f.set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                allow,
-            )
-            .map_err(drv("kernel attribute"))?;
-            pk_max_smem = pk_max_smem.min(allow as usize);
-        }
+        let pk = &k.decode_persistent;
+        let st = pk.shared_size_bytes().map_err(drv("kernel attribute"))?;
+        let allow = (optin - st).max(48 * 1024 - st).max(0);
+        pk.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            allow,
+        )
+        .map_err(drv("kernel attribute"))?;
+        let pk_max_smem = allow as usize;
         let sm_count = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(drv("device attribute"))?

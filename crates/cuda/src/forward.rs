@@ -528,7 +528,34 @@ impl CudaModel {
     /// # Safety
     /// `kv` was made by this model (its buffers are sized for it).
     unsafe fn decode_launches(&self, kv: &CudaKvCache) -> Result<()> {
-        let (g, hp, s) = (&self.gpu, &self.hp, &kv.decode);
+        let g = &self.gpu;
+        let pos = g.ptr(&kv.pos);
+        let at = |li: usize| KvAt::One {
+            cache: self.cache_ptrs(kv, li),
+            pos,
+        };
+        let logits = g.ptr(&kv.decode.logits);
+        // SAFETY: the decode scratch holds one token and the cache has room for it.
+        unsafe { self.step_launches(&kv.decode, g.ptr(&kv.tokens), at, logits, 1) }
+    }
+
+    /// The launches of one decode step over `n` tokens, one for each sequence whose cache layer
+    /// `li` is `at(li)` (one sequence: `n` = 1): embedding, per layer the fused matvecs, rope,
+    /// cache store and attention; the head's logits (n rows) to `logits`. Each row gets the bits
+    /// a step of its sequence alone gives.
+    ///
+    /// # Safety
+    /// `s` holds `n` rows, `tokens` `n` device u32s, `logits` `n` rows of the vocabulary, and
+    /// every cache `at` names has room for its position.
+    unsafe fn step_launches(
+        &self,
+        s: &Scratch,
+        tokens: u64,
+        at: impl Fn(usize) -> KvAt,
+        logits: u64,
+        n: usize,
+    ) -> Result<()> {
+        let (g, hp) = (&self.gpu, &self.hp);
         let p = |b: &CudaSlice<f32>| g.ptr(b);
         let Ptrs {
             x,
@@ -538,66 +565,39 @@ impl CudaModel {
             att,
             gate,
             up,
-            logits,
             ..
         } = s.ptrs(g);
-        let pos = g.ptr(&kv.pos);
+        let eps = hp.rms_eps;
         let out =
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
-        // SAFETY (all launches): buffers are sized by `Scratch::new(hp, 1)` and the cache.
+        // SAFETY (all launches): as the caller guarantees.
         unsafe {
-            launch::embed(g, &self.embd.r(g), g.ptr(&kv.tokens), 1, x)?;
+            launch::embed(g, &self.embd.r(g), tokens, n, x)?;
             for (li, l) in self.layers.iter().enumerate() {
-                let cache = self.cache_ptrs(kv, li);
                 let qkv = [
                     out(&l.wq, q, self.opt(&l.bq), false),
                     out(&l.wk, k, self.opt(&l.bk), false),
                     out(&l.wv, v, self.opt(&l.bv), false),
                 ];
-                launch::matvec(
-                    g,
-                    &qkv,
-                    hp.n_embd,
-                    x,
-                    Prep::RmsNorm(p(&l.attn_norm), hp.rms_eps),
-                )?;
-                self.rope_attend((q, k, v), KvAt::One { cache, pos }, att, 1)?;
-                launch::matvec(
-                    g,
-                    &[out(&l.wo, x, 0, true)],
-                    hp.n_head * hp.head_dim_v,
-                    att,
-                    Prep::Plain,
-                )?;
+                let norm = Prep::RmsNorm(p(&l.attn_norm), eps);
+                launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, n)?;
+                self.rope_attend((q, k, v), at(li), att, n)?;
+                let wo = [out(&l.wo, x, 0, true)];
+                launch::matvec_rows(g, &wo, hp.n_head * hp.head_dim_v, att, Prep::Plain, n)?;
                 let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
-                launch::matvec(
-                    g,
-                    &gu,
-                    hp.n_embd,
-                    x,
-                    Prep::RmsNorm(p(&l.ffn_norm), hp.rms_eps),
-                )?;
-                launch::matvec(
-                    g,
-                    &[out(&l.w_down, x, 0, true)],
-                    hp.n_ff,
-                    gate,
-                    Prep::SwiGlu(up),
-                )?;
+                let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
+                launch::matvec_rows(g, &gu, hp.n_embd, x, norm, n)?;
+                let down = [out(&l.w_down, x, 0, true)];
+                launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::SwiGlu(up), n)?;
             }
-            let head = Out {
+            let head = [Out {
                 w: self.output(),
                 y: logits,
                 bias: 0,
                 accumulate: false,
-            };
-            launch::matvec(
-                g,
-                &[head],
-                hp.n_embd,
-                x,
-                Prep::RmsNorm(p(&self.output_norm), hp.rms_eps),
-            )
+            }];
+            let norm = Prep::RmsNorm(p(&self.output_norm), eps);
+            launch::matvec_rows(g, &head, hp.n_embd, x, norm, n)
         }
     }
 

@@ -185,15 +185,10 @@ pub(crate) unsafe fn matvec_rows(
         1,
         (gpu.sm_count * 6).div_ceil(n).max(8).min(gpu.sm_count * 6),
     ) as u32;
-    // Q4_K (12), Q5_K (13), Q6_K (14) rows have their own paths in a kernel of their own.
-    let kq = a.seg[..a.nseg as usize]
-        .iter()
-        .any(|s| (12..=14).contains(&s.ty));
-    let (f, grid) = match (n > 1, kq) {
-        (false, false) => (&gpu.k.matvec, (blocks, 1, 1)),
-        (false, true) => (&gpu.k.matvec_k, (blocks, 1, 1)),
-        (true, false) => (&gpu.k.matvec_batch, (n as u32, blocks, 1)),
-        (true, true) => (&gpu.k.matvec_batch_k, (n as u32, blocks, 1)),
+    let (f, grid) = if n > 1 {
+        (&gpu.k.matvec_batch, (n as u32, blocks, 1))
+    } else {
+        (&gpu.k.matvec, (blocks, 1, 1))
     };
     let mut b = gpu.stream.launch_builder(f);
     b.arg(&a);

@@ -4,7 +4,7 @@
 use crate::device::Gpu;
 use crate::error::{CudaError, Result, drv};
 use crate::launch::{self, Heads, Out, WeightRef};
-use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
 pub(crate) const PK_THREADS: u32 = 256;
 const OP_MATVEC: i32 = 0;
@@ -104,8 +104,6 @@ pub(crate) struct Steps {
     pub list: Vec<PkStep>,
     /// Widest matvec input, in values.
     pub max_cols: usize,
-    /// Whether a K-quant matrix appears (the kernel variant with those paths is needed).
-    pub kquant: bool,
     /// Largest bytes of one row of a step (a pair step: of both rows).
     pub max_row: usize,
     /// Widest input that is RMS-normalised (its weights are staged in shared memory).
@@ -141,7 +139,6 @@ impl Steps {
         st.row_bytes[i] = o.w.row_bytes as i32;
         st.ty[i] = o.w.ty;
         st.accumulate[i] = i32::from(o.accumulate);
-        self.kquant |= (12..=14).contains(&o.w.ty);
     }
 
     /// y = W · input + y where y is the residual row the previous RMSNorm step read (as its
@@ -227,7 +224,6 @@ pub(crate) struct Persistent {
     xq_off: usize,
     stages: usize,
     nw_bytes: usize,
-    kquant: bool,
     /// With `MOLLA_PK_TRACE=1`: per step and block, when the work started and ended (ns).
     trace: Option<CudaSlice<u64>>,
     /// The op of each step (0 matvec, 1 attention), for reading the trace.
@@ -290,7 +286,7 @@ impl Persistent {
             )));
         }
         let smem = xs_bytes + 2 * nw_bytes + stages * (chunk + 64);
-        let f = persistent_fn(gpu, steps.kquant);
+        let f = &gpu.k.decode_persistent;
         let occ = f
             .occupancy_max_active_blocks_per_multiprocessor(PK_THREADS, smem, None)
             .map_err(drv("occupancy"))?;
@@ -325,7 +321,6 @@ impl Persistent {
             xq_off,
             stages,
             nw_bytes,
-            kquant: steps.kquant,
         })
     }
 
@@ -395,7 +390,7 @@ impl Persistent {
             xq_off: self.xq_off as i32,
             stages: self.stages as i32,
         };
-        let f = persistent_fn(gpu, self.kquant);
+        let f = &gpu.k.decode_persistent;
         let mut b = gpu.stream.launch_builder(f);
         b.arg(&a);
         launch::count_launch();
@@ -407,14 +402,6 @@ impl Persistent {
         // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
         unsafe { b.launch(cfg) }.map_err(drv("persistent launch"))?;
         Ok(())
-    }
-}
-
-fn persistent_fn(gpu: &Gpu, kquant: bool) -> &CudaFunction {
-    if kquant {
-        &gpu.k.decode_persistent_k
-    } else {
-        &gpu.k.decode_persistent
     }
 }
 

@@ -94,6 +94,24 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
 }
 
 /// pp512 and tg128 on the three decode paths (persistent kernel, graph replay, plain launches).
+/// Median of three runs of 128 decode steps after a 16-token prefill (and one step that builds
+/// the graph or step list), in tok/s.
+fn tg128(cuda: &CudaModel, prompt: &[u32], vocab: u32) -> f64 {
+    let mut reps = Vec::new();
+    for _ in 0..3 {
+        let mut kv = cuda.new_cache(1024).unwrap();
+        cuda.forward(&prompt[..16], &mut kv, Logits::Last).unwrap();
+        cuda.forward(&[1], &mut kv, Logits::Last).unwrap();
+        let t = Instant::now();
+        for s in 0..128u32 {
+            cuda.forward(&[s * 31 % vocab], &mut kv, Logits::Last)
+                .unwrap();
+        }
+        reps.push(128.0 / t.elapsed().as_secs_f64());
+    }
+    median(reps)
+}
+
 /// Persistent tg128 under each setting of `MOLLA_BENCH_VARIANTS` ("K=V,K=V;K=V ..."; the
 /// variables the step list reads when a cache builds it, e.g. MOLLA_PK_STAGES, MOLLA_PK_CHUNK),
 /// one process, one model upload.
@@ -110,21 +128,9 @@ fn variants(cuda: &CudaModel, prompt: &[u32], vocab: u32, tag: &str) {
                 unsafe { std::env::set_var(k.trim(), val.trim()) };
             }
         }
-        let mut reps = Vec::new();
-        for _ in 0..3 {
-            let mut kv = cuda.new_cache(1024).unwrap();
-            cuda.forward(&prompt[..16], &mut kv, Logits::Last).unwrap();
-            cuda.forward(&[1], &mut kv, Logits::Last).unwrap();
-            let t = Instant::now();
-            for s in 0..128u32 {
-                cuda.forward(&[s * 31 % vocab], &mut kv, Logits::Last)
-                    .unwrap();
-            }
-            reps.push(128.0 / t.elapsed().as_secs_f64());
-        }
         println!(
             "{tag} [{v}]: tg128 {:.0} ({})",
-            median(reps),
+            tg128(cuda, prompt, vocab),
             cuda.decode_path()
         );
     }
@@ -169,25 +175,13 @@ fn decode_speed() {
         {
             cuda.set_persistent(persistent);
             cuda.set_graphs(graphs);
-            let mut reps = Vec::new();
-            for _ in 0..3 {
-                let mut kv = cuda.new_cache(1024).unwrap();
-                cuda.forward(&prompt[..16], &mut kv, Logits::Last).unwrap();
-                cuda.forward(&[1], &mut kv, Logits::Last).unwrap(); // builds the graph / step list
-                let t = Instant::now();
-                for s in 0..128u32 {
-                    cuda.forward(&[s * 31 % vocab], &mut kv, Logits::Last)
-                        .unwrap();
-                }
-                reps.push(128.0 / t.elapsed().as_secs_f64());
-            }
+            tg[i] = tg128(&cuda, &prompt, vocab);
             if i == 0 {
                 path = format!("{}; prefill {}", cuda.decode_path(), cuda.prefill_path());
                 if let Some(t) = cuda.persistent_trace() {
                     print_trace(&format!("{name} {ty}"), &t);
                 }
             }
-            tg[i] = median(reps);
         }
         variants(&cuda, &prompt, vocab, &format!("{name} {ty}"));
         rows.push(format!(

@@ -9,8 +9,8 @@
 use super::CudaModel;
 use crate::device::Gpu;
 use crate::error::{CudaError, Result, drv};
-use crate::kv::{CudaKvCache, Ptrs, Scratch};
-use crate::launch::{self, KvAt, KvRow, Out, Prep};
+use crate::kv::{CudaKvCache, Scratch};
+use crate::launch::{KvAt, KvRow};
 use cpu::Logits;
 use cudarc::driver::CudaSlice;
 use model::HParams;
@@ -60,12 +60,12 @@ impl CudaModel {
         let g = &self.gpu;
         g.ctx.bind_to_thread().map_err(drv("bind context"))?;
         let mut bufs = self.batch.lock().unwrap_or_else(|e| e.into_inner());
-        if bufs.as_ref().is_none_or(|b| b.n < n) {
-            *bufs = None;
-            *bufs = Some(BatchBufs::new(g, hp, n.next_power_of_two().max(8))?);
+        if bufs.as_ref().is_some_and(|b| b.n < n) {
+            *bufs = None; // free the smaller buffers before allocating the larger
         }
-        let Some(b) = bufs.as_mut() else {
-            return Err(CudaError::CacheShape);
+        let b = match &mut *bufs {
+            Some(b) => b,
+            none => none.insert(BatchBufs::new(g, hp, n.next_power_of_two().max(8))?),
         };
         let tokens: Vec<u32> = seqs.iter().map(|(t, _)| *t).collect();
         g.write(&tokens, &mut b.tokens)?;
@@ -81,64 +81,16 @@ impl CudaModel {
             })
             .collect();
         g.write(&rows, &mut b.rows)?;
+        let rows = g.ptr(&b.rows);
+        let at = |layer| KvAt::Rows { rows, layer };
         // SAFETY: every buffer is sized for `n` rows (b.n >= n), each row's cache has room for
         // its position (checked above), and all addresses belong to this model and its caches.
-        unsafe { self.batch_launches(b, n)? };
+        unsafe { self.step_launches(&b.s, g.ptr(&b.tokens), at, g.ptr(&b.logits), n)? };
         let mut out = vec![0.0f32; n * vocab];
         g.download(&b.logits, &mut out)?;
         for (_, kv) in seqs.iter_mut() {
             kv.len += 1;
         }
         Ok(out)
-    }
-
-    /// # Safety
-    /// As in `forward_batch`: `b` holds `n` tokens and their caches' table.
-    unsafe fn batch_launches(&self, b: &BatchBufs, n: usize) -> Result<()> {
-        let (g, hp) = (&self.gpu, &self.hp);
-        let p = |s: &CudaSlice<f32>| g.ptr(s);
-        let Ptrs {
-            x,
-            q,
-            k,
-            v,
-            att,
-            gate,
-            up,
-            ..
-        } = b.s.ptrs(g);
-        let (rows, eps) = (g.ptr(&b.rows), hp.rms_eps);
-        let out =
-            |w: &crate::weights::DevMatrix, y: u64, bias: u64, acc: bool| self.out(w, y, bias, acc);
-        // SAFETY (all launches): as the caller guarantees.
-        unsafe {
-            launch::embed(g, &self.embd.r(g), g.ptr(&b.tokens), n, x)?;
-            for (li, l) in self.layers.iter().enumerate() {
-                let at = KvAt::Rows { rows, layer: li };
-                let qkv = [
-                    out(&l.wq, q, self.opt(&l.bq), false),
-                    out(&l.wk, k, self.opt(&l.bk), false),
-                    out(&l.wv, v, self.opt(&l.bv), false),
-                ];
-                let norm = Prep::RmsNorm(p(&l.attn_norm), eps);
-                launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, n)?;
-                self.rope_attend((q, k, v), at, att, n)?;
-                let wo = [out(&l.wo, x, 0, true)];
-                launch::matvec_rows(g, &wo, hp.n_head * hp.head_dim_v, att, Prep::Plain, n)?;
-                let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
-                let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
-                launch::matvec_rows(g, &gu, hp.n_embd, x, norm, n)?;
-                let down = [out(&l.w_down, x, 0, true)];
-                launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::SwiGlu(up), n)?;
-            }
-            let head = [Out {
-                w: self.output(),
-                y: g.ptr(&b.logits),
-                bias: 0,
-                accumulate: false,
-            }];
-            let norm = Prep::RmsNorm(p(&self.output_norm), eps);
-            launch::matvec_rows(g, &head, hp.n_embd, x, norm, n)
-        }
     }
 }
