@@ -1,9 +1,18 @@
 // One launch a token: a persistent decode kernel. Every block stays resident for the whole step
 // (the host sizes the grid by an occupancy query) and walks the same device-resident list of steps
-// (PkStep, built once per cache on the host). Step s may start only when every block has finished
-// step s-1: each block adds 1 to counters[s] when done with s (release), and a block waits until
-// counters[s-1] reaches epoch * gridDim.x (acquire; counters are never reset, the epoch grows by
-// one a launch). Only position, token and epoch change per token, and they are kernel arguments.
+// (PkStep, built once per cache on the host). Only position, token and a tag base change per
+// token, and they are kernel arguments.
+//
+// Steps hand their outputs to each other through tagged buffers (as NCCL's low-latency protocol
+// does): each value is stored as one 8-byte word, the f32 bits and a 32-bit tag, the tag naming
+// the step and launch that wrote it (tag_base + step + 1; tags never repeat before the host
+// zeroes the buffers). A reader polls the words it needs until each carries the tag of the step
+// that produces them, so there is no barrier, no fence and no counter between steps: a block
+// waits for exactly the values it reads (an attention block for its head's q, k, v rows), and the
+// wait and the load are one round trip. Words are stored and loaded with 8- or 16-byte volatile
+// accesses, which the GPU performs whole, so a value is never seen without its tag. A writer
+// overwrites a buffer only after reading an input that every reader of the old contents helped
+// produce (each step's input depends on all of the previous step), so no reader can miss a value.
 //
 // The work of a step is split by block: a matvec's rows in contiguous ranges (the block prepares
 // the input once, each warp takes rows), attention by head. Each op computes exactly what the
@@ -11,7 +20,7 @@
 // give the same bits.
 //
 // Weights of a matvec step pass through shared memory (see pk_stage): the copies for step s are
-// issued before the wait for step s-1.
+// issued before its input is ready, and later chunks are prefetched into L2 ahead of their copy.
 //
 // Safety: every wait is bounded (timeout_ms, on the global timer) and checks the error word; a
 // timeout stores 1 + the step index there and every block returns. The host reads the word with
@@ -31,7 +40,7 @@
 
 #define PK_PREP_PLAIN 0
 #define PK_PREP_RMSNORM 1
-// The embedding row of the token, then RMSNorm; block 0 also stores the raw row in xout.
+// The embedding row of the token, then RMSNorm (every block looks it up).
 #define PK_PREP_EMBED_RMSNORM 2
 
 struct PkStep {
@@ -41,7 +50,7 @@ struct PkStep {
     const float* x;
     const float* norm_w;
     const u8* emb;
-    float* xout;
+    float* xout;  // unused
     // attention: raw q, k, v of this token, the layer's caches, the output
     const float* q;
     const float* k;
@@ -64,19 +73,23 @@ struct PkStep {
     int emb_row_bytes;
     float eps;
     int res_smem;  // accumulate onto the raw input row the previous RMSNorm step of this block
-                   // loaded (xraw in shared memory) instead of reading y again
+                   // loaded (xraw in shared memory); the only accumulation the kernel does
+    int in_step;   // the step whose tagged output is this step's input (-1: none)
+    int out_ll;    // 1: outputs are tagged words; 0: plain f32 (the logits)
     int pad;
 };
 
 struct PkArgs {
     const PkStep* steps;
-    u32* counters;
     u32* err;
     const double* freqs;
+    u64* trace;    // measurement, or null: per step and block, 8 words: global-timer ns when the
+                   // step starts (weights issued) and ends; SM cycles spent on the input (its
+                   // wait included), waiting for the first weights, and on the rest
     int nsteps;
     u32 token;
     int pos;
-    u32 epoch;
+    u32 tag_base;  // tag of step s's outputs: tag_base + s + 1
     int n_head;
     int n_head_kv;
     int hd;
@@ -85,17 +98,15 @@ struct PkArgs {
     int neox;
     float scale;
     u32 timeout_ms;
-    int chunk;     // bytes of weights per shared-memory chunk (two buffers of chunk + 64 bytes)
+    int chunk;     // bytes of weights per shared-memory chunk (stages buffers of chunk + 64 bytes)
     int xs_bytes;  // shared memory before the chunk buffers (the input row)
-    int knobs;     // measurement: bit 0 leaves out the matvec work, bit 1 the attention work;
-                   // bits 8..15: ns to sleep between polls of a counter (0: spin)
+    int knobs;     // measurement: bits 8..15: ns to sleep between polls (0: spin)
     int nw_bytes;  // shared memory after the input row for the RMSNorm weights, then as much for
                    // the raw (unnormalised) input row
-    u64* trace;    // measurement, or null: per step and block, 8 words: global-timer ns when the
-                   // work starts (after the wait) and ends; SM cycles spent on the input, waiting
-                   // for the first weights, and on the rest
     int xq_off;    // shared memory offset of the quantized input row (q16.cuh)
     int stages;    // chunk buffers (1 .. PK_MAX_STAGES), each chunk + 64 bytes, after the raw row
+    int l2_ahead;  // chunks of a block's rows prefetched into L2 beyond those in shared memory
+    int pad;
 };
 
 __device__ __forceinline__ u64 global_ns() {
@@ -111,51 +122,77 @@ __device__ __forceinline__ void pk_stamp(const PkArgs& a, int k) {
     if (a.trace && threadIdx.x == 0) pk_stamps[k] = clock64();
 }
 
-__device__ __forceinline__ u32 ld_relaxed(const u32* p) {
-    u32 v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+__device__ __forceinline__ u32 pk_tag(const PkArgs& a, int step) { return a.tag_base + (u32)step + 1u; }
+
+// Two tagged words (16-byte aligned): {value, tag, value, tag}.
+__device__ __forceinline__ uint4 ld_ll2(const u64* p) {
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p)
+                 : "memory");
     return v;
 }
 
-__device__ __forceinline__ u32 ld_acquire(const u32* p) {
-    u32 v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
+__device__ __forceinline__ void st_ll(u64* p, float v, u32 tag) {
+    asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(__float_as_uint(v)), "r"(tag) : "memory");
 }
 
-// Waits until *c reaches target (mod 2^32). False when the kernel must stop (error or timeout).
-// Thread 0 polls with acquire loads; the barrier then hands what it saw to the whole block.
-__device__ bool pk_wait(const PkArgs& a, const u32* c, u32 target, int step) {
-    __shared__ int ok;
-    if (threadIdx.x == 0) {
-        int good = 1;
-        if ((int)(ld_acquire(c) - target) < 0) {
-            u64 t0 = global_ns(), limit = (u64)a.timeout_ms * 1000000ull;
-            u32 nap = (a.knobs >> 8) & 0xff;
-            while ((int)(ld_relaxed(c) - target) < 0) {
-                if (nap) __nanosleep(nap);
-                if (*(volatile u32*)a.err != 0u) {
-                    good = 0;
-                    break;
-                }
-                if (global_ns() - t0 > limit) {
-                    atomicCAS(a.err, 0u, (u32)(step + 1));
-                    good = 0;
-                    break;
-                }
+// Polls the pair of words at p until both carry `tag`. False when the kernel must stop (another
+// block's error, or a timeout: then the error word names the step).
+__device__ __noinline__ bool pk_spin(const PkArgs& a, const u64* p, u32 tag, int step, uint4& v) {
+    u64 t0 = global_ns(), limit = (u64)a.timeout_ms * 1000000ull;
+    u32 nap = (a.knobs >> 8) & 0xff;
+    for (int it = 1;; it++) {
+        if (nap) __nanosleep(nap);
+        v = ld_ll2(p);
+        if (v.y == tag && v.w == tag) return true;
+        if ((it & 63) == 0) {
+            if (*(volatile u32*)a.err != 0u) return false;
+            if (global_ns() - t0 > limit) {
+                atomicCAS(a.err, 0u, (u32)(step + 1));
+                return false;
             }
-            ld_acquire(c);
         }
-        ok = good;
     }
-    __syncthreads();
-    return ok != 0;
 }
 
-// The block's writes so far, released to whoever acquires the counter after this add.
-__device__ __forceinline__ void pk_arrive(u32* c) {
-    __syncthreads();
-    if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
+// Up to three tagged vectors (each of even length, 16-byte aligned) into shared memory, once every
+// value carries `tag`: eight 16-byte loads a thread in flight, then a poll of the pairs that were
+// not ready. All threads call it; it ends with a barrier. False when the kernel must stop.
+struct LlSeg {
+    const u64* src;
+    float* dst;
+    int n;
+};
+
+__device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
+    int n0 = segs[0].n >> 1, n1 = nseg > 1 ? segs[1].n >> 1 : 0, n2 = nseg > 2 ? segs[2].n >> 1 : 0;
+    int np = n0 + n1 + n2, ok = 1;
+    for (int i0 = threadIdx.x; i0 < np && ok; i0 += 8 * PK_THREADS) {
+        uint4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int i = i0 + u * PK_THREADS;
+            if (i < np) {
+                int s = i < n0 ? 0 : i < n0 + n1 ? 1 : 2;
+                int j = i - (s == 0 ? 0 : s == 1 ? n0 : n0 + n1);
+                v[u] = ld_ll2(segs[s].src + 2 * j);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int i = i0 + u * PK_THREADS;
+            if (i < np && ok) {
+                int s = i < n0 ? 0 : i < n0 + n1 ? 1 : 2;
+                int j = i - (s == 0 ? 0 : s == 1 ? n0 : n0 + n1);
+                if ((v[u].y != tag || v[u].w != tag) && !pk_spin(a, segs[s].src + 2 * j, tag, step, v[u])) ok = 0;
+                segs[s].dst[2 * j] = __uint_as_float(v[u].x);
+                segs[s].dst[2 * j + 1] = __uint_as_float(v[u].z);
+            }
+        }
+    }
+    return __syncthreads_and(ok) != 0;
 }
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {
@@ -237,6 +274,19 @@ __device__ void pk_issue(const PkStep& st, const PkChunk& c, u8* buf) {
     cp_commit();
 }
 
+// Asks L2 to fetch chunk c's bytes now (one thread; sm_90's bulk prefetch), so that its copy
+// into shared memory later reads L2 rather than waiting on HBM.
+__device__ void pk_l2(const PkStep& st, const PkChunk& c) {
+#if __CUDA_ARCH__ >= 900
+    if (threadIdx.x != 0) return;
+    for (int j = 0; j < (st.pair ? 2 : 1); j++) {
+        int n16;
+        const u8* src = pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(16 * n16) : "memory");
+    }
+#endif
+}
+
 // Row r of the chunk in shared memory (j: which of a pair), at the same address mod 16 as in
 // global memory, so the row decoders' aligned loads stay aligned.
 __device__ __forceinline__ const u8* pk_row(const PkStep& st, const PkChunk& c, const u8* buf, int j, int r) {
@@ -261,9 +311,9 @@ __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
 // Chunk buffer k (of a.stages, cycled).
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
 
-// Before the wait: the RMSNorm weights and the first chunks of step st, one cp.async group a
-// chunk (the first group also holds the norm weights; it is empty of chunks when the block has
-// no rows).
+// Before the input is ready: the RMSNorm weights and the first chunks of step st, one cp.async
+// group a chunk (the first group also holds the norm weights; it is empty of chunks when the block
+// has no rows), then the L2 prefetch of the next a.l2_ahead chunks.
 __device__ void pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* bufs) {
     if (st.op != PK_OP_MATVEC) return;
     int r0, r1;
@@ -276,13 +326,14 @@ __device__ void pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* bufs)
     int cur = r0;
     if (cur >= r1) cp_commit();
     for (int k = 0; k < a.stages && cur < r1; k++) pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), pk_buf(a, bufs, k));
+    for (int k = 0; k < a.l2_ahead && cur < r1; k++) pk_l2(st, pk_next_chunk(st, cur, r1, a.chunk));
 }
 
 // The input of a matvec step, prepared in shared memory (all threads take part). `issued`: the
 // cp.async groups pk_stage issued (the first holds the norm weights). Ends with the row quantized
-// to 16 bits at xq (q16.cuh).
-__device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int issued,
-                         u8* xq) {
+// to 16 bits at xq (q16.cuh). False when the kernel must stop.
+__device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int issued,
+                         u8* xq, int step) {
     int n = st.cols;
     if (st.prep == PK_PREP_EMBED_RMSNORM) {
         if (a.token < (u32)st.emb_rows) {
@@ -295,11 +346,9 @@ __device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
             }
         }
         __syncthreads();
-        if (blockIdx.x == 0)
-            for (int i = threadIdx.x; i < n; i += PK_THREADS) st.xout[i] = xs[i];
     } else {
-        load_row(st.x, xs, n);
-        __syncthreads();
+        LlSeg seg = {(const u64*)st.x, xs, n};
+        if (!pk_load_ll(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
     }
     if (st.prep != PK_PREP_PLAIN) {
         float scale = rms_scale(xs, n, st.eps, PK_NORM_THREADS);
@@ -313,19 +362,31 @@ __device__ void pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         __syncthreads();
     }
     quantize_q16(xs, n, xq);
+    return true;
 }
 
-__device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs) {
+// Stores output value v of row r: tagged, or plain f32.
+__device__ __forceinline__ void pk_out(const PkStep& st, float* y, int r, float v, u32 tag) {
+    if (st.out_ll) st_ll((u64*)y + r, v, tag);
+    else y[r] = v;
+}
+
+__device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
+                          int step) {
     int r0, r1;
     pk_rows(st.total, r0, r1);
-    if (!pk_busy(st, r0, r1)) return;
-    // pk_stage issued the first `issued` chunks (at least one group); chunk k + stages goes into
-    // chunk k's buffer once chunk k is done.
+    if (!pk_busy(st, r0, r1)) return true;
+    // pk_stage issued the first `issued` chunks (at least one group) and prefetched the next
+    // l2_ahead into L2; chunk k + stages goes into chunk k's buffer once chunk k is done, and each
+    // such copy prefetches one more chunk into L2.
     int cur = r0, ahead = r0, issued = 0;
     for (; issued < a.stages && ahead < r1; issued++) pk_next_chunk(st, ahead, r1, a.chunk);
+    int l2 = ahead;
+    for (int k = 0; k < a.l2_ahead && l2 < r1; k++) pk_next_chunk(st, l2, r1, a.chunk);
     issued = max(issued, 1);  // a block without rows still committed the norm weights' group
-    pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off);
+    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
+    const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int k = 0; cur < r1; k++) {
@@ -356,12 +417,12 @@ __device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
                 }
                 float g = warp_sum(gu[0]);
                 float u = warp_sum(gu[1]);
-                if (lane == 0) y[r] = silu_mul(g, u);
+                if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
             }
         } else {
             // Two consecutive rows a warp, sharing each unit's input.
             const float* bias = st.bias[si];
-            const bool accumulate = st.accumulate[si] != 0, res_smem = st.res_smem != 0;
+            const bool accumulate = st.accumulate[si] != 0;
             for (int r = c.ra + 2 * warp; r < c.rb; r += 2 * PK_WARPS) {
                 int nr = min(2, c.rb - r);
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
@@ -373,8 +434,8 @@ __device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
                     int rr = r + lane;
                     float v = lane == 0 ? acc[0] : acc[1];
                     if (bias) v += bias[rr];
-                    if (accumulate) v += res_smem ? xraw[rr] : __ldcg(y + rr);
-                    y[rr] = v;
+                    if (accumulate) v += xraw[rr];
+                    pk_out(st, y, rr, v, tag);
                 }
             }
         }
@@ -382,27 +443,31 @@ __device__ void pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
         if (ahead < r1) {
             pk_issue(st, pk_next_chunk(st, ahead, r1, a.chunk), buf);
             issued++;
+            if (l2 < r1) pk_l2(st, pk_next_chunk(st, l2, r1, a.chunk));
         }
     }
+    return true;
 }
 
 // Rope of q and k, the store of k and v at a.pos (every block of a kv group writes the same
-// bytes), then attention over positions 0 ..= pos; one head per block.
-__device__ void pk_attention(const PkStep& st, const PkArgs& a, float* sm, const float* cs) {
+// bytes), then attention over positions 0 ..= pos; one head per block. False when the kernel must
+// stop.
+__device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const float* cs, int step) {
     int hd = a.hd, hdv = a.hdv, kv_dim = a.n_head_kv * hd, v_dim = a.n_head_kv * hdv;
-    float* rq = sm;          // hd: the head's raw q
+    float* rq = sm;          // hd: the head's raw q; then the head's output
     float* rk = sm + 256;    // hd: raw k of its kv head
     float* qs = sm + 512;    // hd: rotated q
+    float* rv = sm + 768;    // hdv: v of its kv head
     int half = a.n_rot >> 1;
+    const u32 tag = pk_tag(a, step);
     for (int h = blockIdx.x; h < a.n_head; h += gridDim.x) {
         int kvh = h / (a.n_head / a.n_head_kv);
+        LlSeg segs[3] = {{(const u64*)st.q + (size_t)h * hd, rq, hd},
+                         {(const u64*)st.k + (size_t)kvh * hd, rk, hd},
+                         {(const u64*)st.v + (size_t)kvh * hdv, rv, hdv}};
+        if (!pk_load_ll(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
         u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
-        for (int d = threadIdx.x; d < hd; d += PK_THREADS) {
-            rq[d] = __ldcg(st.q + (size_t)h * hd + d);
-            rk[d] = __ldcg(st.k + (size_t)kvh * hd + d);
-        }
-        for (int d = threadIdx.x; d < hdv; d += PK_THREADS) vd[d] = f2h(__ldcg(st.v + (size_t)kvh * hdv + d));
-        __syncthreads();
+        for (int d = threadIdx.x; d < hdv; d += PK_THREADS) vd[d] = f2h(rv[d]);
         u16* kd = st.kc + (size_t)a.pos * kv_dim + (size_t)kvh * hd;
         for (int i = threadIdx.x; i < (hd >> 1); i += PK_THREADS) {
             int p, r;
@@ -420,8 +485,11 @@ __device__ void pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         __syncthreads();
         pk_stamp(a, 1);
         pk_stamp(a, 2);
-        attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, st.out + (size_t)h * hdv);
+        attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
+        for (int d = threadIdx.x; d < hdv; d += PK_THREADS) st_ll((u64*)st.out + (size_t)h * hdv + d, rq[d], tag);
+        __syncthreads();  // rq is reloaded for the block's next head
     }
+    return true;
 }
 
 __device__ void pk_body(const PkArgs& a) {
@@ -430,7 +498,6 @@ __device__ void pk_body(const PkArgs& a) {
     float* nw = (float*)((u8*)pk_smem4 + a.xs_bytes);
     float* xraw = (float*)((u8*)pk_smem4 + a.xs_bytes + a.nw_bytes);
     u8* bufs = (u8*)pk_smem4 + a.xs_bytes + 2 * a.nw_bytes;
-    u32 target = a.epoch * gridDim.x;
     __shared__ PkStep st;
     // cos, sin of every rotated pair at this position, as rope_pair computes them.
     __shared__ float cs[256];
@@ -441,19 +508,14 @@ __device__ void pk_body(const PkArgs& a) {
         if (threadIdx.x < sizeof(PkStep) / 4) ((u32*)&st)[threadIdx.x] = ((const u32*)(a.steps + s))[threadIdx.x];
         __syncthreads();
         pk_stage(st, a, nw, bufs);
-        if (s > 0 && !pk_wait(a, a.counters + s - 1, target, s)) {
-            cp_wait<0>();
-            return;
-        }
         u64 g0 = a.trace ? global_ns() : 0;
         pk_stamp(a, 0);
         pk_stamp(a, 1);
         pk_stamp(a, 2);
-        if (st.op == PK_OP_MATVEC) {
-            if (!(a.knobs & 1)) pk_matvec(st, a, sm, nw, xraw, bufs);
-            else cp_wait<0>();
-        } else if (!(a.knobs & 2)) {
-            pk_attention(st, a, sm, cs);
+        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, s) : pk_attention(st, a, sm, cs, s);
+        if (!ok) {
+            cp_wait<0>();
+            return;
         }
         if (a.trace) {
             __syncthreads();
@@ -467,7 +529,6 @@ __device__ void pk_body(const PkArgs& a) {
                 t[4] = (u64)(c - pk_stamps[2]);
             }
         }
-        pk_arrive(a.counters + s);
     }
 }
 

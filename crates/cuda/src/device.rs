@@ -7,7 +7,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
 };
 use cudarc::nvrtc::Ptx;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Whether the driver library loads and reports at least one device. Never panics.
 pub fn is_available() -> bool {
@@ -44,8 +44,30 @@ pub(crate) struct Kernels {
     _module: Arc<CudaModule>,
 }
 
+/// Page-locked host memory that downloads go through: the driver stages a copy into pageable
+/// memory through its own buffers, which costs more per token than one copy out of this.
+struct Staging {
+    ptr: *mut u8,
+    bytes: usize,
+}
+
+// SAFETY: the pointer is owned (cuMemHostAlloc) and only used under the Gpu's mutex.
+unsafe impl Send for Staging {}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemHostAlloc in this process; the context outlives it (Gpu's
+        // first field); no copy into it is in flight (every download waits for its stream).
+        let _ = unsafe { cudarc::driver::result::free_host(self.ptr.cast()) };
+    }
+}
+
 /// A CUDA device ready to run molla's kernels: a context, one stream, the loaded program.
 pub struct Gpu {
+    /// Pinned staging for downloads (`None` until the first, or when `MOLLA_PINNED=0` or the
+    /// allocation failed). First, so it is freed while the context lives.
+    staging: Mutex<Option<Staging>>,
+    pinned: bool,
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) k: Kernels,
@@ -157,6 +179,8 @@ impl Gpu {
             .name()
             .unwrap_or_else(|_| format!("CUDA device {ordinal}"));
         Ok(Gpu {
+            staging: Mutex::new(None),
+            pinned: std::env::var("MOLLA_PINNED").map_or(true, |v| v != "0"),
             ctx,
             stream,
             k,
@@ -201,11 +225,52 @@ impl Gpu {
             });
         }
         if !dst.is_empty() {
+            if self.download_pinned(src, dst)? {
+                return Ok(());
+            }
             self.stream
                 .memcpy_dtoh(&src.slice(..dst.len()), dst)
                 .map_err(drv("download"))?;
         }
         self.sync()
+    }
+
+    /// `download` through the pinned staging buffer; false when there is none to use.
+    fn download_pinned<T: DeviceRepr>(&self, src: &CudaSlice<T>, dst: &mut [T]) -> Result<bool> {
+        if !self.pinned {
+            return Ok(false);
+        }
+        let bytes = std::mem::size_of_val(dst);
+        let mut staging = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+        if staging.as_ref().is_none_or(|s| s.bytes < bytes) {
+            *staging = None;
+            let want = bytes.next_power_of_two();
+            self.ctx.bind_to_thread().map_err(drv("bind context"))?;
+            // SAFETY: plain allocation of page-locked host memory.
+            match unsafe { cudarc::driver::result::malloc_host(want, 0) } {
+                Ok(p) => {
+                    *staging = Some(Staging {
+                        ptr: p.cast(),
+                        bytes: want,
+                    })
+                }
+                Err(_) => return Ok(false),
+            }
+        }
+        let Some(st) = staging.as_ref() else {
+            return Ok(false);
+        };
+        // SAFETY: the staging buffer holds at least `bytes`; src holds at least dst.len()
+        // elements (checked by the caller); the copy is complete after the stream sync, before
+        // the bytes are read.
+        unsafe {
+            let tmp = std::slice::from_raw_parts_mut(st.ptr, bytes);
+            cudarc::driver::result::memcpy_dtoh_async(tmp, self.ptr(src), self.stream.cu_stream())
+                .map_err(drv("download"))?;
+            self.sync()?;
+            std::ptr::copy_nonoverlapping(st.ptr, dst.as_mut_ptr().cast::<u8>(), bytes);
+        }
+        Ok(true)
     }
 
     /// Waits for all queued work.

@@ -347,13 +347,17 @@ impl CudaModel {
         };
         // The word after the logits is the kernel's error flag (zero).
         let err = g.ptr(&kv.decode.logits) + (vocab * 4) as u64;
+        let t0 = std::time::Instant::now();
         // SAFETY: the step list holds addresses of this model's and this cache's buffers.
         unsafe { pk.launch(g, &self.heads, (token, kv.len), err, g.ptr(&self.freqs))? };
+        let t1 = std::time::Instant::now();
         let mut out = vec![0.0f32; vocab + 1];
         g.download(&kv.decode.logits, &mut out)?;
+        let t2 = std::time::Instant::now();
         let flag = out[vocab].to_bits();
         if flag == 0 {
-            if let Some(t) = pk.read_trace(g)? {
+            if let Some(mut t) = pk.read_trace(g)? {
+                t.host_us = [(t1 - t0), (t2 - t1)].map(|d| d.as_secs_f64() * 1e6);
                 *self.pk_trace.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
             }
             out.truncate(vocab);
@@ -375,17 +379,23 @@ impl CudaModel {
             return Err(CudaError::Unsupported("a model without layers".into()));
         }
         let p = |b: &CudaSlice<f32>| g.ptr(b);
-        let Ptrs {
-            x,
-            q,
-            k,
-            v,
-            att,
-            gate,
-            up,
-            logits,
-            ..
-        } = s.ptrs(g);
+        let logits = s.ptrs(g).logits;
+        // The tagged buffers the steps pass values through: 8 bytes a value, each 16-byte aligned.
+        let sizes = [
+            hp.n_embd,
+            hp.n_head * hp.head_dim,
+            hp.kv_dim(),
+            hp.v_dim(),
+            hp.n_head * hp.head_dim_v,
+            hp.n_ff,
+        ];
+        let ll = g.zeros::<u64>(sizes.iter().map(|n| n.next_multiple_of(2)).sum())?;
+        let mut at = g.ptr(&ll);
+        let [x, q, k, v, att, gate] = sizes.map(|n| {
+            let a = at;
+            at += 8 * n.next_multiple_of(2) as u64;
+            a
+        });
         let out =
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         let eps = hp.rms_eps;
@@ -394,7 +404,6 @@ impl CudaModel {
             let input = if li == 0 {
                 Input::EmbedRmsNorm {
                     emb: self.embd.r(g),
-                    xout: x,
                     w: p(&l.attn_norm),
                     eps,
                 }
@@ -414,9 +423,10 @@ impl CudaModel {
                 hp.n_head * hp.head_dim_v,
                 Input::Plain(att),
             );
+            // The pair step writes silu(gate) * up into gate's buffer only.
             st.gate_up(
                 &out(&l.w_gate, gate, 0, false),
-                &out(&l.w_up, up, 0, false),
+                &out(&l.w_up, gate, 0, false),
                 hp.n_embd,
                 Input::RmsNorm(x, p(&l.ffn_norm), eps),
             );
@@ -428,12 +438,12 @@ impl CudaModel {
             bias: 0,
             accumulate: false,
         };
-        st.matvec(
+        st.matvec_plain(
             &[head],
             hp.n_embd,
             Input::RmsNorm(x, p(&self.output_norm), eps),
         );
-        Persistent::new(g, st)
+        Persistent::new(g, st, ll)
     }
 
     /// A prefill matmul of `n` rows: cuBLAS on f16 copies when it is loaded and `n` is large

@@ -45,6 +45,8 @@ pub(crate) struct PkStep {
     emb_row_bytes: i32,
     eps: f32,
     res_smem: i32,
+    in_step: i32,
+    out_ll: i32,
     pad: i32,
 }
 
@@ -56,13 +58,13 @@ unsafe impl DeviceRepr for PkStep {}
 #[derive(Clone, Copy, Debug, Default)]
 struct PkArgs {
     steps: u64,
-    counters: u64,
     err: u64,
     freqs: u64,
+    trace: u64,
     nsteps: i32,
     token: u32,
     pos: i32,
-    epoch: u32,
+    tag_base: u32,
     n_head: i32,
     n_head_kv: i32,
     hd: i32,
@@ -75,9 +77,10 @@ struct PkArgs {
     xs_bytes: i32,
     knobs: i32,
     nw_bytes: i32,
-    trace: u64,
     xq_off: i32,
     stages: i32,
+    l2_ahead: i32,
+    pad: i32,
 }
 
 // SAFETY: as for PkStep.
@@ -89,16 +92,13 @@ pub(crate) enum Input {
     Plain(u64),
     /// rmsnorm(x) * w, epsilon.
     RmsNorm(u64, u64, f32),
-    /// The token's embedding row, then RMSNorm (w, eps); the raw row is also stored at `xout`.
-    EmbedRmsNorm {
-        emb: WeightRef,
-        xout: u64,
-        w: u64,
-        eps: f32,
-    },
+    /// The token's embedding row, then RMSNorm (w, eps).
+    EmbedRmsNorm { emb: WeightRef, w: u64, eps: f32 },
 }
 
-/// Builds the step list on the host.
+/// Builds the step list on the host. Steps pass values through tagged buffers (kernels/
+/// persistent.cu): every buffer a step reads must be one an earlier step wrote, and the list
+/// records which step that was.
 #[derive(Default)]
 pub(crate) struct Steps {
     pub list: Vec<PkStep>,
@@ -108,27 +108,57 @@ pub(crate) struct Steps {
     pub max_row: usize,
     /// Widest input that is RMS-normalised (its weights are staged in shared memory).
     pub max_norm_cols: usize,
+    /// The last step that wrote each tagged buffer (by address).
+    writer: std::collections::HashMap<u64, i32>,
+    /// A read of a buffer no step wrote, or an accumulation the kernel does not do.
+    bad: Option<String>,
 }
 
 impl Steps {
+    /// The step that last wrote tagged buffer `x`.
+    fn producer(&mut self, x: u64) -> i32 {
+        match self.writer.get(&x) {
+            Some(&s) => s,
+            None => {
+                self.bad
+                    .get_or_insert_with(|| format!("step {} reads a buffer no step wrote", self.list.len()));
+                -1
+            }
+        }
+    }
+
     fn input(&mut self, st: &mut PkStep, input: Input, cols: usize) {
         st.cols = cols as i32;
         self.max_cols = self.max_cols.max(cols);
         if !matches!(input, Input::Plain(_)) {
             self.max_norm_cols = self.max_norm_cols.max(cols);
         }
+        st.in_step = -1;
         match input {
-            Input::Plain(x) => (st.prep, st.x) = (PREP_PLAIN, x),
+            Input::Plain(x) => (st.prep, st.x, st.in_step) = (PREP_PLAIN, x, self.producer(x)),
             Input::RmsNorm(x, w, eps) => {
-                (st.prep, st.x, st.norm_w, st.eps) = (PREP_RMSNORM, x, w, eps)
+                (st.prep, st.x, st.norm_w, st.eps) = (PREP_RMSNORM, x, w, eps);
+                st.in_step = self.producer(x);
             }
-            Input::EmbedRmsNorm { emb, xout, w, eps } => {
+            Input::EmbedRmsNorm { emb, w, eps } => {
                 st.prep = PREP_EMBED_RMSNORM;
                 (st.emb, st.emb_ty, st.emb_rows, st.emb_row_bytes) =
                     (emb.ptr, emb.ty, emb.rows as i32, emb.row_bytes as i32);
-                (st.xout, st.norm_w, st.eps) = (xout, w, eps);
+                (st.norm_w, st.eps) = (w, eps);
             }
         }
+    }
+
+    /// Records the step being added as the writer of its tagged outputs.
+    fn push(&mut self, mut st: PkStep, outs: &[u64], tagged: bool) {
+        st.out_ll = i32::from(tagged);
+        let s = self.list.len() as i32;
+        if tagged {
+            for &y in outs {
+                self.writer.insert(y, s);
+            }
+        }
+        self.list.push(st);
     }
 
     fn seg(&mut self, st: &mut PkStep, i: usize, o: &Out) {
@@ -144,28 +174,42 @@ impl Steps {
     /// y = W · input + y where y is the residual row the previous RMSNorm step read (as its
     /// input, before normalising): the block adds the copy it kept instead of reading y again.
     pub fn residual(&mut self, out: &Out, cols: usize, input: Input) {
-        self.matvec(std::slice::from_ref(out), cols, input);
-        if let Some(st) = self.list.last_mut() {
-            st.res_smem = 1;
-        }
+        self.add_matvec(std::slice::from_ref(out), cols, input, true, true);
     }
 
-    /// y_i = W_i · input for up to three matrices (bias, accumulate as each `Out` says).
+    /// y_i = W_i · input for up to three matrices (bias as each `Out` says; no accumulation),
+    /// into tagged buffers.
     pub fn matvec(&mut self, outs: &[Out], cols: usize, input: Input) {
+        self.add_matvec(outs, cols, input, false, true);
+    }
+
+    /// As `matvec`, into plain f32 buffers that no later step reads (the logits).
+    pub fn matvec_plain(&mut self, outs: &[Out], cols: usize, input: Input) {
+        self.add_matvec(outs, cols, input, false, false);
+    }
+
+    fn add_matvec(&mut self, outs: &[Out], cols: usize, input: Input, residual: bool, tagged: bool) {
         let mut st = PkStep {
             op: OP_MATVEC,
             nseg: outs.len().min(3) as i32,
+            res_smem: i32::from(residual),
             ..PkStep::default()
         };
         self.input(&mut st, input, cols);
         for (i, o) in outs.iter().take(3).enumerate() {
             self.seg(&mut st, i, o);
+            if o.accumulate != residual {
+                self.bad.get_or_insert_with(|| {
+                    format!("step {}: only a residual step accumulates", self.list.len())
+                });
+            }
         }
         st.total = outs.iter().take(3).map(|o| o.w.rows as i32).sum();
         for o in outs.iter().take(3) {
             self.max_row = self.max_row.max(o.w.row_bytes);
         }
-        self.list.push(st);
+        let ys: Vec<u64> = outs.iter().take(3).map(|o| o.y).collect();
+        self.push(st, &ys, tagged);
     }
 
     /// `y = silu(gate · x) * (up · x)` into gate's output.
@@ -181,12 +225,18 @@ impl Steps {
         self.seg(&mut st, 0, gate);
         self.seg(&mut st, 1, up);
         self.max_row = self.max_row.max(gate.w.row_bytes + up.w.row_bytes);
-        self.list.push(st);
+        self.push(st, &[gate.y], true);
     }
 
-    /// Rope, cache store and attention of one layer: (q, k, v) raw, caches, output.
+    /// Rope, cache store and attention of one layer: (q, k, v) raw (tagged, one step wrote all
+    /// three), caches, output (tagged).
     pub fn attention(&mut self, (q, k, v): (u64, u64, u64), (kc, vc): (u64, u64), out: u64) {
-        self.list.push(PkStep {
+        let in_step = self.producer(q);
+        if self.producer(k) != in_step || self.producer(v) != in_step {
+            self.bad
+                .get_or_insert_with(|| "attention: q, k and v come from different steps".into());
+        }
+        let st = PkStep {
             op: OP_ATTN,
             q,
             k,
@@ -194,8 +244,10 @@ impl Steps {
             kc,
             vc,
             out,
+            in_step,
             ..PkStep::default()
-        });
+        };
+        self.push(st, &[out], true);
     }
 }
 
@@ -209,13 +261,18 @@ pub struct Trace {
     /// Per step, per block, 8 words: global-timer ns when the work starts (after the wait) and
     /// ends; SM cycles spent on the input, waiting for the first weights, and on the rest.
     pub stamps: Vec<u64>,
+    /// Host time of that step: in the launch call, and from its return until the logits were
+    /// copied back (kernel, copy, stream sync), in us.
+    pub host_us: [f64; 2],
 }
 
-/// A cache's persistent decode: its step list and counters on the device.
+/// A cache's persistent decode: its step list and tagged buffers on the device.
 pub(crate) struct Persistent {
     steps: CudaSlice<PkStep>,
-    counters: CudaSlice<u32>,
+    /// The tagged buffers the steps pass values through (x, q, k, v, attention out, gate).
+    ll: CudaSlice<u64>,
     nsteps: usize,
+    /// Launches since `ll` was last zeroed: step s's tag is epoch * nsteps + s + 1.
     epoch: u32,
     grid: u32,
     smem: u32,
@@ -254,14 +311,24 @@ fn stages() -> usize {
     env_i32("MOLLA_PK_STAGES", 2).clamp(1, 4) as usize
 }
 
+/// Chunks of a block's rows prefetched into L2 ahead of their copy into shared memory
+/// (`MOLLA_PK_L2`, default 2; 0 turns it off).
+fn l2_ahead() -> i32 {
+    env_i32("MOLLA_PK_L2", 2).clamp(0, 64)
+}
+
 /// A wait longer than this is a hang: the kernel stops and reports it.
 const TIMEOUT_MS: u32 = 2000;
 
 impl Persistent {
     /// Uploads `steps` and sizes the grid so that every block is resident at once (or refuses).
-    pub fn new(gpu: &Gpu, steps: Steps) -> Result<Persistent> {
+    /// `ll` holds the tagged buffers the steps' addresses point into, zeroed.
+    pub fn new(gpu: &Gpu, steps: Steps, ll: CudaSlice<u64>) -> Result<Persistent> {
         if steps.list.is_empty() {
             return Err(CudaError::Unsupported("empty step list".into()));
+        }
+        if let Some(why) = steps.bad {
+            return Err(CudaError::Unsupported(format!("persistent decode: {why}")));
         }
         // Shared memory: the input row (at least the 512 floats attention uses) and its q16
         // quantization, then two chunk buffers with 64 bytes of alignment slack each.
@@ -310,7 +377,7 @@ impl Persistent {
         Ok(Persistent {
             trace,
             ops: steps.list.iter().map(|s| s.op).collect(),
-            counters: gpu.zeros(steps.list.len())?,
+            ll,
             steps: gpu.upload(&steps.list)?,
             nsteps: steps.list.len(),
             epoch: 0,
@@ -337,6 +404,7 @@ impl Persistent {
             grid: self.grid as usize,
             ops: self.ops.clone(),
             stamps,
+            host_us: [0.0; 2],
         }))
     }
 
@@ -359,21 +427,21 @@ impl Persistent {
         err: u64,
         freqs: u64,
     ) -> Result<()> {
-        if self.epoch >= (1u32 << 31) / self.grid.max(1) {
-            // Counters restart well before the wrapping comparison could be confused.
-            gpu.clear(&mut self.counters)?;
+        let n = self.nsteps as u64;
+        if (u64::from(self.epoch) + 2) * n >= u64::from(u32::MAX) {
+            // Tags would repeat: zeroed words carry tag 0, which no step uses.
+            gpu.clear(&mut self.ll)?;
             self.epoch = 0;
         }
         self.epoch += 1;
         let a = PkArgs {
             steps: gpu.ptr(&self.steps),
-            counters: gpu.ptr(&self.counters),
             err,
             freqs,
             nsteps: self.nsteps as i32,
             token,
             pos: pos as i32,
-            epoch: self.epoch,
+            tag_base: (u64::from(self.epoch) * n) as u32,
             n_head: h.n_head as i32,
             n_head_kv: h.n_head_kv as i32,
             hd: h.head_dim as i32,
@@ -384,11 +452,13 @@ impl Persistent {
             timeout_ms: TIMEOUT_MS,
             chunk: self.chunk as i32,
             xs_bytes: self.xs_bytes as i32,
-            knobs: env_i32("MOLLA_PK_SKIP", 0) | (env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8),
+            knobs: env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8,
             nw_bytes: self.nw_bytes as i32,
             trace: self.trace.as_ref().map_or(0, |t| gpu.ptr(t)),
             xq_off: self.xq_off as i32,
             stages: self.stages as i32,
+            l2_ahead: l2_ahead(),
+            pad: 0,
         };
         let f = &gpu.k.decode_persistent;
         let mut b = gpu.stream.launch_builder(f);
@@ -416,10 +486,13 @@ mod tests {
         assert_eq!(std::mem::offset_of!(PkStep, op), 200);
         assert_eq!(std::mem::offset_of!(PkStep, eps), 236);
         assert_eq!(std::mem::offset_of!(PkStep, res_smem), 240);
-        assert_eq!(size_of::<PkStep>(), 248);
+        assert_eq!(std::mem::offset_of!(PkStep, out_ll), 248);
+        assert_eq!(size_of::<PkStep>(), 256);
         assert_eq!(std::mem::offset_of!(PkArgs, nsteps), 32);
+        assert_eq!(std::mem::offset_of!(PkArgs, tag_base), 44);
         assert_eq!(std::mem::offset_of!(PkArgs, scale), 72);
-        assert_eq!(std::mem::offset_of!(PkArgs, xq_off), 104);
+        assert_eq!(std::mem::offset_of!(PkArgs, xq_off), 96);
+        assert_eq!(std::mem::offset_of!(PkArgs, l2_ahead), 104);
         assert_eq!(size_of::<PkArgs>(), 112);
     }
 }

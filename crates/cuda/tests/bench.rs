@@ -74,8 +74,10 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
         prev_end = end;
     }
     println!(
-        "{tag}: trace of one step, total {:.1} us",
-        (prev_end - t0) / 1e3
+        "{tag}: trace of one step, total {:.1} us; host: launch call {:.1} us, then {:.1} us until the logits are back",
+        (prev_end - t0) / 1e3,
+        t.host_us[0],
+        t.host_us[1]
     );
     println!("| step | count | wake | skew | input | weights | rest | work |");
     for (name, s) in names.iter().zip(sum) {
