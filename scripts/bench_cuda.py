@@ -94,6 +94,8 @@ def collect(a):
     gpu = ""
     if os.path.exists(os.path.join(a.raw, "gpu.txt")):
         gpu = open(os.path.join(a.raw, "gpu.txt")).read().strip()
+    cc = os.path.join(a.raw, "cpu-cache.txt")
+    cpu_cache = open(cc).read().strip() if os.path.exists(cc) else "f32"
     lists = token_lists()
     for name in names:
         row = {"model": name}
@@ -120,7 +122,7 @@ def collect(a):
         "date": a.date or datetime.date.today().isoformat(), "molla_commit": a.commit,
         "llama_cpp": a.llama_build, "gpu": gpu, "p": P, "n": N,
         "llama_bench_args": "-ngl 99 -fa 1 -p 512 -n 128 -o json", "rates": "medians of the repetitions",
-        "rows": rows, "logits": checks,
+        "rows": rows, "logits": checks, "cpu_cache": cpu_cache,
     }
     os.makedirs(a.out, exist_ok=True)
     json.dump(res, open(os.path.join(a.out, "cuda-bench.json"), "w"), indent=1)
@@ -145,7 +147,7 @@ def render(res, reproduce=None):
     if errs:
         lines += ["", "Errors:"] + errs
     lines += ["", f"Logits, `molla logits --device cuda` (prefill, and `--decode`: one token a step) vs "
-              f"`--device cpu` (prefill): pass = same top-1 and max |Δ logprob| over the CPU's top-16 <= {TOL}.", "",
+              f"`--device cpu --cache-type {res.get('cpu_cache', 'f32')}` (prefill): pass = same top-1 and max |Δ logprob| over the CPU's top-16 <= {TOL}.", "",
               "| model | tokens | cuda path | top-1 same | max Δ top-16 | max Δ all | CPU top-1 gap | pass |",
               "|---|---|---|---|---|---|---|---|"]
     for c in res["logits"]:

@@ -10,12 +10,16 @@
 #define ATT_WARPS 8
 #define ATT_TILE 1024
 
+// The barrier of attend's ATT_THREADS threads (named barrier 1): in a wider block (the persistent
+// kernel) only the first ATT_THREADS threads call attend.
+__device__ __forceinline__ void att_sync() { asm volatile("bar.sync 1, %0;" ::"n"(ATT_THREADS) : "memory"); }
+
 __device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     v = is_max ? warp_max(v) : warp_sum(v);
-    __syncthreads();  // red may still be read from the previous reduction
+    att_sync();  // red may still be read from the previous reduction
     if (lane == 0) red[warp] = v;
-    __syncthreads();
+    att_sync();
     float r = red[0];
     for (int w = 1; w < ATT_WARPS; w++) r = is_max ? fmaxf(r, red[w]) : r + red[w];
     return r;
@@ -60,7 +64,7 @@ __device__ __forceinline__ void values_vec(const float* ps, const u16* vbase, in
 
 // One query head's attention over cache positions 0 .. end-1 of kv head `kvh`: `qs` (shared,
 // hd floats, ready) against f16 keys and values; writes hdv values to `o`. The block's
-// ATT_THREADS threads must all call it.
+// first ATT_THREADS threads must all call it (and no others).
 __device__ void attend(const float* qs, const u16* __restrict__ kc, const u16* __restrict__ vc, int end, int kvh,
                        int kv_dim, int v_dim, int hd, int hdv, float scale, float* o) {
     __shared__ float ps[ATT_TILE];
@@ -73,7 +77,7 @@ __device__ void attend(const float* qs, const u16* __restrict__ kc, const u16* _
 #pragma unroll
     for (int j = 0; j < 8; j++) acc[j] = 0.f;
     float m = -__int_as_float(0x7f800000), l = 0.f;
-    __syncthreads();
+    att_sync();
     for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
         int np = min(ATT_TILE, end - p0);
         float tmax = -__int_as_float(0x7f800000);
@@ -111,7 +115,7 @@ __device__ void attend(const float* qs, const u16* __restrict__ kc, const u16* _
                 }
             }
         }
-        __syncthreads();  // ps is rewritten by the next tile
+        att_sync();  // ps is rewritten by the next tile
     }
     // Merge: lanes of a warp that hold the same dims (vector layout), then the warps.
     if (lp) {
@@ -128,13 +132,13 @@ __device__ void attend(const float* qs, const u16* __restrict__ kc, const u16* _
             if (d < hdv) sacc[warp][d] = acc[j];
         }
     }
-    __syncthreads();
+    att_sync();
     for (int d = threadIdx.x; d < hdv; d += ATT_THREADS) {
         float v = 0.f;
         for (int w = 0; w < ATT_WARPS; w++) v += sacc[w][d];
         o[d] = v / l;
     }
-    __syncthreads();  // ps, red and sacc are reused by the next call
+    att_sync();  // ps, red and sacc are reused by the next call
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention(const float* __restrict__ q, const u16* __restrict__ kc,

@@ -485,7 +485,8 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         __syncthreads();
         pk_stamp(a, 1);
         pk_stamp(a, 2);
-        attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
+        if (threadIdx.x < ATT_THREADS) attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
+        __syncthreads();
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) st_ll((u64*)st.out + (size_t)h * hdv + d, rq[d], tag);
         __syncthreads();  // rq is reloaded for the block's next head
     }

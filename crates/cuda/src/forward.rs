@@ -227,9 +227,11 @@ impl CudaModel {
             .clone()
     }
 
-    /// How prefill matmuls ran: "cublas f16" (tensor cores), "simt", or "not yet run".
+    /// How prefill matmuls ran: "cublas f16 hi+lo" (tensor cores, activations split in two f16
+    /// parts), "cublas f16", "simt", or "not yet run".
     pub fn prefill_path(&self) -> &'static str {
         match *self.blas.lock().unwrap_or_else(|e| e.into_inner()) {
+            BlasState::Ready(ref b) if b.split => "cublas f16 hi+lo",
             BlasState::Ready(_) => "cublas f16",
             BlasState::Absent => "simt",
             BlasState::Untried => "not yet run",
