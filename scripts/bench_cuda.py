@@ -194,6 +194,9 @@ def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("tokens")
+    cm = sub.add_parser("compare", help="one CPU and one CUDA `molla logits` file: a JSON line")
+    cm.add_argument("cpu")
+    cm.add_argument("cuda")
     c = sub.add_parser("collect")
     c.add_argument("--raw", required=True)
     c.add_argument("--out", required=True)
@@ -210,6 +213,13 @@ def main():
     if a.cmd == "tokens":
         for t in token_lists():
             print(",".join(map(str, t)))
+    elif a.cmd == "compare":
+        cpu, cerr = load(a.cpu)
+        g, gerr = load(a.cuda)
+        if cpu is None or g is None:
+            print(json.dumps({"error": cerr or gerr, "pass": False}))
+        else:
+            print(json.dumps(compare(cpu, g)))
     elif a.cmd == "collect":
         collect(a)
     else:

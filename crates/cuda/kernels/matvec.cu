@@ -212,8 +212,82 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a, int t, int blk, int
 
 extern "C" __global__ void matvec(const MvArgs a) { matvec_body(a, 0, blockIdx.x, gridDim.x); }
 
-// Batched decode: input row blockIdx.x (one token of each of gridDim.x sequences, rows of `cols`
-// values) and the rows' share blockIdx.y; each output row gets the bits `matvec` gives it for
-// that input alone. Consecutive blocks take the same weight rows for different inputs, so the
-// weights come from L2 after the first.
-extern "C" __global__ void matvec_batch(const MvArgs a) { matvec_body(a, blockIdx.x, blockIdx.y, gridDim.y); }
+// Inputs a batched matvec block prepares at most (one token of each of several sequences).
+#define MV_MULTI 8
+
+// One row's dot products with ng <= MV_MULTI prepared inputs (xs[g], xq[g]), each with the bits
+// row_dot_ty gives it alone.
+__device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, float* const* xs, const Xq* xq, int ng,
+                                              int cols, int lane, int lanes, float* acc) {
+    switch (ty) {
+        case T_Q4_0: row_dot_q16_multi<T_Q4_0, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
+        case T_Q4_1: row_dot_q16_multi<T_Q4_1, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
+        case T_Q5_0: row_dot_q16_multi<T_Q5_0, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
+        case T_Q5_1: row_dot_q16_multi<T_Q5_1, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
+        case T_Q8_0: row_dot_q16_multi<T_Q8_0, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
+        case T_Q4_K: row_dot_q16_multi<T_Q4_K, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
+        case T_Q5_K: row_dot_q16_multi<T_Q5_K, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
+        case T_Q6_K: row_dot_q16_multi<T_Q6_K, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
+        default:
+#pragma unroll
+            for (int g = 0; g < MV_MULTI; g++) acc[g] = g < ng ? row_dot_ty(ty, w, xs[g], xq[g], cols, lane, lanes) : 0.f;
+    }
+}
+
+// Batched decode: input rows t0 .. t0 + ng of n (one token of each of n sequences, rows of `cols`
+// values; t0 = blockIdx.y * per_block, ng <= per_block <= MV_MULTI) against the rows' share
+// blockIdx.x of gridDim.x: the block prepares its inputs once (each as `matvec` prepares it, f32
+// row then its q16 quantization, one after the other in shared memory) and reads each weight row
+// once for all of them. Output row r of input t goes to y + t * rows of its segment, with the
+// bits `matvec` gives it for that input alone.
+extern "C" __global__ void matvec_multi(const MvArgs a, int n, int per_block) {
+    extern __shared__ float4 smem4[];
+    int t0 = blockIdx.y * per_block, ng = min(per_block, n - t0);
+    size_t stride = ((size_t)a.cols * 4 + xq_bytes(a.cols)) / 4;  // floats a prepared input takes
+    float* xs[MV_MULTI];
+    Xq xq[MV_MULTI];
+#pragma unroll
+    for (int g = 0; g < MV_MULTI; g++) {
+        xs[g] = (float*)smem4 + (g < ng ? g : 0) * stride;
+        xq[g] = xq_at((u8*)(xs[g] + a.cols), a.cols);
+    }
+    for (int g = 0; g < ng; g++) load_input(a, (float*)smem4 + g * stride, t0 + g);
+    int lanes = a.lanes;
+    int lane = threadIdx.x & (lanes - 1);
+    int groups = blockDim.x / lanes;
+    int total = 0;
+    for (int i = 0; i < a.nseg; i++) total += a.seg[i].rows;
+    for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
+        int r = rb + threadIdx.x / lanes;
+        int si = 0;
+        while (si < a.nseg && r >= a.seg[si].rows) {
+            r -= a.seg[si].rows;
+            si++;
+        }
+        bool active = si < a.nseg;
+        float acc[MV_MULTI];
+        if (active) {
+            const MvSeg& s = a.seg[si];
+            row_dot_multi(s.ty, s.w + (size_t)r * s.row_bytes, xs, xq, ng, a.cols, lane, lanes, acc);
+        } else {
+#pragma unroll
+            for (int g = 0; g < MV_MULTI; g++) acc[g] = 0.f;
+        }
+        __syncwarp();
+#pragma unroll
+        for (int g = 0; g < MV_MULTI; g++) acc[g] = group_sum(acc[g], lanes);
+        if (active && lane == 0) {
+            const MvSeg& s = a.seg[si];
+#pragma unroll
+            for (int g = 0; g < MV_MULTI; g++) {
+                if (g < ng) {
+                    float* y = s.y + (size_t)(t0 + g) * s.rows;
+                    float v = acc[g];
+                    if (s.bias) v += s.bias[r];
+                    if (s.accumulate) v += y[r];
+                    y[r] = v;
+                }
+            }
+        }
+    }
+}

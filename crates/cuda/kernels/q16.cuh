@@ -350,3 +350,24 @@ __device__ __forceinline__ void rows_dot_q16(const u8* const* w, int nr, const X
             if (r < nr) acc[r] = __fadd_rn(acc[r], unit_q16<T>(w[r], xr, x, u));
     }
 }
+
+// One row's dot products with ng <= G inputs (xq[0 .. ng)), each with the bits row_dot_q16 gives
+// it alone (the same unit values, added in the same order): a unit's weights are read once for
+// all inputs (then from registers or L1), and the inputs' sums are independent chains.
+template <int T, int G>
+__device__ __forceinline__ void row_dot_q16_multi(const u8* __restrict__ w, const Xq* xq, int ng, int cols, int lane,
+                                                  int lanes, float* acc) {
+    int nu = q16_units<T>(cols);
+#pragma unroll
+    for (int g = 0; g < G; g++) acc[g] = 0.f;
+    for (int u = lane; u < nu; u += lanes) {
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            if (g < ng) {
+                int4 xr[8];
+                load_xu<T>(xq[g], u, xr);
+                acc[g] = __fadd_rn(acc[g], unit_q16<T>(w, xr, xq[g], u));
+            }
+        }
+    }
+}

@@ -28,7 +28,7 @@ fn libs_present() -> bool {
 pub(crate) struct Kernels {
     pub matvec: CudaFunction,
     /// The same over a batch of input rows (one token of each of several sequences).
-    pub matvec_batch: CudaFunction,
+    pub matvec_multi: CudaFunction,
     pub matmul: CudaFunction,
     pub rms_norm: CudaFunction,
     pub rope_store: CudaFunction,
@@ -133,7 +133,7 @@ impl Gpu {
         let f = |name: &str| module.load_function(name).map_err(drv("kernel lookup"));
         let k = Kernels {
             matvec: f("matvec")?,
-            matvec_batch: f("matvec_batch")?,
+            matvec_multi: f("matvec_multi")?,
             matmul: f("matmul")?,
             rms_norm: f("rms_norm")?,
             rope_store: f("rope_store")?,
@@ -155,7 +155,7 @@ impl Gpu {
             .shared_size_bytes()
             .map_err(drv("kernel attribute"))?;
         let max_smem = (optin - static_smem).max(48 * 1024 - static_smem).max(0) as usize;
-        for f in [&k.matvec, &k.matvec_batch] {
+        for f in [&k.matvec, &k.matvec_multi] {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 max_smem as i32,

@@ -116,6 +116,12 @@ pub(crate) fn even_lanes(cols: usize) -> i32 {
 
 const MV_THREADS: u32 = 128;
 
+/// Inputs a batched matvec block prepares at most (kernels/matvec.cu `MV_MULTI`).
+const MV_MULTI: usize = 8;
+
+/// Shared memory a batched matvec block aims to stay within.
+const MULTI_SMEM: usize = 48 * 1024;
+
 /// Shared-memory bytes of an input row of `cols` values quantized to 16 bits (kernels/q16.cuh
 /// `xq_bytes`): i16 quants, a scale and a sum per 32, a quant sum per 16.
 pub(crate) fn xq_bytes(cols: usize) -> usize {
@@ -178,24 +184,35 @@ pub(crate) unsafe fn matvec_rows(
     }
     a.nseg = outs.len().min(3) as i32;
     let rows_per_block = MV_THREADS as usize / a.lanes as usize;
+    let smem = cols * 4 + xq_bytes(cols);
+    if n > 1 {
+        // Batched: a block prepares up to MV_MULTI inputs (about 48 KiB of shared memory at most,
+        // so that several blocks share an SM) and reads its rows once for all of them.
+        let per_block = (MULTI_SMEM / smem).clamp(1, MV_MULTI);
+        let groups = n.div_ceil(per_block);
+        let blocks = total
+            .div_ceil(rows_per_block)
+            .clamp(1, (gpu.sm_count * 6).div_ceil(groups).max(8)) as u32;
+        let (n32, per32) = (n as i32, per_block as i32);
+        let mut b = gpu.stream.launch_builder(&gpu.k.matvec_multi);
+        b.arg(&a).arg(&n32).arg(&per32);
+        count_launch();
+        let cfg = cfg((blocks, groups as u32, 1), MV_THREADS, (per_block * smem) as u32);
+        // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
+        unsafe { b.launch(cfg) }.map_err(drv("matvec launch"))?;
+        return Ok(());
+    }
     // Blocks stride over rows beyond this: each block prepares the input once, so a big head
-    // (49152 rows) is not normalised 12288 times. A batch shares the blocks between its rows.
-    let n = n.max(1);
-    let blocks = total.div_ceil(rows_per_block).clamp(
-        1,
-        (gpu.sm_count * 6).div_ceil(n).max(8).min(gpu.sm_count * 6),
-    ) as u32;
-    let (f, grid) = if n > 1 {
-        (&gpu.k.matvec_batch, (n as u32, blocks, 1))
-    } else {
-        (&gpu.k.matvec, (blocks, 1, 1))
-    };
-    let mut b = gpu.stream.launch_builder(f);
+    // (49152 rows) is not normalised 12288 times.
+    let blocks = total
+        .div_ceil(rows_per_block)
+        .clamp(1, gpu.sm_count * 6) as u32;
+    let mut b = gpu.stream.launch_builder(&gpu.k.matvec);
     b.arg(&a);
     count_launch();
-    let smem = cols * 4 + xq_bytes(cols);
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
-    unsafe { b.launch(cfg(grid, MV_THREADS, smem as u32)) }.map_err(drv("matvec launch"))?;
+    unsafe { b.launch(cfg((blocks, 1, 1), MV_THREADS, smem as u32)) }
+        .map_err(drv("matvec launch"))?;
     Ok(())
 }
 

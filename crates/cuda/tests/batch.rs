@@ -32,10 +32,10 @@ fn batched_decode_gives_each_sequence_the_bits_it_gets_alone() {
         let m = load(&s);
         let tag = format!("{} {}", s.arch, s.ty);
         let mut rng = Rng::new(3);
-        const SEQS: usize = 11;
+        const SEQS: usize = 19;
         let prompts: Vec<Vec<u32>> = (0..SEQS)
             .map(|i| {
-                (0..1 + 7 * i)
+                (0..1 + 5 * i)
                     .map(|_| rng.below(s.n_vocab) as u32)
                     .collect()
             })
@@ -85,7 +85,7 @@ fn batched_decode_gives_each_sequence_the_bits_it_gets_alone() {
         for (a, b) in alone.iter().zip(&batched) {
             assert_eq!(a.len, b.len);
         }
-        println!("{tag}: 9 batched steps of 7-8 sequences, bit-identical to decoding alone");
+        println!("{tag}: 9 batched steps of 12-13 sequences, bit-identical to decoding alone");
     }
 }
 

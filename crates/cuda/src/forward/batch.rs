@@ -1,7 +1,7 @@
 //! Batched decode: one token for each of several sequences, each with its own cache and
 //! position, in one pass of launches (the server's continuous batching). Every matvec runs over
-//! all the sequences' rows at once (`matvec_batch`: consecutive blocks take the same weight rows
-//! for different sequences, so the weights are read from memory about once a step), and rope,
+//! all the sequences' rows at once (`matvec_multi`: a block prepares up to 8 sequences' inputs and
+//! reads each of its weight rows once for all of them), and rope,
 //! cache store and attention take each row's cache and position from a device table
 //! ([`KvRow`]). Each row goes through the same device code as a decode step of that sequence
 //! alone, so its logits have the same bits.
