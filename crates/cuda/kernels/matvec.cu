@@ -234,24 +234,36 @@ __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, 
     }
 }
 
-// Batched decode: input rows t0 .. t0 + ng of n (one token of each of n sequences, rows of `cols`
-// values; t0 = blockIdx.y * per_block, ng <= per_block <= MV_MULTI) against the rows' share
-// blockIdx.x of gridDim.x: the block prepares its inputs once (each as `matvec` prepares it, f32
-// row then its q16 quantization, one after the other in shared memory) and reads each weight row
-// once for all of them. Output row r of input t goes to y + t * rows of its segment, with the
-// bits `matvec` gives it for that input alone.
-extern "C" __global__ void matvec_multi(const MvArgs a, int n, int per_block) {
+// Batched decode, first pass: input row blockIdx.x of the batch prepared exactly as `matvec`
+// prepares it (the block is as wide, so RMSNorm sums in the same order), then stored at
+// prep + blockIdx.x * stride bytes: the f32 row, then its q16 quantization.
+extern "C" __global__ void matvec_prep(const MvArgs a, u8* prep, int stride) {
+    extern __shared__ float4 smem4[];
+    float* xs = (float*)smem4;
+    load_input(a, xs, blockIdx.x);
+    const int4* src = (const int4*)smem4;
+    int4* dst = (int4*)(prep + (size_t)blockIdx.x * stride);
+    for (int i = threadIdx.x; i < (stride >> 4); i += blockDim.x) dst[i] = src[i];
+}
+
+// Batched decode, second pass: input rows t0 .. t0 + ng of n (prepared by matvec_prep; t0 =
+// blockIdx.y * per_block, ng <= per_block <= MV_MULTI) against the rows' share blockIdx.x of
+// gridDim.x: the block copies its inputs into shared memory and reads each weight row once for
+// all of them. Output row r of input t goes to y + t * rows of its segment, with the bits
+// `matvec` gives it for that input alone.
+extern "C" __global__ void matvec_multi(const MvArgs a, int n, int per_block, const u8* prep, int stride) {
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.y * per_block, ng = min(per_block, n - t0);
-    size_t stride = ((size_t)a.cols * 4 + xq_bytes(a.cols)) / 4;  // floats a prepared input takes
+    const int4* src = (const int4*)(prep + (size_t)t0 * stride);
+    for (int i = threadIdx.x; i < ng * (stride >> 4); i += blockDim.x) smem4[i] = *(const float4*)(src + i);
     float* xs[MV_MULTI];
     Xq xq[MV_MULTI];
 #pragma unroll
     for (int g = 0; g < MV_MULTI; g++) {
-        xs[g] = (float*)smem4 + (g < ng ? g : 0) * stride;
+        xs[g] = (float*)((u8*)smem4 + (size_t)(g < ng ? g : 0) * stride);
         xq[g] = xq_at((u8*)(xs[g] + a.cols), a.cols);
     }
-    for (int g = 0; g < ng; g++) load_input(a, (float*)smem4 + g * stride, t0 + g);
+    __syncthreads();
     int lanes = a.lanes;
     int lane = threadIdx.x & (lanes - 1);
     int groups = blockDim.x / lanes;

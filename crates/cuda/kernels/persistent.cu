@@ -13,6 +13,10 @@
 // accesses, which the GPU performs whole, so a value is never seen without its tag. A writer
 // overwrites a buffer only after reading an input that every reader of the old contents helped
 // produce (each step's input depends on all of the previous step), so no reader can miss a value.
+// Wide vectors (the 8B's 14336-value FFN row) cost twice their bytes in tagged form and every
+// block reads them whole: above a width the host picks, a step writes plain f32 and every block
+// then adds 1 to a per-step counter (release); readers wait for epoch * blocks (acquire) and
+// load the plain row.
 //
 // The work of a step is split by block: a matvec's rows in contiguous ranges (the block prepares
 // the input once, each warp takes rows), attention by head. Each op computes exactly what the
@@ -74,8 +78,11 @@ struct PkStep {
     float eps;
     int res_smem;  // accumulate onto the raw input row the previous RMSNorm step of this block
                    // loaded (xraw in shared memory); the only accumulation the kernel does
-    int in_step;   // the step whose tagged output is this step's input (-1: none)
-    int out_ll;    // 1: outputs are tagged words; 0: plain f32 (the logits)
+    int in_step;   // the step whose output is this step's input (-1: none)
+    int out_ll;    // 1: outputs are tagged words; 0: plain f32
+    int in_ll;     // 1: the input is tagged words; 0: plain f32, ready once counters[in_step]
+                   // has every block's arrival
+    int arrive;    // 1: every block adds 1 to counters[this step] when done with it
     int pad;
 };
 
@@ -86,10 +93,12 @@ struct PkArgs {
     u64* trace;    // measurement, or null: per step and block, 8 words: global-timer ns when the
                    // step starts (weights issued) and ends; SM cycles spent on the input (its
                    // wait included), waiting for the first weights, and on the rest
+    u32* counters; // per step: arrivals, for steps with plain outputs (epoch * gridDim.x when done)
     int nsteps;
     u32 token;
     int pos;
     u32 tag_base;  // tag of step s's outputs: tag_base + s + 1
+    u32 epoch;     // launches since the counters were zeroed
     int n_head;
     int n_head_kv;
     int hd;
@@ -106,7 +115,6 @@ struct PkArgs {
     int xq_off;    // shared memory offset of the quantized input row (q16.cuh)
     int stages;    // chunk buffers (1 .. PK_MAX_STAGES), each chunk + 64 bytes, after the raw row
     int l2_ahead;  // chunks of a block's rows prefetched into L2 beyond those in shared memory
-    int pad;
 };
 
 __device__ __forceinline__ u64 global_ns() {
@@ -120,6 +128,55 @@ __shared__ long long pk_stamps[4];
 // Trace stamp k of the current step (thread 0, after a barrier): SM clock cycles.
 __device__ __forceinline__ void pk_stamp(const PkArgs& a, int k) {
     if (a.trace && threadIdx.x == 0) pk_stamps[k] = clock64();
+}
+
+__device__ __forceinline__ u32 ld_relaxed(const u32* p) {
+    u32 v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ u32 ld_acquire(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Waits until counters[in] has every block's arrival of this launch. False when the kernel must
+// stop (error or timeout). Thread 0 polls; the barrier hands what it saw to the whole block.
+__device__ bool pk_wait(const PkArgs& a, int in, int step) {
+    __shared__ int ok;
+    const u32* c = a.counters + in;
+    u32 target = a.epoch * gridDim.x;
+    if (threadIdx.x == 0) {
+        int good = 1;
+        if ((int)(ld_acquire(c) - target) < 0) {
+            u64 t0 = global_ns(), limit = (u64)a.timeout_ms * 1000000ull;
+            u32 nap = (a.knobs >> 8) & 0xff;
+            while ((int)(ld_relaxed(c) - target) < 0) {
+                if (nap) __nanosleep(nap);
+                if (*(volatile u32*)a.err != 0u) {
+                    good = 0;
+                    break;
+                }
+                if (global_ns() - t0 > limit) {
+                    atomicCAS(a.err, 0u, (u32)(step + 1));
+                    good = 0;
+                    break;
+                }
+            }
+            ld_acquire(c);
+        }
+        ok = good;
+    }
+    __syncthreads();
+    return ok != 0;
+}
+
+// The block's writes so far, released to whoever acquires the counter after this add.
+__device__ __forceinline__ void pk_arrive(u32* c) {
+    __syncthreads();
+    if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
 }
 
 __device__ __forceinline__ u32 pk_tag(const PkArgs& a, int step) { return a.tag_base + (u32)step + 1u; }
@@ -346,9 +403,13 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
             }
         }
         __syncthreads();
-    } else {
+    } else if (st.in_ll) {
         LlSeg seg = {(const u64*)st.x, xs, n};
         if (!pk_load_ll(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
+    } else {
+        if (!pk_wait(a, st.in_step, step)) return false;
+        load_row(st.x, xs, n);
+        __syncthreads();
     }
     if (st.prep != PK_PREP_PLAIN) {
         float scale = rms_scale(xs, n, st.eps, PK_NORM_THREADS);
@@ -465,7 +526,15 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         LlSeg segs[3] = {{(const u64*)st.q + (size_t)h * hd, rq, hd},
                          {(const u64*)st.k + (size_t)kvh * hd, rk, hd},
                          {(const u64*)st.v + (size_t)kvh * hdv, rv, hdv}};
-        if (!pk_load_ll(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
+        if (st.in_ll) {
+            if (!pk_load_ll(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
+        } else {
+            if (h == (int)blockIdx.x && !pk_wait(a, st.in_step, step)) return false;
+            const float* src[3] = {st.q + (size_t)h * hd, st.k + (size_t)kvh * hd, st.v + (size_t)kvh * hdv};
+            for (int j = 0; j < 3; j++)
+                for (int d = threadIdx.x; d < segs[j].n; d += PK_THREADS) segs[j].dst[d] = __ldcg(src[j] + d);
+            __syncthreads();
+        }
         u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) vd[d] = f2h(rv[d]);
         u16* kd = st.kc + (size_t)a.pos * kv_dim + (size_t)kvh * hd;
@@ -487,7 +556,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         pk_stamp(a, 2);
         if (threadIdx.x < ATT_THREADS) attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
         __syncthreads();
-        for (int d = threadIdx.x; d < hdv; d += PK_THREADS) st_ll((u64*)st.out + (size_t)h * hdv + d, rq[d], tag);
+        for (int d = threadIdx.x; d < hdv; d += PK_THREADS) pk_out(st, st.out, h * hdv + d, rq[d], tag);
         __syncthreads();  // rq is reloaded for the block's next head
     }
     return true;
@@ -518,6 +587,7 @@ __device__ void pk_body(const PkArgs& a) {
             cp_wait<0>();
             return;
         }
+        if (st.arrive) pk_arrive(a.counters + s);
         if (a.trace) {
             __syncthreads();
             if (threadIdx.x == 0) {

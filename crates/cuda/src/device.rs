@@ -29,6 +29,8 @@ pub(crate) struct Kernels {
     pub matvec: CudaFunction,
     /// The same over a batch of input rows (one token of each of several sequences).
     pub matvec_multi: CudaFunction,
+    /// Its first pass: each input row prepared once.
+    pub matvec_prep: CudaFunction,
     pub matmul: CudaFunction,
     pub rms_norm: CudaFunction,
     pub rope_store: CudaFunction,
@@ -134,6 +136,7 @@ impl Gpu {
         let k = Kernels {
             matvec: f("matvec")?,
             matvec_multi: f("matvec_multi")?,
+            matvec_prep: f("matvec_prep")?,
             matmul: f("matmul")?,
             rms_norm: f("rms_norm")?,
             rope_store: f("rope_store")?,
@@ -155,7 +158,7 @@ impl Gpu {
             .shared_size_bytes()
             .map_err(drv("kernel attribute"))?;
         let max_smem = (optin - static_smem).max(48 * 1024 - static_smem).max(0) as usize;
-        for f in [&k.matvec, &k.matvec_multi] {
+        for f in [&k.matvec, &k.matvec_multi, &k.matvec_prep] {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 max_smem as i32,

@@ -5,7 +5,7 @@ use crate::blas::{Blas, BlasState};
 use crate::device::Gpu;
 use crate::error::{CudaError, Result, drv};
 use crate::kv::{CHUNK, CudaKvCache, Graph, Ptrs, Scratch};
-use crate::launch::{self, Heads, KvAt, Out, Prep, WeightRef};
+use crate::launch::{self, Heads, KvAt, Out, Prep, Rows, WeightRef};
 use crate::persistent::{Input, Persistent, Steps};
 use crate::weights::DevMatrix;
 use cpu::Logits;
@@ -401,7 +401,7 @@ impl CudaModel {
         let out =
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         let eps = hp.rms_eps;
-        let mut st = Steps::default();
+        let mut st = Steps::new(crate::persistent::ll_max());
         for (li, l) in self.layers.iter().enumerate() {
             let input = if li == 0 {
                 Input::EmbedRmsNorm {
@@ -418,7 +418,12 @@ impl CudaModel {
                 out(&l.wv, v, self.opt(&l.bv), false),
             ];
             st.matvec(&qkv, hp.n_embd, input);
-            st.attention((q, k, v), self.cache_ptrs(kv, li), att);
+            st.attention(
+                (q, k, v),
+                self.cache_ptrs(kv, li),
+                att,
+                hp.n_head * hp.head_dim_v,
+            );
             // wo and down add onto x, which the q/k/v and gate/up steps before them read.
             st.residual(
                 &out(&l.wo, x, 0, true),
@@ -548,25 +553,27 @@ impl CudaModel {
         };
         let logits = g.ptr(&kv.decode.logits);
         // SAFETY: the decode scratch holds one token and the cache has room for it.
-        unsafe { self.step_launches(&kv.decode, g.ptr(&kv.tokens), at, logits, 1) }
+        unsafe { self.step_launches(&kv.decode, g.ptr(&kv.tokens), at, logits, Rows::ONE) }
     }
 
-    /// The launches of one decode step over `n` tokens, one for each sequence whose cache layer
-    /// `li` is `at(li)` (one sequence: `n` = 1): embedding, per layer the fused matvecs, rope,
-    /// cache store and attention; the head's logits (n rows) to `logits`. Each row gets the bits
-    /// a step of its sequence alone gives.
+    /// The launches of one decode step over `rows.n` tokens, one for each sequence whose cache
+    /// layer `li` is `at(li)` (one sequence: `Rows::ONE`): embedding, per layer the fused
+    /// matvecs, rope, cache store and attention; the head's logits (n rows) to `logits`. Each row
+    /// gets the bits a step of its sequence alone gives.
     ///
     /// # Safety
-    /// `s` holds `n` rows, `tokens` `n` device u32s, `logits` `n` rows of the vocabulary, and
-    /// every cache `at` names has room for its position.
+    /// `s` holds `n` rows, `tokens` `n` device u32s, `logits` `n` rows of the vocabulary, every
+    /// cache `at` names has room for its position, and `rows.prep` is as `launch::matvec_rows`
+    /// needs for the widest input (`self.max_cols()`).
     unsafe fn step_launches(
         &self,
         s: &Scratch,
         tokens: u64,
         at: impl Fn(usize) -> KvAt,
         logits: u64,
-        n: usize,
+        rows: Rows,
     ) -> Result<()> {
+        let n = rows.n;
         let (g, hp) = (&self.gpu, &self.hp);
         let p = |b: &CudaSlice<f32>| g.ptr(b);
         let Ptrs {
@@ -592,15 +599,15 @@ impl CudaModel {
                     out(&l.wv, v, self.opt(&l.bv), false),
                 ];
                 let norm = Prep::RmsNorm(p(&l.attn_norm), eps);
-                launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, n)?;
+                launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, rows)?;
                 self.rope_attend((q, k, v), at(li), att, n)?;
                 let wo = [out(&l.wo, x, 0, true)];
-                launch::matvec_rows(g, &wo, hp.n_head * hp.head_dim_v, att, Prep::Plain, n)?;
+                launch::matvec_rows(g, &wo, hp.n_head * hp.head_dim_v, att, Prep::Plain, rows)?;
                 let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
                 let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
-                launch::matvec_rows(g, &gu, hp.n_embd, x, norm, n)?;
+                launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
                 let down = [out(&l.w_down, x, 0, true)];
-                launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::SwiGlu(up), n)?;
+                launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::SwiGlu(up), rows)?;
             }
             let head = [Out {
                 w: self.output(),
@@ -609,7 +616,7 @@ impl CudaModel {
                 accumulate: false,
             }];
             let norm = Prep::RmsNorm(p(&self.output_norm), eps);
-            launch::matvec_rows(g, &head, hp.n_embd, x, norm, n)
+            launch::matvec_rows(g, &head, hp.n_embd, x, norm, rows)
         }
     }
 

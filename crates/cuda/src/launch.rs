@@ -141,23 +141,44 @@ pub(crate) unsafe fn matvec(
     prep: Prep,
 ) -> Result<()> {
     // SAFETY: as the caller guarantees.
-    unsafe { matvec_rows(gpu, outs, cols, x, prep, 1) }
+    unsafe { matvec_rows(gpu, outs, cols, x, prep, Rows::ONE) }
 }
 
-/// [`matvec`] for `n` input rows (`x`: n rows of `cols`; `Prep::SwiGlu`'s second input alike),
-/// one token of each of `n` sequences: output row t of each matrix goes to `y + t * rows`, with
-/// the bits `matvec` gives that input alone.
+/// How many input rows a decode matvec takes: one, or one token of each of `n` sequences, with
+/// `prep` a device buffer of `n * prep_stride(cols)` bytes for the prepared inputs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rows {
+    pub n: usize,
+    pub prep: u64,
+}
+
+impl Rows {
+    pub const ONE: Rows = Rows { n: 1, prep: 0 };
+}
+
+/// Bytes one prepared input row of `cols` values takes (f32 row, then its q16 quantization).
+pub(crate) fn prep_stride(cols: usize) -> usize {
+    cols * 4 + xq_bytes(cols)
+}
+
+/// [`matvec`] for `rows.n` input rows (`x`: n rows of `cols`; `Prep::SwiGlu`'s second input
+/// alike), one token of each of n sequences: output row t of each matrix goes to `y + t * rows`,
+/// with the bits `matvec` gives that input alone. Several rows take two launches: each input
+/// prepared once (`matvec_prep`, into `rows.prep`), then the rows of every matrix read once for
+/// up to 8 inputs (`matvec_multi`).
 ///
 /// # Safety
-/// As [`matvec`], with `n` rows in every input and output buffer.
+/// As [`matvec`], with `n` rows in every input and output buffer and, for n > 1, `rows.prep`
+/// holding `n * prep_stride(cols)` bytes.
 pub(crate) unsafe fn matvec_rows(
     gpu: &Gpu,
     outs: &[Out],
     cols: usize,
     x: u64,
     prep: Prep,
-    n: usize,
+    rows: Rows,
 ) -> Result<()> {
+    let n = rows.n;
     let mut a = MvArgs {
         cols: cols as i32,
         x,
@@ -184,10 +205,22 @@ pub(crate) unsafe fn matvec_rows(
     }
     a.nseg = outs.len().min(3) as i32;
     let rows_per_block = MV_THREADS as usize / a.lanes as usize;
-    let smem = cols * 4 + xq_bytes(cols);
+    let smem = prep_stride(cols);
     if n > 1 {
-        // Batched: a block prepares up to MV_MULTI inputs (about 48 KiB of shared memory at most,
-        // so that several blocks share an SM) and reads its rows once for all of them.
+        if rows.prep == 0 {
+            return Err(crate::error::CudaError::Unsupported(
+                "batched matvec without its input buffer".into(),
+            ));
+        }
+        let stride = smem as i32;
+        let mut b = gpu.stream.launch_builder(&gpu.k.matvec_prep);
+        b.arg(&a).arg(&rows.prep).arg(&stride);
+        count_launch();
+        // SAFETY: the caller guarantees the addresses and the buffer's size.
+        unsafe { b.launch(cfg((n as u32, 1, 1), MV_THREADS, smem as u32)) }
+            .map_err(drv("matvec launch"))?;
+        // A block reads up to MV_MULTI prepared inputs (about 48 KiB of shared memory at most, so
+        // that several blocks share an SM) and its rows once for all of them.
         let per_block = (MULTI_SMEM / smem).clamp(1, MV_MULTI);
         let groups = n.div_ceil(per_block);
         let blocks = total
@@ -195,7 +228,7 @@ pub(crate) unsafe fn matvec_rows(
             .clamp(1, (gpu.sm_count * 6).div_ceil(groups).max(8)) as u32;
         let (n32, per32) = (n as i32, per_block as i32);
         let mut b = gpu.stream.launch_builder(&gpu.k.matvec_multi);
-        b.arg(&a).arg(&n32).arg(&per32);
+        b.arg(&a).arg(&n32).arg(&per32).arg(&rows.prep).arg(&stride);
         count_launch();
         let cfg = cfg((blocks, groups as u32, 1), MV_THREADS, (per_block * smem) as u32);
         // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.

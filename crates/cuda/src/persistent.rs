@@ -47,6 +47,8 @@ pub(crate) struct PkStep {
     res_smem: i32,
     in_step: i32,
     out_ll: i32,
+    in_ll: i32,
+    arrive: i32,
     pad: i32,
 }
 
@@ -61,10 +63,12 @@ struct PkArgs {
     err: u64,
     freqs: u64,
     trace: u64,
+    counters: u64,
     nsteps: i32,
     token: u32,
     pos: i32,
     tag_base: u32,
+    epoch: u32,
     n_head: i32,
     n_head_kv: i32,
     hd: i32,
@@ -80,7 +84,6 @@ struct PkArgs {
     xq_off: i32,
     stages: i32,
     l2_ahead: i32,
-    pad: i32,
 }
 
 // SAFETY: as for PkStep.
@@ -96,9 +99,9 @@ pub(crate) enum Input {
     EmbedRmsNorm { emb: WeightRef, w: u64, eps: f32 },
 }
 
-/// Builds the step list on the host. Steps pass values through tagged buffers (kernels/
-/// persistent.cu): every buffer a step reads must be one an earlier step wrote, and the list
-/// records which step that was.
+/// Builds the step list on the host. Steps pass values through tagged buffers, or plain ones
+/// with a counter when wider than `ll_max` values (kernels/persistent.cu): every buffer a step
+/// reads must be one an earlier step wrote, and the list records which step that was.
 #[derive(Default)]
 pub(crate) struct Steps {
     pub list: Vec<PkStep>,
@@ -108,23 +111,44 @@ pub(crate) struct Steps {
     pub max_row: usize,
     /// Widest input that is RMS-normalised (its weights are staged in shared memory).
     pub max_norm_cols: usize,
-    /// The last step that wrote each tagged buffer (by address).
-    writer: std::collections::HashMap<u64, i32>,
+    /// The last step that wrote each buffer (by address), and whether in tagged form.
+    writer: std::collections::HashMap<u64, (i32, bool)>,
+    /// Widest output a step writes in tagged form.
+    ll_max: usize,
     /// A read of a buffer no step wrote, or an accumulation the kernel does not do.
     bad: Option<String>,
 }
 
 impl Steps {
-    /// The step that last wrote tagged buffer `x`.
-    fn producer(&mut self, x: u64) -> i32 {
+    /// A builder whose steps write outputs of up to `ll_max` values in tagged form.
+    pub fn new(ll_max: usize) -> Steps {
+        Steps {
+            ll_max,
+            ..Steps::default()
+        }
+    }
+
+    /// The step that last wrote buffer `x`, and whether in tagged form.
+    fn producer(&mut self, x: u64) -> (i32, bool) {
         match self.writer.get(&x) {
-            Some(&s) => s,
+            Some(&w) => w,
             None => {
                 self.bad
                     .get_or_insert_with(|| format!("step {} reads a buffer no step wrote", self.list.len()));
-                -1
+                (-1, false)
             }
         }
+    }
+
+    /// Fewest rows of a matvec step (a block must have rows in every step it reads for, see
+    /// kernels/persistent.cu).
+    pub fn min_rows(&self) -> usize {
+        self.list
+            .iter()
+            .filter(|s| s.op == OP_MATVEC)
+            .map(|s| s.total.max(0) as usize)
+            .min()
+            .unwrap_or(0)
     }
 
     fn input(&mut self, st: &mut PkStep, input: Input, cols: usize) {
@@ -134,11 +158,18 @@ impl Steps {
             self.max_norm_cols = self.max_norm_cols.max(cols);
         }
         st.in_step = -1;
+        let mut from = |x: u64, st: &mut PkStep| {
+            let (s, ll) = self.producer(x);
+            (st.in_step, st.in_ll) = (s, i32::from(ll));
+        };
         match input {
-            Input::Plain(x) => (st.prep, st.x, st.in_step) = (PREP_PLAIN, x, self.producer(x)),
+            Input::Plain(x) => {
+                (st.prep, st.x) = (PREP_PLAIN, x);
+                from(x, st);
+            }
             Input::RmsNorm(x, w, eps) => {
                 (st.prep, st.x, st.norm_w, st.eps) = (PREP_RMSNORM, x, w, eps);
-                st.in_step = self.producer(x);
+                from(x, st);
             }
             Input::EmbedRmsNorm { emb, w, eps } => {
                 st.prep = PREP_EMBED_RMSNORM;
@@ -149,13 +180,17 @@ impl Steps {
         }
     }
 
-    /// Records the step being added as the writer of its tagged outputs.
-    fn push(&mut self, mut st: PkStep, outs: &[u64], tagged: bool) {
-        st.out_ll = i32::from(tagged);
+    /// Records the step being added as the writer of its outputs (`len`: the widest, in values):
+    /// tagged when `tagged` and no wider than `ll_max`, else plain f32 with a counter (plain
+    /// outputs no step reads, the logits, need none).
+    fn push(&mut self, mut st: PkStep, outs: &[u64], len: usize, tagged: bool) {
+        let ll = tagged && len <= self.ll_max;
+        st.out_ll = i32::from(ll);
+        st.arrive = i32::from(tagged && !ll);
         let s = self.list.len() as i32;
         if tagged {
             for &y in outs {
-                self.writer.insert(y, s);
+                self.writer.insert(y, (s, ll));
             }
         }
         self.list.push(st);
@@ -209,7 +244,8 @@ impl Steps {
             self.max_row = self.max_row.max(o.w.row_bytes);
         }
         let ys: Vec<u64> = outs.iter().take(3).map(|o| o.y).collect();
-        self.push(st, &ys, tagged);
+        let len = outs.iter().take(3).map(|o| o.w.rows).max().unwrap_or(0);
+        self.push(st, &ys, len, tagged);
     }
 
     /// `y = silu(gate · x) * (up · x)` into gate's output.
@@ -225,14 +261,20 @@ impl Steps {
         self.seg(&mut st, 0, gate);
         self.seg(&mut st, 1, up);
         self.max_row = self.max_row.max(gate.w.row_bytes + up.w.row_bytes);
-        self.push(st, &[gate.y], true);
+        self.push(st, &[gate.y], gate.w.rows, true);
     }
 
-    /// Rope, cache store and attention of one layer: (q, k, v) raw (tagged, one step wrote all
-    /// three), caches, output (tagged).
-    pub fn attention(&mut self, (q, k, v): (u64, u64, u64), (kc, vc): (u64, u64), out: u64) {
-        let in_step = self.producer(q);
-        if self.producer(k) != in_step || self.producer(v) != in_step {
+    /// Rope, cache store and attention of one layer: (q, k, v) raw (one step wrote all three),
+    /// caches, output (`out_len` values).
+    pub fn attention(
+        &mut self,
+        (q, k, v): (u64, u64, u64),
+        (kc, vc): (u64, u64),
+        out: u64,
+        out_len: usize,
+    ) {
+        let (in_step, in_ll) = self.producer(q);
+        if self.producer(k) != (in_step, in_ll) || self.producer(v) != (in_step, in_ll) {
             self.bad
                 .get_or_insert_with(|| "attention: q, k and v come from different steps".into());
         }
@@ -245,9 +287,10 @@ impl Steps {
             vc,
             out,
             in_step,
+            in_ll: i32::from(in_ll),
             ..PkStep::default()
         };
-        self.push(st, &[out], true);
+        self.push(st, &[out], out_len, true);
     }
 }
 
@@ -271,8 +314,11 @@ pub(crate) struct Persistent {
     steps: CudaSlice<PkStep>,
     /// The tagged buffers the steps pass values through (x, q, k, v, attention out, gate).
     ll: CudaSlice<u64>,
+    /// Per step: blocks done with it, for steps with plain outputs.
+    counters: CudaSlice<u32>,
     nsteps: usize,
-    /// Launches since `ll` was last zeroed: step s's tag is epoch * nsteps + s + 1.
+    /// Launches since `ll` and `counters` were last zeroed: step s's tag is
+    /// epoch * nsteps + s + 1, and a counter reaches epoch * grid.
     epoch: u32,
     grid: u32,
     smem: u32,
@@ -309,6 +355,12 @@ fn chunk_bytes() -> usize {
 /// chunks of weights are in flight while one is decoded.
 fn stages() -> usize {
     env_i32("MOLLA_PK_STAGES", 2).clamp(1, 4) as usize
+}
+
+/// Widest output (values) a step hands over in tagged words (`MOLLA_PK_LL_MAX`, default 2048);
+/// wider ones go plain with a counter: tagged words double the bytes every block reads.
+pub(crate) fn ll_max() -> usize {
+    env_i32("MOLLA_PK_LL_MAX", 2048).max(0) as usize
 }
 
 /// Chunks of a block's rows prefetched into L2 ahead of their copy into shared memory
@@ -369,6 +421,9 @@ impl Persistent {
             b if b > 0 => grid.min(b as u32),
             _ => grid,
         };
+        // Every block must own rows of every matvec step: a block that only read a step's input
+        // would not hold back the next writer of that input (kernels/persistent.cu).
+        let grid = grid.min(steps.min_rows().max(1) as u32);
         let trace = if env_i32("MOLLA_PK_TRACE", 0) != 0 {
             Some(gpu.zeros(8 * steps.list.len() * grid as usize)?)
         } else {
@@ -378,6 +433,7 @@ impl Persistent {
             trace,
             ops: steps.list.iter().map(|s| s.op).collect(),
             ll,
+            counters: gpu.zeros(steps.list.len())?,
             steps: gpu.upload(&steps.list)?,
             nsteps: steps.list.len(),
             epoch: 0,
@@ -428,9 +484,12 @@ impl Persistent {
         freqs: u64,
     ) -> Result<()> {
         let n = self.nsteps as u64;
-        if (u64::from(self.epoch) + 2) * n >= u64::from(u32::MAX) {
-            // Tags would repeat: zeroed words carry tag 0, which no step uses.
+        let e = u64::from(self.epoch);
+        if (e + 2) * n >= u64::from(u32::MAX) || (e + 2) * u64::from(self.grid) >= 1 << 31 {
+            // Tags would repeat, or counters come near the wrapping comparison's range: zeroed
+            // words carry tag 0, which no step uses.
             gpu.clear(&mut self.ll)?;
+            gpu.clear(&mut self.counters)?;
             self.epoch = 0;
         }
         self.epoch += 1;
@@ -442,6 +501,8 @@ impl Persistent {
             token,
             pos: pos as i32,
             tag_base: (u64::from(self.epoch) * n) as u32,
+            epoch: self.epoch,
+            counters: gpu.ptr(&self.counters),
             n_head: h.n_head as i32,
             n_head_kv: h.n_head_kv as i32,
             hd: h.head_dim as i32,
@@ -458,7 +519,6 @@ impl Persistent {
             xq_off: self.xq_off as i32,
             stages: self.stages as i32,
             l2_ahead: l2_ahead(),
-            pad: 0,
         };
         let f = &gpu.k.decode_persistent;
         let mut b = gpu.stream.launch_builder(f);
@@ -487,12 +547,14 @@ mod tests {
         assert_eq!(std::mem::offset_of!(PkStep, eps), 236);
         assert_eq!(std::mem::offset_of!(PkStep, res_smem), 240);
         assert_eq!(std::mem::offset_of!(PkStep, out_ll), 248);
-        assert_eq!(size_of::<PkStep>(), 256);
-        assert_eq!(std::mem::offset_of!(PkArgs, nsteps), 32);
-        assert_eq!(std::mem::offset_of!(PkArgs, tag_base), 44);
-        assert_eq!(std::mem::offset_of!(PkArgs, scale), 72);
-        assert_eq!(std::mem::offset_of!(PkArgs, xq_off), 96);
-        assert_eq!(std::mem::offset_of!(PkArgs, l2_ahead), 104);
-        assert_eq!(size_of::<PkArgs>(), 112);
+        assert_eq!(std::mem::offset_of!(PkStep, arrive), 256);
+        assert_eq!(size_of::<PkStep>(), 264);
+        assert_eq!(std::mem::offset_of!(PkArgs, counters), 32);
+        assert_eq!(std::mem::offset_of!(PkArgs, nsteps), 40);
+        assert_eq!(std::mem::offset_of!(PkArgs, epoch), 56);
+        assert_eq!(std::mem::offset_of!(PkArgs, scale), 84);
+        assert_eq!(std::mem::offset_of!(PkArgs, xq_off), 108);
+        assert_eq!(std::mem::offset_of!(PkArgs, l2_ahead), 116);
+        assert_eq!(size_of::<PkArgs>(), 120);
     }
 }

@@ -1,7 +1,7 @@
 //! Batched decode: one token for each of several sequences, each with its own cache and
 //! position, in one pass of launches (the server's continuous batching). Every matvec runs over
-//! all the sequences' rows at once (`matvec_multi`: a block prepares up to 8 sequences' inputs and
-//! reads each of its weight rows once for all of them), and rope,
+//! all the sequences' rows at once (`matvec_prep` prepares each input once, then a
+//! `matvec_multi` block reads each of its weight rows once for up to 8 of them), and rope,
 //! cache store and attention take each row's cache and position from a device table
 //! ([`KvRow`]). Each row goes through the same device code as a decode step of that sequence
 //! alone, so its logits have the same bits.
@@ -10,7 +10,7 @@ use super::CudaModel;
 use crate::device::Gpu;
 use crate::error::{CudaError, Result, drv};
 use crate::kv::{CudaKvCache, Scratch};
-use crate::launch::{KvAt, KvRow};
+use crate::launch::{KvAt, KvRow, Rows, prep_stride};
 use cpu::Logits;
 use cudarc::driver::CudaSlice;
 use model::HParams;
@@ -22,11 +22,14 @@ pub(crate) struct BatchBufs {
     tokens: CudaSlice<u32>,
     rows: CudaSlice<KvRow>,
     logits: CudaSlice<f32>,
+    /// Each matvec's inputs, prepared once (launch::Rows).
+    prep: CudaSlice<u8>,
 }
 
 impl BatchBufs {
-    fn new(g: &Gpu, hp: &HParams, n: usize) -> Result<BatchBufs> {
+    fn new(g: &Gpu, hp: &HParams, n: usize, max_cols: usize) -> Result<BatchBufs> {
         Ok(BatchBufs {
+            prep: g.zeros(n * prep_stride(max_cols))?,
             n,
             s: Scratch::new(g, hp, n)?,
             tokens: g.zeros(n)?,
@@ -65,7 +68,12 @@ impl CudaModel {
         }
         let b = match &mut *bufs {
             Some(b) => b,
-            none => none.insert(BatchBufs::new(g, hp, n.next_power_of_two().max(8))?),
+            none => none.insert(BatchBufs::new(
+                g,
+                hp,
+                n.next_power_of_two().max(8),
+                self.max_cols(),
+            )?),
         };
         let tokens: Vec<u32> = seqs.iter().map(|(t, _)| *t).collect();
         g.write(&tokens, &mut b.tokens)?;
@@ -83,9 +91,14 @@ impl CudaModel {
         g.write(&rows, &mut b.rows)?;
         let rows = g.ptr(&b.rows);
         let at = |layer| KvAt::Rows { rows, layer };
-        // SAFETY: every buffer is sized for `n` rows (b.n >= n), each row's cache has room for
-        // its position (checked above), and all addresses belong to this model and its caches.
-        unsafe { self.step_launches(&b.s, g.ptr(&b.tokens), at, g.ptr(&b.logits), n)? };
+        let batch = Rows {
+            n,
+            prep: g.ptr(&b.prep),
+        };
+        // SAFETY: every buffer is sized for `n` rows (b.n >= n; prep for the widest input), each
+        // row's cache has room for its position (checked above), and all addresses belong to
+        // this model and its caches.
+        unsafe { self.step_launches(&b.s, g.ptr(&b.tokens), at, g.ptr(&b.logits), batch)? };
         let mut out = vec![0.0f32; n * vocab];
         g.download(&b.logits, &mut out)?;
         for (_, kv) in seqs.iter_mut() {
