@@ -67,6 +67,15 @@ def fill_rates(row):
     row["tg_ratio"] = row["molla_tg"] / row["llama_tg"] if row["molla_tg"] and row["llama_tg"] else None
 
 
+TIE = 1e-3
+
+
+def tie_bound(c):
+    """For a stored check without the tie field: a flip between tokens t (CPU's top-1) and g
+    (CUDA's) means cpu[t] - cpu[g] <= 2 * max |d| over the vocabulary, so that bound decides."""
+    return not c.get("top1_same", True) and c.get("max_abs_d_top16", 1) <= TOL and 2 * c.get("max_abs_d_all", 1) < TIE
+
+
 def compare(cpu, gpu):
     """Same top-1, max |d logprob| over the CPU's top-16 and over the whole vocabulary."""
     a, b = cpu["logprobs"], gpu["logprobs"]
@@ -84,6 +93,9 @@ def compare(cpu, gpu):
         "max_abs_d_top16": d16, "max_abs_d_all": dall, "nonfinite": bad,
     }
     res["pass"] = res["top1_same"] and d16 <= TOL
+    # A near-tie: the CPU's log-probs of its top-1 and of CUDA's top-1 are within TIE of each
+    # other (20x below the tolerance). Reported apart, never counted as a pass.
+    res["tie"] = not res["top1_same"] and not bad and d16 <= TOL and a[order[0]] - a[top1_gpu] < TIE
     return res
 
 
@@ -155,11 +167,18 @@ def render(res, reproduce=None):
         if "error" in c:
             lines.append(f"| {c['model']} | {c['n_tokens']} | {path} | - | - | - | - | FAIL: {c['error'][:120]} |")
             continue
+        verdict = "ok" if c["pass"] else "FAIL (near-tie)" if c.get("tie") else "FAIL"
         lines.append(f"| {c['model']} | {c['n_tokens']} | {path} | {'yes' if c['top1_same'] else 'NO'} "
-                     f"| {c['max_abs_d_top16']:.2e} | {c['max_abs_d_all']:.2e} | {c['top1_gap_cpu']:.4f} "
-                     f"| {'ok' if c['pass'] else 'FAIL'} |")
+                     f"| {c['max_abs_d_top16']:.2e} | {c['max_abs_d_all']:.2e} | {c['top1_gap_cpu']:.2e} "
+                     f"| {verdict} |")
     n_ok = sum(1 for c in res["logits"] if c.get("pass"))
+    ties = [c for c in res["logits"] if c.get("tie")]
     lines += ["", f"Logits checks passed: {n_ok}/{len(res['logits'])}."]
+    if ties:
+        lines += [f"{len(ties)} of the failures are near-ties: the CPU's log-probs of its top-1 and of CUDA's "
+                  f"are less than {TIE} apart (CPU top-two gap "
+                  + ", ".join(f"{c['top1_gap_cpu']:.1e}" for c in ties)
+                  + "), far inside the tolerance; which of the two comes first is within rounding on either backend."]
     if reproduce:
         lines += ["", reproduce.strip()]
     return "\n".join(lines) + "\n"
@@ -181,6 +200,9 @@ def report(a):
         fill_rates(row)  # older files may hold llama-bench means
     merged["rates"] = "medians of the repetitions"
     merged["logits"].sort(key=lambda x: key(x["model"]))
+    for c in merged["logits"]:
+        if "tie" not in c and "error" not in c:
+            c["tie"] = tie_bound(c)
     if a.date:
         merged["date"] = a.date
     repro = open(a.reproduce).read() if a.reproduce else None
