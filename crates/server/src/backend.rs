@@ -197,6 +197,17 @@ impl Cache {
         }
     }
 
+    /// Forgets every position from `len` on (keeps the first `len`).
+    pub fn truncate(&mut self, len: usize) {
+        match self {
+            Cache::Cpu(c) => c.len = c.len.min(len),
+            #[cfg(feature = "cuda")]
+            Cache::Cuda(c) => c.len = c.len.min(len),
+            #[cfg(feature = "gpu")]
+            Cache::Gpu(c) => c.len = c.len.min(len),
+        }
+    }
+
     /// How many tokens the cache holds.
     pub fn len(&self) -> usize {
         match self {

@@ -1,5 +1,7 @@
 //! The engine: one OS thread that owns the backend and `parallel` KV caches (slots), and runs
-//! continuous batching over them. Each step admits waiting requests into free slots (FIFO),
+//! continuous batching over them. Each step admits waiting requests into free slots (FIFO; a
+//! request takes the free slot whose cache already holds the longest run of whole prefill chunks
+//! of its prompt, and keeps them: prefix reuse, the same bits as prefilling them again),
 //! prefills whole chunks of waiting prompts up to a per-step token budget (oldest first), then
 //! runs one batched decode over every active sequence's next token ([`Backend::forward_batch`]: the weights are read once for all rows on
 //! the CPU). A sequence whose client went away is dropped before the next step and its slot
@@ -52,6 +54,8 @@ pub struct Done {
     pub stop: Option<String>,
     pub prompt_tokens: usize,
     pub completion_tokens: usize,
+    /// Prompt tokens whose keys and values were already in the slot's cache (not prefilled).
+    pub cached_tokens: usize,
 }
 
 /// Embedding vectors of several inputs, or why they failed.
@@ -104,7 +108,13 @@ impl Engine {
                     ctx,
                     chunk: chunk.max(1),
                     metrics: &m,
-                    free: caches,
+                    free: caches
+                        .into_iter()
+                        .map(|cache| Slot {
+                            cache,
+                            prompt: Vec::new(),
+                        })
+                        .collect(),
                     active: Vec::new(),
                 };
                 e.run(rx)
@@ -144,6 +154,13 @@ impl Engine {
     }
 }
 
+/// A free slot: its cache, and the prompt tokens whose prefill is in it (positions
+/// 0..prompt.len(), in whole chunks as the engine prefilled them).
+struct Slot {
+    cache: Cache,
+    prompt: Vec<u32>,
+}
+
 /// A sequence in a slot.
 struct Active<'t> {
     seq: Seq<'t>,
@@ -156,6 +173,27 @@ struct Active<'t> {
     last_token: Option<Instant>,
     /// The prompt and how much of it is in the cache, while prefilling.
     prefill: Option<(Vec<u32>, usize)>,
+    /// The prompt, once prefilled.
+    prompt: Vec<u32>,
+    /// Prompt tokens taken from the slot's cache.
+    cached_tokens: usize,
+}
+
+impl Active<'_> {
+    /// The slot back, with what of the prompt its cache holds.
+    fn into_slot(self) -> Slot {
+        let prompt = match self.prefill {
+            Some((mut p, pos)) => {
+                p.truncate(pos);
+                p
+            }
+            None => self.prompt,
+        };
+        Slot {
+            cache: self.cache,
+            prompt,
+        }
+    }
 }
 
 struct Runner<'a> {
@@ -165,8 +203,8 @@ struct Runner<'a> {
     /// Most prompt tokens prefilled in one step.
     chunk: usize,
     metrics: &'a Metrics,
-    /// Caches of the free slots.
-    free: Vec<Cache>,
+    /// The free slots.
+    free: Vec<Slot>,
     active: Vec<Active<'a>>,
 }
 
@@ -212,43 +250,59 @@ impl<'a> Runner<'a> {
                 if events.is_closed() {
                     return;
                 }
-                if let Some(cache) = self.free.pop() {
-                    self.admit(job, events, cache, at);
+                if let Some(slot) = self.pick_slot(&job.prompt) {
+                    self.admit(job, events, slot, at);
                 }
             }
         }
     }
 
-    /// Takes `job` into a slot: its prompt is prefilled over the next steps, a chunk a step.
-    fn admit(
-        &mut self,
-        job: Job,
-        events: UnboundedSender<Event>,
-        mut cache: Cache,
-        queued_at: Instant,
-    ) {
+    /// Prompt tokens a slot holding `held` can keep for `prompt`: the common prefix in whole
+    /// chunks (prefilled at the same chunk boundaries, so the same bits), and never the last
+    /// token (its logits are needed).
+    fn reusable(&self, held: &[u32], prompt: &[u32]) -> usize {
+        let common = held.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        common.min(prompt.len().saturating_sub(1)) / self.chunk * self.chunk
+    }
+
+    /// Takes the free slot that can keep the most of `prompt` (the most recently freed of
+    /// equals).
+    fn pick_slot(&mut self, prompt: &[u32]) -> Option<Slot> {
+        let best = (0..self.free.len())
+            .rev()
+            .max_by_key(|&i| (self.reusable(&self.free[i].prompt, prompt), i))?;
+        Some(self.free.swap_remove(best))
+    }
+
+    /// Takes `job` into a slot: its prompt is prefilled over the next steps, a chunk a step,
+    /// after what the slot's cache already holds of it.
+    fn admit(&mut self, job: Job, events: UnboundedSender<Event>, mut slot: Slot, queued_at: Instant) {
         tracing::debug!(prompt = job.prompt.len(), max = job.max_tokens, "admit");
-        self.metrics.prompt_tokens(job.prompt.len());
         let prompt = &job.prompt;
         if prompt.is_empty() || prompt.len() >= self.ctx || job.max_tokens == 0 {
+            self.metrics.prompt_tokens(prompt.len());
             let _ = events.send(Event::Done(Done {
                 finish: Finish::Length,
                 stop: None,
                 prompt_tokens: prompt.len(),
                 completion_tokens: 0,
+                cached_tokens: 0,
             }));
-            self.free.push(cache);
+            self.free.push(slot);
             return;
         }
         let sampler = match Sampler::new(job.sampling.clone(), self.backend.hparams().n_vocab) {
             Ok(s) => s,
             Err(e) => {
                 let _ = events.send(Event::Error(e.to_string()));
-                self.free.push(cache);
+                self.free.push(slot);
                 return;
             }
         };
-        cache.clear();
+        let keep = self.reusable(&slot.prompt, prompt).min(slot.cache.len());
+        slot.cache.truncate(keep);
+        self.metrics.prompt_tokens(prompt.len() - keep);
+        self.metrics.cached_prompt_tokens(keep);
         let seq = Seq::new(
             self.tok,
             sampler,
@@ -260,13 +314,15 @@ impl<'a> Runner<'a> {
         );
         self.active.push(Active {
             seq,
-            cache,
+            cache: slot.cache,
             events,
             next: 0,
             prompt_tokens: job.prompt.len(),
             queued_at,
             last_token: None,
-            prefill: Some((job.prompt, 0)),
+            prefill: Some((job.prompt, keep)),
+            prompt: Vec::new(),
+            cached_tokens: keep,
         });
     }
 
@@ -275,7 +331,7 @@ impl<'a> Runner<'a> {
             .into_iter()
             .partition(|a| a.events.is_closed());
         self.active = kept;
-        self.free.extend(gone.into_iter().map(|a| a.cache));
+        self.free.extend(gone.into_iter().map(Active::into_slot));
     }
 
     /// One step: the next prompt chunk of the sequences still prefilling, oldest first, while
@@ -304,10 +360,10 @@ impl<'a> Runner<'a> {
             budget = budget.saturating_sub(next);
             match self.prefill_chunk(&mut a) {
                 Ok(false) => self.active.push(a),
-                Ok(true) => self.free.push(a.cache),
+                Ok(true) => self.free.push(a.into_slot()),
                 Err(e) => {
                     let _ = a.events.send(Event::Error(e.to_string()));
-                    self.free.push(a.cache);
+                    self.free.push(a.into_slot());
                 }
             }
         }
@@ -323,7 +379,7 @@ impl<'a> Runner<'a> {
             Err(e) => {
                 for a in decoding {
                     let _ = a.events.send(Event::Error(e.to_string()));
-                    self.free.push(a.cache);
+                    self.free.push(a.into_slot());
                 }
                 return;
             }
@@ -332,10 +388,10 @@ impl<'a> Runner<'a> {
         for (i, mut a) in decoding.into_iter().enumerate() {
             match self.advance(&mut a, &logits[i * nv..(i + 1) * nv]) {
                 Ok(false) => self.active.push(a),
-                Ok(true) => self.free.push(a.cache),
+                Ok(true) => self.free.push(a.into_slot()),
                 Err(e) => {
                     let _ = a.events.send(Event::Error(e.to_string()));
-                    self.free.push(a.cache);
+                    self.free.push(a.into_slot());
                 }
             }
         }
@@ -362,7 +418,9 @@ impl<'a> Runner<'a> {
         if end < prompt.len() {
             return Ok(false);
         }
-        a.prefill = None;
+        if let Some((p, _)) = a.prefill.take() {
+            a.prompt = p;
+        }
         self.advance(a, &logits)
     }
 
@@ -409,6 +467,7 @@ impl<'a> Runner<'a> {
             stop: a.seq.stop_string().map(String::from),
             prompt_tokens: a.prompt_tokens,
             completion_tokens: a.seq.ids().len(),
+            cached_tokens: a.cached_tokens,
         }));
         Ok(true)
     }

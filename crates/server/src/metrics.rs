@@ -57,6 +57,7 @@ impl Histogram {
 pub struct Metrics {
     requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
     prompt_tokens: AtomicU64,
+    cached_prompt_tokens: AtomicU64,
     generated_tokens: AtomicU64,
     ttft: Histogram,
     itl: Histogram,
@@ -70,6 +71,7 @@ impl Metrics {
         Metrics {
             requests: Mutex::new(BTreeMap::new()),
             prompt_tokens: AtomicU64::new(0),
+            cached_prompt_tokens: AtomicU64::new(0),
             generated_tokens: AtomicU64::new(0),
             ttft: Histogram::new(&TTFT_BOUNDS),
             itl: Histogram::new(&ITL_BOUNDS),
@@ -87,6 +89,10 @@ impl Metrics {
 
     pub fn prompt_tokens(&self, n: usize) {
         self.prompt_tokens.fetch_add(n as u64, Relaxed);
+    }
+
+    pub fn cached_prompt_tokens(&self, n: usize) {
+        self.cached_prompt_tokens.fetch_add(n as u64, Relaxed);
     }
 
     pub fn generated_tokens(&self, n: usize) {
@@ -143,6 +149,12 @@ impl Metrics {
             "molla_prompt_tokens_total",
             "Prompt tokens prefilled.",
             self.prompt_tokens.load(Relaxed),
+        );
+        counter(
+            &mut out,
+            "molla_prompt_tokens_cached_total",
+            "Prompt tokens kept from a slot's cache instead of prefilled (prefix reuse).",
+            self.cached_prompt_tokens.load(Relaxed),
         );
         counter(
             &mut out,

@@ -288,6 +288,8 @@ fn usage(d: &Done) -> Value {
         "prompt_tokens": d.prompt_tokens,
         "completion_tokens": d.completion_tokens,
         "total_tokens": d.prompt_tokens + d.completion_tokens,
+        // As OpenAI reports prompt caching: part of prompt_tokens, not prefilled again.
+        "prompt_tokens_details": {"cached_tokens": d.cached_tokens},
     })
 }
 

@@ -196,3 +196,43 @@ async fn ignore_eos_runs_to_the_limit_and_known_fields_pass() {
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
     assert_eq!(v["type"], "error");
 }
+
+/// A request whose prompt starts like the previous one's keeps that prefix's keys and values (in
+/// whole prefill chunks) and answers with the bits a fresh server gives it.
+#[tokio::test]
+async fn prefix_reuse_keeps_the_bits() {
+    let cfg = || server::Config {
+        parallel: 1,
+        prefill_chunk: 4,
+        ..server::Config::default()
+    };
+    let (warm, fresh) = (tiny_app(cfg()), tiny_app(cfg()));
+    let req = |tail: &str| {
+        json!({"prompt": format!("hello {}{tail}", "x ".repeat(12)), "max_tokens": 8,
+               "temperature": 0, "logprobs": 3})
+    };
+    let (s, v) = post_json(&warm, "/v1/completions", &req("first")).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    let (_, reused) = post_json(&warm, "/v1/completions", &req("second one")).await;
+    let (_, alone) = post_json(&fresh, "/v1/completions", &req("second one")).await;
+    let cached = reused["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(cached >= 8 && cached % 4 == 0, "{reused}");
+    assert_eq!(alone["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(reused["choices"], alone["choices"], "text and logprobs");
+    let (_, text) = send(&warm, get("/metrics")).await;
+    assert!(
+        text.contains(&format!("molla_prompt_tokens_cached_total {cached}\n")),
+        "{text}"
+    );
+    // The same prompt again: everything but the last token's chunk is kept.
+    let (_, again) = post_json(&warm, "/v1/completions", &req("second one")).await;
+    assert_eq!(again["choices"], alone["choices"]);
+    let n = again["usage"]["prompt_tokens"].as_u64().unwrap();
+    let kept = again["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(kept, (n - 1) / 4 * 4, "{again}");
+}
