@@ -371,7 +371,41 @@ __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return
 // Before the input is ready: the RMSNorm weights and the first chunks of step st, one cp.async
 // group a chunk (the first group also holds the norm weights; it is empty of chunks when the block
 // has no rows), then the L2 prefetch of the next a.l2_ahead chunks.
+// Whether an attention step reads its kv head's cached keys and values (positions 0 .. pos-1)
+// from a copy in the chunk buffers, staged before its q, k, v are ready: when the block has one
+// head, the rows are whole 16-byte units and they fit. Keys at bufs, values after them
+// (*voff bytes in).
+__device__ __forceinline__ bool pk_kv_staged(const PkStep& st, const PkArgs& a, int& voff) {
+    int rowk = 2 * a.hd, rowv = 2 * a.hdv, kv_dim = a.n_head_kv * a.hd, v_dim = a.n_head_kv * a.hdv;
+    voff = ((a.pos + 1) * rowk + 15) & ~15;
+    return a.n_head <= (int)gridDim.x && (rowk & 15) == 0 && (rowv & 15) == 0 && ((2 * kv_dim) & 15) == 0 &&
+           ((2 * v_dim) & 15) == 0 && (((size_t)st.kc | (size_t)st.vc) & 15) == 0 &&
+           (size_t)voff + (size_t)(a.pos + 1) * rowv <= (size_t)a.stages * (a.chunk + 64);
+}
+
+// Before an attention step's input is ready: its head's cached keys and values into the chunk
+// buffers (one cp.async group), if they fit (pk_kv_staged).
+__device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
+    int voff;
+    if ((int)blockIdx.x >= a.n_head || !pk_kv_staged(st, a, voff)) return;
+    int kvh = blockIdx.x / (a.n_head / a.n_head_kv);
+    int uk = a.hd >> 3, uv = a.hdv >> 3;  // 16-byte units a row
+    const u16* kb = st.kc + (size_t)kvh * a.hd;
+    const u16* vb = st.vc + (size_t)kvh * a.hdv;
+    size_t kv_dim = (size_t)a.n_head_kv * a.hd, v_dim = (size_t)a.n_head_kv * a.hdv;
+    u32 ks = smem_u32(bufs), vs = smem_u32(bufs + voff);
+    for (int i = threadIdx.x; i < a.pos * uk; i += PK_THREADS)
+        cp_async16(ks + 16 * i, kb + (size_t)(i / uk) * kv_dim + 8 * (i % uk));
+    for (int i = threadIdx.x; i < a.pos * uv; i += PK_THREADS)
+        cp_async16(vs + 16 * i, vb + (size_t)(i / uv) * v_dim + 8 * (i % uv));
+    cp_commit();
+}
+
 __device__ void pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* bufs) {
+    if (st.op == PK_OP_ATTN) {
+        pk_stage_kv(st, a, bufs);
+        return;
+    }
     if (st.op != PK_OP_MATVEC) return;
     int r0, r1;
     pk_rows(st.total, r0, r1);
@@ -513,8 +547,12 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
 // Rope of q and k, the store of k and v at a.pos (every block of a kv group writes the same
 // bytes), then attention over positions 0 ..= pos; one head per block. False when the kernel must
 // stop.
-__device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const float* cs, int step) {
+__device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const float* cs, u8* bufs, int step) {
     int hd = a.hd, hdv = a.hdv, kv_dim = a.n_head_kv * hd, v_dim = a.n_head_kv * hdv;
+    int voff;
+    const bool staged = pk_kv_staged(st, a, voff);
+    u16* ks = (u16*)bufs;  // staged: keys then values of positions 0 ..= pos, one row each
+    u16* vs = (u16*)(bufs + voff);
     float* rq = sm;          // hd: the head's raw q; then the head's output
     float* rk = sm + 256;    // hd: raw k of its kv head
     float* qs = sm + 512;    // hd: rotated q
@@ -536,8 +574,13 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
             __syncthreads();
         }
         u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
-        for (int d = threadIdx.x; d < hdv; d += PK_THREADS) vd[d] = f2h(rv[d]);
+        for (int d = threadIdx.x; d < hdv; d += PK_THREADS) {
+            u16 h16 = f2h(rv[d]);
+            vd[d] = h16;
+            if (staged) vs[(size_t)a.pos * hdv + d] = h16;
+        }
         u16* kd = st.kc + (size_t)a.pos * kv_dim + (size_t)kvh * hd;
+        u16* kds = ks + (size_t)a.pos * hd;
         for (int i = threadIdx.x; i < (hd >> 1); i += PK_THREADS) {
             int p, r;
             rope_idx(i, a.n_rot, a.neox, p, r);
@@ -548,13 +591,23 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
             }
             qs[p] = q0;
             qs[r] = q1;
-            kd[p] = f2h(k0);
-            kd[r] = f2h(k1);
+            u16 h0 = f2h(k0), h1 = f2h(k1);
+            kd[p] = h0;
+            kd[r] = h1;
+            if (staged) {
+                kds[p] = h0;
+                kds[r] = h1;
+            }
         }
+        if (staged) cp_wait<0>();
         __syncthreads();
         pk_stamp(a, 1);
         pk_stamp(a, 2);
-        if (threadIdx.x < ATT_THREADS) attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
+        if (threadIdx.x < ATT_THREADS) {
+            // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
+            if (staged) attend(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+            else attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
+        }
         __syncthreads();
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) pk_out(st, st.out, h * hdv + d, rq[d], tag);
         __syncthreads();  // rq is reloaded for the block's next head
@@ -582,7 +635,7 @@ __device__ void pk_body(const PkArgs& a) {
         pk_stamp(a, 0);
         pk_stamp(a, 1);
         pk_stamp(a, 2);
-        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, s) : pk_attention(st, a, sm, cs, s);
+        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, s) : pk_attention(st, a, sm, cs, bufs, s);
         if (!ok) {
             cp_wait<0>();
             return;
