@@ -77,25 +77,32 @@ __device__ __forceinline__ float row_dot_ty(int ty, const u8* __restrict__ w, co
     }
 }
 
+// Runs CALL(T) and returns when `ty` is a format q16.cuh covers (T its type constant); falls
+// through for the others.
+#define Q16_DISPATCH(ty, CALL)                      \
+    switch (ty) {                                   \
+        case T_Q4_0: CALL(T_Q4_0); return;          \
+        case T_Q4_1: CALL(T_Q4_1); return;          \
+        case T_Q5_0: CALL(T_Q5_0); return;          \
+        case T_Q5_1: CALL(T_Q5_1); return;          \
+        case T_Q8_0: CALL(T_Q8_0); return;          \
+        case T_Q4_K: CALL(T_Q4_K); return;          \
+        case T_Q5_K: CALL(T_Q5_K); return;          \
+        case T_Q6_K: CALL(T_Q6_K); return;          \
+        default: break;                             \
+    }
+
 // R rows' dot products with the same prepared input (rows w[0 .. nr), nr <= R, all of type ty):
 // the q16 formats read each unit's input once for all rows (rows_dot_q16); every row gets the
 // bits row_dot_ty gives it.
 template <int R>
 __device__ __forceinline__ void rows_dot_ty(int ty, const u8* const* w, int nr, const float* xs, const Xq& xq, int cols,
                                             int lane, int lanes, float* acc) {
-    switch (ty) {
-        case T_Q4_0: rows_dot_q16<T_Q4_0, R>(w, nr, xq, cols, lane, lanes, acc); return;
-        case T_Q4_1: rows_dot_q16<T_Q4_1, R>(w, nr, xq, cols, lane, lanes, acc); return;
-        case T_Q5_0: rows_dot_q16<T_Q5_0, R>(w, nr, xq, cols, lane, lanes, acc); return;
-        case T_Q5_1: rows_dot_q16<T_Q5_1, R>(w, nr, xq, cols, lane, lanes, acc); return;
-        case T_Q8_0: rows_dot_q16<T_Q8_0, R>(w, nr, xq, cols, lane, lanes, acc); return;
-        case T_Q4_K: rows_dot_q16<T_Q4_K, R>(w, nr, xq, cols, lane, lanes, acc); return;
-        case T_Q5_K: rows_dot_q16<T_Q5_K, R>(w, nr, xq, cols, lane, lanes, acc); return;
-        case T_Q6_K: rows_dot_q16<T_Q6_K, R>(w, nr, xq, cols, lane, lanes, acc); return;
-        default:
+#define ROWS_Q16(T) rows_dot_q16<T, R>(w, nr, xq, cols, lane, lanes, acc)
+    Q16_DISPATCH(ty, ROWS_Q16)
+#undef ROWS_Q16
 #pragma unroll
-            for (int r = 0; r < R; r++) acc[r] = r < nr ? row_dot_ty(ty, w[r], xs, xq, cols, lane, lanes) : 0.f;
-    }
+    for (int r = 0; r < R; r++) acc[r] = r < nr ? row_dot_ty(ty, w[r], xs, xq, cols, lane, lanes) : 0.f;
 }
 
 // 1 / sqrt(mean(x^2) + eps) of x[0..n), summed in f64 by the block's first `nt` threads (a multiple
@@ -169,6 +176,32 @@ __device__ void load_input(const MvArgs& a, float* xs, int t) {
     quantize_q16(xs, n, (u8*)(xs + n));
 }
 
+// The thread's row in the block's trip starting at row rb: segment si, row r of it; false when
+// past the last segment.
+__device__ __forceinline__ bool mv_row(const MvArgs& a, int rb, int lanes, int& si, int& r) {
+    r = rb + threadIdx.x / lanes;
+    si = 0;
+    while (si < a.nseg && r >= a.seg[si].rows) {
+        r -= a.seg[si].rows;
+        si++;
+    }
+    return si < a.nseg;
+}
+
+// Output row r of input row t: the dot product v, plus the bias, plus what y holds (accumulate).
+__device__ __forceinline__ void mv_store(const MvSeg& s, int t, int r, float v) {
+    float* y = s.y + (size_t)t * s.rows;
+    if (s.bias) v += s.bias[r];
+    if (s.accumulate) v += y[r];
+    y[r] = v;
+}
+
+__device__ __forceinline__ int mv_total(const MvArgs& a) {
+    int total = 0;
+    for (int i = 0; i < a.nseg; i++) total += a.seg[i].rows;
+    return total;
+}
+
 // Input row t of the batch (output rows go to y + t * rows of each segment); this block is `blk`
 // of the `nblk` that share the rows.
 __device__ __forceinline__ void matvec_body(const MvArgs& a, int t, int blk, int nblk) {
@@ -178,35 +211,20 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a, int t, int blk, int
     const Xq xq = xq_at((u8*)(xs + a.cols), a.cols);
     int lanes = a.lanes;
     int lane = threadIdx.x & (lanes - 1);
-    int groups = blockDim.x / lanes;
-    int total = 0;
-    for (int i = 0; i < a.nseg; i++) total += a.seg[i].rows;
+    int groups = blockDim.x / lanes, total = mv_total(a);
     // The grid may be smaller than the row count (the input is prepared once per block): blocks
     // stride over rows. `rb` is uniform across the block, so whole warps take the same trips.
     for (int rb = blk * groups; rb < total; rb += nblk * groups) {
-        int r = rb + threadIdx.x / lanes;
-        int si = 0;
-        while (si < a.nseg && r >= a.seg[si].rows) {
-            r -= a.seg[si].rows;
-            si++;
-        }
-        bool active = si < a.nseg;
+        int si, r;
+        bool active = mv_row(a, rb, lanes, si, r);
         float acc = 0.f;
         if (active) {
             const MvSeg& s = a.seg[si];
-            const u8* w = s.w + (size_t)r * s.row_bytes;
-            acc = row_dot_ty(s.ty, w, xs, xq, a.cols, lane, lanes);
+            acc = row_dot_ty(s.ty, s.w + (size_t)r * s.row_bytes, xs, xq, a.cols, lane, lanes);
         }
         __syncwarp();
         acc = group_sum(acc, lanes);
-        if (active && lane == 0) {
-            const MvSeg& s = a.seg[si];
-            float* y = s.y + (size_t)t * s.rows;
-            float v = acc;
-            if (s.bias) v += s.bias[r];
-            if (s.accumulate) v += y[r];
-            y[r] = v;
-        }
+        if (active && lane == 0) mv_store(a.seg[si], t, r, acc);
     }
 }
 
@@ -219,19 +237,11 @@ extern "C" __global__ void matvec(const MvArgs a) { matvec_body(a, 0, blockIdx.x
 // row_dot_ty gives it alone.
 __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, float* const* xs, const Xq* xq, int ng,
                                               int cols, int lane, int lanes, float* acc) {
-    switch (ty) {
-        case T_Q4_0: row_dot_q16_multi<T_Q4_0, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
-        case T_Q4_1: row_dot_q16_multi<T_Q4_1, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
-        case T_Q5_0: row_dot_q16_multi<T_Q5_0, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
-        case T_Q5_1: row_dot_q16_multi<T_Q5_1, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
-        case T_Q8_0: row_dot_q16_multi<T_Q8_0, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
-        case T_Q4_K: row_dot_q16_multi<T_Q4_K, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
-        case T_Q5_K: row_dot_q16_multi<T_Q5_K, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
-        case T_Q6_K: row_dot_q16_multi<T_Q6_K, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
-        default:
+#define MULTI_Q16(T) row_dot_q16_multi<T, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc)
+    Q16_DISPATCH(ty, MULTI_Q16)
+#undef MULTI_Q16
 #pragma unroll
-            for (int g = 0; g < MV_MULTI; g++) acc[g] = g < ng ? row_dot_ty(ty, w, xs[g], xq[g], cols, lane, lanes) : 0.f;
-    }
+    for (int g = 0; g < MV_MULTI; g++) acc[g] = g < ng ? row_dot_ty(ty, w, xs[g], xq[g], cols, lane, lanes) : 0.f;
 }
 
 // Batched decode, first pass: input row blockIdx.x of the batch prepared exactly as `matvec`
@@ -266,17 +276,10 @@ extern "C" __global__ void matvec_multi(const MvArgs a, int n, int per_block, co
     __syncthreads();
     int lanes = a.lanes;
     int lane = threadIdx.x & (lanes - 1);
-    int groups = blockDim.x / lanes;
-    int total = 0;
-    for (int i = 0; i < a.nseg; i++) total += a.seg[i].rows;
+    int groups = blockDim.x / lanes, total = mv_total(a);
     for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
-        int r = rb + threadIdx.x / lanes;
-        int si = 0;
-        while (si < a.nseg && r >= a.seg[si].rows) {
-            r -= a.seg[si].rows;
-            si++;
-        }
-        bool active = si < a.nseg;
+        int si, r;
+        bool active = mv_row(a, rb, lanes, si, r);
         float acc[MV_MULTI];
         if (active) {
             const MvSeg& s = a.seg[si];
@@ -289,17 +292,9 @@ extern "C" __global__ void matvec_multi(const MvArgs a, int n, int per_block, co
 #pragma unroll
         for (int g = 0; g < MV_MULTI; g++) acc[g] = group_sum(acc[g], lanes);
         if (active && lane == 0) {
-            const MvSeg& s = a.seg[si];
 #pragma unroll
-            for (int g = 0; g < MV_MULTI; g++) {
-                if (g < ng) {
-                    float* y = s.y + (size_t)(t0 + g) * s.rows;
-                    float v = acc[g];
-                    if (s.bias) v += s.bias[r];
-                    if (s.accumulate) v += y[r];
-                    y[r] = v;
-                }
-            }
+            for (int g = 0; g < MV_MULTI; g++)
+                if (g < ng) mv_store(a.seg[si], t0 + g, r, acc[g]);
         }
     }
 }
