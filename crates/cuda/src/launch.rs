@@ -230,16 +230,18 @@ pub(crate) unsafe fn matvec_rows(
         let mut b = gpu.stream.launch_builder(&gpu.k.matvec_multi);
         b.arg(&a).arg(&n32).arg(&per32).arg(&rows.prep).arg(&stride);
         count_launch();
-        let cfg = cfg((blocks, groups as u32, 1), MV_THREADS, (per_block * smem) as u32);
+        let cfg = cfg(
+            (blocks, groups as u32, 1),
+            MV_THREADS,
+            (per_block * smem) as u32,
+        );
         // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
         unsafe { b.launch(cfg) }.map_err(drv("matvec launch"))?;
         return Ok(());
     }
     // Blocks stride over rows beyond this: each block prepares the input once, so a big head
     // (49152 rows) is not normalised 12288 times.
-    let blocks = total
-        .div_ceil(rows_per_block)
-        .clamp(1, gpu.sm_count * 6) as u32;
+    let blocks = total.div_ceil(rows_per_block).clamp(1, gpu.sm_count * 6) as u32;
     let mut b = gpu.stream.launch_builder(&gpu.k.matvec);
     b.arg(&a);
     count_launch();

@@ -96,7 +96,11 @@ pub(crate) enum Input {
     /// rmsnorm(x) * w, epsilon.
     RmsNorm(u64, u64, f32),
     /// The token's embedding row, then RMSNorm (w, eps).
-    EmbedRmsNorm { emb: WeightRef, w: u64, eps: f32 },
+    EmbedRmsNorm {
+        emb: WeightRef,
+        w: u64,
+        eps: f32,
+    },
 }
 
 /// Builds the step list on the host. Steps pass values through tagged buffers, or plain ones
@@ -133,8 +137,9 @@ impl Steps {
         match self.writer.get(&x) {
             Some(&w) => w,
             None => {
-                self.bad
-                    .get_or_insert_with(|| format!("step {} reads a buffer no step wrote", self.list.len()));
+                self.bad.get_or_insert_with(|| {
+                    format!("step {} reads a buffer no step wrote", self.list.len())
+                });
                 (-1, false)
             }
         }
@@ -223,7 +228,14 @@ impl Steps {
         self.add_matvec(outs, cols, input, false, false);
     }
 
-    fn add_matvec(&mut self, outs: &[Out], cols: usize, input: Input, residual: bool, tagged: bool) {
+    fn add_matvec(
+        &mut self,
+        outs: &[Out],
+        cols: usize,
+        input: Input,
+        residual: bool,
+        tagged: bool,
+    ) {
         let mut st = PkStep {
             op: OP_MATVEC,
             nseg: outs.len().min(3) as i32,

@@ -276,7 +276,13 @@ impl<'a> Runner<'a> {
 
     /// Takes `job` into a slot: its prompt is prefilled over the next steps, a chunk a step,
     /// after what the slot's cache already holds of it.
-    fn admit(&mut self, job: Job, events: UnboundedSender<Event>, mut slot: Slot, queued_at: Instant) {
+    fn admit(
+        &mut self,
+        job: Job,
+        events: UnboundedSender<Event>,
+        mut slot: Slot,
+        queued_at: Instant,
+    ) {
         tracing::debug!(prompt = job.prompt.len(), max = job.max_tokens, "admit");
         let prompt = &job.prompt;
         if prompt.is_empty() || prompt.len() >= self.ctx || job.max_tokens == 0 {
