@@ -9,11 +9,12 @@
 //! share its step: batched greedy decoding gives what it gives alone, bit for bit.
 
 use crate::attention::attention;
+use crate::block::{Acts, block};
 use crate::error::{CpuError, Result};
 use crate::forward::{CpuModel, check_input};
 use crate::kv::KvCache;
 use crate::matmul::row;
-use crate::ops::{add_bias, add_in_place, rms_norm, swiglu};
+use crate::ops::rms_norm;
 use crate::pool::{Chunks, Pool};
 use gguf::GgufFile;
 use model::Matrix;
@@ -48,60 +49,27 @@ impl CpuModel {
         }
         let (qd, kd, vd) = (hp.q_dim(), hp.kv_dim(), hp.v_dim());
         let ad = hp.n_head * hp.head_dim_v;
-        let mut h = vec![0.0f32; n * e];
-        let mut q = vec![0.0f32; n * qd];
-        let mut k = vec![0.0f32; n * kd];
-        let mut v = vec![0.0f32; n * vd];
-        let mut att = vec![0.0f32; n * ad];
-        let mut gate = vec![0.0f32; n * hp.n_ff];
-        let mut up = vec![0.0f32; n * hp.n_ff];
+        let mut a = Acts::new(hp, n);
         for (li, l) in m.layers.iter().enumerate() {
-            rms_norm(&x, &l.attn_norm, hp.rms_eps, &mut h);
-            matvec_rows(
-                &self.pool,
-                f,
-                &[&l.wq, &l.wk, &l.wv],
-                &h,
-                n,
-                &mut [&mut q, &mut k, &mut v],
-            )?;
-            for (buf, bias) in [(&mut q, &l.bq), (&mut k, &l.bk), (&mut v, &l.bv)] {
-                if let Some(b) = bias {
-                    add_bias(buf, b);
+            block(&self.pool, f, hp, l, &mut x, &mut a, n, matvec_rows, |a| {
+                for (t, (_, kv)) in seqs.iter_mut().enumerate() {
+                    let pos = kv.len;
+                    let qt = &mut a.q[t * qd..(t + 1) * qd];
+                    let kt = &mut a.k[t * kd..(t + 1) * kd];
+                    self.rope.apply(qt, hp.head_dim, pos);
+                    self.rope.apply(kt, hp.head_dim, pos);
+                    kv.store(li, pos, kt, &a.v[t * vd..(t + 1) * vd]);
+                    attention(
+                        &self.pool,
+                        hp,
+                        qt,
+                        kv.keys(li, pos + 1),
+                        kv.values(li, pos + 1),
+                        pos,
+                        &mut a.att[t * ad..(t + 1) * ad],
+                    );
                 }
-            }
-            for (t, (_, kv)) in seqs.iter_mut().enumerate() {
-                let pos = kv.len;
-                let qt = &mut q[t * qd..(t + 1) * qd];
-                let kt = &mut k[t * kd..(t + 1) * kd];
-                self.rope.apply(qt, hp.head_dim, pos);
-                self.rope.apply(kt, hp.head_dim, pos);
-                kv.store(li, pos, kt, &v[t * vd..(t + 1) * vd]);
-                attention(
-                    &self.pool,
-                    hp,
-                    qt,
-                    kv.keys(li, pos + 1),
-                    kv.values(li, pos + 1),
-                    pos,
-                    &mut att[t * ad..(t + 1) * ad],
-                );
-            }
-            matvec_rows(&self.pool, f, &[&l.wo], &att, n, &mut [&mut h])?;
-            add_in_place(&mut x, &h);
-
-            rms_norm(&x, &l.ffn_norm, hp.rms_eps, &mut h);
-            matvec_rows(
-                &self.pool,
-                f,
-                &[&l.w_gate, &l.w_up],
-                &h,
-                n,
-                &mut [&mut gate, &mut up],
-            )?;
-            swiglu(&mut gate, &up);
-            matvec_rows(&self.pool, f, &[&l.w_down], &gate, n, &mut [&mut h])?;
-            add_in_place(&mut x, &h);
+            })?;
         }
         for (_, kv) in seqs.iter_mut() {
             kv.len += 1;

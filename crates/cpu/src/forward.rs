@@ -2,10 +2,11 @@
 //! single-token decode, against a caller-held KV cache.
 
 use crate::attention::attention;
+use crate::block::{Acts, block};
 use crate::error::{CpuError, Result};
 use crate::kv::{CacheType, KvCache};
 use crate::matmul::{matmul, matmul_many, row};
-use crate::ops::{Rope, add_bias, add_in_place, rms_norm, swiglu};
+use crate::ops::{Rope, rms_norm};
 use crate::pool::Pool;
 use model::Model;
 use std::time::Duration;
@@ -146,65 +147,28 @@ impl CpuModel {
             }
             row(f, &m.tok_embd, id as usize, &mut x[t * e..(t + 1) * e])?;
         }
-        let mut h = vec![0.0f32; n * e];
-        let mut q = vec![0.0f32; n * hp.q_dim()];
-        let mut k = vec![0.0f32; n * hp.kv_dim()];
-        let mut v = vec![0.0f32; n * hp.v_dim()];
-        let mut att = vec![0.0f32; n * hp.n_head * hp.head_dim_v];
-        let mut gate = vec![0.0f32; n * hp.n_ff];
-        let mut up = vec![0.0f32; n * hp.n_ff];
+        let mut a = Acts::new(hp, n);
         for (li, l) in m.layers.iter().enumerate() {
-            rms_norm(&x, &l.attn_norm, hp.rms_eps, &mut h);
-            matmul_many(
-                &self.pool,
-                f,
-                &[&l.wq, &l.wk, &l.wv],
-                &h,
-                n,
-                &mut [&mut q, &mut k, &mut v],
-            )?;
-            for (buf, bias) in [(&mut q, &l.bq), (&mut k, &l.bk), (&mut v, &l.bv)] {
-                if let Some(b) = bias {
-                    add_bias(buf, b);
+            block(&self.pool, f, hp, l, &mut x, &mut a, n, matmul_many, |a| {
+                let (qd, kd) = (hp.q_dim(), hp.kv_dim());
+                for t in 0..n {
+                    let pos = start + t;
+                    self.rope
+                        .apply(&mut a.q[t * qd..(t + 1) * qd], hp.head_dim, pos);
+                    self.rope
+                        .apply(&mut a.k[t * kd..(t + 1) * kd], hp.head_dim, pos);
                 }
-            }
-            for t in 0..n {
-                self.rope.apply(
-                    &mut q[t * hp.q_dim()..(t + 1) * hp.q_dim()],
-                    hp.head_dim,
-                    start + t,
+                kv.store(li, start, &a.k, &a.v);
+                attention(
+                    &self.pool,
+                    hp,
+                    &a.q,
+                    kv.keys(li, start + n),
+                    kv.values(li, start + n),
+                    start,
+                    &mut a.att,
                 );
-                self.rope.apply(
-                    &mut k[t * hp.kv_dim()..(t + 1) * hp.kv_dim()],
-                    hp.head_dim,
-                    start + t,
-                );
-            }
-            kv.store(li, start, &k, &v);
-            attention(
-                &self.pool,
-                hp,
-                &q,
-                kv.keys(li, start + n),
-                kv.values(li, start + n),
-                start,
-                &mut att,
-            );
-            matmul(&self.pool, f, &l.wo, &att, n, &mut h)?;
-            add_in_place(&mut x, &h);
-
-            rms_norm(&x, &l.ffn_norm, hp.rms_eps, &mut h);
-            matmul_many(
-                &self.pool,
-                f,
-                &[&l.w_gate, &l.w_up],
-                &h,
-                n,
-                &mut [&mut gate, &mut up],
-            )?;
-            swiglu(&mut gate, &up);
-            matmul(&self.pool, f, &l.w_down, &gate, n, &mut h)?;
-            add_in_place(&mut x, &h);
+            })?;
         }
         kv.len = start + n;
         Ok(x)

@@ -2,6 +2,7 @@
 
 mod attention;
 mod batch;
+mod block;
 pub mod conformance;
 mod error;
 mod forward;
