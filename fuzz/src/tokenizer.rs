@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use tokenizer::{SpecialIds, TokError, Tokenizer, Vocab, VocabKind};
+use tokenizer::{TokError, Tokenizer, Vocab, VocabKind, toy};
 
 /// Real vocabularies tried, by file name, in `MOLLA_FUZZ_VOCABS` (a directory) or
 /// `$MOLLA_MODELS` / `~/.cache/molla/models`. Missing ones are replaced by the synthetic one,
@@ -20,111 +20,54 @@ const REAL: [&str; 3] = [
     "gemma-3-270m-q4_k_m.gguf",
 ];
 
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
-
 /// GPT-2's printable stand-in for each byte.
 fn byte_chars() -> &'static [String] {
     static CHARS: OnceLock<Vec<String>> = OnceLock::new();
-    CHARS.get_or_init(|| {
-        let mut next = 0x100u32;
-        (0..=255u8)
-            .map(|b| {
-                if matches!(b, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF) {
-                    char::from(b).to_string()
-                } else {
-                    next += 1;
-                    char::from_u32(next - 1).map_or_else(String::new, String::from)
-                }
-            })
-            .collect()
-    })
+    CHARS.get_or_init(|| (0..=255u8).map(|b| toy::byte_char(b).to_string()).collect())
 }
 
 /// Byte-level BPE: three control tokens, the 256 byte tokens, a few merges, one user-defined
 /// token, with pre-tokenizer `pre`.
 fn byte_bpe(pre: &str) -> Vocab {
-    let mut tokens = strings(&["<|endoftext|>", "<|im_start|>", "<|im_end|>"]);
-    let mut types = vec![3, 3, 3];
-    tokens.extend(byte_chars().iter().cloned());
-    types.extend([1; 256]);
-    let merges = strings(&[
-        "Ġ t",
-        "h e",
-        "Ġt he",
-        "i n",
-        "Ġ a",
-        "e r",
-        "Ġ 1",
-        "1 2",
-        "Ġ Ġ",
-        "ĠĠ ĠĠ",
-        "ã ģ",
-    ]);
-    for m in &merges {
-        tokens.push(m.replace(' ', ""));
-        types.push(1);
-    }
-    tokens.push("<tool>".into());
-    types.push(4);
-    Vocab {
-        kind: VocabKind::Bpe,
-        pre: pre.to_string(),
-        tokens,
-        token_types: types,
-        merges,
-        special: SpecialIds {
-            bos: Some(0),
-            eos: Some(2),
-            ..SpecialIds::default()
-        },
-        add_bos: Some(true),
-        ..Vocab::default()
-    }
+    let mut v = toy::byte_bpe(
+        pre,
+        &[
+            "Ġ t",
+            "h e",
+            "Ġt he",
+            "i n",
+            "Ġ a",
+            "e r",
+            "Ġ 1",
+            "1 2",
+            "Ġ Ġ",
+            "ĠĠ ĠĠ",
+            "ã ģ",
+        ],
+    );
+    v.tokens.push("<tool>".into());
+    v.token_types.push(4);
+    v.add_bos = Some(true);
+    v
 }
 
 /// SentencePiece with byte fallback: pieces of a few words, scores by id.
 fn spm(add_space_prefix: bool) -> Vocab {
-    let mut tokens = strings(&["<unk>", "<s>", "</s>", "<start_of_turn>", "▁"]);
-    let mut types = vec![2, 3, 3, 3, 1];
-    for word in [
-        "▁Hello",
-        "Hello",
-        "▁world",
-        "▁the",
-        "▁▁▁▁",
-        "ab",
-        "abc",
-        "日本",
-    ] {
-        let chars: Vec<char> = word.chars().collect();
-        for n in 1..=chars.len() {
-            let prefix: String = chars[..n].iter().collect();
-            if !tokens.contains(&prefix) {
-                tokens.push(prefix);
-                types.push(1);
-            }
-        }
-    }
-    for b in 0..=255u32 {
-        tokens.push(format!("<0x{b:02X}>"));
-        types.push(6);
-    }
-    let scores = (0..tokens.len()).map(|i| -(i as f32)).collect();
     Vocab {
-        kind: VocabKind::Spm,
-        tokens,
-        scores,
-        token_types: types,
-        special: SpecialIds {
-            bos: Some(1),
-            eos: Some(2),
-            unk: Some(0),
-            ..SpecialIds::default()
-        },
         add_space_prefix: Some(add_space_prefix),
-        ..Vocab::default()
+        ..toy::spm(
+            &[
+                "▁Hello",
+                "Hello",
+                "▁world",
+                "▁the",
+                "▁▁▁▁",
+                "ab",
+                "abc",
+                "日本",
+            ],
+            1,
+        )
     }
 }
 

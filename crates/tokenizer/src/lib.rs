@@ -29,6 +29,7 @@ mod special;
 mod spm;
 mod stream;
 mod tokenizer;
+pub mod toy;
 mod unicode;
 mod vocab;
 

@@ -1,6 +1,6 @@
 //! Hand-built vocabularies: construction errors, special tokens, and no panics on any input.
 
-use tokenizer::{SpecialIds, TokError, Tokenizer, Vocab, VocabKind};
+use tokenizer::{SpecialIds, TokError, Tokenizer, Vocab, toy};
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -8,66 +8,15 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 /// Byte-level BPE over all 256 GPT-2 byte chars plus a few merges and control tokens.
 fn byte_bpe(pre: &str) -> Vocab {
-    let mut tokens = strings(&["<|endoftext|>", "<|im_start|>", "<|im_end|>"]);
-    let mut types = vec![3, 3, 3];
-    let mut next = 0x100u32;
-    for b in 0..=255u8 {
-        let printable = matches!(b, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF);
-        let c = if printable {
-            char::from(b)
-        } else {
-            next += 1;
-            char::from_u32(next - 1).unwrap()
-        };
-        tokens.push(c.to_string());
-        types.push(1);
-    }
-    let merges = strings(&["Ġ t", "h e", "Ġt he", "i n", "Ġ a"]);
-    for m in &merges {
-        tokens.push(m.replace(' ', ""));
-        types.push(1);
-    }
-    Vocab {
-        kind: VocabKind::Bpe,
-        pre: pre.to_string(),
-        tokens,
-        token_types: types,
-        merges,
-        special: SpecialIds {
-            bos: Some(0),
-            eos: Some(2),
-            ..SpecialIds::default()
-        },
-        ..Vocab::default()
-    }
+    toy::byte_bpe(pre, &["Ġ t", "h e", "Ġt he", "i n", "Ġ a"])
 }
 
 /// A tiny SentencePiece vocabulary with byte fallback: every prefix of "▁Hello", "Hello" and
 /// "▁world" is a token, so merging can build the whole words.
 fn spm() -> Vocab {
-    let mut tokens = strings(&["<unk>", "<s>", "</s>", "<start_of_turn>", "▁"]);
-    let mut types = vec![2, 3, 3, 3, 1];
-    for word in ["▁Hello", "Hello", "▁world"] {
-        let chars: Vec<char> = word.chars().collect();
-        for n in 2..=chars.len() {
-            let prefix: String = chars[..n].iter().collect();
-            if !tokens.contains(&prefix) {
-                tokens.push(prefix);
-                types.push(1);
-            }
-        }
-    }
-    for b in 0..=255u32 {
-        tokens.push(format!("<0x{b:02X}>"));
-        types.push(6);
-    }
-    let scores = (0..tokens.len()).map(|i| -(i as f32)).collect();
     Vocab {
-        kind: VocabKind::Spm,
-        tokens,
-        scores,
-        token_types: types,
-        ..Vocab::default()
+        special: SpecialIds::default(),
+        ..toy::spm(&["▁Hello", "Hello", "▁world"], 2)
     }
 }
 
