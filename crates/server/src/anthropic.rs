@@ -175,6 +175,7 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
             ..d
         },
         logprobs: None,
+        client: None,
     };
     let input_tokens = job.prompt.len();
     let rx = state.submit(job, "messages")?;

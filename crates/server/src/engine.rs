@@ -13,6 +13,7 @@ use crate::metrics::Metrics;
 use crate::seq::{Seq, TokenLogprob};
 use cpu::Logits;
 use sampler::{Sampler, SamplerConfig};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
 use std::time::Instant;
@@ -31,6 +32,9 @@ pub struct Job {
     pub sampling: SamplerConfig,
     /// Report each token's log-probability with this many alternatives (None: no logprobs).
     pub logprobs: Option<usize>,
+    /// Who asked (the API key or peer address the server limits by): free slots go first to
+    /// the waiting request whose client has the fewest sequences running.
+    pub client: Option<String>,
 }
 
 /// What the engine reports about a job.
@@ -106,6 +110,8 @@ impl Engine {
                     backend: &backend,
                     tok: &tok,
                     ctx,
+                    queue: queue.max(1),
+                    waiting: VecDeque::new(),
                     chunk: chunk.max(1),
                     metrics: &m,
                     free: caches
@@ -161,9 +167,18 @@ struct Slot {
     prompt: Vec<u32>,
 }
 
+/// A generation request waiting for a slot.
+struct Waiting {
+    job: Job,
+    events: UnboundedSender<Event>,
+    at: Instant,
+}
+
 /// A sequence in a slot.
 struct Active<'t> {
     seq: Seq<'t>,
+    /// Who asked (Job::client).
+    client: Option<String>,
     cache: Cache,
     events: UnboundedSender<Event>,
     /// The token to feed at the next step.
@@ -205,6 +220,9 @@ struct Runner<'a> {
     metrics: &'a Metrics,
     /// The free slots.
     free: Vec<Slot>,
+    /// Generation requests taken off the channel, waiting for a slot (at most `queue`).
+    waiting: VecDeque<Waiting>,
+    queue: usize,
     active: Vec<Active<'a>>,
 }
 
@@ -212,26 +230,31 @@ impl<'a> Runner<'a> {
     fn run(&mut self, rx: Receiver<(Work, Instant)>) {
         let mut open = true;
         loop {
-            // Every waiting request a free slot can take (blocking only when nothing runs).
-            while open && !self.free.is_empty() {
-                let got = if self.active.is_empty() {
+            // What has arrived: embeddings run at once, generation requests join `waiting` (up
+            // to `queue` of them; more stay in the channel). Block only when there is no work.
+            while open && self.waiting.len() < self.queue {
+                let got = if self.active.is_empty() && self.waiting.is_empty() {
                     rx.recv().map_err(|_| TryRecvError::Disconnected)
                 } else {
                     rx.try_recv()
                 };
                 match got {
-                    Ok((w, at)) => {
+                    Ok((Work::Embed(inputs, reply), _)) => {
                         self.metrics.queued(-1);
-                        self.take(w, at);
+                        let _ = reply.send(embed(self.backend, &inputs).map_err(|e| e.to_string()));
+                    }
+                    Ok((Work::Generate(job, events), at)) => {
+                        self.waiting.push_back(Waiting { job, events, at })
                     }
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => open = false,
                 }
             }
             self.drop_cancelled();
+            self.admit_waiting();
             self.metrics.set_active(self.active.len());
             if self.active.is_empty() {
-                if open {
+                if open || !self.waiting.is_empty() {
                     continue;
                 }
                 return;
@@ -241,18 +264,29 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn take(&mut self, w: Work, at: Instant) {
-        match w {
-            Work::Embed(inputs, reply) => {
-                let _ = reply.send(embed(self.backend, &inputs).map_err(|e| e.to_string()));
+    /// Sequences running for `client`.
+    fn running(&self, client: &Option<String>) -> usize {
+        self.active.iter().filter(|a| &a.client == client).count()
+    }
+
+    /// Fills free slots from `waiting`: each time the request whose client has the fewest
+    /// sequences running, the oldest of those (FIFO with per-client fairness).
+    fn admit_waiting(&mut self) {
+        while !self.free.is_empty() && !self.waiting.is_empty() {
+            let Some(i) = (0..self.waiting.len())
+                .min_by_key(|&i| (self.running(&self.waiting[i].job.client), i))
+            else {
+                return;
+            };
+            let Some(w) = self.waiting.remove(i) else {
+                return;
+            };
+            self.metrics.queued(-1);
+            if w.events.is_closed() {
+                continue;
             }
-            Work::Generate(job, events) => {
-                if events.is_closed() {
-                    return;
-                }
-                if let Some(slot) = self.pick_slot(&job.prompt) {
-                    self.admit(job, events, slot, at);
-                }
+            if let Some(slot) = self.pick_slot(&w.job.prompt) {
+                self.admit(w.job, w.events, slot, w.at);
             }
         }
     }
@@ -320,6 +354,7 @@ impl<'a> Runner<'a> {
         );
         self.active.push(Active {
             seq,
+            client: job.client,
             cache: slot.cache,
             events,
             next: 0,
@@ -333,6 +368,9 @@ impl<'a> Runner<'a> {
     }
 
     fn drop_cancelled(&mut self) {
+        let before = self.waiting.len();
+        self.waiting.retain(|w| !w.events.is_closed());
+        self.metrics.queued(-((before - self.waiting.len()) as i64));
         let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.active)
             .into_iter()
             .partition(|a| a.events.is_closed());

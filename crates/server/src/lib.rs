@@ -256,6 +256,7 @@ impl State {
             return Err(e);
         }
         job.max_tokens = job.max_tokens.min(self.ctx - job.prompt.len());
+        job.client = routes::CLIENT.try_with(Clone::clone).ok();
         sampler::Sampler::new(job.sampling.clone(), self.tok.n_vocab())
             .map_err(|e| ApiError::bad_request(e.to_string(), None))?;
         self.engine.submit(job).map_err(|e| match e {

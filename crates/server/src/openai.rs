@@ -223,6 +223,7 @@ impl Request {
                 logit_bias,
             },
             logprobs,
+            client: None,
         })
     }
 

@@ -92,6 +92,11 @@ async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Respo
     resp
 }
 
+tokio::task_local! {
+    /// The client a generation request comes from, while its handler runs ([`check`]).
+    pub(crate) static CLIENT: String;
+}
+
 async fn check(state: &AppState, req: Request, next: Next) -> Response {
     let anthropic = req.uri().path().starts_with("/v1/messages");
     let flavor = |e: ApiError| if anthropic { e.anthropic() } else { e };
@@ -109,23 +114,27 @@ async fn check(state: &AppState, req: Request, next: Next) -> Response {
             return flavor(ApiError::unauthorized()).into_response();
         }
     }
-    let slot = if GENERATION_ROUTES.contains(&req.uri().path()) {
+    let (slot, client) = if GENERATION_ROUTES.contains(&req.uri().path()) {
         let client = limits::client_id(&req, state.api_key.is_some());
-        match state.client_slots.try_acquire(client) {
-            Some(slot) => Some(slot),
+        match state.client_slots.try_acquire(client.clone()) {
+            Some(slot) => (Some(slot), Some(client)),
             None => {
                 let max = state.client_slots.max();
                 return flavor(ApiError::too_many_requests(max)).into_response();
             }
         }
     } else {
-        None
+        (None, None)
     };
     let req = match limits::read_body(req, state.body_limit, state.request_timeout).await {
         Ok(req) => req,
         Err(e) => return flavor(e).into_response(),
     };
-    let resp = next.run(req).await;
+    // The handler queues its job under the client's name (the engine's fairness).
+    let resp = match client {
+        Some(c) => CLIENT.scope(c, next.run(req)).await,
+        None => next.run(req).await,
+    };
     let is_json = resp
         .headers()
         .get(header::CONTENT_TYPE)

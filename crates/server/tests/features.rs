@@ -236,3 +236,57 @@ async fn prefix_reuse_keeps_the_bits() {
         .unwrap();
     assert_eq!(kept, (n - 1) / 4 * 4, "{again}");
 }
+
+/// With two slots held by one client's requests, a second client's request waiting behind two
+/// more of the first's gets the next free slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_client_goes_before_one_already_running() {
+    use server::engine::{Engine, Event, Job};
+    let file = gguf::GgufFile::from_bytes(tiny_chat_model(None)).unwrap();
+    let model = model::Model::from_file(file).unwrap();
+    let tok = std::sync::Arc::new(tokenizer::Tokenizer::from_gguf(&model.file).unwrap());
+    // Every request runs to its token limit.
+    let no_end: Vec<(u32, f32)> = (0..tok.n_vocab() as u32)
+        .filter(|&id| tok.is_eog(id))
+        .map(|id| (id, f32::NEG_INFINITY))
+        .collect();
+    let backend = server::backend::Backend::new(model, server::backend::Device::Cpu).unwrap();
+    let metrics = std::sync::Arc::new(server::metrics::Metrics::new(2));
+    let engine = Engine::start(backend, tok, 256, 16, 2, 64, metrics).unwrap();
+    let job = |client: &str, max_tokens: usize| Job {
+        prompt: vec![1, 2, 3],
+        max_tokens,
+        stops: Vec::new(),
+        sampling: sampler::SamplerConfig {
+            temperature: 0.0,
+            logit_bias: no_end.clone(),
+            ..Default::default()
+        },
+        logprobs: None,
+        client: Some(client.into()),
+    };
+    let mut rxs = Vec::new();
+    for (client, n) in [("a", 40), ("a", 40), ("a", 40), ("a", 40), ("b", 4)] {
+        rxs.push(engine.submit(job(client, n)).unwrap());
+    }
+    // When each request produced its first text.
+    let mut firsts = Vec::new();
+    for mut rx in rxs {
+        firsts.push(tokio::spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                if matches!(ev, Event::Text(_) | Event::Done(_)) {
+                    return std::time::Instant::now();
+                }
+            }
+            panic!("no event");
+        }));
+    }
+    let mut t = Vec::new();
+    for f in firsts {
+        t.push(f.await.unwrap());
+    }
+    assert!(
+        t[4] < t[2] && t[4] < t[3],
+        "client b waited behind client a's queued requests"
+    );
+}
