@@ -77,6 +77,8 @@ enum Work {
 pub struct Engine {
     tx: SyncSender<(Work, Instant)>,
     metrics: Arc<Metrics>,
+    /// Most requests waiting (in the channel and in the engine's own queue together).
+    queue: usize,
 }
 
 /// Why a job was not queued.
@@ -125,7 +127,11 @@ impl Engine {
                 };
                 e.run(rx)
             })?;
-        Ok(Engine { tx, metrics })
+        Ok(Engine {
+            tx,
+            metrics,
+            queue: queue.max(1),
+        })
     }
 
     /// Queues `job`; its events arrive on the returned receiver. Dropping the receiver cancels
@@ -147,7 +153,10 @@ impl Engine {
     }
 
     fn send(&self, w: Work) -> Result<(), SubmitError> {
-        self.metrics.queued(1);
+        if self.metrics.queued(1) > self.queue as i64 {
+            self.metrics.queued(-1);
+            return Err(SubmitError::Full);
+        }
         let r = self.tx.try_send((w, Instant::now()));
         if r.is_err() {
             self.metrics.queued(-1);

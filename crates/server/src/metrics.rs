@@ -108,8 +108,9 @@ impl Metrics {
     }
 
     /// Requests waiting for the engine: +1 on submit, -1 when the engine takes one.
-    pub fn queued(&self, delta: i64) {
-        self.queue_depth.fetch_add(delta, Relaxed);
+    /// Adds `delta` to the queue depth; returns the depth after.
+    pub fn queued(&self, delta: i64) -> i64 {
+        self.queue_depth.fetch_add(delta, Relaxed) + delta
     }
 
     /// Sequences generating now.

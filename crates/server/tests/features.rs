@@ -290,3 +290,29 @@ async fn a_waiting_client_goes_before_one_already_running() {
         "client b waited behind client a's queued requests"
     );
 }
+
+/// The queue holds `--queue` waiting requests in all; one more is refused at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_refuses() {
+    use server::engine::{Engine, Job, SubmitError};
+    let file = gguf::GgufFile::from_bytes(tiny_chat_model(None)).unwrap();
+    let model = model::Model::from_file(file).unwrap();
+    let tok = std::sync::Arc::new(tokenizer::Tokenizer::from_gguf(&model.file).unwrap());
+    let backend = server::backend::Backend::new(model, server::backend::Device::Cpu).unwrap();
+    let metrics = std::sync::Arc::new(server::metrics::Metrics::new(1));
+    let engine = Engine::start(backend, tok, 256, 2, 1, 64, metrics).unwrap();
+    let job = || Job {
+        prompt: vec![1, 2, 3],
+        max_tokens: 200,
+        stops: Vec::new(),
+        sampling: sampler::SamplerConfig::default(),
+        logprobs: None,
+        client: None,
+    };
+    // One runs (once the engine takes it), two wait: the fourth finds the queue full.
+    let mut held = vec![engine.submit(job()).unwrap()];
+    while engine.submit(job()).map(|rx| held.push(rx)).is_ok() {
+        assert!(held.len() <= 3, "more than one running and two waiting");
+    }
+    assert_eq!(engine.submit(job()).err(), Some(SubmitError::Full));
+}
