@@ -551,6 +551,112 @@ impl Persistent {
 mod tests {
     use super::*;
 
+    fn out(rows: usize, y: u64, accumulate: bool) -> Out {
+        Out {
+            w: WeightRef {
+                ptr: 0x1000,
+                ty: 8,
+                rows,
+                cols: 64,
+                row_bytes: 68,
+            },
+            y,
+            bias: 0,
+            accumulate,
+        }
+    }
+
+    /// A layer's steps as the model builds them: q/k/v, attention, wo, gate/up, down, head.
+    fn layer(ll_max: usize, n_ff: usize) -> Steps {
+        let (x, q, k, v, att, gate, logits) = (0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70);
+        let mut st = Steps::new(ll_max);
+        let emb = out(100, 0, false).w;
+        let input = Input::EmbedRmsNorm {
+            emb,
+            w: 0x80,
+            eps: 1e-5,
+        };
+        st.matvec(
+            &[out(64, q, false), out(16, k, false), out(16, v, false)],
+            64,
+            input,
+        );
+        st.attention((q, k, v), (0x90, 0xa0), att, 64);
+        st.residual(&out(64, x, true), 64, Input::Plain(att));
+        let norm = Input::RmsNorm(x, 0x80, 1e-5);
+        st.gate_up(&out(n_ff, gate, false), &out(n_ff, gate, false), 64, norm);
+        st.residual(&out(64, x, true), n_ff, Input::Plain(gate));
+        st.matvec_plain(
+            &[out(100, logits, false)],
+            64,
+            Input::RmsNorm(x, 0x80, 1e-5),
+        );
+        st
+    }
+
+    #[test]
+    fn steps_read_what_earlier_steps_wrote() {
+        let st = layer(2048, 256);
+        assert!(st.bad.is_none(), "{:?}", st.bad);
+        let ins: Vec<i32> = st.list.iter().map(|s| s.in_step).collect();
+        // q/k/v from the embedding; attention from q/k/v; wo from attention; gate/up from x
+        // after wo; down from gate/up; the head from x after down.
+        assert_eq!(ins, [-1, 0, 1, 2, 3, 4]);
+        let ll: Vec<(i32, i32, i32)> = st
+            .list
+            .iter()
+            .map(|s| (s.in_ll, s.out_ll, s.arrive))
+            .collect();
+        assert_eq!(
+            ll,
+            [
+                (0, 1, 0),
+                (1, 1, 0),
+                (1, 1, 0),
+                (1, 1, 0),
+                (1, 1, 0),
+                (1, 0, 0)
+            ]
+        );
+        assert_eq!(st.min_rows(), 64, "wo and down have 64 rows");
+    }
+
+    #[test]
+    fn wide_outputs_go_plain_with_a_counter() {
+        // gate/up writes 4096 values: over ll_max, so plain with arrivals, and down reads it so.
+        let st = layer(2048, 4096);
+        assert!(st.bad.is_none());
+        let (gu, down) = (&st.list[3], &st.list[4]);
+        assert_eq!((gu.out_ll, gu.arrive), (0, 1));
+        assert_eq!((down.in_ll, down.in_step), (0, 3));
+        // Everything plain when ll_max is 0; the logits never need a counter.
+        let st = layer(0, 256);
+        assert!(st.list[..5].iter().all(|s| s.out_ll == 0 && s.arrive == 1));
+        assert_eq!((st.list[5].out_ll, st.list[5].arrive), (0, 0));
+    }
+
+    #[test]
+    fn a_read_of_an_unwritten_buffer_or_a_stray_accumulate_is_refused() {
+        let mut st = Steps::new(2048);
+        st.matvec(&[out(64, 0x20, false)], 64, Input::Plain(0x99));
+        assert!(st.bad.is_some());
+        let mut st = Steps::new(2048);
+        let emb = out(100, 0, false).w;
+        st.matvec(
+            &[out(64, 0x20, true)],
+            64,
+            Input::EmbedRmsNorm {
+                emb,
+                w: 0,
+                eps: 0.0,
+            },
+        );
+        assert!(
+            st.bad.is_some(),
+            "an accumulating step that is not a residual one"
+        );
+    }
+
     #[test]
     fn step_and_args_match_the_cuda_layout() {
         assert_eq!(std::mem::offset_of!(PkStep, out), 144);
