@@ -12,6 +12,7 @@ use crate::error::ServerError;
 use crate::metrics::Metrics;
 use crate::seq::{Seq, TokenLogprob};
 use cpu::Logits;
+use rayon::prelude::*;
 use sampler::{Sampler, SamplerConfig};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -22,6 +23,9 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::oneshot;
 
 pub use crate::seq::Finish;
+
+/// Sequences in a decode step from which their sampling runs on several threads.
+const PARALLEL_SAMPLING: usize = 8;
 
 /// One generation to run.
 #[derive(Clone, Debug)]
@@ -438,8 +442,23 @@ impl<'a> Runner<'a> {
             }
         };
         let nv = self.backend.hparams().n_vocab;
-        for (i, mut a) in decoding.into_iter().enumerate() {
-            match self.advance(&mut a, &logits[i * nv..(i + 1) * nv]) {
+        // Sampling and detokenizing each sequence is independent of the others (each has its
+        // own sampler and random stream): spread over threads when there are many, then
+        // report in order.
+        let before: Vec<usize> = decoding.iter().map(|a| a.seq.ids().len()).collect();
+        let mut work: Vec<(&mut Seq, usize, &[f32])> = decoding
+            .iter_mut()
+            .zip(logits.chunks_exact(nv))
+            .map(|(a, l)| (&mut a.seq, a.cache.len(), l))
+            .collect();
+        let step = |(seq, len, l): &mut (&mut Seq, usize, &[f32])| seq.step(l, *len);
+        let outs: Vec<_> = if work.len() >= PARALLEL_SAMPLING {
+            work.par_iter_mut().map(step).collect()
+        } else {
+            work.iter_mut().map(step).collect()
+        };
+        for ((mut a, before), out) in decoding.into_iter().zip(before).zip(outs) {
+            match self.report(&mut a, before, out) {
                 Ok(false) => self.active.push(a),
                 Ok(true) => self.free.push(a.into_slot()),
                 Err(e) => {
@@ -481,7 +500,19 @@ impl<'a> Runner<'a> {
     /// finished (done, or its client went away).
     fn advance(&self, a: &mut Active, logits: &[f32]) -> Result<bool, ServerError> {
         let before = a.seq.ids().len();
-        let out = a.seq.step(logits, a.cache.len())?;
+        let out = a.seq.step(logits, a.cache.len());
+        self.report(a, before, out)
+    }
+
+    /// Sends what `a`'s step (`out`, sampled when it had `before` tokens) produced; true when
+    /// `a` is finished.
+    fn report(
+        &self,
+        a: &mut Active,
+        before: usize,
+        out: Result<crate::seq::Out, ServerError>,
+    ) -> Result<bool, ServerError> {
+        let out = out?;
         if a.seq.ids().len() > before {
             let now = Instant::now();
             match a.last_token {

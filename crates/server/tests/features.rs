@@ -149,12 +149,24 @@ async fn metrics_count_requests_and_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_greedy_equals_alone() {
     // prompts of 3..11 tokens prefilled 4 a step: prefill chunks interleave with decode steps
+    batched_equals_alone(4, 8, 4).await;
+}
+
+/// Twelve at once over twelve slots: the decode steps sample on several threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wide_batches_sample_in_parallel_and_equal_alone() {
+    // every prompt prefilled within two steps: twelve sequences decode together
+    batched_equals_alone(12, 12, 64).await;
+}
+
+async fn batched_equals_alone(parallel: usize, n: usize, prefill_chunk: usize) {
     let app = tiny_app(server::Config {
-        parallel: 4,
-        prefill_chunk: 4,
+        parallel,
+        prefill_chunk,
+        max_per_client: 0,
         ..server::Config::default()
     });
-    let reqs: Vec<Value> = (0..8)
+    let reqs: Vec<Value> = (0..n)
         .map(|i| {
             json!({"prompt": format!("hello {}", "x ".repeat(i)), "max_tokens": 12,
                         "temperature": 0})
@@ -179,7 +191,7 @@ async fn batched_greedy_equals_alone() {
         assert_eq!(v["choices"][0]["text"], alone[i], "request {i}");
     }
     let (_, text) = send(&app, get("/metrics")).await;
-    assert!(text.contains("molla_slots 4"), "{text}");
+    assert!(text.contains(&format!("molla_slots {parallel}")), "{text}");
 }
 
 #[tokio::test]
