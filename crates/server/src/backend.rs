@@ -132,9 +132,22 @@ impl Backend {
     /// them all (bit-identical to decoding each alone); on the wgpu backend they run one after
     /// another.
     pub fn forward_batch(&self, seqs: &mut [(u32, &mut Cache)]) -> Result<Vec<f32>, ServerError> {
+        let mut out = Vec::new();
+        self.forward_batch_into(seqs, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`forward_batch`](Self::forward_batch) into `out`, reusing its allocation where the
+    /// backend can (CUDA: every sequence's logits each step, 12 MB at 64 SmolLM2 sequences).
+    pub fn forward_batch_into(
+        &self,
+        seqs: &mut [(u32, &mut Cache)],
+        out: &mut Vec<f32>,
+    ) -> Result<(), ServerError> {
         if seqs.len() == 1 {
             let (id, cache) = &mut seqs[0];
-            return self.forward(&[*id], cache, Logits::Last);
+            *out = self.forward(&[*id], cache, Logits::Last)?;
+            return Ok(());
         }
         if let Backend::Cpu(m) = self {
             let mut cpu: Vec<(u32, &mut KvCache)> = Vec::with_capacity(seqs.len());
@@ -145,7 +158,8 @@ impl Backend {
                     _ => return Err(ServerError::CacheMismatch),
                 }
             }
-            return Ok(m.forward_batch(&mut cpu)?);
+            *out = m.forward_batch(&mut cpu)?;
+            return Ok(());
         }
         #[cfg(feature = "cuda")]
         if let Backend::Cuda(m) = self {
@@ -157,13 +171,13 @@ impl Backend {
                     _ => return Err(ServerError::CacheMismatch),
                 }
             }
-            return Ok(m.forward_batch(&mut cuda)?);
+            return Ok(m.forward_batch_into(&mut cuda, out)?);
         }
-        let mut all = Vec::new();
+        out.clear();
         for (id, cache) in seqs.iter_mut() {
-            all.extend(self.forward(&[*id], cache, Logits::Last)?);
+            out.extend(self.forward(&[*id], cache, Logits::Last)?);
         }
-        Ok(all)
+        Ok(())
     }
 
     /// The final hidden states after the output norm, `n_embd` per token, of `tokens` run in a

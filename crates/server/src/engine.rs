@@ -118,6 +118,7 @@ impl Engine {
                     ctx,
                     queue: queue.max(1),
                     waiting: VecDeque::new(),
+                    logits: Vec::new(),
                     chunk: chunk.max(1),
                     metrics: &m,
                     free: caches
@@ -236,6 +237,8 @@ struct Runner<'a> {
     /// Generation requests taken off the channel, waiting for a slot (at most `queue`).
     waiting: VecDeque<Waiting>,
     queue: usize,
+    /// The decode step's logits, reused from step to step.
+    logits: Vec<f32>,
     active: Vec<Active<'a>>,
 }
 
@@ -431,8 +434,9 @@ impl<'a> Runner<'a> {
             .iter_mut()
             .map(|a| (a.next, &mut a.cache))
             .collect();
-        let logits = match self.backend.forward_batch(&mut seqs) {
-            Ok(l) => l,
+        let mut logits = std::mem::take(&mut self.logits);
+        match self.backend.forward_batch_into(&mut seqs, &mut logits) {
+            Ok(()) => {}
             Err(e) => {
                 for a in decoding {
                     let _ = a.events.send(Event::Error(e.to_string()));
@@ -467,6 +471,7 @@ impl<'a> Runner<'a> {
                 }
             }
         }
+        self.logits = logits;
     }
 
     /// Tokens in the next chunk of a prompt of `len` tokens of which `pos` are in the cache.

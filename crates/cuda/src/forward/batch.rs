@@ -44,13 +44,28 @@ impl CudaModel {
     /// logits per sequence, in order, each with the bits [`forward`](Self::forward) of that
     /// token alone gives. One sequence runs as a plain decode step (the persistent kernel).
     pub fn forward_batch(&self, seqs: &mut [(u32, &mut CudaKvCache)]) -> Result<Vec<f32>> {
+        let mut out = Vec::new();
+        self.forward_batch_into(seqs, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`forward_batch`](Self::forward_batch) into `out` (resized to `n * n_vocab`), so that a
+    /// caller stepping many sequences reuses one buffer instead of a fresh allocation of every
+    /// sequence's logits each step.
+    pub fn forward_batch_into(
+        &self,
+        seqs: &mut [(u32, &mut CudaKvCache)],
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
         let n = seqs.len();
         if n == 0 {
-            return Ok(Vec::new());
+            out.clear();
+            return Ok(());
         }
         if n == 1 {
             let (token, kv) = &mut seqs[0];
-            return self.forward(&[*token], kv, Logits::Last);
+            *out = self.forward(&[*token], kv, Logits::Last)?;
+            return Ok(());
         }
         let (hp, vocab) = (&self.hp, self.hp.n_vocab);
         for (token, kv) in seqs.iter() {
@@ -99,11 +114,11 @@ impl CudaModel {
         // row's cache has room for its position (checked above), and all addresses belong to
         // this model and its caches.
         unsafe { self.step_launches(&b.s, g.ptr(&b.tokens), at, g.ptr(&b.logits), batch)? };
-        let mut out = vec![0.0f32; n * vocab];
-        g.download(&b.logits, &mut out)?;
+        out.resize(n * vocab, 0.0);
+        g.download(&b.logits, out)?;
         for (_, kv) in seqs.iter_mut() {
             kv.len += 1;
         }
-        Ok(out)
+        Ok(())
     }
 }
