@@ -10,6 +10,8 @@ pub(crate) const RMS_NORM: &str = include_str!("shaders/rms_norm.wgsl");
 pub(crate) const ROPE: &str = include_str!("shaders/rope.wgsl");
 pub(crate) const ELEMENTWISE: &str = include_str!("shaders/elementwise.wgsl");
 const ATTENTION: &str = include_str!("shaders/attention.wgsl");
+/// The 6-bit scale/min unpacking Q4_K and Q5_K share.
+const KSCALE: &str = include_str!("shaders/kscale.wgsl");
 
 /// Block formats with a matvec shader, and their `dequant8` source.
 const FORMATS: &[(GgmlType, &str)] = &[
@@ -41,7 +43,12 @@ pub fn formats() -> impl Iterator<Item = GgmlType> {
 /// The matvec/embed module for weights of type `ty`.
 pub(crate) fn matvec(ty: GgmlType) -> Option<String> {
     let (_, src) = FORMATS.iter().find(|(t, _)| *t == ty)?;
-    Some(format!("{COMMON}\n{src}\n{MATVEC}"))
+    let shared = if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
+        KSCALE
+    } else {
+        ""
+    };
+    Some(format!("{COMMON}\n{shared}\n{src}\n{MATVEC}"))
 }
 
 /// The attention/store module for an f32 or (`f16`) f16 KV cache.

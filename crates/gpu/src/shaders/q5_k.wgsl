@@ -2,18 +2,6 @@
 // mins at 4 (as Q4_K), qh at 16 (bit e / 32 of byte e % 32: bit 4 of element e), qs at 48 (as
 // Q4_K's). Weight = (d * sc) * q - (dmin * m) for the sub-block of 32.
 
-fn scale_min(blk: u32, j: u32) -> vec2<u32> {
-    let s = blk + 4u;
-    if (j < 4u) {
-        return vec2<u32>(byte_at(s + j) & 63u, byte_at(s + j + 4u) & 63u);
-    }
-    let b = byte_at(s + j + 4u);
-    return vec2<u32>(
-        (b & 15u) | ((byte_at(s + j - 4u) >> 6u) << 4u),
-        (b >> 4u) | ((byte_at(s + j) >> 6u) << 4u),
-    );
-}
-
 fn dequant8(base: u32, u: u32) -> array<f32, 8> {
     let blk = base + (u / 32u) * 176u;
     let e0 = 8u * (u % 32u);
