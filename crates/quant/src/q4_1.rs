@@ -40,10 +40,7 @@ impl Block {
 pub fn dequantize(src: &[u8], dst: &mut [f32]) {
     dequantize_blocks(src, dst, |b, y: &mut [f32; BLOCK_ELEMS]| {
         let b = Block::from_bytes(b);
-        let (d, m) = (f16_to_f32(b.d), f16_to_f32(b.m));
-        for (y, q) in y.iter_mut().zip(b.quants()) {
-            *y = f32::from(q) * d + m;
-        }
+        dequantize_affine(b.d, b.m, b.quants(), y);
     });
 }
 
@@ -54,12 +51,7 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 pub fn dot(src: &[u8], x: &[f32]) -> f32 {
     dot_blocks(src, x, |b, x: &[f32; BLOCK_ELEMS]| {
         let b = Block::from_bytes(b);
-        let (mut sqx, mut sx) = (0.0f32, 0.0f32);
-        for (q, x) in b.quants().into_iter().zip(x) {
-            sqx += f32::from(q) * x;
-            sx += x;
-        }
-        f16_to_f32(b.d) * sqx + f16_to_f32(b.m) * sx
+        dot_affine(b.d, b.m, b.quants(), x)
     })
 }
 
@@ -72,6 +64,34 @@ fn quantize_block(x: &[f32; BLOCK_ELEMS]) -> Block {
         m: f32_to_f16(min),
         qs: pack_nibbles(&q),
     }
+}
+
+/// `y_i = q_i * d + m` for one block of Q4_1 or Q5_1 (f16 `d` and `m`).
+pub(crate) fn dequantize_affine(
+    d: [u8; 2],
+    m: [u8; 2],
+    quants: [u8; BLOCK_ELEMS],
+    y: &mut [f32; BLOCK_ELEMS],
+) {
+    let (d, m) = (f16_to_f32(d), f16_to_f32(m));
+    for (y, q) in y.iter_mut().zip(quants) {
+        *y = f32::from(q) * d + m;
+    }
+}
+
+/// `d * Σ q_i·x_i + m * Σ x_i` (sums in f32) for one block of Q4_1 or Q5_1.
+pub(crate) fn dot_affine(
+    d: [u8; 2],
+    m: [u8; 2],
+    quants: [u8; BLOCK_ELEMS],
+    x: &[f32; BLOCK_ELEMS],
+) -> f32 {
+    let (mut sqx, mut sx) = (0.0f32, 0.0f32);
+    for (q, x) in quants.into_iter().zip(x) {
+        sqx += f32::from(q) * x;
+        sx += x;
+    }
+    f16_to_f32(d) * sqx + f16_to_f32(m) * sx
 }
 
 /// The scale, minimum and quants (`0..=nmax`) of one block as ggml's `quantize_row_q4_1_ref`

@@ -11,10 +11,10 @@
 //!
 //! Weight `i` is `(q_i as f32) * d + m`.
 
-use crate::q4_1::quantize_min_max;
+use crate::q4_1::{dequantize_affine, dot_affine, quantize_min_max};
 use crate::util::{
-    add_high_bits, block_struct, dequantize_blocks, dot_blocks, f16_to_f32, f32_to_f16,
-    pack_high_bits, pack_nibbles, quantize_blocks, unpack_nibbles,
+    add_high_bits, block_struct, dequantize_blocks, dot_blocks, f32_to_f16, pack_high_bits,
+    pack_nibbles, quantize_blocks, unpack_nibbles,
 };
 
 /// Elements per block.
@@ -45,10 +45,7 @@ impl Block {
 pub fn dequantize(src: &[u8], dst: &mut [f32]) {
     dequantize_blocks(src, dst, |b, y: &mut [f32; BLOCK_ELEMS]| {
         let b = Block::from_bytes(b);
-        let (d, m) = (f16_to_f32(b.d), f16_to_f32(b.m));
-        for (y, q) in y.iter_mut().zip(b.quants()) {
-            *y = f32::from(q) * d + m;
-        }
+        dequantize_affine(b.d, b.m, b.quants(), y);
     });
 }
 
@@ -59,12 +56,7 @@ pub fn dequantize(src: &[u8], dst: &mut [f32]) {
 pub fn dot(src: &[u8], x: &[f32]) -> f32 {
     dot_blocks(src, x, |b, x: &[f32; BLOCK_ELEMS]| {
         let b = Block::from_bytes(b);
-        let (mut sqx, mut sx) = (0.0f32, 0.0f32);
-        for (q, x) in b.quants().into_iter().zip(x) {
-            sqx += f32::from(q) * x;
-            sx += x;
-        }
-        f16_to_f32(b.d) * sqx + f16_to_f32(b.m) * sx
+        dot_affine(b.d, b.m, b.quants(), x)
     })
 }
 
