@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use gguf::{Array, GgufFile, GgufWriter, TensorSpec, Value};
+use gguf::{Array, GgufFile, Value};
 
 /// The tiny chat model rewritten with `edit` applied to its metadata and `patch` to each
 /// tensor's data.
@@ -14,20 +14,7 @@ fn rewrite(
     patch: impl Fn(&str, &mut Vec<u8>),
 ) -> Vec<u8> {
     let f = GgufFile::from_bytes(tiny_chat_model(None)).unwrap();
-    let mut md = f.metadata().to_vec();
-    edit(&mut md);
-    let specs: Vec<TensorSpec> = f
-        .tensors()
-        .iter()
-        .map(|t| TensorSpec::new(t.name.clone(), t.dims.clone(), t.ty))
-        .collect();
-    let mut w = GgufWriter::new(Vec::new(), &md, &specs).unwrap();
-    for t in f.tensors() {
-        let mut data = f.tensor_data(t).to_vec();
-        patch(&t.name, &mut data);
-        w.write_tensor(&data).unwrap();
-    }
-    w.finish().unwrap()
+    gguf::rewrite(&f, edit, patch).unwrap()
 }
 
 fn run_and_serve(path: &std::path::Path) -> Vec<(&'static str, std::process::Output)> {

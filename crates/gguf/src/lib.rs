@@ -10,6 +10,7 @@ mod decode;
 mod display;
 mod error;
 mod reader;
+mod rewrite;
 mod tensor;
 mod types;
 mod value;
@@ -17,6 +18,7 @@ mod writer;
 
 pub use error::{GgufError, Result};
 pub use reader::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GgufFile};
+pub use rewrite::rewrite;
 pub use tensor::{MAX_DIMS, TensorInfo, TensorSpec};
 pub use types::GgmlType;
 pub use value::{Array, Value};

@@ -6,7 +6,7 @@ mod common;
 
 use axum::http::StatusCode;
 use common::*;
-use gguf::{Array, GgufFile, GgufWriter, TensorSpec, Value};
+use gguf::{Array, GgufFile, Value};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 
@@ -16,21 +16,7 @@ fn rewrite(
     edit: impl FnOnce(&mut Vec<(String, Value)>),
     patch: impl Fn(&str, &mut Vec<u8>),
 ) -> Vec<u8> {
-    let f = GgufFile::from_bytes(bytes).unwrap();
-    let mut md = f.metadata().to_vec();
-    edit(&mut md);
-    let specs: Vec<TensorSpec> = f
-        .tensors()
-        .iter()
-        .map(|t| TensorSpec::new(t.name.clone(), t.dims.clone(), t.ty))
-        .collect();
-    let mut w = GgufWriter::new(Vec::new(), &md, &specs).unwrap();
-    for t in f.tensors() {
-        let mut data = f.tensor_data(t).to_vec();
-        patch(&t.name, &mut data);
-        w.write_tensor(&data).unwrap();
-    }
-    w.finish().unwrap()
+    gguf::rewrite(&GgufFile::from_bytes(bytes).unwrap(), edit, patch).unwrap()
 }
 
 fn load(bytes: Vec<u8>) -> Result<server::State, server::ServerError> {

@@ -289,8 +289,10 @@ fn connections_over_the_limit_wait_for_one_to_close() {
 #[test]
 fn generation_and_streams_are_never_timed() {
     // a request timeout far shorter than the answers: one slot, so each request waits for
-    // the ones before it (1500 tokens each); every answer must still come whole
-    let timeout = Duration::from_millis(40);
+    // the ones before it (1500 tokens each); every answer must still come whole. (Long enough
+    // that a client thread descheduled on a loaded 2-core machine still gets its headers in:
+    // at 40 ms the header timer dropped some under load.)
+    let timeout = Duration::from_millis(150);
     let srv = live(server::Config {
         request_timeout: timeout,
         parallel: 1,
@@ -302,6 +304,8 @@ fn generation_and_streams_are_never_timed() {
             let port = srv.port;
             std::thread::spawn(move || {
                 let mut s = connect(port);
+                // the last answers come after all the others' (seconds on a loaded machine)
+                s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
                 let stream = i % 2 == 0;
                 s.write_all(http_post("/v1/chat/completions", &chat(stream, 1500)).as_bytes())
                     .unwrap();
