@@ -55,6 +55,8 @@ impl Backend {
     /// The KV cache element type for caches made from now on; the CPU honours it, CUDA caches
     /// are always f16.
     pub fn set_cache_type(&mut self, ty: cpu::CacheType) {
+        // Without the GPU features the CPU is the only backend.
+        #[allow(irrefutable_let_patterns)]
         if let Backend::Cpu(m) = self {
             m.set_cache_type(ty);
         }
@@ -149,6 +151,7 @@ impl Backend {
             *out = self.forward(&[*id], cache, Logits::Last)?;
             return Ok(());
         }
+        #[allow(irrefutable_let_patterns)]
         if let Backend::Cpu(m) = self {
             let mut cpu: Vec<(u32, &mut KvCache)> = Vec::with_capacity(seqs.len());
             for (id, c) in seqs.iter_mut() {
