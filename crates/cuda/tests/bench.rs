@@ -214,19 +214,28 @@ fn decode_speed() {
     }
 }
 
-/// One decode step with plain launches, for a profiler: a 30-layer SmolLM2-shaped Q8_0 model,
-/// 100-token prefill (362 launches), then 3 decode steps (182 launches each).
+/// Decode steps with plain launches, for a profiler (`scripts/cuda-tests profile`): the first
+/// shape of `MOLLA_BENCH_SHAPES` (default SmolLM2's, Q8_0), a 100-token prefill, then 3 decode
+/// steps (for SmolLM2: 362 launches, then 182 each).
 #[test]
 #[ignore]
 fn profile_decode() {
     let Some(_) = gpu() else { return };
-    let spec = SynthSpec::smollm2(GgmlType::Q8_0);
+    let first = std::env::var("MOLLA_BENCH_SHAPES").unwrap_or_else(|_| "smol:Q8_0".into());
+    let item = first
+        .split_whitespace()
+        .next()
+        .unwrap_or("smol:Q8_0")
+        .to_string();
+    let (name, ty) = item.split_once(':').unwrap_or((&item, "Q8_0"));
+    let spec = shape(name, GgmlType::from_name(ty).expect("a ggml type name"));
+    let vocab = spec.n_vocab as u32;
     let m = Model::from_file(GgufFile::from_bytes(build(&spec).unwrap()).unwrap()).unwrap();
     let cuda = CudaModel::new(&m, 0).unwrap();
     cuda.set_persistent(false);
     cuda.set_graphs(false);
     let mut kv = cuda.new_cache(256).unwrap();
-    let prompt: Vec<u32> = (0..100).map(|i| i * 7).collect();
+    let prompt: Vec<u32> = (0..100).map(|i| i * 7 % vocab).collect();
     cuda.forward(&prompt, &mut kv, Logits::Last).unwrap();
     for t in 0..3 {
         cuda.forward(&[t], &mut kv, Logits::Last).unwrap();
