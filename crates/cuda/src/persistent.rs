@@ -339,6 +339,9 @@ pub(crate) struct Persistent {
     xq_off: usize,
     stages: usize,
     nw_bytes: usize,
+    /// PkArgs::knobs (`MOLLA_PK_NAP`) and l2_ahead (`MOLLA_PK_L2`), read when the list is built.
+    knobs: i32,
+    l2_ahead: i32,
     /// With `MOLLA_PK_TRACE=1`: per step and block, when the work started and ended (ns).
     trace: Option<CudaSlice<u64>>,
     /// The op of each step (0 matvec, 1 attention), for reading the trace.
@@ -456,6 +459,8 @@ impl Persistent {
             xq_off,
             stages,
             nw_bytes,
+            knobs: env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8,
+            l2_ahead: l2_ahead(),
         })
     }
 
@@ -525,12 +530,12 @@ impl Persistent {
             timeout_ms: TIMEOUT_MS,
             chunk: self.chunk as i32,
             xs_bytes: self.xs_bytes as i32,
-            knobs: env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8,
+            knobs: self.knobs,
             nw_bytes: self.nw_bytes as i32,
             trace: self.trace.as_ref().map_or(0, |t| gpu.ptr(t)),
             xq_off: self.xq_off as i32,
             stages: self.stages as i32,
-            l2_ahead: l2_ahead(),
+            l2_ahead: self.l2_ahead,
         };
         let f = &gpu.k.decode_persistent;
         let mut b = gpu.stream.launch_builder(f);

@@ -130,17 +130,10 @@ impl Backend {
 
 impl Backend {
     /// One token per sequence (`seqs[i].0` after what cache `seqs[i].1` holds): `n_vocab`
-    /// logits per sequence, in order. On the CPU and on CUDA one pass over the weights serves
-    /// them all (bit-identical to decoding each alone); on the wgpu backend they run one after
-    /// another.
-    pub fn forward_batch(&self, seqs: &mut [(u32, &mut Cache)]) -> Result<Vec<f32>, ServerError> {
-        let mut out = Vec::new();
-        self.forward_batch_into(seqs, &mut out)?;
-        Ok(out)
-    }
-
-    /// [`forward_batch`](Self::forward_batch) into `out`, reusing its allocation where the
-    /// backend can (CUDA: every sequence's logits each step, 12 MB at 64 SmolLM2 sequences).
+    /// logits per sequence, in order, into `out` (its allocation reused where the backend can:
+    /// CUDA downloads every sequence's logits into it, 12 MB at 64 SmolLM2 sequences). On the
+    /// CPU and on CUDA one pass over the weights serves them all (bit-identical to decoding
+    /// each alone); on the wgpu backend they run one after another.
     pub fn forward_batch_into(
         &self,
         seqs: &mut [(u32, &mut Cache)],

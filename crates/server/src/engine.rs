@@ -197,30 +197,26 @@ struct Active<'t> {
     events: UnboundedSender<Event>,
     /// The token to feed at the next step.
     next: u32,
-    prompt_tokens: usize,
     queued_at: Instant,
     last_token: Option<Instant>,
-    /// The prompt and how much of it is in the cache, while prefilling.
-    prefill: Option<(Vec<u32>, usize)>,
-    /// The prompt, once prefilled.
     prompt: Vec<u32>,
+    /// Prompt tokens in the cache: the sequence is prefilling until they are all there.
+    prefilled: usize,
     /// Prompt tokens taken from the slot's cache.
     cached_tokens: usize,
 }
 
 impl Active<'_> {
+    fn prefilling(&self) -> bool {
+        self.prefilled < self.prompt.len()
+    }
+
     /// The slot back, with what of the prompt its cache holds.
-    fn into_slot(self) -> Slot {
-        let prompt = match self.prefill {
-            Some((mut p, pos)) => {
-                p.truncate(pos);
-                p
-            }
-            None => self.prompt,
-        };
+    fn into_slot(mut self) -> Slot {
+        self.prompt.truncate(self.prefilled);
         Slot {
             cache: self.cache,
-            prompt,
+            prompt: self.prompt,
         }
     }
 }
@@ -319,7 +315,6 @@ impl<'a> Runner<'a> {
     /// equals).
     fn pick_slot(&mut self, prompt: &[u32]) -> Option<Slot> {
         let best = (0..self.free.len())
-            .rev()
             .max_by_key(|&i| (self.reusable(&self.free[i].prompt, prompt), i))?;
         Some(self.free.swap_remove(best))
     }
@@ -374,11 +369,10 @@ impl<'a> Runner<'a> {
             cache: slot.cache,
             events,
             next: 0,
-            prompt_tokens: job.prompt.len(),
             queued_at,
             last_token: None,
-            prefill: Some((job.prompt, keep)),
-            prompt: Vec::new(),
+            prompt: job.prompt,
+            prefilled: keep,
             cached_tokens: keep,
         });
     }
@@ -404,14 +398,11 @@ impl<'a> Runner<'a> {
         let mut first = true;
         let mut decoding = Vec::with_capacity(active.len());
         for mut a in active {
-            if a.prefill.is_none() {
+            if !a.prefilling() {
                 decoding.push(a);
                 continue;
             }
-            let next = a
-                .prefill
-                .as_ref()
-                .map_or(0, |(p, pos)| self.next_chunk(p.len(), *pos));
+            let next = self.next_chunk(a.prompt.len(), a.prefilled);
             if !first && next > budget {
                 self.active.push(a);
                 continue;
@@ -484,19 +475,14 @@ impl<'a> Runner<'a> {
     /// Runs `a`'s next prompt chunk; after the last one samples its first token. True when `a`
     /// is finished.
     fn prefill_chunk(&self, a: &mut Active) -> Result<bool, ServerError> {
-        let Some((prompt, pos)) = a.prefill.as_mut() else {
-            return Ok(false);
-        };
-        let end = *pos + self.next_chunk(prompt.len(), *pos);
+        let (pos, len) = (a.prefilled, a.prompt.len());
+        let end = pos + self.next_chunk(len, pos);
         let logits = self
             .backend
-            .forward(&prompt[*pos..end], &mut a.cache, Logits::Last)?;
-        *pos = end;
-        if end < prompt.len() {
+            .forward(&a.prompt[pos..end], &mut a.cache, Logits::Last)?;
+        a.prefilled = end;
+        if end < len {
             return Ok(false);
-        }
-        if let Some((p, _)) = a.prefill.take() {
-            a.prompt = p;
         }
         self.advance(a, &logits)
     }
@@ -546,7 +532,7 @@ impl<'a> Runner<'a> {
             let _ = a.events.send(Event::Text(tail));
         }
         tracing::debug!(
-            prompt = a.prompt_tokens,
+            prompt = a.prompt.len(),
             generated = a.seq.ids().len(),
             finish = ?a.seq.end(),
             "done"
@@ -554,7 +540,7 @@ impl<'a> Runner<'a> {
         let _ = a.events.send(Event::Done(Done {
             finish: a.seq.end().unwrap_or(Finish::Length),
             stop: a.seq.stop_string().map(String::from),
-            prompt_tokens: a.prompt_tokens,
+            prompt_tokens: a.prompt.len(),
             completion_tokens: a.seq.ids().len(),
             cached_tokens: a.cached_tokens,
         }));

@@ -16,17 +16,35 @@ pub const TEMPLATE_NAME: &str = "chat_template";
 /// `i64::MIN` in the clock means "read the system clock".
 pub const SYSTEM_CLOCK: i64 = i64::MIN;
 
-/// The payload of `raise_exception(msg)`, found again in the error's source chain.
+/// Why a render stopped on purpose, found again in the error's source chain: the template
+/// called `raise_exception(msg)`, or the namespace filter refused a value ([`plain`]; the
+/// message then names the line rather than the filter call the rewrite added).
 #[derive(Debug)]
-pub struct Raised(pub String);
+pub enum Thrown {
+    Raised(String),
+    Refused(String),
+}
 
-impl std::fmt::Display for Raised {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl Thrown {
+    fn message(&self) -> &str {
+        match self {
+            Thrown::Raised(m) | Thrown::Refused(m) => m,
+        }
+    }
+
+    /// The render error that carries it.
+    pub fn into_error(self) -> Error {
+        Error::new(ErrorKind::InvalidOperation, self.message().to_string()).with_source(self)
     }
 }
 
-impl std::error::Error for Raised {}
+impl std::fmt::Display for Thrown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for Thrown {}
 
 /// jinja2's `trim_blocks`/`lstrip_blocks` on the default delimiters.
 pub fn syntax() -> Result<SyntaxConfig, Error> {
@@ -61,7 +79,7 @@ pub fn build(
     env.add_filter(plain::FILTER, plain::filter);
     env.add_function("raise_exception", |msg: Value| -> Result<Value, Error> {
         let msg = msg.as_str().map_or_else(|| msg.to_string(), str::to_string);
-        Err(Error::new(ErrorKind::InvalidOperation, msg.clone()).with_source(Raised(msg)))
+        Err(Thrown::Raised(msg).into_error())
     });
     env.add_function("strftime_now", move |fmt: &str| {
         let now = match clock.load(Ordering::Relaxed) {

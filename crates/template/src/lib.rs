@@ -233,12 +233,13 @@ impl ChatTemplate {
     fn classify(&self, e: minijinja::Error) -> TemplateError {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
         while let Some(err) = source {
-            if let Some(raised) = err.downcast_ref::<env::Raised>() {
-                return TemplateError::Raised(one_line(&raised.0));
-            }
-            if let Some(refused) = err.downcast_ref::<plain::Refused>() {
-                let line = e.line().map(|l| format!(" (line {l})")).unwrap_or_default();
-                return TemplateError::Render(one_line(format!("{}{line}", refused.0)));
+            match err.downcast_ref::<env::Thrown>() {
+                Some(env::Thrown::Raised(msg)) => return TemplateError::Raised(one_line(msg)),
+                Some(env::Thrown::Refused(msg)) => {
+                    let line = e.line().map(|l| format!(" (line {l})")).unwrap_or_default();
+                    return TemplateError::Render(one_line(format!("{msg}{line}")));
+                }
+                None => {}
             }
             source = err.source();
         }

@@ -19,8 +19,8 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
+use minijinja::Error;
 use minijinja::value::{DynObject, Enumerator, Kwargs, Object, ObjectRepr, Tuple, Value};
-use minijinja::{Error, ErrorKind};
 
 /// The filter's name. Templates cannot define filters, so they cannot replace it.
 pub const FILTER: &str = "molla_plain_value";
@@ -160,21 +160,8 @@ impl Walk {
     }
 }
 
-/// Why the filter refused a value; found again in the error's source chain, so that the
-/// message names the line rather than the filter call the rewrite added.
-#[derive(Debug)]
-pub struct Refused(pub String);
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Refused {}
-
 fn invalid(msg: String) -> Error {
-    Error::new(ErrorKind::InvalidOperation, msg.clone()).with_source(Refused(msg))
+    crate::env::Thrown::Refused(msg).into_error()
 }
 
 /// `minijinja::vm::loop_object::Loop` -> `loop`.
