@@ -202,19 +202,17 @@ __device__ __forceinline__ int mv_total(const MvArgs& a) {
     return total;
 }
 
-// Input row t of the batch (output rows go to y + t * rows of each segment); this block is `blk`
-// of the `nblk` that share the rows.
-__device__ __forceinline__ void matvec_body(const MvArgs& a, int t, int blk, int nblk) {
+extern "C" __global__ void matvec(const MvArgs a) {
     extern __shared__ float4 smem4[];
     float* xs = (float*)smem4;
-    load_input(a, xs, t);
+    load_input(a, xs, 0);
     const Xq xq = xq_at((u8*)(xs + a.cols), a.cols);
     int lanes = a.lanes;
     int lane = threadIdx.x & (lanes - 1);
     int groups = blockDim.x / lanes, total = mv_total(a);
     // The grid may be smaller than the row count (the input is prepared once per block): blocks
     // stride over rows. `rb` is uniform across the block, so whole warps take the same trips.
-    for (int rb = blk * groups; rb < total; rb += nblk * groups) {
+    for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
         int si, r;
         bool active = mv_row(a, rb, lanes, si, r);
         float acc = 0.f;
@@ -224,11 +222,9 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a, int t, int blk, int
         }
         __syncwarp();
         acc = group_sum(acc, lanes);
-        if (active && lane == 0) mv_store(a.seg[si], t, r, acc);
+        if (active && lane == 0) mv_store(a.seg[si], 0, r, acc);
     }
 }
-
-extern "C" __global__ void matvec(const MvArgs a) { matvec_body(a, 0, blockIdx.x, gridDim.x); }
 
 // Inputs a batched matvec block prepares at most (one token of each of several sequences).
 #define MV_MULTI 8

@@ -7,7 +7,7 @@
 // does): each value is stored as one 8-byte word, the f32 bits and a 32-bit tag, the tag naming
 // the step and launch that wrote it (tag_base + step + 1; tags never repeat before the host
 // zeroes the buffers). A reader polls the words it needs until each carries the tag of the step
-// that produces them, so there is no barrier, no fence and no counter between steps: a block
+// that produces them, so such a hand-over needs no barrier, fence or counter: a block
 // waits for exactly the values it reads (an attention block for its head's q, k, v rows), and the
 // wait and the load are one round trip. Words are stored and loaded with 8- or 16-byte volatile
 // accesses, which the GPU performs whole, so a value is never seen without its tag. A writer
@@ -54,7 +54,6 @@ struct PkStep {
     const float* x;
     const float* norm_w;
     const u8* emb;
-    float* xout;  // unused
     // attention: raw q, k, v of this token, the layer's caches, the output
     const float* q;
     const float* k;
@@ -142,6 +141,20 @@ __device__ __forceinline__ u32 ld_acquire(const u32* p) {
     return v;
 }
 
+// Whether a wait of step `step` that began at t0 must stop: another block set the error word,
+// or the wait ran past timeout_ms (then this one stores 1 + step there).
+__device__ __forceinline__ bool pk_give_up(const PkArgs& a, u64 t0, int step) {
+    if (*(volatile u32*)a.err != 0u) return true;
+    if (global_ns() - t0 > (u64)a.timeout_ms * 1000000ull) {
+        atomicCAS(a.err, 0u, (u32)(step + 1));
+        return true;
+    }
+    return false;
+}
+
+// Nanoseconds to sleep between polls (0: spin).
+__device__ __forceinline__ u32 pk_nap(const PkArgs& a) { return (a.knobs >> 8) & 0xff; }
+
 // Waits until counters[in] has every block's arrival of this launch. False when the kernel must
 // stop (error or timeout). Thread 0 polls; the barrier hands what it saw to the whole block.
 __device__ bool pk_wait(const PkArgs& a, int in, int step) {
@@ -151,16 +164,11 @@ __device__ bool pk_wait(const PkArgs& a, int in, int step) {
     if (threadIdx.x == 0) {
         int good = 1;
         if ((int)(ld_acquire(c) - target) < 0) {
-            u64 t0 = global_ns(), limit = (u64)a.timeout_ms * 1000000ull;
-            u32 nap = (a.knobs >> 8) & 0xff;
+            u64 t0 = global_ns();
+            u32 nap = pk_nap(a);
             while ((int)(ld_relaxed(c) - target) < 0) {
                 if (nap) __nanosleep(nap);
-                if (*(volatile u32*)a.err != 0u) {
-                    good = 0;
-                    break;
-                }
-                if (global_ns() - t0 > limit) {
-                    atomicCAS(a.err, 0u, (u32)(step + 1));
+                if (pk_give_up(a, t0, step)) {
                     good = 0;
                     break;
                 }
@@ -198,19 +206,13 @@ __device__ __forceinline__ void st_ll(u64* p, float v, u32 tag) {
 // Polls the pair of words at p until both carry `tag`. False when the kernel must stop (another
 // block's error, or a timeout: then the error word names the step).
 __device__ __noinline__ bool pk_spin(const PkArgs& a, const u64* p, u32 tag, int step, uint4& v) {
-    u64 t0 = global_ns(), limit = (u64)a.timeout_ms * 1000000ull;
-    u32 nap = (a.knobs >> 8) & 0xff;
+    u64 t0 = global_ns();
+    u32 nap = pk_nap(a);
     for (int it = 1;; it++) {
         if (nap) __nanosleep(nap);
         v = ld_ll2(p);
         if (v.y == tag && v.w == tag) return true;
-        if ((it & 63) == 0) {
-            if (*(volatile u32*)a.err != 0u) return false;
-            if (global_ns() - t0 > limit) {
-                atomicCAS(a.err, 0u, (u32)(step + 1));
-                return false;
-            }
-        }
+        if ((it & 63) == 0 && pk_give_up(a, t0, step)) return false;
     }
 }
 
@@ -223,6 +225,12 @@ struct LlSeg {
     int n;
 };
 
+// Pair i of the segments laid end to end (n0, n1 pairs in the first two): segment s, pair j.
+__device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
+    s = i < n0 ? 0 : i < n0 + n1 ? 1 : 2;
+    j = i - (s == 0 ? 0 : s == 1 ? n0 : n0 + n1);
+}
+
 __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
     int n0 = segs[0].n >> 1, n1 = nseg > 1 ? segs[1].n >> 1 : 0, n2 = nseg > 2 ? segs[2].n >> 1 : 0;
     int np = n0 + n1 + n2, ok = 1;
@@ -230,19 +238,17 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
         uint4 v[8];
 #pragma unroll
         for (int u = 0; u < 8; u++) {
-            int i = i0 + u * PK_THREADS;
+            int i = i0 + u * PK_THREADS, s, j;
             if (i < np) {
-                int s = i < n0 ? 0 : i < n0 + n1 ? 1 : 2;
-                int j = i - (s == 0 ? 0 : s == 1 ? n0 : n0 + n1);
+                ll_pair(i, n0, n1, s, j);
                 v[u] = ld_ll2(segs[s].src + 2 * j);
             }
         }
 #pragma unroll
         for (int u = 0; u < 8; u++) {
-            int i = i0 + u * PK_THREADS;
+            int i = i0 + u * PK_THREADS, s, j;
             if (i < np && ok) {
-                int s = i < n0 ? 0 : i < n0 + n1 ? 1 : 2;
-                int j = i - (s == 0 ? 0 : s == 1 ? n0 : n0 + n1);
+                ll_pair(i, n0, n1, s, j);
                 if ((v[u].y != tag || v[u].w != tag) && !pk_spin(a, segs[s].src + 2 * j, tag, step, v[u])) ok = 0;
                 segs[s].dst[2 * j] = __uint_as_float(v[u].x);
                 segs[s].dst[2 * j + 1] = __uint_as_float(v[u].z);
@@ -287,9 +293,9 @@ __device__ __forceinline__ void pk_rows(int total, int& r0, int& r1) {
 
 // A block's rows of a matvec step go through shared memory in chunks: contiguous rows of one
 // segment (pair steps: the same rows of both), at most `chunk` bytes, copied with cp.async. The
-// first two chunks of a step are issued before the block waits for the previous step (weights
-// do not depend on it), so their transfer overlaps the wait; later chunks are issued as buffers
-// free up (double buffering).
+// first `stages` chunks of a step are issued before the block waits for its input (weights do
+// not depend on it), so their transfer overlaps the wait; later chunks are issued as buffers
+// free up.
 struct PkChunk {
     int seg;  // segment (pair: 0)
     int ra;   // rows [ra, rb) of that segment
@@ -360,7 +366,7 @@ __device__ __forceinline__ const u8* pk_row(const PkStep& st, const PkChunk& c, 
 
 
 // Whether this block has work in matvec step st: rows, or an RMSNorm input, which every block
-// loads (block 0 stores the embedding row, and each keeps the raw row for a later residual step).
+// loads (each keeps the raw row for a later residual step).
 __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
     return r0 < r1 || st.prep != PK_PREP_PLAIN;
 }
@@ -368,9 +374,6 @@ __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
 // Chunk buffer k (of a.stages, cycled).
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
 
-// Before the input is ready: the RMSNorm weights and the first chunks of step st, one cp.async
-// group a chunk (the first group also holds the norm weights; it is empty of chunks when the block
-// has no rows), then the L2 prefetch of the next a.l2_ahead chunks.
 // Whether an attention step reads its kv head's cached keys and values (positions 0 .. pos-1)
 // from a copy in the chunk buffers, staged before its q, k, v are ready: when the block has one
 // head, the rows are whole 16-byte units and they fit. Keys at bufs, values after them
@@ -401,23 +404,42 @@ __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
     cp_commit();
 }
 
-__device__ void pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* bufs) {
+// How far pk_stage got with a matvec step's rows: the cp.async groups it committed (at least one:
+// the first also holds the norm weights), the first row not yet copied, the first row not yet
+// prefetched into L2.
+struct PkCursor {
+    int issued;
+    int ahead;
+    int l2;
+};
+
+// Before the input is ready: the RMSNorm weights and the first chunks of step st, one cp.async
+// group a chunk (the first group also holds the norm weights; it is empty of chunks when the block
+// has no rows), then the L2 prefetch of the next a.l2_ahead chunks. Attention steps stage their
+// cached keys and values instead (pk_stage_kv).
+__device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* bufs) {
+    PkCursor k = {0, 0, 0};
     if (st.op == PK_OP_ATTN) {
         pk_stage_kv(st, a, bufs);
-        return;
+        return k;
     }
-    if (st.op != PK_OP_MATVEC) return;
+    if (st.op != PK_OP_MATVEC) return k;
     int r0, r1;
     pk_rows(st.total, r0, r1);
-    if (!pk_busy(st, r0, r1)) return;
+    if (!pk_busy(st, r0, r1)) return k;
     if (st.prep != PK_PREP_PLAIN) {
         u32 dst = smem_u32(nw);
         for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
     }
     int cur = r0;
     if (cur >= r1) cp_commit();
-    for (int k = 0; k < a.stages && cur < r1; k++) pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), pk_buf(a, bufs, k));
-    for (int k = 0; k < a.l2_ahead && cur < r1; k++) pk_l2(st, pk_next_chunk(st, cur, r1, a.chunk));
+    for (; k.issued < a.stages && cur < r1; k.issued++)
+        pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), pk_buf(a, bufs, k.issued));
+    k.ahead = cur;
+    for (int i = 0; i < a.l2_ahead && cur < r1; i++) pk_l2(st, pk_next_chunk(st, cur, r1, a.chunk));
+    k.l2 = cur;
+    k.issued = max(k.issued, 1);  // a block without rows still committed the norm weights' group
+    return k;
 }
 
 // The input of a matvec step, prepared in shared memory (all threads take part). `issued`: the
@@ -467,18 +489,14 @@ __device__ __forceinline__ void pk_out(const PkStep& st, float* y, int r, float 
 }
 
 __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
-                          int step) {
+                          PkCursor staged, int step) {
     int r0, r1;
     pk_rows(st.total, r0, r1);
     if (!pk_busy(st, r0, r1)) return true;
-    // pk_stage issued the first `issued` chunks (at least one group) and prefetched the next
-    // l2_ahead into L2; chunk k + stages goes into chunk k's buffer once chunk k is done, and each
-    // such copy prefetches one more chunk into L2.
-    int cur = r0, ahead = r0, issued = 0;
-    for (; issued < a.stages && ahead < r1; issued++) pk_next_chunk(st, ahead, r1, a.chunk);
-    int l2 = ahead;
-    for (int k = 0; k < a.l2_ahead && l2 < r1; k++) pk_next_chunk(st, l2, r1, a.chunk);
-    issued = max(issued, 1);  // a block without rows still committed the norm weights' group
+    // pk_stage issued the first chunks and prefetched the next l2_ahead into L2; chunk k + stages
+    // goes into chunk k's buffer once chunk k is done, and each such copy prefetches one more
+    // chunk into L2.
+    int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
     if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
@@ -561,16 +579,17 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
     const u32 tag = pk_tag(a, step);
     for (int h = blockIdx.x; h < a.n_head; h += gridDim.x) {
         int kvh = h / (a.n_head / a.n_head_kv);
-        LlSeg segs[3] = {{(const u64*)st.q + (size_t)h * hd, rq, hd},
-                         {(const u64*)st.k + (size_t)kvh * hd, rk, hd},
-                         {(const u64*)st.v + (size_t)kvh * hdv, rv, hdv}};
+        // Value offsets of the head's q and its kv head's k and v in their buffers.
+        const size_t at[3] = {(size_t)h * hd, (size_t)kvh * hd, (size_t)kvh * hdv};
+        const float* src[3] = {st.q, st.k, st.v};
+        LlSeg segs[3] = {{(const u64*)src[0] + at[0], rq, hd}, {(const u64*)src[1] + at[1], rk, hd},
+                         {(const u64*)src[2] + at[2], rv, hdv}};
         if (st.in_ll) {
             if (!pk_load_ll(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
         } else {
             if (h == (int)blockIdx.x && !pk_wait(a, st.in_step, step)) return false;
-            const float* src[3] = {st.q + (size_t)h * hd, st.k + (size_t)kvh * hd, st.v + (size_t)kvh * hdv};
             for (int j = 0; j < 3; j++)
-                for (int d = threadIdx.x; d < segs[j].n; d += PK_THREADS) segs[j].dst[d] = __ldcg(src[j] + d);
+                for (int d = threadIdx.x; d < segs[j].n; d += PK_THREADS) segs[j].dst[d] = __ldcg(src[j] + at[j] + d);
             __syncthreads();
         }
         u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
@@ -630,12 +649,13 @@ __device__ void pk_body(const PkArgs& a) {
         __syncthreads();
         if (threadIdx.x < sizeof(PkStep) / 4) ((u32*)&st)[threadIdx.x] = ((const u32*)(a.steps + s))[threadIdx.x];
         __syncthreads();
-        pk_stage(st, a, nw, bufs);
+        PkCursor staged = pk_stage(st, a, nw, bufs);
         u64 g0 = a.trace ? global_ns() : 0;
         pk_stamp(a, 0);
         pk_stamp(a, 1);
         pk_stamp(a, 2);
-        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, s) : pk_attention(st, a, sm, cs, bufs, s);
+        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, staged, s)
+                                        : pk_attention(st, a, sm, cs, bufs, s);
         if (!ok) {
             cp_wait<0>();
             return;

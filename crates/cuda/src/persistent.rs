@@ -23,7 +23,6 @@ pub(crate) struct PkStep {
     x: u64,
     norm_w: u64,
     emb: u64,
-    xout: u64,
     q: u64,
     k: u64,
     v: u64,
@@ -664,14 +663,14 @@ mod tests {
 
     #[test]
     fn step_and_args_match_the_cuda_layout() {
-        assert_eq!(std::mem::offset_of!(PkStep, out), 144);
-        assert_eq!(std::mem::offset_of!(PkStep, rows), 152);
-        assert_eq!(std::mem::offset_of!(PkStep, op), 200);
-        assert_eq!(std::mem::offset_of!(PkStep, eps), 236);
-        assert_eq!(std::mem::offset_of!(PkStep, res_smem), 240);
-        assert_eq!(std::mem::offset_of!(PkStep, out_ll), 248);
-        assert_eq!(std::mem::offset_of!(PkStep, arrive), 256);
-        assert_eq!(size_of::<PkStep>(), 264);
+        assert_eq!(std::mem::offset_of!(PkStep, out), 136);
+        assert_eq!(std::mem::offset_of!(PkStep, rows), 144);
+        assert_eq!(std::mem::offset_of!(PkStep, op), 192);
+        assert_eq!(std::mem::offset_of!(PkStep, eps), 228);
+        assert_eq!(std::mem::offset_of!(PkStep, res_smem), 232);
+        assert_eq!(std::mem::offset_of!(PkStep, out_ll), 240);
+        assert_eq!(std::mem::offset_of!(PkStep, arrive), 248);
+        assert_eq!(size_of::<PkStep>(), 256);
         assert_eq!(std::mem::offset_of!(PkArgs, counters), 32);
         assert_eq!(std::mem::offset_of!(PkArgs, nsteps), 40);
         assert_eq!(std::mem::offset_of!(PkArgs, epoch), 56);
