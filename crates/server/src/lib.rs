@@ -1,7 +1,8 @@
 //! `molla serve`: an OpenAI- and Anthropic-compatible HTTP server over one model.
 //!
 //! The engine ([`engine`]) runs on its own thread and owns the backend; requests are queued
-//! FIFO (bounded: a full queue answers 503) and up to `parallel` sequences generate at once,
+//! (bounded: a full queue answers 503; FIFO with per-client fairness, and a free slot already
+//! holding the prompt's prefix preferred) and up to `parallel` sequences generate at once,
 //! batched step by step (continuous batching). The HTTP layer ([`routes`], [`openai`],
 //! [`anthropic`]) parses, renders the chat template, tokenizes and turns the engine's events
 //! into JSON or SSE. [`serve`] runs the app on a TCP listener with the connection limits;

@@ -107,8 +107,8 @@ impl Metrics {
         self.itl.observe(d);
     }
 
-    /// Requests waiting for the engine: +1 on submit, -1 when the engine takes one.
-    /// Adds `delta` to the queue depth; returns the depth after.
+    /// Requests waiting for a slot: +1 on submit, -1 when one leaves the queue (admitted, run
+    /// if an embedding, or dropped). Returns the depth after adding `delta`.
     pub fn queued(&self, delta: i64) -> i64 {
         self.queue_depth.fetch_add(delta, Relaxed) + delta
     }
