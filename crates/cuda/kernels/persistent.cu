@@ -311,6 +311,10 @@ __device__ __forceinline__ PkChunk pk_next_chunk(const PkStep& st, int& cur, int
     int per_row = st.pair ? st.row_bytes[0] + st.row_bytes[1] : st.row_bytes[si];
     int n = chunk / per_row;
     if (n < 1) n = 1;
+    // Whole rounds of the warps (a pair a warp, or two rows a warp): a chunk of 10 pairs would
+    // take two rounds with six warps idle in the second.
+    const int round = st.pair ? PK_WARPS : 2 * PK_WARPS;
+    if (n >= round) n -= n % round;
     int end = min(min(r1, seg_end), cur + n);
     PkChunk c = {si, r, r + (end - cur)};
     cur = end;
@@ -533,11 +537,13 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
                 if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
             }
         } else {
-            // Two consecutive rows a warp, sharing each unit's input.
+            // Two consecutive rows a warp, sharing each unit's input; one when the chunk has no
+            // more rows than warps (wide rows: the 8B's down projection has 6 a chunk).
             const float* bias = st.bias[si];
             const bool accumulate = st.accumulate[si] != 0;
-            for (int r = c.ra + 2 * warp; r < c.rb; r += 2 * PK_WARPS) {
-                int nr = min(2, c.rb - r);
+            const int per = c.rb - c.ra > PK_WARPS ? 2 : 1;
+            for (int r = c.ra + per * warp; r < c.rb; r += per * PK_WARPS) {
+                int nr = min(per, c.rb - r);
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
                 float acc[2];
                 rows_dot_ty<2>(ty0, w2, nr, xs, xq, cols, lane, 32, acc);

@@ -359,16 +359,20 @@ fn blocks_per_sm_cap() -> u32 {
     env_i32("MOLLA_PK_BPS", 1).max(1) as u32
 }
 
-/// Bytes of weights a block stages in shared memory at a time (`MOLLA_PK_CHUNK`, default
-/// 48 KiB; `stages()` such buffers, each capped by what shared memory leaves).
+/// Bytes of weights a block stages in shared memory at a time (`MOLLA_PK_CHUNK`, default: all
+/// that shared memory leaves; `stages()` such buffers).
 fn chunk_bytes() -> usize {
-    env_i32("MOLLA_PK_CHUNK", 48 * 1024).clamp(1024, 1 << 20) as usize
+    env_i32("MOLLA_PK_CHUNK", 1 << 20).clamp(1024, 1 << 20) as usize
 }
 
-/// Chunk buffers a block cycles through (`MOLLA_PK_STAGES`, 1 to 4, default 2): how many
-/// chunks of weights are in flight while one is decoded.
+/// Chunk buffers a block cycles through (`MOLLA_PK_STAGES`, 1 to 4, default 1): how many
+/// chunks of weights are in flight while one is decoded. One buffer as large as shared memory
+/// allows measured fastest (session 5, H200, in-process tg128: 8B shape 1551 with two 48 KiB
+/// buffers, 1780 with one of 107 KiB; Qwen shape 1145 / 1180; SmolLM2 Q4_1 1329 / 1334): the
+/// 8B's decode is bound by the row decoders and each chunk ends in a block barrier, so fewer,
+/// larger chunks beat overlapping the copy.
 fn stages() -> usize {
-    env_i32("MOLLA_PK_STAGES", 2).clamp(1, 4) as usize
+    env_i32("MOLLA_PK_STAGES", 1).clamp(1, 4) as usize
 }
 
 /// Widest output (values) a step hands over in tagged words (`MOLLA_PK_LL_MAX`, default 2048);
@@ -397,7 +401,7 @@ impl Persistent {
             return Err(CudaError::Unsupported(format!("persistent decode: {why}")));
         }
         // Shared memory: the input row (at least the 512 floats attention uses) and its q16
-        // quantization, then two chunk buffers with 64 bytes of alignment slack each.
+        // quantization, then the chunk buffers with 64 bytes of alignment slack each.
         let xq_off = (steps.max_cols * 4).max(4096).next_multiple_of(128);
         let xs_bytes = (xq_off + launch::xq_bytes(steps.max_cols)).next_multiple_of(128);
         let nw_bytes = (steps.max_norm_cols * 4).next_multiple_of(128);

@@ -232,7 +232,9 @@ fn profile_decode() {
     let vocab = spec.n_vocab as u32;
     let m = Model::from_file(GgufFile::from_bytes(build(&spec).unwrap()).unwrap()).unwrap();
     let cuda = CudaModel::new(&m, 0).unwrap();
-    cuda.set_persistent(false);
+    // MOLLA_PROFILE_PERSISTENT=1: the persistent kernel's launches instead.
+    let persistent = std::env::var("MOLLA_PROFILE_PERSISTENT").is_ok_and(|v| v == "1");
+    cuda.set_persistent(persistent);
     cuda.set_graphs(false);
     let mut kv = cuda.new_cache(256).unwrap();
     let prompt: Vec<u32> = (0..100).map(|i| i * 7 % vocab).collect();
