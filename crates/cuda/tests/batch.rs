@@ -118,7 +118,12 @@ fn batch_speed() {
     let m = load(&s);
     println!("| sequences | step ms | tok/s |");
     println!("| --- | --- | --- |");
-    for n in [1usize, 4, 16, 64] {
+    // MOLLA_BATCH_SIZES="64" (say) for a profiler run of one size.
+    let sizes: Vec<usize> = std::env::var("MOLLA_BATCH_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 4, 16, 64]);
+    for n in sizes {
         let mut caches: Vec<CudaKvCache> = (0..n).map(|_| m.new_cache(512).unwrap()).collect();
         for kv in caches.iter_mut() {
             m.forward(&[1, 2, 3, 4, 5, 6, 7, 8], kv, Logits::Last)
