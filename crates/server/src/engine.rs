@@ -1,15 +1,18 @@
 //! The engine: one OS thread that owns the backend and `parallel` KV caches (slots), and runs
-//! continuous batching over them. Each step admits waiting requests into free slots (FIFO; a
-//! request takes the free slot whose cache already holds the longest run of whole prefill chunks
-//! of its prompt, and keeps them: prefix reuse, the same bits as prefilling them again),
-//! prefills whole chunks of waiting prompts up to a per-step token budget (oldest first), then
-//! runs one batched decode over every active sequence's next token ([`Backend::forward_batch`]: the weights are read once for all rows on
-//! the CPU). A sequence whose client went away is dropped before the next step and its slot
-//! is free at once. Events stream back over a channel per request.
+//! continuous batching over them. Each step admits waiting requests into free slots (the client
+//! with the fewest running sequences first, FIFO among equals; a request takes the free slot
+//! whose cache already holds the longest run of whole prefill chunks of its prompt, and keeps
+//! them: prefix reuse, the same bits as prefilling them again), prefills whole chunks of waiting
+//! prompts up to a per-step token budget (oldest first; while other sequences decode, only about
+//! a decode step's worth of time: [`crate::pace`]), then runs one batched decode over every
+//! active sequence's next token ([`Backend::forward_batch_into`]: the weights are read once for
+//! all rows on the CPU and on CUDA). A sequence whose client went away is dropped before the
+//! next step and its slot is free at once. Events stream back over a channel per request.
 
 use crate::backend::{Backend, Cache};
 use crate::error::ServerError;
 use crate::metrics::Metrics;
+use crate::pace::Pace;
 use crate::seq::{Seq, TokenLogprob};
 use cpu::Logits;
 use rayon::prelude::*;
@@ -129,6 +132,7 @@ impl Engine {
                         })
                         .collect(),
                     active: Vec::new(),
+                    pace: Pace::default(),
                 };
                 e.run(rx)
             })?;
@@ -236,6 +240,8 @@ struct Runner<'a> {
     /// The decode step's logits, reused from step to step.
     logits: Vec<f32>,
     active: Vec<Active<'a>>,
+    /// What decode steps and prefill cost lately: how much prefill a step may take on.
+    pace: Pace,
 }
 
 impl<'a> Runner<'a> {
@@ -389,13 +395,16 @@ impl<'a> Runner<'a> {
     }
 
     /// One step: the next prompt chunk of the sequences still prefilling, oldest first, while
-    /// the step's budget (`chunk` tokens) lasts; the oldest always gets its chunk. A sequence's
-    /// first token is sampled when its prompt is done. Then one batched decode over every
-    /// sequence that is generating.
+    /// the step's budget (`chunk` tokens) lasts and, when other sequences are decoding, while
+    /// the prefill fits in about one decode step's time ([`Pace`]); the oldest always gets its
+    /// chunk. A sequence's first token is sampled when its prompt is done. Then one batched
+    /// decode over every sequence that is generating.
     fn step(&mut self) {
         let active = std::mem::take(&mut self.active);
         let mut budget = self.chunk;
         let mut first = true;
+        let waiting_on_us = active.iter().any(|a| !a.prefilling());
+        let mut spent = 0.0;
         let mut decoding = Vec::with_capacity(active.len());
         for mut a in active {
             if !a.prefilling() {
@@ -403,13 +412,18 @@ impl<'a> Runner<'a> {
                 continue;
             }
             let next = self.next_chunk(a.prompt.len(), a.prefilled);
-            if !first && next > budget {
+            if !first && (next > budget || !self.pace.fits(next, spent, waiting_on_us)) {
                 self.active.push(a);
                 continue;
             }
             first = false;
             budget = budget.saturating_sub(next);
-            match self.prefill_chunk(&mut a) {
+            let t = Instant::now();
+            let done = self.prefill_chunk(&mut a);
+            let dt = t.elapsed().as_secs_f64();
+            spent += dt;
+            self.pace.prefilled(next, dt);
+            match done {
                 Ok(false) => self.active.push(a),
                 Ok(true) => self.free.push(a.into_slot()),
                 Err(e) => {
@@ -425,6 +439,7 @@ impl<'a> Runner<'a> {
             .iter_mut()
             .map(|a| (a.next, &mut a.cache))
             .collect();
+        let t = Instant::now();
         let mut logits = std::mem::take(&mut self.logits);
         match self.backend.forward_batch_into(&mut seqs, &mut logits) {
             Ok(()) => {}
@@ -463,6 +478,7 @@ impl<'a> Runner<'a> {
             }
         }
         self.logits = logits;
+        self.pace.decoded(t.elapsed().as_secs_f64());
     }
 
     /// Tokens in the next chunk of a prompt of `len` tokens of which `pos` are in the cache.

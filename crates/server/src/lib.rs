@@ -17,6 +17,7 @@ pub mod generate;
 pub mod limits;
 pub mod metrics;
 pub mod openai;
+pub mod pace;
 pub mod routes;
 pub mod seq;
 pub mod serve;
