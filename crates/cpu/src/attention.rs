@@ -168,8 +168,8 @@ fn scores_to_output(
 }
 
 /// One head's `width` elements at `offset` of each of the first `end` cache rows (of
-/// `stride`) as f32, with the row stride to read them by: the cache itself when it holds f32,
-/// a decoded contiguous copy when it holds f16.
+/// `stride`) as f32, with the row stride to read them by: the cache itself when it holds f32
+/// in one piece, a contiguous copy (decoded when it holds f16) otherwise.
 fn head_rows(
     src: KvView<'_>,
     end: usize,
@@ -179,7 +179,7 @@ fn head_rows(
 ) -> (Cow<'_, [f32]>, usize) {
     match src {
         KvView::F32(v) => (Cow::Borrowed(&v[offset..]), stride),
-        KvView::F16(_) => {
+        KvView::F16(_) | KvView::Paged(_) => {
             let mut out = vec![0.0f32; end * width];
             let mut tmp = vec![0.0f32; width];
             for (p, dst) in out.chunks_exact_mut(width).enumerate() {

@@ -42,6 +42,10 @@ impl CpuModel {
             }
             check_input(&[*tok], kv.len, kv.capacity(), hp.n_vocab)?;
         }
+        for (_, kv) in seqs.iter_mut() {
+            let end = kv.len + 1;
+            kv.grow(end)?;
+        }
         let e = hp.n_embd;
         let mut x = vec![0.0f32; n * e];
         for (t, (tok, _)) in seqs.iter().enumerate() {

@@ -13,6 +13,8 @@ pub enum CpuError {
     ContextFull { needed: usize, capacity: usize },
     #[error("forward: KV cache was made for a different model shape")]
     CacheShape,
+    #[error("forward: the KV block pool ({total} blocks) has no free block")]
+    KvPoolFull { total: usize },
 }
 
 pub type Result<T> = std::result::Result<T, CpuError>;

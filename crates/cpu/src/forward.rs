@@ -7,6 +7,7 @@ use crate::error::{CpuError, Result};
 use crate::kv::{CacheType, KvCache};
 use crate::matmul::{matmul, matmul_many, row};
 use crate::ops::{Rope, rms_norm};
+use crate::paged::KvPool;
 use crate::pool::Pool;
 use model::Model;
 use std::time::Duration;
@@ -87,6 +88,12 @@ impl CpuModel {
         KvCache::with_type(&self.model.hp, capacity, self.cache_type)
     }
 
+    /// A pool of `blocks` KV blocks of this model's shape and cache type, for
+    /// [`KvCache::paged`] caches.
+    pub fn new_kv_pool(&self, blocks: usize) -> KvPool {
+        KvPool::new(&self.model.hp, self.cache_type, blocks)
+    }
+
     /// The element type of caches made from now on (f32 by default).
     pub fn set_cache_type(&mut self, ty: CacheType) {
         self.cache_type = ty;
@@ -147,6 +154,7 @@ impl CpuModel {
             }
             row(f, &m.tok_embd, id as usize, &mut x[t * e..(t + 1) * e])?;
         }
+        kv.grow(start + n)?;
         let mut a = Acts::new(hp, n);
         for (li, l) in m.layers.iter().enumerate() {
             block(&self.pool, f, hp, l, &mut x, &mut a, n, matmul_many, |a| {

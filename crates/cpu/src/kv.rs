@@ -1,7 +1,10 @@
 //! The KV cache of one sequence, held outside the model: f32 (exact) or f16 (half the memory
 //! and the bandwidth attention needs on long contexts, ~2^-11 relative rounding, as llama.cpp's
-//! default).
+//! default); flat (every position allocated up front) or paged (blocks from a shared
+//! [`KvPool`], taken as the sequence grows).
 
+use crate::error::{CpuError, Result};
+use crate::paged::{BLOCK_POSITIONS, Block, KvPool};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use model::HParams;
@@ -25,13 +28,13 @@ impl CacheType {
     }
 }
 
-enum Store {
+pub(crate) enum Store {
     F32(Vec<f32>),
     F16(Vec<f16>),
 }
 
 impl Store {
-    fn new(ty: CacheType, n: usize) -> Store {
+    pub(crate) fn new(ty: CacheType, n: usize) -> Store {
         match ty {
             CacheType::F32 => Store::F32(vec![0.0; n]),
             CacheType::F16 => Store::F16(vec![f16::ZERO; n]),
@@ -58,6 +61,17 @@ impl Store {
 pub enum KvView<'a> {
     F32(&'a [f32]),
     F16(&'a [f16]),
+    /// A paged cache's: position p in block p / BLOCK_POSITIONS.
+    Paged(PagedView<'a>),
+}
+
+/// One layer's keys (`keys`) or values of a paged cache, `dim` elements a position.
+#[derive(Clone, Copy)]
+pub struct PagedView<'a> {
+    blocks: &'a [Block],
+    layer: usize,
+    dim: usize,
+    keys: bool,
 }
 
 impl<'a> KvView<'a> {
@@ -72,8 +86,30 @@ impl<'a> KvView<'a> {
                 v[at..at + buf.len()].convert_to_f32_slice(buf);
                 buf
             }
+            KvView::Paged(p) => {
+                // Callers read within one position's row (attention: one head's part).
+                let (pos, off) = (at / p.dim, at % p.dim);
+                debug_assert!(off + buf.len() <= p.dim);
+                let b = &p.blocks[pos / BLOCK_POSITIONS];
+                let store = if p.keys { &b.k } else { &b.v };
+                let i = (p.layer * BLOCK_POSITIONS + pos % BLOCK_POSITIONS) * p.dim + off;
+                match store {
+                    Store::F32(v) => &v[i..i + buf.len()],
+                    Store::F16(v) => {
+                        v[i..i + buf.len()].convert_to_f32_slice(buf);
+                        buf
+                    }
+                }
+            }
         }
     }
+}
+
+enum Storage {
+    /// Layer-major, `capacity` positions allocated up front.
+    Flat { k: Store, v: Store },
+    /// Blocks from `pool`; block i holds positions 16i .. 16i + 16.
+    Paged { pool: KvPool, blocks: Vec<Block> },
 }
 
 /// Keys and values of every layer for up to `capacity` positions.
@@ -82,8 +118,7 @@ pub struct KvCache {
     kv_dim: usize,
     v_dim: usize,
     n_layer: usize,
-    k: Store,
-    v: Store,
+    storage: Storage,
     /// Positions filled so far.
     pub len: usize,
 }
@@ -101,39 +136,138 @@ impl KvCache {
             kv_dim: hp.kv_dim(),
             v_dim: hp.v_dim(),
             n_layer: hp.n_layer,
-            k: Store::new(ty, hp.n_layer * capacity * hp.kv_dim()),
-            v: Store::new(ty, hp.n_layer * capacity * hp.v_dim()),
+            storage: Storage::Flat {
+                k: Store::new(ty, hp.n_layer * capacity * hp.kv_dim()),
+                v: Store::new(ty, hp.n_layer * capacity * hp.v_dim()),
+            },
             len: 0,
         }
+    }
+
+    /// A paged cache of up to `capacity` positions whose blocks come from `pool` as it grows
+    /// (none is taken yet). A forward pass that needs a block the pool cannot give fails with
+    /// [`CpuError::KvPoolFull`] and leaves the cache's contents as they were.
+    pub fn paged(pool: &KvPool, capacity: usize) -> KvCache {
+        let (kv_dim, v_dim) = pool.dims();
+        KvCache {
+            capacity,
+            kv_dim,
+            v_dim,
+            n_layer: 0,
+            storage: Storage::Paged {
+                pool: pool.clone(),
+                blocks: Vec::new(),
+            },
+            len: 0,
+        }
+    }
+
+    /// Blocks a paged cache holds (0 for a flat one).
+    pub fn blocks(&self) -> usize {
+        match &self.storage {
+            Storage::Flat { .. } => 0,
+            Storage::Paged { blocks, .. } => blocks.len(),
+        }
+    }
+
+    /// Keeps the first `len` positions (at most what it holds); a paged cache gives the blocks
+    /// past them back to its pool.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+        if let Storage::Paged { pool, blocks } = &mut self.storage {
+            let keep = KvPool::blocks_for(self.len);
+            if blocks.len() > keep {
+                pool.give(blocks.drain(keep..));
+            }
+        }
+    }
+
+    /// Makes room for positions `0..end` (a paged cache takes blocks from its pool).
+    pub(crate) fn grow(&mut self, end: usize) -> Result<()> {
+        if let Storage::Paged { pool, blocks } = &mut self.storage {
+            while blocks.len() * BLOCK_POSITIONS < end {
+                match pool.take() {
+                    Some(b) => blocks.push(b),
+                    None => {
+                        return Err(CpuError::KvPoolFull {
+                            total: pool.total(),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn capacity(&self) -> usize {
         self.capacity
     }
 
-    /// Forgets every position.
+    /// Forgets every position (a paged cache gives its blocks back).
     pub fn clear(&mut self) {
-        self.len = 0;
+        self.truncate(0);
     }
 
     pub(crate) fn fits(&self, hp: &HParams) -> bool {
-        self.kv_dim == hp.kv_dim() && self.v_dim == hp.v_dim() && self.n_layer == hp.n_layer
+        match &self.storage {
+            Storage::Flat { .. } => {
+                self.kv_dim == hp.kv_dim() && self.v_dim == hp.v_dim() && self.n_layer == hp.n_layer
+            }
+            Storage::Paged { pool, .. } => pool.fits(hp),
+        }
     }
 
     /// Keys of `layer` for positions `0..end`, `kv_dim` per position.
     pub(crate) fn keys(&self, layer: usize, end: usize) -> KvView<'_> {
-        let base = layer * self.capacity * self.kv_dim;
-        self.k.view(base, base + end * self.kv_dim)
+        self.view(layer, end, true)
     }
 
     pub(crate) fn values(&self, layer: usize, end: usize) -> KvView<'_> {
-        let base = layer * self.capacity * self.v_dim;
-        self.v.view(base, base + end * self.v_dim)
+        self.view(layer, end, false)
     }
 
-    /// Stores `k` and `v` rows for consecutive positions starting at `pos`.
+    fn view(&self, layer: usize, end: usize, keys: bool) -> KvView<'_> {
+        let dim = if keys { self.kv_dim } else { self.v_dim };
+        match &self.storage {
+            Storage::Flat { k, v } => {
+                let base = layer * self.capacity * dim;
+                (if keys { k } else { v }).view(base, base + end * dim)
+            }
+            Storage::Paged { blocks, .. } => KvView::Paged(PagedView {
+                blocks,
+                layer,
+                dim,
+                keys,
+            }),
+        }
+    }
+
+    /// Stores `k` and `v` rows for consecutive positions starting at `pos` (a paged cache must
+    /// have grown to hold them).
     pub(crate) fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
-        self.k.write((layer * self.capacity + pos) * self.kv_dim, k);
-        self.v.write((layer * self.capacity + pos) * self.v_dim, v);
+        let (kd, vd, cap) = (self.kv_dim, self.v_dim, self.capacity);
+        match &mut self.storage {
+            Storage::Flat { k: ks, v: vs } => {
+                ks.write((layer * cap + pos) * kd, k);
+                vs.write((layer * cap + pos) * vd, v);
+            }
+            Storage::Paged { blocks, .. } => {
+                for (t, (kr, vr)) in k.chunks_exact(kd).zip(v.chunks_exact(vd)).enumerate() {
+                    let p = pos + t;
+                    let b = &mut blocks[p / BLOCK_POSITIONS];
+                    let row = layer * BLOCK_POSITIONS + p % BLOCK_POSITIONS;
+                    b.k.write(row * kd, kr);
+                    b.v.write(row * vd, vr);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for KvCache {
+    fn drop(&mut self) {
+        if let Storage::Paged { pool, blocks } = &mut self.storage {
+            pool.give(blocks.drain(..));
+        }
     }
 }

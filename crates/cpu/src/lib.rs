@@ -9,9 +9,11 @@ mod forward;
 mod kv;
 mod matmul;
 pub mod ops;
+mod paged;
 mod pool;
 
 pub use error::{CpuError, Result};
 pub use forward::{CpuModel, Logits, check_input};
 pub use kv::{CacheType, KvCache};
 pub use matmul::matmul;
+pub use paged::{BLOCK_POSITIONS, KvPool};

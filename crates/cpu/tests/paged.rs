@@ -1,0 +1,139 @@
+//! Paged KV caches (blocks from a shared pool): the same bits as a flat cache in prefill,
+//! decode and batched decode, across block boundaries and with both element types; blocks are
+//! taken as a cache grows and given back when it is truncated, cleared or dropped; an
+//! exhausted pool is an error that leaves the cache as it was.
+
+use cpu::{BLOCK_POSITIONS, CacheType, CpuError, CpuModel, KvCache, KvPool, Logits};
+use gguf::{GgmlType, GgufFile};
+use model::Model;
+use model::synth::{SynthSpec, build};
+
+fn load(arch: &'static str, ty: GgmlType) -> CpuModel {
+    let mut spec = SynthSpec::tiny(arch);
+    spec.ty = ty;
+    let bytes = build(&spec).expect("synthetic model builds");
+    CpuModel::new(Model::from_file(GgufFile::from_bytes(bytes).expect("parses")).expect("binds"))
+}
+
+fn tokens(n: usize, salt: u32) -> Vec<u32> {
+    (0..n as u32)
+        .map(|i| (i * 37 + salt * 11 + 1) % 200)
+        .collect()
+}
+
+#[test]
+fn paged_gives_the_bits_of_flat() {
+    for (arch, ty, cache) in [
+        ("llama", GgmlType::Q8_0, CacheType::F32),
+        ("qwen2", GgmlType::Q4_1, CacheType::F16),
+    ] {
+        let mut m = load(arch, ty);
+        m.set_cache_type(cache);
+        let pool = m.new_kv_pool(64);
+        // A 37-token prompt in chunks of 5 (chunks and blocks cross at different places),
+        // then 20 decode steps.
+        let prompt = tokens(37, 1);
+        let mut flat = m.new_cache(96);
+        let mut paged = KvCache::paged(&pool, 96);
+        for c in prompt.chunks(5) {
+            let a = m.forward(c, &mut flat, Logits::All).unwrap();
+            let b = m.forward(c, &mut paged, Logits::All).unwrap();
+            assert_eq!(a, b, "{arch} {ty:?} {cache:?}: prefill chunk");
+        }
+        assert_eq!(paged.blocks(), 37usize.div_ceil(BLOCK_POSITIONS));
+        for t in 0..20 {
+            let a = m.forward(&[t * 3 + 2], &mut flat, Logits::Last).unwrap();
+            let b = m.forward(&[t * 3 + 2], &mut paged, Logits::Last).unwrap();
+            assert_eq!(a, b, "{arch} {ty:?} {cache:?}: decode step {t}");
+        }
+        // Batched decode: two paged sequences and a flat one together equal each alone.
+        let mut p1 = KvCache::paged(&pool, 96);
+        let mut p2 = KvCache::paged(&pool, 96);
+        m.forward(&tokens(15, 2), &mut p1, Logits::Last).unwrap();
+        m.forward(&tokens(33, 3), &mut p2, Logits::Last).unwrap();
+        let mut f1 = m.new_cache(96);
+        let mut f2 = m.new_cache(96);
+        m.forward(&tokens(15, 2), &mut f1, Logits::Last).unwrap();
+        m.forward(&tokens(33, 3), &mut f2, Logits::Last).unwrap();
+        for step in 0..3u32 {
+            let batch = m
+                .forward_batch(&mut [(step + 5, &mut p1), (step + 9, &mut flat), (step, &mut p2)])
+                .unwrap();
+            let n = m.model.hp.n_vocab;
+            let a1 = m.forward(&[step + 5], &mut f1, Logits::Last).unwrap();
+            let a2 = m.forward(&[step], &mut f2, Logits::Last).unwrap();
+            assert_eq!(&batch[..n], &a1[..], "batched paged row 0, step {step}");
+            assert_eq!(&batch[2 * n..], &a2[..], "batched paged row 2, step {step}");
+        }
+        // Positions 15 and 16 (crossing into a new block) came out of the batch.
+        assert_eq!(p1.blocks(), 2);
+    }
+}
+
+#[test]
+fn blocks_come_and_go_with_the_positions() {
+    let m = load("llama", GgmlType::Q8_0);
+    let pool = m.new_kv_pool(8);
+    assert_eq!((pool.total(), pool.used()), (8, 0));
+    let mut a = KvCache::paged(&pool, 1000);
+    m.forward(&tokens(40, 1), &mut a, Logits::Last).unwrap();
+    assert_eq!((a.blocks(), pool.used()), (3, 3));
+    a.truncate(16);
+    assert_eq!((a.len, a.blocks(), pool.used()), (16, 1, 1));
+    a.truncate(17); // never grows
+    assert_eq!(a.len, 16);
+    // The kept positions are intact: continuing gives the bits of a fresh run.
+    let after = m.forward(&tokens(5, 9), &mut a, Logits::Last).unwrap();
+    let mut fresh = m.new_cache(64);
+    m.forward(&tokens(40, 1)[..16], &mut fresh, Logits::Last)
+        .unwrap();
+    assert_eq!(
+        after,
+        m.forward(&tokens(5, 9), &mut fresh, Logits::Last).unwrap()
+    );
+    {
+        let mut b = KvCache::paged(&pool, 1000);
+        m.forward(&tokens(30, 2), &mut b, Logits::Last).unwrap();
+        assert_eq!(pool.used(), 2 + 2);
+    }
+    assert_eq!(pool.used(), 2, "a dropped cache gives its blocks back");
+    a.clear();
+    assert_eq!((a.len, pool.used()), (0, 0));
+    assert!(pool.block_bytes() > 0);
+    assert_eq!(KvPool::blocks_for(0), 0);
+    assert_eq!(KvPool::blocks_for(BLOCK_POSITIONS + 1), 2);
+}
+
+#[test]
+fn an_exhausted_pool_is_an_error_not_a_panic() {
+    let m = load("llama", GgmlType::Q8_0);
+    let pool = m.new_kv_pool(2);
+    let mut a = KvCache::paged(&pool, 1000);
+    m.forward(&tokens(20, 1), &mut a, Logits::Last).unwrap();
+    let mut b = KvCache::paged(&pool, 1000);
+    let err = m.forward(&tokens(5, 2), &mut b, Logits::Last).unwrap_err();
+    assert!(matches!(err, CpuError::KvPoolFull { total: 2 }), "{err}");
+    assert_eq!(b.len, 0);
+    // Also inside a batch; the cache that did fit is unchanged too.
+    let len = a.len;
+    let err = m
+        .forward_batch(&mut [(1, &mut a), (2, &mut b)])
+        .unwrap_err();
+    assert!(matches!(err, CpuError::KvPoolFull { .. }), "{err}");
+    assert_eq!((a.len, b.len), (len, 0));
+    // Freed blocks serve the next one.
+    drop(a);
+    m.forward(&tokens(5, 2), &mut b, Logits::Last).unwrap();
+    assert_eq!(b.len, 5);
+    // A pool for another shape is refused like a foreign flat cache.
+    let mut spec = SynthSpec::tiny("llama");
+    spec.n_layer += 1;
+    let other = CpuModel::new(
+        Model::from_file(GgufFile::from_bytes(build(&spec).unwrap()).unwrap()).unwrap(),
+    );
+    let mut c = KvCache::paged(&pool, 100);
+    assert!(matches!(
+        other.forward(&[1], &mut c, Logits::Last),
+        Err(CpuError::CacheShape)
+    ));
+}
