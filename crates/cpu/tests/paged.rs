@@ -137,3 +137,38 @@ fn an_exhausted_pool_is_an_error_not_a_panic() {
         Err(CpuError::CacheShape)
     ));
 }
+
+/// Decode speed with a flat and a paged cache after a long prompt, on the model at
+/// `MOLLA_MODEL` (ignored: a measurement, `cargo test --release -p cpu --test paged -- --ignored
+/// --nocapture`).
+#[test]
+#[ignore]
+fn paged_decode_speed() {
+    let Ok(path) = std::env::var("MOLLA_MODEL") else {
+        eprintln!("MOLLA_MODEL not set: skipped");
+        return;
+    };
+    let file = GgufFile::open(&path).expect("opens");
+    let m = CpuModel::new(Model::from_file(file).expect("binds"));
+    let pool = m.new_kv_pool(1024);
+    for ctx in [64usize, 512, 1536] {
+        let prompt = tokens(ctx, 4);
+        for paged in [false, true] {
+            let mut kv = if paged {
+                KvCache::paged(&pool, 2048)
+            } else {
+                m.new_cache(2048)
+            };
+            m.forward(&prompt, &mut kv, Logits::Last).unwrap();
+            let t = std::time::Instant::now();
+            for s in 0..32 {
+                m.forward(&[s + 1], &mut kv, Logits::Last).unwrap();
+            }
+            let ms = t.elapsed().as_secs_f64() * 1e3 / 32.0;
+            println!(
+                "context {ctx}, {}: {ms:.2} ms a token",
+                if paged { "paged" } else { "flat" }
+            );
+        }
+    }
+}

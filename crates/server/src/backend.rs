@@ -2,7 +2,7 @@
 //! `molla`'s own `backend.rs`, with typed errors).
 
 use crate::error::ServerError;
-use cpu::{CpuModel, KvCache, Logits};
+use cpu::{CpuModel, KvCache, KvPool, Logits};
 use model::{HParams, Model};
 
 /// Where a model runs.
@@ -109,6 +109,24 @@ impl Backend {
         })
     }
 
+    /// The KV block pool that slot caches share: on the CPU, `blocks` blocks; None on the
+    /// GPU backends, whose caches stay one allocation each.
+    pub fn kv_pool(&self, blocks: usize) -> Option<KvPool> {
+        match self {
+            Backend::Cpu(m) => Some(m.new_kv_pool(blocks)),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// A slot's cache of up to `capacity` positions: paged from `pool` when there is one.
+    pub fn slot_cache(&self, capacity: usize, pool: Option<&KvPool>) -> Result<Cache, ServerError> {
+        match (self, pool) {
+            (Backend::Cpu(_), Some(p)) => Ok(Cache::Cpu(KvCache::paged(p, capacity))),
+            _ => self.new_cache(capacity),
+        }
+    }
+
     /// Runs `tokens` after what `cache` holds; logits of the last token or of all of them.
     pub fn forward(
         &self,
@@ -197,6 +215,15 @@ impl Backend {
 }
 
 impl Cache {
+    /// KV blocks the cache holds (a paged CPU cache; 0 otherwise).
+    pub fn blocks(&self) -> usize {
+        match self {
+            Cache::Cpu(c) => c.blocks(),
+            #[allow(unreachable_patterns)]
+            _ => 0,
+        }
+    }
+
     pub fn clear(&mut self) {
         match self {
             Cache::Cpu(c) => c.clear(),
@@ -210,7 +237,7 @@ impl Cache {
     /// Forgets every position from `len` on (keeps the first `len`).
     pub fn truncate(&mut self, len: usize) {
         match self {
-            Cache::Cpu(c) => c.len = c.len.min(len),
+            Cache::Cpu(c) => c.truncate(len),
             #[cfg(feature = "cuda")]
             Cache::Cuda(c) => c.len = c.len.min(len),
             #[cfg(feature = "gpu")]

@@ -14,6 +14,7 @@ use crate::error::ServerError;
 use crate::metrics::Metrics;
 use crate::pace::Pace;
 use crate::seq::{Seq, TokenLogprob};
+use cpu::KvPool;
 use cpu::Logits;
 use rayon::prelude::*;
 use sampler::{Sampler, SamplerConfig};
@@ -95,20 +96,41 @@ pub enum SubmitError {
     Gone,
 }
 
+/// The engine's sizes.
+#[derive(Clone, Copy, Debug)]
+pub struct Sizes {
+    /// Positions a sequence may reach.
+    pub ctx: usize,
+    /// Requests that may wait for a slot.
+    pub queue: usize,
+    /// Slots: sequences generating at once.
+    pub parallel: usize,
+    /// Most prompt tokens prefilled in one step.
+    pub chunk: usize,
+    /// KV blocks the slots share (CPU; see [`crate::Config::kv_blocks`]).
+    pub kv_blocks: usize,
+}
+
 impl Engine {
-    /// Starts the engine thread with `parallel` slots of `ctx` positions each; up to `queue`
-    /// requests wait for a slot; prompts are prefilled `chunk` tokens a step.
+    /// Starts the engine thread with `parallel` slots of up to `ctx` positions each (paged from
+    /// a pool of `kv_blocks` blocks on the CPU); up to `queue` requests wait for a slot;
+    /// prompts are prefilled `chunk` tokens a step.
     pub fn start(
         backend: Backend,
         tok: Arc<Tokenizer>,
-        ctx: usize,
-        queue: usize,
-        parallel: usize,
-        chunk: usize,
+        sizes: Sizes,
         metrics: Arc<Metrics>,
     ) -> Result<Engine, ServerError> {
+        let Sizes {
+            ctx,
+            queue,
+            parallel,
+            chunk,
+            kv_blocks,
+        } = sizes;
+        let pool = backend.kv_pool(kv_blocks);
         let caches = (0..parallel.max(1))
-            .map(|_| backend.new_cache(ctx))
+            .map(|_| backend.slot_cache(ctx, pool.as_ref()))
             .collect::<Result<Vec<_>, _>>()?;
         let (tx, rx) = sync_channel(queue);
         let m = metrics.clone();
@@ -133,6 +155,7 @@ impl Engine {
                         .collect(),
                     active: Vec::new(),
                     pace: Pace::default(),
+                    pool,
                 };
                 e.run(rx)
             })?;
@@ -208,6 +231,8 @@ struct Active<'t> {
     prefilled: usize,
     /// Prompt tokens taken from the slot's cache.
     cached_tokens: usize,
+    /// KV blocks set aside for it: what its prompt and `max_tokens` can fill.
+    reserve: usize,
 }
 
 impl Active<'_> {
@@ -242,6 +267,8 @@ struct Runner<'a> {
     active: Vec<Active<'a>>,
     /// What decode steps and prefill cost lately: how much prefill a step may take on.
     pace: Pace,
+    /// The KV blocks the slots' caches share (CPU).
+    pool: Option<KvPool>,
 }
 
 impl<'a> Runner<'a> {
@@ -270,7 +297,7 @@ impl<'a> Runner<'a> {
             }
             self.drop_cancelled();
             self.admit_waiting();
-            self.metrics.set_active(self.active.len());
+            self.report_load();
             if self.active.is_empty() {
                 if open || !self.waiting.is_empty() {
                     continue;
@@ -278,7 +305,50 @@ impl<'a> Runner<'a> {
                 return;
             }
             self.step();
-            self.metrics.set_active(self.active.len());
+            self.report_load();
+        }
+    }
+
+    fn report_load(&self) {
+        self.metrics.set_active(self.active.len());
+        if let Some(p) = &self.pool {
+            self.metrics.set_kv_blocks(p.used(), p.total());
+        }
+    }
+
+    /// KV blocks `job` may fill (0 without a pool).
+    fn kv_need(&self, job: &Job) -> usize {
+        match self.pool {
+            Some(_) => KvPool::blocks_for((job.prompt.len() + job.max_tokens).min(self.ctx)),
+            None => 0,
+        }
+    }
+
+    /// Whether `job`'s blocks fit beside what the running sequences may still fill.
+    fn kv_room(&self, job: &Job) -> bool {
+        let Some(p) = &self.pool else { return true };
+        let committed: usize = self.active.iter().map(|a| a.reserve).sum();
+        committed + self.kv_need(job) <= p.total()
+    }
+
+    /// Frees blocks that idle slots keep for prefix reuse until the running sequences and
+    /// one of `reserve` blocks that holds `held` can all grow to their reservations.
+    fn make_kv_room(&mut self, reserve: usize, held: usize) {
+        let Some(p) = &self.pool else { return };
+        let to_take: usize = self
+            .active
+            .iter()
+            .map(|a| a.reserve.saturating_sub(a.cache.blocks()))
+            .sum::<usize>()
+            + reserve.saturating_sub(held);
+        for slot in self.free.iter_mut() {
+            if p.total() - p.used() >= to_take {
+                return;
+            }
+            if slot.cache.blocks() > 0 {
+                slot.cache.clear();
+                slot.prompt.clear();
+            }
         }
     }
 
@@ -288,7 +358,8 @@ impl<'a> Runner<'a> {
     }
 
     /// Fills free slots from `waiting`: each time the request whose client has the fewest
-    /// sequences running, the oldest of those (FIFO with per-client fairness).
+    /// sequences running, the oldest of those (FIFO with per-client fairness), once its KV
+    /// blocks fit (it waits for running sequences to end, and the requests after it with it).
     fn admit_waiting(&mut self) {
         while !self.free.is_empty() && !self.waiting.is_empty() {
             let Some(i) = (0..self.waiting.len())
@@ -296,6 +367,10 @@ impl<'a> Runner<'a> {
             else {
                 return;
             };
+            let w = &self.waiting[i];
+            if !w.events.is_closed() && !self.kv_room(&w.job) {
+                return;
+            }
             let Some(w) = self.waiting.remove(i) else {
                 return;
             };
@@ -358,6 +433,8 @@ impl<'a> Runner<'a> {
         };
         let keep = self.reusable(&slot.prompt, prompt).min(slot.cache.len());
         slot.cache.truncate(keep);
+        let reserve = self.kv_need(&job);
+        self.make_kv_room(reserve, slot.cache.blocks());
         self.metrics.prompt_tokens(prompt.len() - keep);
         self.metrics.cached_prompt_tokens(keep);
         let seq = Seq::new(
@@ -380,6 +457,7 @@ impl<'a> Runner<'a> {
             prompt: job.prompt,
             prefilled: keep,
             cached_tokens: keep,
+            reserve,
         });
     }
 

@@ -33,6 +33,8 @@ pub enum ServerError {
     CacheMismatch,
     #[error("{0}")]
     Unsupported(&'static str),
+    #[error("{0}")]
+    Config(String),
     #[error("the engine thread has stopped")]
     EngineGone,
     #[error("{0}")]

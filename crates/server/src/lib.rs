@@ -49,8 +49,12 @@ pub struct Config {
     pub api_key: Option<String>,
     /// Requests that may wait for a slot.
     pub queue: usize,
-    /// Sequences generating at once (slots, each with a KV cache of `ctx` positions).
+    /// Sequences generating at once (slots, each with a KV cache of up to `ctx` positions).
     pub parallel: usize,
+    /// KV cache blocks ([`cpu::BLOCK_POSITIONS`] positions each) that the slots share on the
+    /// CPU (0: `parallel` full contexts' worth). A request starts only when its prompt plus
+    /// `max_tokens` fit in the blocks no running sequence may still need.
+    pub kv_blocks: usize,
     /// Most prompt tokens one engine step prefills (a longer prompt takes several steps, so
     /// running sequences keep generating meanwhile).
     pub prefill_chunk: usize,
@@ -77,12 +81,27 @@ impl Default for Config {
             api_key: None,
             queue: 64,
             parallel: 1,
+            kv_blocks: 0,
             prefill_chunk: 512,
             body_limit: 4 << 20,
             max_per_client: 8,
             request_timeout: Duration::from_secs(30),
             max_connections: 512,
         }
+    }
+}
+
+/// The KV block pool's size: `cfg.kv_blocks`, or `parallel` full contexts; an error when it
+/// cannot hold one full context (a request the server accepts could never start).
+fn kv_blocks(cfg: &Config, ctx: usize, parallel: usize) -> Result<usize, ServerError> {
+    let one = cpu::KvPool::blocks_for(ctx);
+    match cfg.kv_blocks {
+        0 => Ok(one * parallel),
+        n if n < one => Err(ServerError::Config(format!(
+            "--kv-blocks {n} cannot hold one context of {ctx} tokens ({one} blocks of {})",
+            cpu::BLOCK_POSITIONS
+        ))),
+        n => Ok(n),
     }
 }
 
@@ -200,10 +219,13 @@ impl State {
         let engine = Engine::start(
             backend,
             tok.clone(),
-            ctx,
-            cfg.queue,
-            parallel,
-            cfg.prefill_chunk,
+            engine::Sizes {
+                ctx,
+                queue: cfg.queue,
+                parallel,
+                chunk: cfg.prefill_chunk,
+                kv_blocks: kv_blocks(cfg, ctx, parallel)?,
+            },
             metrics.clone(),
         )?;
         Ok(State {

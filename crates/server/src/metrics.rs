@@ -64,6 +64,9 @@ pub struct Metrics {
     queue_depth: AtomicI64,
     active: AtomicUsize,
     slots: usize,
+    /// KV blocks held by caches, and the pool's size (CPU; 0 and 0 elsewhere).
+    kv_used: AtomicUsize,
+    kv_total: AtomicUsize,
 }
 
 impl Metrics {
@@ -78,6 +81,8 @@ impl Metrics {
             queue_depth: AtomicI64::new(0),
             active: AtomicUsize::new(0),
             slots,
+            kv_used: AtomicUsize::new(0),
+            kv_total: AtomicUsize::new(0),
         }
     }
 
@@ -116,6 +121,12 @@ impl Metrics {
     /// Sequences generating now.
     pub fn set_active(&self, n: usize) {
         self.active.store(n, Relaxed);
+    }
+
+    /// KV blocks held by caches now, of `total`.
+    pub fn set_kv_blocks(&self, used: usize, total: usize) {
+        self.kv_used.store(used, Relaxed);
+        self.kv_total.store(total, Relaxed);
     }
 
     /// The text exposition.
@@ -191,6 +202,18 @@ impl Metrics {
             "Sequences that can generate at once (--parallel).",
             self.slots as i64,
         );
+        gauge(
+            &mut out,
+            "molla_kv_blocks_used",
+            "KV cache blocks (16 positions of every layer) held by sequences and reusable prefixes.",
+            self.kv_used.load(Relaxed) as i64,
+        );
+        gauge(
+            &mut out,
+            "molla_kv_blocks_total",
+            "KV cache blocks in the pool (--kv-blocks; 0 where caches are not paged).",
+            self.kv_total.load(Relaxed) as i64,
+        );
         out
     }
 }
@@ -212,5 +235,9 @@ mod tests {
         assert!(t.contains("molla_time_to_first_token_seconds_bucket{le=\"+Inf\"} 2"));
         assert!(t.contains("molla_time_to_first_token_seconds_count 2"));
         assert!(t.contains("molla_slots 4"));
+        m.set_kv_blocks(3, 40);
+        let t = m.render();
+        assert!(t.contains("molla_kv_blocks_used 3"));
+        assert!(t.contains("molla_kv_blocks_total 40"));
     }
 }

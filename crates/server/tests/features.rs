@@ -253,7 +253,7 @@ async fn prefix_reuse_keeps_the_bits() {
 /// more of the first's gets the next free slot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_client_goes_before_one_already_running() {
-    use server::engine::{Engine, Event, Job};
+    use server::engine::{Engine, Event, Job, Sizes};
     let file = gguf::GgufFile::from_bytes(tiny_chat_model(None)).unwrap();
     let model = model::Model::from_file(file).unwrap();
     let tok = std::sync::Arc::new(tokenizer::Tokenizer::from_gguf(&model.file).unwrap());
@@ -264,7 +264,14 @@ async fn a_waiting_client_goes_before_one_already_running() {
         .collect();
     let backend = server::backend::Backend::new(model, server::backend::Device::Cpu).unwrap();
     let metrics = std::sync::Arc::new(server::metrics::Metrics::new(2));
-    let engine = Engine::start(backend, tok, 256, 16, 2, 64, metrics).unwrap();
+    let sizes = Sizes {
+        ctx: 256,
+        queue: 16,
+        parallel: 2,
+        chunk: 64,
+        kv_blocks: 32,
+    };
+    let engine = Engine::start(backend, tok, sizes, metrics).unwrap();
     let job = |client: &str, max_tokens: usize| Job {
         prompt: vec![1, 2, 3],
         max_tokens,
@@ -306,13 +313,20 @@ async fn a_waiting_client_goes_before_one_already_running() {
 /// The queue holds `--queue` waiting requests in all; one more is refused at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_refuses() {
-    use server::engine::{Engine, Job, SubmitError};
+    use server::engine::{Engine, Job, Sizes, SubmitError};
     let file = gguf::GgufFile::from_bytes(tiny_chat_model(None)).unwrap();
     let model = model::Model::from_file(file).unwrap();
     let tok = std::sync::Arc::new(tokenizer::Tokenizer::from_gguf(&model.file).unwrap());
     let backend = server::backend::Backend::new(model, server::backend::Device::Cpu).unwrap();
     let metrics = std::sync::Arc::new(server::metrics::Metrics::new(1));
-    let engine = Engine::start(backend, tok, 256, 2, 1, 64, metrics).unwrap();
+    let sizes = Sizes {
+        ctx: 256,
+        queue: 2,
+        parallel: 1,
+        chunk: 64,
+        kv_blocks: 16,
+    };
+    let engine = Engine::start(backend, tok, sizes, metrics).unwrap();
     let job = || Job {
         prompt: vec![1, 2, 3],
         max_tokens: 200,
@@ -327,4 +341,74 @@ async fn a_full_queue_refuses() {
         assert!(held.len() <= 3, "more than one running and two waiting");
     }
     assert_eq!(engine.submit(job()).err(), Some(SubmitError::Full));
+}
+
+/// Eight slots sharing KV blocks for two full contexts: requests whose prompt and max_tokens
+/// fill a context take turns (at most two run at once, the rest wait for their blocks), each
+/// answers with the bits it gets alone, and /metrics shows the pool. A pool smaller than one
+/// context is refused at startup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kv_blocks_bound_what_runs_at_once() {
+    let cfg = |kv_blocks| server::Config {
+        ctx: 64,
+        parallel: 8,
+        kv_blocks,
+        prefill_chunk: 16,
+        max_per_client: 0,
+        ..server::Config::default()
+    };
+    // 64 positions = 4 blocks of 16: room for two full contexts.
+    let app = tiny_app(cfg(8));
+    let reqs: Vec<Value> = (0..6)
+        .map(|i| {
+            json!({"prompt": format!("hello {}", "y ".repeat(i)), "max_tokens": 40,
+                   "temperature": 0, "ignore_eos": true})
+        })
+        .collect();
+    let mut alone = Vec::new();
+    for r in &reqs {
+        let (s, v) = post_json(&app, "/v1/completions", r).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        alone.push(v["choices"][0]["text"].clone());
+    }
+    let tasks: Vec<_> = reqs
+        .iter()
+        .map(|r| {
+            let (app, r) = (app.clone(), r.clone());
+            tokio::spawn(async move { post_json(&app, "/v1/completions", &r).await })
+        })
+        .collect();
+    // While they run, the pool never holds more than its 8 blocks and never more than two
+    // sequences generate.
+    let mut most_active = 0;
+    while !tasks.iter().all(|t| t.is_finished()) {
+        let (_, text) = send(&app, get("/metrics")).await;
+        let gauge = |name: &str| -> i64 {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .unwrap();
+            line.split(' ').nth(1).unwrap().parse().unwrap()
+        };
+        assert!(gauge("molla_kv_blocks_used") <= 8, "{text}");
+        assert_eq!(gauge("molla_kv_blocks_total"), 8);
+        most_active = most_active.max(gauge("molla_active_sequences"));
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    assert!(
+        most_active <= 2,
+        "{most_active} sequences ran on blocks for two contexts"
+    );
+    for (i, t) in tasks.into_iter().enumerate() {
+        let (s, v) = t.await.unwrap();
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["choices"][0]["text"], alone[i], "request {i}");
+    }
+    // Fewer blocks than one context: refused with a message naming the flag.
+    let file = gguf::GgufFile::from_bytes(tiny_chat_model(None)).unwrap();
+    let model = model::Model::from_file(file).unwrap();
+    let err = server::State::from_model(model, "tiny".into(), &cfg(3))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("--kv-blocks 3"), "{err}");
 }

@@ -29,6 +29,12 @@ pub struct Args {
     /// --ctx positions.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub parallel: u16,
+    /// KV cache blocks of 16 positions that the slots share on the CPU, allocated as they are
+    /// first needed (0: enough for every slot's full context). Fewer let more slots run than
+    /// full contexts would fit in memory: a request starts once its prompt plus max_tokens fit
+    /// beside what the running ones may still fill.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub kv_blocks: usize,
     /// Most prompt tokens prefilled in one engine step (longer prompts take several steps, so
     /// other sequences keep generating meanwhile).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
@@ -70,6 +76,7 @@ pub fn run(a: Args) -> Result<()> {
         device,
         api_key: a.api_key,
         parallel: a.parallel.into(),
+        kv_blocks: a.kv_blocks,
         queue: a.queue,
         prefill_chunk: a.prefill_chunk as usize,
         max_per_client: a.max_per_client,
