@@ -8,6 +8,7 @@ use crate::paged::{BLOCK_POSITIONS, Block, KvPool};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use model::HParams;
+use std::sync::Arc;
 
 /// Element type of a KV cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -28,6 +29,7 @@ impl CacheType {
     }
 }
 
+#[derive(Clone)]
 pub(crate) enum Store {
     F32(Vec<f32>),
     F16(Vec<f16>),
@@ -68,7 +70,7 @@ pub enum KvView<'a> {
 /// One layer's keys (`keys`) or values of a paged cache, `dim` elements a position.
 #[derive(Clone, Copy)]
 pub struct PagedView<'a> {
-    blocks: &'a [Block],
+    blocks: &'a [Arc<Block>],
     layer: usize,
     dim: usize,
     keys: bool,
@@ -108,8 +110,14 @@ impl<'a> KvView<'a> {
 enum Storage {
     /// Layer-major, `capacity` positions allocated up front.
     Flat { k: Store, v: Store },
-    /// Blocks from `pool`; block i holds positions 16i .. 16i + 16.
-    Paged { pool: KvPool, blocks: Vec<Block> },
+    /// Blocks from `pool`; block i holds positions 16i .. 16i + 16. A block may be shared
+    /// with other caches of the pool ([`KvCache::share_prefix`]): only whole blocks below every
+    /// sharer's length are, and no cache writes below its length, so shared blocks are never
+    /// written.
+    Paged {
+        pool: KvPool,
+        blocks: Vec<Arc<Block>>,
+    },
 }
 
 /// Keys and values of every layer for up to `capacity` positions.
@@ -162,7 +170,7 @@ impl KvCache {
         }
     }
 
-    /// Blocks a paged cache holds (0 for a flat one).
+    /// Blocks a paged cache holds, shared ones included (0 for a flat one).
     pub fn blocks(&self) -> usize {
         match &self.storage {
             Storage::Flat { .. } => 0,
@@ -171,15 +179,47 @@ impl KvCache {
     }
 
     /// Keeps the first `len` positions (at most what it holds); a paged cache gives the blocks
-    /// past them back to its pool.
+    /// past them back to its pool. When the last kept block would be kept in part and is
+    /// shared with another cache, only the whole blocks before it are kept (the next positions
+    /// are written there): `len` afterwards says what was kept.
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
         if let Storage::Paged { pool, blocks } = &mut self.storage {
+            let tail = self.len / BLOCK_POSITIONS;
+            if self.len % BLOCK_POSITIONS != 0 && Arc::strong_count(&blocks[tail]) > 1 {
+                self.len = tail * BLOCK_POSITIONS;
+            }
             let keep = KvPool::blocks_for(self.len);
             if blocks.len() > keep {
-                pool.give(blocks.drain(keep..));
+                release(pool, blocks.drain(keep..));
             }
         }
+    }
+
+    /// Starts this paged cache (emptied first) with the first `n` positions of `src`, a cache
+    /// of the same pool, by sharing its blocks rather than copying them: `n` must be whole
+    /// blocks that `src` holds. False (and nothing changed) otherwise.
+    pub fn share_prefix(&mut self, src: &KvCache, n: usize) -> bool {
+        let (
+            Storage::Paged { pool, .. },
+            Storage::Paged {
+                pool: sp,
+                blocks: sb,
+            },
+        ) = (&self.storage, &src.storage)
+        else {
+            return false;
+        };
+        if !pool.same(sp) || n % BLOCK_POSITIONS != 0 || n > src.len || n > self.capacity {
+            return false;
+        }
+        let shared: Vec<Arc<Block>> = sb[..n / BLOCK_POSITIONS].to_vec();
+        self.clear();
+        if let Storage::Paged { blocks, .. } = &mut self.storage {
+            *blocks = shared;
+        }
+        self.len = n;
+        true
     }
 
     /// Makes room for positions `0..end` (a paged cache takes blocks from its pool).
@@ -187,7 +227,7 @@ impl KvCache {
         if let Storage::Paged { pool, blocks } = &mut self.storage {
             while blocks.len() * BLOCK_POSITIONS < end {
                 match pool.take() {
-                    Some(b) => blocks.push(b),
+                    Some(b) => blocks.push(Arc::new(b)),
                     None => {
                         return Err(CpuError::KvPoolFull {
                             total: pool.total(),
@@ -254,7 +294,9 @@ impl KvCache {
             Storage::Paged { blocks, .. } => {
                 for (t, (kr, vr)) in k.chunks_exact(kd).zip(v.chunks_exact(vd)).enumerate() {
                     let p = pos + t;
-                    let b = &mut blocks[p / BLOCK_POSITIONS];
+                    // Positions at or past `len` are never in a shared block (see Storage), so
+                    // this is the block itself; a copy would only be made if that broke.
+                    let b = Arc::make_mut(&mut blocks[p / BLOCK_POSITIONS]);
                     let row = layer * BLOCK_POSITIONS + p % BLOCK_POSITIONS;
                     b.k.write(row * kd, kr);
                     b.v.write(row * vd, vr);
@@ -267,7 +309,12 @@ impl KvCache {
 impl Drop for KvCache {
     fn drop(&mut self) {
         if let Storage::Paged { pool, blocks } = &mut self.storage {
-            pool.give(blocks.drain(..));
+            release(pool, blocks.drain(..));
         }
     }
+}
+
+/// Drops a cache's hold on `blocks`: the ones no other cache shares go back to `pool`.
+fn release(pool: &KvPool, blocks: impl Iterator<Item = Arc<Block>>) {
+    pool.give(blocks.filter_map(|b| Arc::try_unwrap(b).ok()));
 }

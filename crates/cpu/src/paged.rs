@@ -18,6 +18,7 @@ pub const BLOCK_POSITIONS: usize = 16;
 
 /// Keys and values of every layer for [`BLOCK_POSITIONS`] positions: element
 /// `(layer * BLOCK_POSITIONS + p) * dim + d`.
+#[derive(Clone)]
 pub(crate) struct Block {
     pub(crate) k: Store,
     pub(crate) v: Store,
@@ -69,7 +70,7 @@ impl KvPool {
         self.shape.total
     }
 
-    /// Blocks held by caches now.
+    /// Blocks held by caches now (a block shared by several counts once).
     pub fn used(&self) -> usize {
         let f = self.lock();
         f.made - f.blocks.len()
@@ -116,6 +117,11 @@ impl KvPool {
             k: Store::new(s.ty, per * s.kv_dim),
             v: Store::new(s.ty, per * s.v_dim),
         })
+    }
+
+    /// Whether `other` is a handle to this pool.
+    pub(crate) fn same(&self, other: &KvPool) -> bool {
+        Arc::ptr_eq(&self.free, &other.free)
     }
 
     pub(crate) fn give(&self, blocks: impl IntoIterator<Item = Block>) {

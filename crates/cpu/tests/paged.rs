@@ -138,6 +138,68 @@ fn an_exhausted_pool_is_an_error_not_a_panic() {
     ));
 }
 
+/// Two caches share a prefix's blocks: the sharer continues with the bits of a fresh run, the
+/// source is not disturbed by the sharer's writes, a shared block counts once in the pool and
+/// outlives the cache that made it, and a truncation inside a shared block keeps only the
+/// whole blocks before it.
+#[test]
+fn shared_prefix_blocks() {
+    let m = load("llama", GgmlType::Q8_0);
+    let pool = m.new_kv_pool(16);
+    let prompt = tokens(40, 5);
+    let fresh = |upto: usize, more: &[u32]| {
+        let mut kv = m.new_cache(128);
+        for c in prompt[..upto].chunks(16) {
+            m.forward(c, &mut kv, Logits::Last).unwrap();
+        }
+        m.forward(more, &mut kv, Logits::All).unwrap()
+    };
+    let mut a = KvCache::paged(&pool, 128);
+    for c in prompt.chunks(16) {
+        m.forward(c, &mut a, Logits::Last).unwrap();
+    }
+    assert_eq!(pool.used(), 3);
+    let mut b = KvCache::paged(&pool, 128);
+    assert!(!b.share_prefix(&a, 20), "not whole blocks");
+    assert!(!b.share_prefix(&a, 48), "more than a holds");
+    assert!(b.share_prefix(&a, 32));
+    assert_eq!((b.len, b.blocks(), pool.used()), (32, 2, 3));
+    let tail = [7u32, 8, 9, 10, 11];
+    let got = m.forward(&tail, &mut b, Logits::All).unwrap();
+    assert_eq!(got, fresh(32, &tail), "the sharer continues as a fresh run");
+    assert_eq!(pool.used(), 4);
+    // a's own positions 32..40 were not touched by b's writes at 32..37.
+    let a_next = m.forward(&[3, 4], &mut a, Logits::All).unwrap();
+    let mut whole = m.new_cache(128);
+    for c in prompt.chunks(16) {
+        m.forward(c, &mut whole, Logits::Last).unwrap();
+    }
+    assert_eq!(a_next, m.forward(&[3, 4], &mut whole, Logits::All).unwrap());
+    // The shared blocks outlive a; b's truncation into a shared block stops at its start.
+    drop(a);
+    assert_eq!(pool.used(), 3, "b's two shared blocks and its own third");
+    let mut c = KvCache::paged(&pool, 128);
+    assert!(c.share_prefix(&b, 32));
+    b.truncate(20);
+    assert_eq!(
+        b.len, 16,
+        "block 1 is shared with c: kept only whole blocks"
+    );
+    let got = m.forward(&prompt[16..32], &mut b, Logits::Last).unwrap();
+    let want = {
+        let mut kv = m.new_cache(128);
+        m.forward(&prompt[..16], &mut kv, Logits::Last).unwrap();
+        m.forward(&prompt[16..32], &mut kv, Logits::Last).unwrap()
+    };
+    assert_eq!(got, want);
+    // A flat cache or another pool's cache cannot be shared from.
+    let other = m.new_kv_pool(4);
+    let mut d = KvCache::paged(&other, 128);
+    assert!(!d.share_prefix(&c, 16));
+    let flat = m.new_cache(64);
+    assert!(!d.share_prefix(&flat, 0) || d.len == 0);
+}
+
 /// Decode speed with a flat and a paged cache after a long prompt, on the model at
 /// `MOLLA_MODEL` (ignored: a measurement, `cargo test --release -p cpu --test paged -- --ignored
 /// --nocapture`).

@@ -224,6 +224,16 @@ impl Cache {
         }
     }
 
+    /// Starts this cache (emptied) with the first `n` positions of `src` by sharing its KV
+    /// blocks (paged CPU caches of one pool, `n` whole blocks); false and unchanged otherwise.
+    pub fn share_prefix(&mut self, src: &Cache, n: usize) -> bool {
+        match (self, src) {
+            (Cache::Cpu(d), Cache::Cpu(s)) => d.share_prefix(s, n),
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
     pub fn clear(&mut self) {
         match self {
             Cache::Cpu(c) => c.clear(),

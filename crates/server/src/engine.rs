@@ -392,6 +392,26 @@ impl<'a> Runner<'a> {
         common.min(prompt.len().saturating_sub(1)) / self.chunk * self.chunk
     }
 
+    /// The longest prefix of `prompt` that another slot's paged cache holds (running or idle)
+    /// in whole chunks that are also whole KV blocks, short of the last prompt token: its
+    /// length and that cache, to share blocks with ([`Cache::share_prefix`]).
+    fn shared_source(&self, prompt: &[u32]) -> Option<(usize, &Cache)> {
+        self.pool.as_ref()?;
+        let unit = lcm(self.chunk, cpu::BLOCK_POSITIONS);
+        let held = self
+            .active
+            .iter()
+            .map(|a| (&a.prompt[..a.prefilled], &a.cache))
+            .chain(self.free.iter().map(|f| (&f.prompt[..], &f.cache)));
+        held.map(|(p, c)| {
+            let common = p.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+            let n = common.min(prompt.len().saturating_sub(1)).min(c.len()) / unit * unit;
+            (n, c)
+        })
+        .filter(|&(n, _)| n > 0)
+        .max_by_key(|&(n, _)| n)
+    }
+
     /// Takes the free slot that can keep the most of `prompt` (the most recently freed of
     /// equals).
     fn pick_slot(&mut self, prompt: &[u32]) -> Option<Slot> {
@@ -431,8 +451,20 @@ impl<'a> Runner<'a> {
                 return;
             }
         };
-        let keep = self.reusable(&slot.prompt, prompt).min(slot.cache.len());
+        let mut keep = self.reusable(&slot.prompt, prompt).min(slot.cache.len());
+        if let Some((n, src)) = self.shared_source(prompt)
+            && n > keep
+            && slot.cache.share_prefix(src, n)
+        {
+            keep = n;
+        }
         slot.cache.truncate(keep);
+        // A tail block shared with another slot is kept only whole: back to a chunk boundary.
+        while slot.cache.len() % self.chunk != 0 {
+            slot.cache
+                .truncate(slot.cache.len() / self.chunk * self.chunk);
+        }
+        let keep = slot.cache.len();
         let reserve = self.kv_need(&job);
         self.make_kv_room(reserve, slot.cache.blocks());
         self.metrics.prompt_tokens(prompt.len() - keep);
@@ -661,4 +693,12 @@ pub fn embed(backend: &Backend, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, Se
             Ok(mean.iter().map(|v| (v * scale) as f32).collect())
         })
         .collect()
+}
+
+fn lcm(a: usize, b: usize) -> usize {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x.max(1) * b
 }

@@ -412,3 +412,46 @@ async fn kv_blocks_bound_what_runs_at_once() {
         .unwrap();
     assert!(err.to_string().contains("--kv-blocks 3"), "{err}");
 }
+
+/// A request whose prompt starts like a running one's shares that prompt's KV blocks (whole
+/// chunks that are whole blocks) instead of prefilling them, and answers with the bits it gets
+/// on a fresh server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_prompt_shares_its_blocks() {
+    use tokio_stream::StreamExt;
+    use tower::ServiceExt;
+    let cfg = || server::Config {
+        parallel: 2,
+        prefill_chunk: 16,
+        max_per_client: 0,
+        ..server::Config::default()
+    };
+    let (app, fresh) = (tiny_app(cfg()), tiny_app(cfg()));
+    let long = format!("hello {}", "z ".repeat(30));
+    let first = json!({"prompt": format!("{long}first"), "max_tokens": 200, "temperature": 0,
+                       "ignore_eos": true, "stream": true});
+    let second = json!({"prompt": format!("{long}second"), "max_tokens": 8, "temperature": 0,
+                        "logprobs": 2});
+    // The first streams; once two of its tokens are out, its prompt is in its cache.
+    let resp = app
+        .clone()
+        .oneshot(post("/v1/completions", first.to_string()))
+        .await
+        .unwrap();
+    let mut body = resp.into_body().into_data_stream();
+    let mut seen = String::new();
+    while seen.matches("data:").count() < 2 {
+        let chunk = body.next().await.unwrap().unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let (s, v) = post_json(&app, "/v1/completions", &second).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(cached >= 32 && cached % 16 == 0, "{v}");
+    let (_, alone) = post_json(&fresh, "/v1/completions", &second).await;
+    assert_eq!(alone["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(v["choices"], alone["choices"], "text and logprobs");
+    drop(body);
+}
