@@ -186,7 +186,7 @@ impl KvCache {
         self.len = self.len.min(len);
         if let Storage::Paged { pool, blocks } = &mut self.storage {
             let tail = self.len / BLOCK_POSITIONS;
-            if self.len % BLOCK_POSITIONS != 0 && Arc::strong_count(&blocks[tail]) > 1 {
+            if !self.len.is_multiple_of(BLOCK_POSITIONS) && Arc::strong_count(&blocks[tail]) > 1 {
                 self.len = tail * BLOCK_POSITIONS;
             }
             let keep = KvPool::blocks_for(self.len);
@@ -210,7 +210,8 @@ impl KvCache {
         else {
             return false;
         };
-        if !pool.same(sp) || n % BLOCK_POSITIONS != 0 || n > src.len || n > self.capacity {
+        if !pool.same(sp) || !n.is_multiple_of(BLOCK_POSITIONS) || n > src.len || n > self.capacity
+        {
             return false;
         }
         let shared: Vec<Arc<Block>> = sb[..n / BLOCK_POSITIONS].to_vec();

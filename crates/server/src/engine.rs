@@ -460,7 +460,7 @@ impl<'a> Runner<'a> {
         }
         slot.cache.truncate(keep);
         // A tail block shared with another slot is kept only whole: back to a chunk boundary.
-        while slot.cache.len() % self.chunk != 0 {
+        while !slot.cache.len().is_multiple_of(self.chunk) {
             slot.cache
                 .truncate(slot.cache.len() / self.chunk * self.chunk);
         }
