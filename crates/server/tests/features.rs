@@ -159,6 +159,39 @@ async fn wide_batches_sample_in_parallel_and_equal_alone() {
     batched_equals_alone(12, 12, 64).await;
 }
 
+/// Each completion request's text, sent one after another.
+async fn texts_alone(app: &axum::Router, reqs: &[Value]) -> Vec<Value> {
+    let mut alone = Vec::new();
+    for r in reqs {
+        let (s, v) = post_json(app, "/v1/completions", r).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        alone.push(v["choices"][0]["text"].clone());
+    }
+    alone
+}
+
+/// The completion requests sent all at once.
+fn send_at_once(
+    app: &axum::Router,
+    reqs: &[Value],
+) -> Vec<tokio::task::JoinHandle<(StatusCode, Value)>> {
+    reqs.iter()
+        .map(|r| {
+            let (app, r) = (app.clone(), r.clone());
+            tokio::spawn(async move { post_json(&app, "/v1/completions", &r).await })
+        })
+        .collect()
+}
+
+/// Each task's answer is OK with the text its request gave alone.
+async fn expect_texts(tasks: Vec<tokio::task::JoinHandle<(StatusCode, Value)>>, alone: &[Value]) {
+    for (i, t) in tasks.into_iter().enumerate() {
+        let (s, v) = t.await.unwrap();
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["choices"][0]["text"], alone[i], "request {i}");
+    }
+}
+
 async fn batched_equals_alone(parallel: usize, n: usize, prefill_chunk: usize) {
     let app = tiny_app(server::Config {
         parallel,
@@ -172,24 +205,9 @@ async fn batched_equals_alone(parallel: usize, n: usize, prefill_chunk: usize) {
                         "temperature": 0})
         })
         .collect();
-    let mut alone = Vec::new();
-    for r in &reqs {
-        let (s, v) = post_json(&app, "/v1/completions", r).await;
-        assert_eq!(s, StatusCode::OK, "{v}");
-        alone.push(v["choices"][0]["text"].clone());
-    }
-    let tasks: Vec<_> = reqs
-        .iter()
-        .map(|r| {
-            let (app, r) = (app.clone(), r.clone());
-            tokio::spawn(async move { post_json(&app, "/v1/completions", &r).await })
-        })
-        .collect();
-    for (i, t) in tasks.into_iter().enumerate() {
-        let (s, v) = t.await.unwrap();
-        assert_eq!(s, StatusCode::OK, "{v}");
-        assert_eq!(v["choices"][0]["text"], alone[i], "request {i}");
-    }
+    let alone = texts_alone(&app, &reqs).await;
+    let tasks = send_at_once(&app, &reqs);
+    expect_texts(tasks, &alone).await;
     let (_, text) = send(&app, get("/metrics")).await;
     assert!(text.contains(&format!("molla_slots {parallel}")), "{text}");
 }
@@ -365,19 +383,8 @@ async fn kv_blocks_bound_what_runs_at_once() {
                    "temperature": 0, "ignore_eos": true})
         })
         .collect();
-    let mut alone = Vec::new();
-    for r in &reqs {
-        let (s, v) = post_json(&app, "/v1/completions", r).await;
-        assert_eq!(s, StatusCode::OK, "{v}");
-        alone.push(v["choices"][0]["text"].clone());
-    }
-    let tasks: Vec<_> = reqs
-        .iter()
-        .map(|r| {
-            let (app, r) = (app.clone(), r.clone());
-            tokio::spawn(async move { post_json(&app, "/v1/completions", &r).await })
-        })
-        .collect();
+    let alone = texts_alone(&app, &reqs).await;
+    let tasks = send_at_once(&app, &reqs);
     // While they run, the pool never holds more than its 8 blocks and never more than two
     // sequences generate.
     let mut most_active = 0;
@@ -399,11 +406,7 @@ async fn kv_blocks_bound_what_runs_at_once() {
         most_active <= 2,
         "{most_active} sequences ran on blocks for two contexts"
     );
-    for (i, t) in tasks.into_iter().enumerate() {
-        let (s, v) = t.await.unwrap();
-        assert_eq!(s, StatusCode::OK, "{v}");
-        assert_eq!(v["choices"][0]["text"], alone[i], "request {i}");
-    }
+    expect_texts(tasks, &alone).await;
     // Fewer blocks than one context: refused with a message naming the flag.
     let file = gguf::GgufFile::from_bytes(tiny_chat_model(None)).unwrap();
     let model = model::Model::from_file(file).unwrap();
