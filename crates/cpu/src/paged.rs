@@ -73,7 +73,7 @@ impl KvPool {
     /// Blocks held by caches now (a block shared by several counts once).
     pub fn used(&self) -> usize {
         let f = self.lock();
-        f.made - f.blocks.len()
+        f.made.saturating_sub(f.blocks.len())
     }
 
     /// Blocks that `positions` positions take.
@@ -125,7 +125,11 @@ impl KvPool {
     }
 
     pub(crate) fn give(&self, blocks: impl IntoIterator<Item = Block>) {
-        self.lock().blocks.extend(blocks);
+        let mut f = self.lock();
+        // Never more free blocks than were made: a block copied outside the pool (which a
+        // write to a shared block would do; caches never write one) is dropped instead.
+        let room = f.made.saturating_sub(f.blocks.len());
+        f.blocks.extend(blocks.into_iter().take(room));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Free> {

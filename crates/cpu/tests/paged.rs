@@ -234,3 +234,94 @@ fn paged_decode_speed() {
         }
     }
 }
+
+/// Random runs of grow / truncate / share / clear / drop over six caches of one small pool:
+/// the pool never counts more than its size or fewer than the distinct blocks held, every
+/// forward either runs or reports the pool exhausted, and each cache's next logits stay those
+/// of a flat cache fed the same history (a shared block overwritten by another cache would
+/// move them far).
+#[test]
+fn random_block_traffic_keeps_every_cache_intact() {
+    let m = load("llama", GgmlType::Q8_0);
+    let pool = m.new_kv_pool(24);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    // Each cache with the tokens it holds.
+    let mut caches: Vec<(KvCache, Vec<u32>)> = (0..6)
+        .map(|_| (KvCache::paged(&pool, 200), Vec::new()))
+        .collect();
+    for step in 0..400 {
+        let i = rnd(caches.len());
+        match rnd(10) {
+            0..=4 => {
+                let n = 1 + rnd(20);
+                let toks: Vec<u32> = (0..n).map(|_| rnd(200) as u32).collect();
+                let (kv, hist) = &mut caches[i];
+                if hist.len() + n > 200 {
+                    continue;
+                }
+                match m.forward(&toks, kv, Logits::Last) {
+                    Ok(_) => hist.extend(&toks),
+                    Err(CpuError::KvPoolFull { .. }) => assert_eq!(kv.len, hist.len()),
+                    Err(e) => panic!("step {step}: {e}"),
+                }
+            }
+            5 | 6 => {
+                let (kv, hist) = &mut caches[i];
+                kv.truncate(rnd(hist.len() + 1));
+                hist.truncate(kv.len);
+            }
+            7 => {
+                let j = rnd(caches.len());
+                if i == j {
+                    continue;
+                }
+                let n = caches[j].1.len() / BLOCK_POSITIONS * BLOCK_POSITIONS;
+                let (a, b) = if i < j {
+                    let (l, r) = caches.split_at_mut(j);
+                    (&mut l[i], &r[0])
+                } else {
+                    let (l, r) = caches.split_at_mut(i);
+                    (&mut r[0], &l[j])
+                };
+                if n > 0 && a.0.share_prefix(&b.0, n) {
+                    a.1 = b.1[..n].to_vec();
+                }
+            }
+            8 => {
+                caches[i].0.clear();
+                caches[i].1.clear();
+            }
+            _ => caches[i] = (KvCache::paged(&pool, 200), Vec::new()),
+        }
+        assert!(pool.used() <= pool.total(), "step {step}");
+        let held: usize = caches.iter().map(|(kv, _)| kv.blocks()).sum();
+        assert!(pool.used() <= held, "step {step}: a block leaked");
+    }
+    for (i, (kv, hist)) in caches.iter_mut().enumerate() {
+        if hist.is_empty() || hist.len() >= 200 {
+            continue;
+        }
+        let Ok(got) = m.forward(&[5], kv, Logits::Last) else {
+            continue;
+        };
+        let mut flat = m.new_cache(256);
+        m.forward(hist, &mut flat, Logits::Last).unwrap();
+        let want = m.forward(&[5], &mut flat, Logits::Last).unwrap();
+        let d = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(
+            d < 1e-3,
+            "cache {i} ({} tokens): logits moved by {d}",
+            hist.len()
+        );
+    }
+}
