@@ -86,6 +86,12 @@ pub fn run(a: Args) -> Result<()> {
     };
     let state =
         server::State::load(&a.model, &cfg).with_context(|| a.model.display().to_string())?;
+    if a.kv_blocks != 0 && state.device_name != "cpu" {
+        eprintln!(
+            "molla: --kv-blocks applies to the CPU backend; on {} each slot keeps its own cache",
+            state.device_name
+        );
+    }
     eprintln!(
         "molla: {} on {}, {} slot(s) of {} tokens",
         a.model.display(),
