@@ -219,61 +219,78 @@ impl Gpu {
 
     /// Copies `dst.len()` elements from `src` (which must hold at least that many) to the host,
     /// then waits for the stream, surfacing any kernel error.
-    pub(crate) fn download<T: DeviceRepr>(&self, src: &CudaSlice<T>, dst: &mut [T]) -> Result<()> {
-        if dst.len() > src.len() {
+    pub(crate) fn download<T: DeviceRepr + Copy + Default>(
+        &self,
+        src: &CudaSlice<T>,
+        dst: &mut [T],
+    ) -> Result<()> {
+        let n = dst.len();
+        self.download_with(src, n, |s| dst.copy_from_slice(s))
+    }
+
+    /// The first `n` elements of `src`, read on the host by `f` where they land: the pinned
+    /// staging buffer (one DMA and no further copy, as llama.cpp reads its logits), or a fresh
+    /// vector when page-locked memory cannot be had. Waits for the stream first, surfacing any
+    /// kernel error.
+    pub(crate) fn download_with<T: DeviceRepr + Copy + Default, R>(
+        &self,
+        src: &CudaSlice<T>,
+        n: usize,
+        f: impl FnOnce(&[T]) -> R,
+    ) -> Result<R> {
+        if n > src.len() {
             return Err(CudaError::Length {
                 what: "download",
                 got: src.len(),
-                expected: dst.len(),
+                expected: n,
             });
         }
-        if !dst.is_empty() {
-            if self.download_pinned(src, dst)? {
-                return Ok(());
-            }
-            self.stream
-                .memcpy_dtoh(&src.slice(..dst.len()), dst)
-                .map_err(drv("download"))?;
+        if n == 0 {
+            self.sync()?;
+            return Ok(f(&[]));
         }
-        self.sync()
-    }
-
-    /// `download` through the pinned staging buffer; false when there is none to use.
-    fn download_pinned<T: DeviceRepr>(&self, src: &CudaSlice<T>, dst: &mut [T]) -> Result<bool> {
-        if !self.pinned {
-            return Ok(false);
-        }
-        let bytes = std::mem::size_of_val(dst);
+        let bytes = n * std::mem::size_of::<T>();
         let mut staging = self.staging.lock().unwrap_or_else(|e| e.into_inner());
-        if staging.as_ref().is_none_or(|s| s.bytes < bytes) {
+        if self.pinned && staging.as_ref().is_none_or(|s| s.bytes < bytes) {
             *staging = None;
             let want = bytes.next_power_of_two();
             self.ctx.bind_to_thread().map_err(drv("bind context"))?;
             // SAFETY: plain allocation of page-locked host memory.
-            match unsafe { cudarc::driver::result::malloc_host(want, 0) } {
-                Ok(p) => {
-                    *staging = Some(Staging {
-                        ptr: p.cast(),
-                        bytes: want,
-                    })
-                }
-                Err(_) => return Ok(false),
+            if let Ok(p) = unsafe { cudarc::driver::result::malloc_host(want, 0) } {
+                *staging = Some(Staging {
+                    ptr: p.cast(),
+                    bytes: want,
+                })
             }
         }
-        let Some(st) = staging.as_ref() else {
-            return Ok(false);
-        };
-        // SAFETY: the staging buffer holds at least `bytes`; src holds at least dst.len()
-        // elements (checked by the caller); the copy is complete after the stream sync, before
-        // the bytes are read.
-        unsafe {
-            let tmp = std::slice::from_raw_parts_mut(st.ptr, bytes);
-            cudarc::driver::result::memcpy_dtoh_async(tmp, self.ptr(src), self.stream.cu_stream())
-                .map_err(drv("download"))?;
-            self.sync()?;
-            std::ptr::copy_nonoverlapping(st.ptr, dst.as_mut_ptr().cast::<u8>(), bytes);
+        match staging.as_ref().filter(|_| self.pinned) {
+            Some(st) => {
+                // SAFETY: the staging buffer holds at least `bytes` and is aligned for any T
+                // (page-locked allocations are page-aligned); src holds at least n elements
+                // (checked above); the copy is complete after the stream sync, before the
+                // elements are read, and the lock keeps other downloads out meanwhile.
+                unsafe {
+                    let tmp = std::slice::from_raw_parts_mut(st.ptr, bytes);
+                    cudarc::driver::result::memcpy_dtoh_async(
+                        tmp,
+                        self.ptr(src),
+                        self.stream.cu_stream(),
+                    )
+                    .map_err(drv("download"))?;
+                    self.sync()?;
+                    Ok(f(std::slice::from_raw_parts(st.ptr.cast::<T>(), n)))
+                }
+            }
+            None => {
+                drop(staging);
+                let mut v = vec![T::default(); n];
+                self.stream
+                    .memcpy_dtoh(&src.slice(..n), &mut v)
+                    .map_err(drv("download"))?;
+                self.sync()?;
+                Ok(f(&v))
+            }
         }
-        Ok(true)
     }
 
     /// Waits for all queued work.

@@ -261,6 +261,19 @@ impl CudaModel {
     /// Runs `tokens` at positions `kv.len..`, appends their keys and values to `kv`, and returns
     /// logits: `n_vocab` values for the last token, or for every token with [`Logits::All`].
     pub fn forward(&self, tokens: &[u32], kv: &mut CudaKvCache, which: Logits) -> Result<Vec<f32>> {
+        self.forward_with(tokens, kv, which, <[f32]>::to_vec)
+    }
+
+    /// [`forward`](Self::forward) with the logits read by `f` where they land on the host: a
+    /// decode step's in the pinned staging buffer its one copy from the device went to, with no
+    /// further copy (llama.cpp's decode reads its logits in place the same way).
+    pub fn forward_with<R>(
+        &self,
+        tokens: &[u32],
+        kv: &mut CudaKvCache,
+        which: Logits,
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> Result<R> {
         let n = tokens.len();
         if kv.model_uid != self.uid {
             return Err(CudaError::CacheShape);
@@ -271,7 +284,7 @@ impl CudaModel {
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         self.gpu.ctx.bind_to_thread().map_err(drv("bind context"))?;
         if n == 1 {
-            return self.decode(tokens[0], kv);
+            return self.decode(tokens[0], kv, f);
         }
         let mut out = Vec::with_capacity(if which == Logits::All {
             n * vocab
@@ -286,19 +299,26 @@ impl CudaModel {
             };
             self.prefill(chunk, kv, want, &mut out)?;
         }
-        Ok(out)
+        Ok(f(&out))
     }
 
     fn output(&self) -> WeightRef {
         self.output.as_ref().unwrap_or(&self.embd).r(&self.gpu)
     }
 
-    fn decode(&self, token: u32, kv: &mut CudaKvCache) -> Result<Vec<f32>> {
+    fn decode<R, F: FnOnce(&[f32]) -> R>(
+        &self,
+        token: u32,
+        kv: &mut CudaKvCache,
+        f: F,
+    ) -> Result<R> {
         let g = &self.gpu;
-        if self.persistent.load(Ordering::Relaxed)
-            && let Some(logits) = self.decode_persistent(token, kv)?
-        {
-            return Ok(logits);
+        let mut f = f;
+        if self.persistent.load(Ordering::Relaxed) {
+            match self.decode_persistent(token, kv, f)? {
+                Ok(r) => return Ok(r),
+                Err(back) => f = back,
+            }
         }
         g.write(&[token], &mut kv.tokens)?;
         g.write(&[kv.len as i32], &mut kv.pos)?;
@@ -321,16 +341,21 @@ impl CudaModel {
             // for one token (checked against the model at cache creation).
             unsafe { self.decode_launches(kv)? };
         }
-        let mut logits = vec![0.0f32; self.hp.n_vocab];
-        g.download(&kv.decode.logits, &mut logits)?;
+        let r = g.download_with(&kv.decode.logits, self.hp.n_vocab, f)?;
         kv.len += 1;
-        Ok(logits)
+        Ok(r)
     }
 
-    /// One decode step as one launch of the persistent kernel. `None` when it is not available
-    /// for this model or a wait in it timed out (then it is off from now on, and the caller
-    /// runs the step on the graph path: the step rewrites everything it wrote).
-    fn decode_persistent(&self, token: u32, kv: &mut CudaKvCache) -> Result<Option<Vec<f32>>> {
+    /// One decode step as one launch of the persistent kernel, its logits read by `f`. `f`
+    /// back, unused, when the kernel is not available for this model or a wait in it timed out
+    /// (then it is off from now on, and the caller runs the step on the graph path: the step
+    /// rewrites everything it wrote).
+    fn decode_persistent<R, F: FnOnce(&[f32]) -> R>(
+        &self,
+        token: u32,
+        kv: &mut CudaKvCache,
+        f: F,
+    ) -> Result<std::result::Result<R, F>> {
         let (g, vocab) = (&self.gpu, self.hp.n_vocab);
         if kv.pk.is_none() {
             match self.build_persistent(kv) {
@@ -340,12 +365,12 @@ impl CudaModel {
                 }
                 Err(e) => {
                     self.persistent_fails(e.to_string());
-                    return Ok(None);
+                    return Ok(Err(f));
                 }
             }
         }
         let Some(pk) = kv.pk.as_mut() else {
-            return Ok(None);
+            return Ok(Err(f));
         };
         // The word after the logits is the kernel's error flag (zero).
         let err = g.ptr(&kv.decode.logits) + (vocab * 4) as u64;
@@ -353,23 +378,30 @@ impl CudaModel {
         // SAFETY: the step list holds addresses of this model's and this cache's buffers.
         unsafe { pk.launch(g, &self.heads, (token, kv.len), err, g.ptr(&self.freqs))? };
         let t1 = std::time::Instant::now();
-        let mut out = vec![0.0f32; vocab + 1];
-        g.download(&kv.decode.logits, &mut out)?;
-        let t2 = std::time::Instant::now();
-        let flag = out[vocab].to_bits();
-        if flag == 0 {
-            if let Some(mut t) = pk.read_trace(g)? {
-                t.host_us = [(t1 - t0), (t2 - t1)].map(|d| d.as_secs_f64() * 1e6);
-                *self.pk_trace.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+        // The logits and the flag in one copy; `f` reads the logits only when the flag is clear.
+        let got = g.download_with(&kv.decode.logits, vocab + 1, |out| {
+            match out[vocab].to_bits() {
+                0 => Ok(f(&out[..vocab])),
+                flag => Err((f, flag)),
             }
-            out.truncate(vocab);
-            kv.len += 1;
-            return Ok(Some(out));
+        })?;
+        let t2 = std::time::Instant::now();
+        match got {
+            Ok(r) => {
+                if let Some(mut t) = pk.read_trace(g)? {
+                    t.host_us = [(t1 - t0), (t2 - t1)].map(|d| d.as_secs_f64() * 1e6);
+                    *self.pk_trace.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+                }
+                kv.len += 1;
+                Ok(Ok(r))
+            }
+            Err((f, flag)) => {
+                kv.pk = None;
+                g.clear(&mut kv.decode.logits)?;
+                self.persistent_fails(format!("a wait timed out at step {}", flag - 1));
+                Ok(Err(f))
+            }
         }
-        kv.pk = None;
-        g.clear(&mut kv.decode.logits)?;
-        self.persistent_fails(format!("a wait timed out at step {}", flag - 1));
-        Ok(None)
     }
 
     /// The persistent kernel's step list for `kv`: per layer q/k/v (RMSNorm in the input, the

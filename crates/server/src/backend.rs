@@ -134,12 +134,24 @@ impl Backend {
         cache: &mut Cache,
         which: Logits,
     ) -> Result<Vec<f32>, ServerError> {
+        self.forward_with(tokens, cache, which, <[f32]>::to_vec)
+    }
+
+    /// [`forward`](Self::forward) with the logits read by `f` where they land (CUDA: in the
+    /// pinned buffer of their one copy from the device, as llama.cpp reads its logits).
+    pub fn forward_with<R>(
+        &self,
+        tokens: &[u32],
+        cache: &mut Cache,
+        which: Logits,
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> Result<R, ServerError> {
         match (self, cache) {
-            (Backend::Cpu(m), Cache::Cpu(c)) => Ok(m.forward(tokens, c, which)?),
+            (Backend::Cpu(m), Cache::Cpu(c)) => Ok(f(&m.forward(tokens, c, which)?)),
             #[cfg(feature = "cuda")]
-            (Backend::Cuda(m), Cache::Cuda(c)) => Ok(m.forward(tokens, c, which)?),
+            (Backend::Cuda(m), Cache::Cuda(c)) => Ok(m.forward_with(tokens, c, which, f)?),
             #[cfg(feature = "gpu")]
-            (Backend::Gpu(m), Cache::Gpu(c)) => Ok(m.forward(tokens, c, which)?),
+            (Backend::Gpu(m), Cache::Gpu(c)) => Ok(f(&m.forward(tokens, c, which)?)),
             #[allow(unreachable_patterns)]
             _ => Err(ServerError::CacheMismatch),
         }
@@ -148,19 +160,18 @@ impl Backend {
 
 impl Backend {
     /// One token per sequence (`seqs[i].0` after what cache `seqs[i].1` holds): `n_vocab`
-    /// logits per sequence, in order, into `out` (its allocation reused where the backend can:
-    /// CUDA downloads every sequence's logits into it, 12 MB at 64 SmolLM2 sequences). On the
-    /// CPU and on CUDA one pass over the weights serves them all (bit-identical to decoding
-    /// each alone); on the wgpu backend they run one after another.
-    pub fn forward_batch_into(
+    /// logits per sequence, in order, read by `f` where they land (CUDA: the pinned buffer its
+    /// one copy from the device went to, 12 MB a step at 64 SmolLM2 sequences, read in place).
+    /// On the CPU and on CUDA one pass over the weights serves them all (bit-identical to
+    /// decoding each alone); on the wgpu backend they run one after another.
+    pub fn forward_batch_with<R>(
         &self,
         seqs: &mut [(u32, &mut Cache)],
-        out: &mut Vec<f32>,
-    ) -> Result<(), ServerError> {
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> Result<R, ServerError> {
         if seqs.len() == 1 {
             let (id, cache) = &mut seqs[0];
-            *out = self.forward(&[*id], cache, Logits::Last)?;
-            return Ok(());
+            return self.forward_with(&[*id], cache, Logits::Last, f);
         }
         #[allow(irrefutable_let_patterns)]
         if let Backend::Cpu(m) = self {
@@ -172,8 +183,7 @@ impl Backend {
                     _ => return Err(ServerError::CacheMismatch),
                 }
             }
-            *out = m.forward_batch(&mut cpu)?;
-            return Ok(());
+            return Ok(f(&m.forward_batch(&mut cpu)?));
         }
         #[cfg(feature = "cuda")]
         if let Backend::Cuda(m) = self {
@@ -185,13 +195,13 @@ impl Backend {
                     _ => return Err(ServerError::CacheMismatch),
                 }
             }
-            return Ok(m.forward_batch_into(&mut cuda, out)?);
+            return Ok(m.forward_batch_with(&mut cuda, f)?);
         }
-        out.clear();
+        let mut out = Vec::new();
         for (id, cache) in seqs.iter_mut() {
             out.extend(self.forward(&[*id], cache, Logits::Last)?);
         }
-        Ok(())
+        Ok(f(&out))
     }
 
     /// The final hidden states after the output norm, `n_embd` per token, of `tokens` run in a

@@ -5,8 +5,8 @@
 //! them: prefix reuse, the same bits as prefilling them again), prefills whole chunks of waiting
 //! prompts up to a per-step token budget (oldest first; while other sequences decode, only about
 //! a decode step's worth of time: [`crate::pace`]), then runs one batched decode over every
-//! active sequence's next token ([`Backend::forward_batch_into`]: the weights are read once for
-//! all rows on the CPU and on CUDA). A sequence whose client went away is dropped before the
+//! active sequence's next token ([`Backend::forward_batch_with`]: the weights are read once for
+//! all rows on the CPU and on CUDA, and the logits read where they land). A sequence whose client went away is dropped before the
 //! next step and its slot is free at once. Events stream back over a channel per request.
 
 use crate::backend::{Backend, Cache};
@@ -143,7 +143,6 @@ impl Engine {
                     ctx,
                     queue: queue.max(1),
                     waiting: VecDeque::new(),
-                    logits: Vec::new(),
                     chunk: chunk.max(1),
                     metrics: &m,
                     free: caches
@@ -262,8 +261,6 @@ struct Runner<'a> {
     /// Generation requests taken off the channel, waiting for a slot (at most `queue`).
     waiting: VecDeque<Waiting>,
     queue: usize,
-    /// The decode step's logits, reused from step to step.
-    logits: Vec<f32>,
     active: Vec<Active<'a>>,
     /// What decode steps and prefill cost lately: how much prefill a step may take on.
     pace: Pace,
@@ -545,14 +542,32 @@ impl<'a> Runner<'a> {
         if decoding.is_empty() {
             return;
         }
-        let mut seqs: Vec<(u32, &mut Cache)> = decoding
-            .iter_mut()
-            .map(|a| (a.next, &mut a.cache))
-            .collect();
+        let nv = self.backend.hparams().n_vocab;
+        let before: Vec<usize> = decoding.iter().map(|a| a.seq.ids().len()).collect();
+        // Each sequence's cache for the forward pass, and its sampler with the cache length
+        // after it, for reading the logits where the backend put them.
+        let mut seqs: Vec<(u32, &mut Cache)> = Vec::with_capacity(decoding.len());
+        let mut work: Vec<(&mut Seq, usize)> = Vec::with_capacity(decoding.len());
+        for a in decoding.iter_mut() {
+            work.push((&mut a.seq, a.cache.len() + 1));
+            seqs.push((a.next, &mut a.cache));
+        }
         let t = Instant::now();
-        let mut logits = std::mem::take(&mut self.logits);
-        match self.backend.forward_batch_into(&mut seqs, &mut logits) {
-            Ok(()) => {}
+        // Sampling and detokenizing each sequence is independent of the others (each has its
+        // own sampler and random stream): spread over threads when there are many, then
+        // report in order.
+        let outs = self.backend.forward_batch_with(&mut seqs, |logits| {
+            let mut items: Vec<_> = work.iter_mut().zip(logits.chunks_exact(nv)).collect();
+            let step = |((seq, len), l): &mut (&mut (&mut Seq, usize), &[f32])| seq.step(l, *len);
+            if items.len() >= PARALLEL_SAMPLING {
+                items.par_iter_mut().map(step).collect::<Vec<_>>()
+            } else {
+                items.iter_mut().map(step).collect()
+            }
+        });
+        drop((seqs, work));
+        let outs = match outs {
+            Ok(outs) => outs,
             Err(e) => {
                 for a in decoding {
                     let _ = a.events.send(Event::Error(e.to_string()));
@@ -560,22 +575,6 @@ impl<'a> Runner<'a> {
                 }
                 return;
             }
-        };
-        let nv = self.backend.hparams().n_vocab;
-        // Sampling and detokenizing each sequence is independent of the others (each has its
-        // own sampler and random stream): spread over threads when there are many, then
-        // report in order.
-        let before: Vec<usize> = decoding.iter().map(|a| a.seq.ids().len()).collect();
-        let mut work: Vec<(&mut Seq, usize, &[f32])> = decoding
-            .iter_mut()
-            .zip(logits.chunks_exact(nv))
-            .map(|(a, l)| (&mut a.seq, a.cache.len(), l))
-            .collect();
-        let step = |(seq, len, l): &mut (&mut Seq, usize, &[f32])| seq.step(l, *len);
-        let outs: Vec<_> = if work.len() >= PARALLEL_SAMPLING {
-            work.par_iter_mut().map(step).collect()
-        } else {
-            work.iter_mut().map(step).collect()
         };
         for ((mut a, before), out) in decoding.into_iter().zip(before).zip(outs) {
             match self.report(&mut a, before, out) {
@@ -587,7 +586,6 @@ impl<'a> Runner<'a> {
                 }
             }
         }
-        self.logits = logits;
         self.pace.decoded(t.elapsed().as_secs_f64());
     }
 

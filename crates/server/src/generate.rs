@@ -46,22 +46,35 @@ pub fn generate(
     mut emit: impl FnMut(&str) -> bool,
 ) -> Result<Generated, ServerError> {
     let t0 = Instant::now();
-    let mut logits = backend.forward(prompt, cache, Logits::Last)?;
-    let prefill = t0.elapsed();
-    let t1 = Instant::now();
     let mut seq = Seq::new(tok, sampler, prompt, max_tokens, stops, capacity, None);
+    // The prompt, then each sampled token; each step samples from the logits where the
+    // backend put them (no copy of the vocabulary's logits a token).
+    let mut next: Option<u32> = None;
+    let mut prefill = None;
+    let mut t1 = Instant::now();
     while seq.end().is_none() {
         if cancelled() {
             break;
         }
-        let out = seq.step(&logits, cache.len())?;
+        let input = match &next {
+            Some(id) => std::slice::from_ref(id),
+            None => prompt,
+        };
+        let len = cache.len() + input.len();
+        let out = backend.forward_with(input, cache, Logits::Last, |l| seq.step(l, len))??;
+        if prefill.is_none() {
+            prefill = Some(t0.elapsed());
+            t1 = Instant::now();
+        }
         if !out.text.is_empty() && !emit(&out.text) {
             break;
         }
-        if let Some(id) = out.next {
-            logits = backend.forward(&[id], cache, Logits::Last)?;
+        match out.next {
+            Some(id) => next = Some(id),
+            None => break,
         }
     }
+    let prefill = prefill.unwrap_or_default();
     let tail = seq.finish();
     if !tail.is_empty() {
         emit(&tail);

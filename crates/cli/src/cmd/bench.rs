@@ -90,7 +90,7 @@ pub fn run(a: Args) -> Result<()> {
             let t = Instant::now();
             m.forward(&tokens(a.n_prompt, vocab), &mut kv, Logits::Last)?;
             let prefill = t.elapsed().as_secs_f64();
-            m.forward(&[1], &mut kv, Logits::Last)?;
+            m.forward_with(&[1], &mut kv, Logits::Last, |_| ())?;
             if rep > 0 {
                 pp.push(a.n_prompt as f64 / prefill);
                 ttft.push(t.elapsed().as_secs_f64() * 1e3);
@@ -100,8 +100,10 @@ pub fn run(a: Args) -> Result<()> {
             kv.clear();
             let toks = tokens(a.n_gen, vocab);
             let t = Instant::now();
+            // Each step's logits land on the host and are left there, as llama-bench's are
+            // (generation reads them in place, `server::generate`).
             for &tok in &toks {
-                m.forward(&[tok], &mut kv, Logits::Last)?;
+                m.forward_with(&[tok], &mut kv, Logits::Last, |_| ())?;
             }
             if rep > 0 {
                 tg.push(a.n_gen as f64 / t.elapsed().as_secs_f64());
