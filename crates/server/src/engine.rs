@@ -239,9 +239,11 @@ impl Active<'_> {
         self.prefilled < self.prompt.len()
     }
 
-    /// The slot back, with what of the prompt its cache holds.
+    /// The slot back, with what of the prompt its cache holds; the generated positions are
+    /// dropped at once (a paged cache's blocks past the prompt go back to the pool).
     fn into_slot(mut self) -> Slot {
-        self.prompt.truncate(self.prefilled);
+        self.cache.truncate(self.prefilled);
+        self.prompt.truncate(self.cache.len());
         Slot {
             cache: self.cache,
             prompt: self.prompt,

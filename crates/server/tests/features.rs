@@ -458,3 +458,29 @@ async fn a_running_prompt_shares_its_blocks() {
     assert_eq!(v["choices"], alone["choices"], "text and logprobs");
     drop(body);
 }
+
+/// A finished request's slot keeps its prompt's blocks for reuse and gives the generated
+/// positions' blocks back at once.
+#[tokio::test]
+async fn a_finished_request_keeps_only_its_prompt_blocks() {
+    let app = tiny_app(server::Config {
+        ctx: 256,
+        prefill_chunk: 16,
+        ..server::Config::default()
+    });
+    let req = json!({"prompt": "hello there", "max_tokens": 60, "temperature": 0,
+                     "ignore_eos": true});
+    let (s, v) = post_json(&app, "/v1/completions", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let prompt = v["usage"]["prompt_tokens"].as_u64().unwrap() as usize;
+    assert!(
+        prompt + 60 > 2 * cpu::BLOCK_POSITIONS,
+        "the answer spans more blocks"
+    );
+    let (_, text) = send(&app, get("/metrics")).await;
+    let used = format!(
+        "molla_kv_blocks_used {}\n",
+        prompt.div_ceil(cpu::BLOCK_POSITIONS)
+    );
+    assert!(text.contains(&used), "want {used}in {text}");
+}
