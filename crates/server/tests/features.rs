@@ -477,10 +477,18 @@ async fn a_finished_request_keeps_only_its_prompt_blocks() {
         prompt + 60 > 2 * cpu::BLOCK_POSITIONS,
         "the answer spans more blocks"
     );
-    let (_, text) = send(&app, get("/metrics")).await;
+    // The engine updates the gauge after the step that sent the answer: wait for it.
     let used = format!(
         "molla_kv_blocks_used {}\n",
         prompt.div_ceil(cpu::BLOCK_POSITIONS)
     );
-    assert!(text.contains(&used), "want {used}in {text}");
+    let mut text = String::new();
+    for _ in 0..200 {
+        text = send(&app, get("/metrics")).await.1;
+        if text.contains(&used) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("want {used}in {text}");
 }
