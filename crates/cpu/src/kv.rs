@@ -156,12 +156,12 @@ impl KvCache {
     /// (none is taken yet). A forward pass that needs a block the pool cannot give fails with
     /// [`CpuError::KvPoolFull`] and leaves the cache's contents as they were.
     pub fn paged(pool: &KvPool, capacity: usize) -> KvCache {
-        let (kv_dim, v_dim) = pool.dims();
+        let (kv_dim, v_dim, n_layer) = pool.dims();
         KvCache {
             capacity,
             kv_dim,
             v_dim,
-            n_layer: 0,
+            n_layer,
             storage: Storage::Paged {
                 pool: pool.clone(),
                 blocks: Vec::new(),
@@ -250,12 +250,7 @@ impl KvCache {
     }
 
     pub(crate) fn fits(&self, hp: &HParams) -> bool {
-        match &self.storage {
-            Storage::Flat { .. } => {
-                self.kv_dim == hp.kv_dim() && self.v_dim == hp.v_dim() && self.n_layer == hp.n_layer
-            }
-            Storage::Paged { pool, .. } => pool.fits(hp),
-        }
+        self.kv_dim == hp.kv_dim() && self.v_dim == hp.v_dim() && self.n_layer == hp.n_layer
     }
 
     /// Keys of `layer` for positions `0..end`, `kv_dim` per position.

@@ -81,23 +81,9 @@ impl KvPool {
         positions.div_ceil(BLOCK_POSITIONS)
     }
 
-    /// Bytes of one block.
-    pub fn block_bytes(&self) -> usize {
-        let s = &self.shape;
-        let elem = match s.ty {
-            CacheType::F32 => 4,
-            CacheType::F16 => 2,
-        };
-        s.n_layer * BLOCK_POSITIONS * (s.kv_dim + s.v_dim) * elem
-    }
-
-    pub(crate) fn fits(&self, hp: &HParams) -> bool {
-        let s = &self.shape;
-        s.kv_dim == hp.kv_dim() && s.v_dim == hp.v_dim() && s.n_layer == hp.n_layer
-    }
-
-    pub(crate) fn dims(&self) -> (usize, usize) {
-        (self.shape.kv_dim, self.shape.v_dim)
+    /// The model shape the blocks are for: kv_dim, v_dim, n_layer.
+    pub(crate) fn dims(&self) -> (usize, usize, usize) {
+        (self.shape.kv_dim, self.shape.v_dim, self.shape.n_layer)
     }
 
     /// A free block, or a new one while the pool is below its size; None when it is exhausted.

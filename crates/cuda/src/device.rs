@@ -263,7 +263,7 @@ impl Gpu {
                 })
             }
         }
-        match staging.as_ref().filter(|_| self.pinned) {
+        match staging.as_ref() {
             Some(st) => {
                 // SAFETY: the staging buffer holds at least `bytes` and is aligned for any T
                 // (page-locked allocations are page-aligned); src holds at least n elements

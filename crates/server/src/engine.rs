@@ -6,8 +6,9 @@
 //! prompts up to a per-step token budget (oldest first; while other sequences decode, only about
 //! a decode step's worth of time: [`crate::pace`]), then runs one batched decode over every
 //! active sequence's next token ([`Backend::forward_batch_with`]: the weights are read once for
-//! all rows on the CPU and on CUDA, and the logits read where they land). A sequence whose client went away is dropped before the
-//! next step and its slot is free at once. Events stream back over a channel per request.
+//! all rows on the CPU and on CUDA, and the logits read where they land). A sequence whose
+//! client went away is dropped before the next step and its slot is free at once. Events
+//! stream back over a channel per request.
 
 use crate::backend::{Backend, Cache};
 use crate::error::ServerError;
@@ -387,8 +388,7 @@ impl<'a> Runner<'a> {
     /// chunks (prefilled at the same chunk boundaries, so the same bits), and never the last
     /// token (its logits are needed).
     fn reusable(&self, held: &[u32], prompt: &[u32]) -> usize {
-        let common = held.iter().zip(prompt).take_while(|(a, b)| a == b).count();
-        common.min(prompt.len().saturating_sub(1)) / self.chunk * self.chunk
+        common_prefix(held, prompt, self.chunk)
     }
 
     /// The longest prefix of `prompt` that another slot's paged cache holds (running or idle)
@@ -402,13 +402,9 @@ impl<'a> Runner<'a> {
             .iter()
             .map(|a| (&a.prompt[..a.prefilled], &a.cache))
             .chain(self.free.iter().map(|f| (&f.prompt[..], &f.cache)));
-        held.map(|(p, c)| {
-            let common = p.iter().zip(prompt).take_while(|(a, b)| a == b).count();
-            let n = common.min(prompt.len().saturating_sub(1)).min(c.len()) / unit * unit;
-            (n, c)
-        })
-        .filter(|&(n, _)| n > 0)
-        .max_by_key(|&(n, _)| n)
+        held.map(|(p, c)| (common_prefix(p, prompt, unit).min(c.len() / unit * unit), c))
+            .filter(|&(n, _)| n > 0)
+            .max_by_key(|&(n, _)| n)
     }
 
     /// Takes the free slot that can keep the most of `prompt` (the most recently freed of
@@ -693,6 +689,13 @@ pub fn embed(backend: &Backend, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, Se
             Ok(mean.iter().map(|v| (v * scale) as f32).collect())
         })
         .collect()
+}
+
+/// The common prefix of `held` and `prompt` in whole units of `unit` tokens, short of the
+/// prompt's last token (its logits are needed).
+fn common_prefix(held: &[u32], prompt: &[u32], unit: usize) -> usize {
+    let common = held.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+    common.min(prompt.len().saturating_sub(1)) / unit * unit
 }
 
 fn lcm(a: usize, b: usize) -> usize {

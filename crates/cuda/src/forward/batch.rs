@@ -44,23 +44,7 @@ impl CudaModel {
     /// logits per sequence, in order, each with the bits [`forward`](Self::forward) of that
     /// token alone gives. One sequence runs as a plain decode step (the persistent kernel).
     pub fn forward_batch(&self, seqs: &mut [(u32, &mut CudaKvCache)]) -> Result<Vec<f32>> {
-        let mut out = Vec::new();
-        self.forward_batch_into(seqs, &mut out)?;
-        Ok(out)
-    }
-
-    /// [`forward_batch`](Self::forward_batch) into `out` (resized to `n * n_vocab`), so that a
-    /// caller stepping many sequences reuses one buffer instead of a fresh allocation of every
-    /// sequence's logits each step.
-    pub fn forward_batch_into(
-        &self,
-        seqs: &mut [(u32, &mut CudaKvCache)],
-        out: &mut Vec<f32>,
-    ) -> Result<()> {
-        self.forward_batch_with(seqs, |l| {
-            out.clear();
-            out.extend_from_slice(l);
-        })
+        self.forward_batch_with(seqs, <[f32]>::to_vec)
     }
 
     /// [`forward_batch`](Self::forward_batch) with every sequence's logits (`n_vocab` each, in
