@@ -109,37 +109,51 @@ fn batch_refuses_a_full_cache_and_a_foreign_one() {
     assert!(m.forward_batch(&mut []).unwrap().is_empty());
 }
 
-/// Aggregate decode speed of `forward_batch` at 1..64 sequences (SmolLM2's shapes, Q4_1).
+/// Aggregate decode speed of `forward_batch_with` (logits left where they land, as the server
+/// reads them) at 1..64 sequences (SmolLM2's shapes, Q4_1), with the step replayed as a CUDA
+/// graph and launched kernel by kernel.
 #[test]
 #[ignore]
 fn batch_speed() {
     let Some(_) = gpu() else { return };
     let s = SynthSpec::smollm2(GgmlType::Q4_1);
     let m = load(&s);
-    println!("| sequences | step ms | tok/s |");
-    println!("| --- | --- | --- |");
+    println!(
+        "| sequences | step ms (graph) | tok/s (graph) | step ms (launches) | tok/s (launches) |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
     // MOLLA_BATCH_SIZES="64" (say) for a profiler run of one size.
     let sizes: Vec<usize> = std::env::var("MOLLA_BATCH_SIZES")
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1, 4, 16, 64]);
     for n in sizes {
-        let mut caches: Vec<CudaKvCache> = (0..n).map(|_| m.new_cache(512).unwrap()).collect();
-        for kv in caches.iter_mut() {
-            m.forward(&[1, 2, 3, 4, 5, 6, 7, 8], kv, Logits::Last)
-                .unwrap();
+        let mut row = format!("| {n} |");
+        for graphs in [true, false] {
+            m.set_graphs(graphs);
+            let mut caches: Vec<CudaKvCache> = (0..n).map(|_| m.new_cache(512).unwrap()).collect();
+            for kv in caches.iter_mut() {
+                m.forward(&[1, 2, 3, 4, 5, 6, 7, 8], kv, Logits::Last)
+                    .unwrap();
+            }
+            let mut step = |step: usize| {
+                let mut seqs: Vec<(u32, &mut CudaKvCache)> = caches
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(i, kv)| (((step * 31 + i * 7) % s.n_vocab) as u32, kv))
+                    .collect();
+                m.forward_batch_with(&mut seqs, |_| ()).unwrap();
+            };
+            step(0); // the capture
+            let steps = 64;
+            let t = Instant::now();
+            for i in 1..=steps {
+                step(i);
+            }
+            let dt = t.elapsed().as_secs_f64() / steps as f64;
+            row += &format!(" {:.2} | {:.0} |", dt * 1e3, n as f64 / dt);
         }
-        let steps = 64;
-        let t = Instant::now();
-        for step in 0..steps {
-            let mut seqs: Vec<(u32, &mut CudaKvCache)> = caches
-                .iter_mut()
-                .enumerate()
-                .map(|(i, kv)| (((step * 31 + i * 7) % s.n_vocab) as u32, kv))
-                .collect();
-            m.forward_batch(&mut seqs).unwrap();
-        }
-        let dt = t.elapsed().as_secs_f64() / steps as f64;
-        println!("| {n} | {:.2} | {:.0} |", dt * 1e3, n as f64 / dt);
+        println!("{row}");
     }
+    m.set_graphs(true);
 }

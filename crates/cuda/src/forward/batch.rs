@@ -5,15 +5,21 @@
 //! cache store and attention take each row's cache and position from a device table
 //! ([`KvRow`]). Each row goes through the same device code as a decode step of that sequence
 //! alone, so its logits have the same bits.
+//!
+//! The ~300 launches of a step depend only on the batch size (tokens, caches and positions are
+//! read from device tables written before the launch), so each size's launches are captured
+//! once into a CUDA graph and replayed: a step costs one launch from the host, as decode alone.
 
 use super::CudaModel;
 use crate::device::Gpu;
 use crate::error::{CudaError, Result, drv};
-use crate::kv::{CudaKvCache, Scratch};
+use crate::kv::{CudaKvCache, Graph, Scratch};
 use crate::launch::{KvAt, KvRow, Rows, prep_stride};
 use cpu::Logits;
 use cudarc::driver::CudaSlice;
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use model::HParams;
+use std::sync::atomic::Ordering;
 
 /// Working buffers for up to `n` sequences a step.
 pub(crate) struct BatchBufs {
@@ -24,6 +30,8 @@ pub(crate) struct BatchBufs {
     logits: CudaSlice<f32>,
     /// Each matvec's inputs, prepared once (launch::Rows).
     prep: CudaSlice<u8>,
+    /// The captured step for each batch size (index n), made on first use.
+    graphs: Vec<Option<Graph>>,
 }
 
 impl BatchBufs {
@@ -35,6 +43,7 @@ impl BatchBufs {
             tokens: g.zeros(n)?,
             rows: g.upload(&vec![KvRow::default(); n])?,
             logits: g.zeros(n * hp.n_vocab)?,
+            graphs: (0..=n).map(|_| None).collect(),
         })
     }
 }
@@ -100,20 +109,68 @@ impl CudaModel {
             })
             .collect();
         g.write(&rows, &mut b.rows)?;
+        if self.graphs.load(Ordering::Relaxed) && b.graphs[n].is_none() {
+            match self.capture_batch(b, n) {
+                Ok(graph) => b.graphs[n] = Some(graph),
+                // Capture unsupported here: plain launches from now on (decode alone too).
+                Err(_) => self.graphs.store(false, Ordering::Relaxed),
+            }
+        }
+        match b.graphs[n]
+            .as_ref()
+            .filter(|_| self.graphs.load(Ordering::Relaxed))
+        {
+            Some(graph) => {
+                crate::launch::count_launch();
+                graph.exec.launch().map_err(drv("graph launch"))?;
+            }
+            // SAFETY: as in `batch_launches`; the tables were written above.
+            None => unsafe { self.batch_launches(b, n)? },
+        }
+        let r = g.download_with(&b.logits, n * vocab, f)?;
+        for (_, kv) in seqs.iter_mut() {
+            kv.len += 1;
+        }
+        Ok(r)
+    }
+}
+
+impl CudaModel {
+    /// The launches of a step over the first `n` rows of `b`'s tables.
+    ///
+    /// # Safety
+    /// `n <= b.n`, and `b.rows` names `n` live caches of this model, each with room for its
+    /// position (the callers check that before writing the table).
+    unsafe fn batch_launches(&self, b: &BatchBufs, n: usize) -> Result<()> {
+        let g = &self.gpu;
         let rows = g.ptr(&b.rows);
         let at = |layer| KvAt::Rows { rows, layer };
         let batch = Rows {
             n,
             prep: g.ptr(&b.prep),
         };
-        // SAFETY: every buffer is sized for `n` rows (b.n >= n; prep for the widest input), each
-        // row's cache has room for its position (checked above), and all addresses belong to
-        // this model and its caches.
-        unsafe { self.step_launches(&b.s, g.ptr(&b.tokens), at, g.ptr(&b.logits), batch)? };
-        let r = g.download_with(&b.logits, n * vocab, f)?;
-        for (_, kv) in seqs.iter_mut() {
-            kv.len += 1;
-        }
-        Ok(r)
+        // SAFETY: every buffer is sized for `n` rows (b.n >= n; prep for the widest input), and
+        // the table's caches are as the caller guarantees.
+        unsafe { self.step_launches(&b.s, g.ptr(&b.tokens), at, g.ptr(&b.logits), batch) }
+    }
+
+    /// Captures [`batch_launches`](Self::batch_launches) for `n` rows into a graph: it reads
+    /// the tokens and the cache table from `b`'s device buffers, so it serves every step of
+    /// that size.
+    fn capture_batch(&self, b: &BatchBufs, n: usize) -> Result<Graph> {
+        let s = &self.gpu.stream;
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(drv("graph capture"))?;
+        // SAFETY: captured, not run; when replayed, as in `forward_batch_with`.
+        let launched = unsafe { self.batch_launches(b, n) };
+        let ended = s
+            .end_capture(CUgraphInstantiate_flags(0))
+            .map_err(drv("graph capture"));
+        launched?;
+        let exec = ended?.ok_or(CudaError::Driver {
+            what: "graph capture",
+            msg: "empty graph".into(),
+        })?;
+        Ok(Graph { exec })
     }
 }
