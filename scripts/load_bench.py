@@ -164,6 +164,8 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--llama-server", default=os.environ.get("LLAMA_SERVER"),
                     help="llama.cpp's llama-server binary, run beside molla")
+    ap.add_argument("--molla-args", default="",
+                    help="more `molla serve` flags, e.g. \"--mix-max 64\"")
     ap.add_argument("--out", help="also write a markdown table here")
     a = ap.parse_args()
     levels = [int(x) for x in a.streams.split(",")]
@@ -175,6 +177,7 @@ def main():
            "--max-per-client", "0"]
     if a.threads:
         cmd += ["--threads", str(a.threads)]
+    cmd += a.molla_args.split()
     rows += bench("molla", cmd, port, levels, a.requests, a.tokens)
     if a.llama_server:
         port = free_port()

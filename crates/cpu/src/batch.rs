@@ -29,35 +29,59 @@ impl CpuModel {
     /// Runs one token per sequence: `seqs[i].0` at position `seqs[i].1.len` of cache `seqs[i].1`,
     /// appending its key and value there. Returns `n_vocab` logits per sequence, in order.
     pub fn forward_batch(&self, seqs: &mut [(u32, &mut KvCache)]) -> Result<Vec<f32>> {
+        let tokens: Vec<[u32; 1]> = seqs.iter().map(|(t, _)| [*t]).collect();
+        let mut entries: Vec<(&[u32], &mut KvCache)> = tokens
+            .iter()
+            .zip(seqs.iter_mut())
+            .map(|(t, (_, kv))| (&t[..], &mut **kv))
+            .collect();
+        self.forward_mixed(&mut entries)
+    }
+
+    /// Runs several tokens for each of several sequences in one pass over the weights
+    /// (`seqs[i].0` after what cache `seqs[i].1` holds: a decode token, or a chunk of a prompt),
+    /// appending their keys and values. Returns `n_vocab` logits of each sequence's last token,
+    /// in order. Every token is a row with the arithmetic of a single-token decode step at its
+    /// position (a sequence's rows are stored and attend in order, so they see each other
+    /// causally): a sequence's logits do not depend on what shares the pass.
+    pub fn forward_mixed(&self, seqs: &mut [(&[u32], &mut KvCache)]) -> Result<Vec<f32>> {
         let m = &self.model;
         let hp = &m.hp;
         let f = &m.file;
-        let n = seqs.len();
-        if n == 0 {
+        let n: usize = seqs.iter().map(|(t, _)| t.len()).sum();
+        if seqs.is_empty() || seqs.iter().any(|(t, _)| t.is_empty()) {
             return Err(CpuError::NoTokens);
         }
-        for (tok, kv) in seqs.iter() {
+        for (toks, kv) in seqs.iter() {
             if !kv.fits(hp) {
                 return Err(CpuError::CacheShape);
             }
-            check_input(&[*tok], kv.len, kv.capacity(), hp.n_vocab)?;
+            check_input(toks, kv.len, kv.capacity(), hp.n_vocab)?;
         }
-        for (_, kv) in seqs.iter_mut() {
-            let end = kv.len + 1;
+        for (toks, kv) in seqs.iter_mut() {
+            let end = kv.len + toks.len();
             kv.grow(end)?;
         }
         let e = hp.n_embd;
         let mut x = vec![0.0f32; n * e];
-        for (t, (tok, _)) in seqs.iter().enumerate() {
-            row(f, &m.tok_embd, *tok as usize, &mut x[t * e..(t + 1) * e])?;
+        // Row t: sequence owner[t], position pos[t].
+        let mut owner = Vec::with_capacity(n);
+        let mut pos = Vec::with_capacity(n);
+        for (i, (toks, kv)) in seqs.iter().enumerate() {
+            for (j, &tok) in toks.iter().enumerate() {
+                let t = owner.len();
+                row(f, &m.tok_embd, tok as usize, &mut x[t * e..(t + 1) * e])?;
+                owner.push(i);
+                pos.push(kv.len + j);
+            }
         }
         let (qd, kd, vd) = (hp.q_dim(), hp.kv_dim(), hp.v_dim());
         let ad = hp.n_head * hp.head_dim_v;
         let mut a = Acts::new(hp, n);
         for (li, l) in m.layers.iter().enumerate() {
             block(&self.pool, f, hp, l, &mut x, &mut a, n, matvec_rows, |a| {
-                for (t, (_, kv)) in seqs.iter_mut().enumerate() {
-                    let pos = kv.len;
+                for t in 0..n {
+                    let (kv, pos) = (&mut *seqs[owner[t]].1, pos[t]);
                     let qt = &mut a.q[t * qd..(t + 1) * qd];
                     let kt = &mut a.k[t * kd..(t + 1) * kd];
                     self.rope.apply(qt, hp.head_dim, pos);
@@ -75,13 +99,19 @@ impl CpuModel {
                 }
             })?;
         }
-        for (_, kv) in seqs.iter_mut() {
-            kv.len += 1;
+        // The head on each sequence's last row only.
+        let ns = seqs.len();
+        let mut last = vec![0.0f32; ns * e];
+        let mut t = 0;
+        for (i, (toks, kv)) in seqs.iter_mut().enumerate() {
+            t += toks.len();
+            last[i * e..(i + 1) * e].copy_from_slice(&x[(t - 1) * e..t * e]);
+            kv.len += toks.len();
         }
-        let mut normed = vec![0.0f32; n * e];
-        rms_norm(&x, &m.output_norm, hp.rms_eps, &mut normed);
-        let mut logits = vec![0.0f32; n * hp.n_vocab];
-        matvec_rows(&self.pool, f, &[&m.output], &normed, n, &mut [&mut logits])?;
+        let mut normed = vec![0.0f32; ns * e];
+        rms_norm(&last, &m.output_norm, hp.rms_eps, &mut normed);
+        let mut logits = vec![0.0f32; ns * hp.n_vocab];
+        matvec_rows(&self.pool, f, &[&m.output], &normed, ns, &mut [&mut logits])?;
         Ok(logits)
     }
 }

@@ -24,3 +24,12 @@ extern "C" __global__ void swiglu(float* g, const float* __restrict__ u, int n) 
         g[i] = silu_mul(g[i], u[i]);
     }
 }
+
+// out[t] = x[idx[t]] (rows of `cols` values); one block per output row. The rows of a batch
+// whose logits are wanted, gathered before the head.
+extern "C" __global__ void gather_rows(const float* __restrict__ x, const int* __restrict__ idx, float* __restrict__ out,
+                                       int cols) {
+    const float* src = x + (size_t)idx[blockIdx.x] * cols;
+    float* dst = out + (size_t)blockIdx.x * cols;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = src[c];
+}

@@ -37,6 +37,7 @@ pub(crate) struct Kernels {
     pub attention: CudaFunction,
     pub embed: CudaFunction,
     pub swiglu: CudaFunction,
+    pub gather_rows: CudaFunction,
     /// The persistent decode kernel.
     pub decode_persistent: CudaFunction,
     /// f16 operands for the cuBLAS prefill GEMM.
@@ -143,6 +144,7 @@ impl Gpu {
             attention: f("attention")?,
             embed: f("embed")?,
             swiglu: f("swiglu")?,
+            gather_rows: f("gather_rows")?,
             decode_persistent: f("decode_persistent")?,
             dequant_f16: f("dequant_f16")?,
             to_f16: f("to_f16")?,

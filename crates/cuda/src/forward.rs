@@ -585,18 +585,20 @@ impl CudaModel {
         };
         let logits = g.ptr(&kv.decode.logits);
         // SAFETY: the decode scratch holds one token and the cache has room for it.
-        unsafe { self.step_launches(&kv.decode, g.ptr(&kv.tokens), at, logits, Rows::ONE) }
+        unsafe { self.step_launches(&kv.decode, g.ptr(&kv.tokens), at, logits, Rows::ONE, None) }
     }
 
-    /// The launches of one decode step over `rows.n` tokens, one for each sequence whose cache
-    /// layer `li` is `at(li)` (one sequence: `Rows::ONE`): embedding, per layer the fused
-    /// matvecs, rope, cache store and attention; the head's logits (n rows) to `logits`. Each row
-    /// gets the bits a step of its sequence alone gives.
+    /// The launches of one decode step over `rows.n` tokens, each at its own cache and position
+    /// (layer `li` at `at(li)`; one sequence: `Rows::ONE`): embedding, per layer the fused
+    /// matvecs, rope, cache store and attention; the head's logits to `logits`: of every row, or
+    /// with `head` = (device i32 row indices, count) of those rows only, in that order. Each
+    /// row gets the bits a decode step of that token alone gives.
     ///
     /// # Safety
-    /// `s` holds `n` rows, `tokens` `n` device u32s, `logits` `n` rows of the vocabulary, every
-    /// cache `at` names has room for its position, and `rows.prep` is as `launch::matvec_rows`
-    /// needs for the widest input (`self.max_cols()`).
+    /// `s` holds `n` rows, `tokens` `n` device u32s, `logits` as many rows of the vocabulary as
+    /// the head writes, every cache `at` names has room for its position, `head`'s indices are
+    /// rows below n, and `rows.prep` is as `launch::matvec_rows` needs for the widest input
+    /// (`self.max_cols()`).
     unsafe fn step_launches(
         &self,
         s: &Scratch,
@@ -604,12 +606,14 @@ impl CudaModel {
         at: impl Fn(usize) -> KvAt,
         logits: u64,
         rows: Rows,
+        head: Option<(u64, usize)>,
     ) -> Result<()> {
         let n = rows.n;
         let (g, hp) = (&self.gpu, &self.hp);
         let p = |b: &CudaSlice<f32>| g.ptr(b);
         let Ptrs {
             x,
+            h,
             q,
             k,
             v,
@@ -641,6 +645,7 @@ impl CudaModel {
                 let down = [out(&l.w_down, x, 0, true)];
                 launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::SwiGlu(up), rows)?;
             }
+            let rows_wanted = head;
             let head = [Out {
                 w: self.output(),
                 y: logits,
@@ -648,7 +653,15 @@ impl CudaModel {
                 accumulate: false,
             }];
             let norm = Prep::RmsNorm(p(&self.output_norm), eps);
-            launch::matvec_rows(g, &head, hp.n_embd, x, norm, rows)
+            match rows_wanted {
+                None => launch::matvec_rows(g, &head, hp.n_embd, x, norm, rows),
+                Some((idx, ns)) => {
+                    // The wanted rows side by side in h (unused by decode), then the head on them.
+                    launch::gather_rows(g, x, idx, h, ns, hp.n_embd)?;
+                    let sel = Rows { n: ns, ..rows };
+                    launch::matvec_rows(g, &head, hp.n_embd, h, norm, sel)
+                }
+            }
         }
     }
 

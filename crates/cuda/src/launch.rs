@@ -479,6 +479,27 @@ pub(crate) unsafe fn swiglu(gpu: &Gpu, g: u64, u: u64, n: usize) -> Result<()> {
     Ok(())
 }
 
+/// `out` row t = `x` row `idx[t]` (device i32s), for `n` rows of `cols` values.
+///
+/// # Safety
+/// See the module docs; every index names a row of `x`, and `out` holds `n` rows.
+pub(crate) unsafe fn gather_rows(
+    gpu: &Gpu,
+    x: u64,
+    idx: u64,
+    out: u64,
+    n: usize,
+    cols: usize,
+) -> Result<()> {
+    let c = cols as i32;
+    let mut b = gpu.stream.launch_builder(&gpu.k.gather_rows);
+    b.arg(&x).arg(&idx).arg(&out).arg(&c);
+    count_launch();
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((n as u32, 1, 1), 128, 0)) }.map_err(drv("gather launch"))?;
+    Ok(())
+}
+
 /// Grid for a grid-stride loop over `n` items, 256 threads a block.
 fn stride_grid(gpu: &Gpu, n: usize) -> u32 {
     n.div_ceil(256).clamp(1, gpu.sm_count * 16) as u32

@@ -89,6 +89,84 @@ fn batched_decode_gives_each_sequence_the_bits_it_gets_alone() {
     }
 }
 
+/// A mixed step (decode tokens and prompt chunks of several sequences in one pass) gives each
+/// sequence's last token the bits of feeding its tokens one decode step at a time, alone; the
+/// caches it fills decode on as if filled that way.
+#[test]
+fn mixed_steps_give_the_bits_of_one_token_at_a_time() {
+    let Some(_) = gpu() else { return };
+    for s in [
+        spec("llama", GgmlType::Q4_1, 576, 1536),
+        spec("llama", GgmlType::Q4_K, 512, 1536),
+        spec("qwen2", GgmlType::Q5_0, 896, 4864),
+    ] {
+        let m = load(&s);
+        let tag = format!("{} {}", s.arch, s.ty);
+        let mut rng = Rng::new(11);
+        let mut toks =
+            |n: usize| -> Vec<u32> { (0..n).map(|_| rng.below(s.n_vocab) as u32).collect() };
+        // Per sequence: what its cache holds first (one token at a time), then the rounds of
+        // tokens it is fed in mixed steps (1 = decode, more = a prompt chunk).
+        let plan: Vec<(Vec<u32>, Vec<Vec<u32>>)> = vec![
+            (toks(5), vec![toks(1), toks(1), toks(1)]),
+            (vec![], vec![toks(7), toks(1), toks(4)]),
+            (toks(2), vec![toks(3), toks(9), toks(1)]),
+            (vec![], vec![toks(1), toks(1), toks(16)]),
+        ];
+        let one_at_a_time = |kv: &mut CudaKvCache, t: &[u32]| -> Vec<f32> {
+            let mut l = Vec::new();
+            for &id in t {
+                l = m.forward(&[id], kv, Logits::Last).unwrap();
+            }
+            l
+        };
+        let mut alone: Vec<CudaKvCache> = Vec::new();
+        let mut mixed: Vec<CudaKvCache> = Vec::new();
+        for (held, _) in &plan {
+            let (mut a, mut b) = (m.new_cache(64).unwrap(), m.new_cache(64).unwrap());
+            one_at_a_time(&mut a, held);
+            one_at_a_time(&mut b, held);
+            alone.push(a);
+            mixed.push(b);
+        }
+        for round in 0..3 {
+            let want: Vec<Vec<f32>> = plan
+                .iter()
+                .zip(alone.iter_mut())
+                .map(|((_, r), kv)| one_at_a_time(kv, &r[round]))
+                .collect();
+            let mut seqs: Vec<(&[u32], &mut CudaKvCache)> = plan
+                .iter()
+                .zip(mixed.iter_mut())
+                .map(|((_, r), kv)| (&r[round][..], kv))
+                .collect();
+            let got = m.forward_mixed_with(&mut seqs, <[f32]>::to_vec).unwrap();
+            let vocab = s.n_vocab;
+            assert_eq!(got.len(), plan.len() * vocab);
+            for (i, w) in want.iter().enumerate() {
+                assert!(
+                    &got[i * vocab..(i + 1) * vocab] == w.as_slice(),
+                    "{tag} round {round}: sequence {i} differs from one token at a time"
+                );
+            }
+        }
+        for (a, b) in alone.iter().zip(&mixed) {
+            assert_eq!(a.len, b.len);
+        }
+        // The caches filled by mixed steps decode on with the same bits.
+        let mut seqs: Vec<(u32, &mut CudaKvCache)> = mixed.iter_mut().map(|kv| (3, kv)).collect();
+        let got = m.forward_batch(&mut seqs).unwrap();
+        for (i, kv) in alone.iter_mut().enumerate() {
+            let w = m.forward(&[3], kv, Logits::Last).unwrap();
+            assert!(
+                got[i * s.n_vocab..(i + 1) * s.n_vocab] == w[..],
+                "{tag}: decode after mixed steps, sequence {i}"
+            );
+        }
+        println!("{tag}: mixed steps bit-identical to one token at a time");
+    }
+}
+
 #[test]
 fn batch_refuses_a_full_cache_and_a_foreign_one() {
     let Some(_) = gpu() else { return };

@@ -204,6 +204,48 @@ impl Backend {
         Ok(f(&out))
     }
 
+    /// Several tokens for each of several sequences in one pass (`seqs[i].0` after what cache
+    /// `seqs[i].1` holds: a decode token or a prompt chunk): `n_vocab` logits of each
+    /// sequence's last token, in order, read by `f` where they land. Every token gets the bits
+    /// of a single-token decode step at its position, whatever shares the pass (a chunk's
+    /// logits differ from [`forward`](Self::forward)'s prefill within rounding, the same way
+    /// every time). The wgpu backend runs the sequences one after another.
+    pub fn forward_mixed_with<R>(
+        &self,
+        seqs: &mut [(&[u32], &mut Cache)],
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> Result<R, ServerError> {
+        #[allow(irrefutable_let_patterns)]
+        if let Backend::Cpu(m) = self {
+            let mut cpu: Vec<(&[u32], &mut KvCache)> = Vec::with_capacity(seqs.len());
+            for (t, c) in seqs.iter_mut() {
+                match c {
+                    Cache::Cpu(kv) => cpu.push((t, kv)),
+                    #[allow(unreachable_patterns)]
+                    _ => return Err(ServerError::CacheMismatch),
+                }
+            }
+            return Ok(f(&m.forward_mixed(&mut cpu)?));
+        }
+        #[cfg(feature = "cuda")]
+        if let Backend::Cuda(m) = self {
+            let mut cuda: Vec<(&[u32], &mut cuda::CudaKvCache)> = Vec::with_capacity(seqs.len());
+            for (t, c) in seqs.iter_mut() {
+                match c {
+                    Cache::Cuda(kv) => cuda.push((t, kv)),
+                    #[allow(unreachable_patterns)]
+                    _ => return Err(ServerError::CacheMismatch),
+                }
+            }
+            return Ok(m.forward_mixed_with(&mut cuda, f)?);
+        }
+        let mut out = Vec::new();
+        for (t, cache) in seqs.iter_mut() {
+            out.extend(self.forward(t, cache, Logits::Last)?);
+        }
+        Ok(f(&out))
+    }
+
     /// The final hidden states after the output norm, `n_embd` per token, of `tokens` run in a
     /// fresh cache (CPU only).
     pub fn hidden_states(&self, tokens: &[u32]) -> Result<Vec<f32>, ServerError> {

@@ -108,6 +108,8 @@ pub struct Sizes {
     pub parallel: usize,
     /// Most prompt tokens prefilled in one step.
     pub chunk: usize,
+    /// Prompt chunks of at most this many tokens run inside the batched decode pass (0: none).
+    pub mix: usize,
     /// KV blocks the slots share (CPU; see [`crate::Config::kv_blocks`]).
     pub kv_blocks: usize,
 }
@@ -127,6 +129,7 @@ impl Engine {
             queue,
             parallel,
             chunk,
+            mix,
             kv_blocks,
         } = sizes;
         let pool = backend.kv_pool(kv_blocks);
@@ -145,6 +148,7 @@ impl Engine {
                     queue: queue.max(1),
                     waiting: VecDeque::new(),
                     chunk: chunk.max(1),
+                    mix,
                     metrics: &m,
                     free: caches
                         .into_iter()
@@ -258,6 +262,8 @@ struct Runner<'a> {
     ctx: usize,
     /// Most prompt tokens prefilled in one step.
     chunk: usize,
+    /// Prompt chunks of at most this many tokens join the batched decode pass (0: none).
+    mix: usize,
     metrics: &'a Metrics,
     /// The free slots.
     free: Vec<Slot>,
@@ -502,21 +508,42 @@ impl<'a> Runner<'a> {
     /// One step: the next prompt chunk of the sequences still prefilling, oldest first, while
     /// the step's budget (`chunk` tokens) lasts and, when other sequences are decoding, while
     /// the prefill fits in about one decode step's time ([`Pace`]); the oldest always gets its
-    /// chunk. A sequence's first token is sampled when its prompt is done. Then one batched
-    /// decode over every sequence that is generating.
+    /// chunk. Chunks of at most `mix` tokens are not prefilled on their own but join the
+    /// batched pass as rows (up to as many tokens as there are decoding sequences, or `mix`,
+    /// or the whole budget when none decode; the oldest always joins). A sequence's first
+    /// token is sampled when its prompt is done. Then one batched pass over every sequence that
+    /// is generating, and the joined chunks.
     fn step(&mut self) {
         let active = std::mem::take(&mut self.active);
         let mut budget = self.chunk;
         let mut first = true;
-        let waiting_on_us = active.iter().any(|a| !a.prefilling());
+        let decoders = active.iter().filter(|a| !a.prefilling()).count();
+        let waiting_on_us = decoders > 0;
+        let mut mix_budget = if waiting_on_us {
+            self.mix.max(decoders)
+        } else {
+            self.chunk
+        };
         let mut spent = 0.0;
         let mut decoding = Vec::with_capacity(active.len());
+        // Sequences whose next chunk (up to `.1`) joins the batched pass.
+        let mut mixing: Vec<(Active, usize)> = Vec::new();
         for mut a in active {
             if !a.prefilling() {
                 decoding.push(a);
                 continue;
             }
             let next = self.next_chunk(a.prompt.len(), a.prefilled);
+            if next <= self.mix {
+                if mixing.is_empty() || next <= mix_budget {
+                    mix_budget = mix_budget.saturating_sub(next);
+                    let end = a.prefilled + next;
+                    mixing.push((a, end));
+                } else {
+                    self.active.push(a);
+                }
+                continue;
+            }
             if !first && (next > budget || !self.pace.fits(next, spent, waiting_on_us)) {
                 self.active.push(a);
                 continue;
@@ -537,44 +564,69 @@ impl<'a> Runner<'a> {
                 }
             }
         }
-        if decoding.is_empty() {
+        if decoding.is_empty() && mixing.is_empty() {
             return;
         }
         let nv = self.backend.hparams().n_vocab;
-        let before: Vec<usize> = decoding.iter().map(|a| a.seq.ids().len()).collect();
-        // Each sequence's cache for the forward pass, and its sampler with the cache length
-        // after it, for reading the logits where the backend put them.
-        let mut seqs: Vec<(u32, &mut Cache)> = Vec::with_capacity(decoding.len());
-        let mut work: Vec<(&mut Seq, usize)> = Vec::with_capacity(decoding.len());
-        for a in decoding.iter_mut() {
-            work.push((&mut a.seq, a.cache.len() + 1));
-            seqs.push((a.next, &mut a.cache));
-        }
+        let before: Vec<usize> = decoding
+            .iter()
+            .chain(mixing.iter().map(|(a, _)| a))
+            .map(|a| a.seq.ids().len())
+            .collect();
         let t = Instant::now();
-        // Sampling and detokenizing each sequence is independent of the others (each has its
-        // own sampler and random stream): spread over threads when there are many, then
-        // report in order.
-        let outs = self.backend.forward_batch_with(&mut seqs, |logits| {
-            let mut items: Vec<_> = work.iter_mut().zip(logits.chunks_exact(nv)).collect();
-            let step = |((seq, len), l): &mut (&mut (&mut Seq, usize), &[f32])| seq.step(l, *len);
-            if items.len() >= PARALLEL_SAMPLING {
-                items.par_iter_mut().map(step).collect::<Vec<_>>()
-            } else {
-                items.iter_mut().map(step).collect()
+        let outs = if mixing.is_empty() {
+            // Each sequence's cache for the forward pass, and its sampler with the cache
+            // length after it, for reading the logits where the backend put them.
+            let mut seqs: Vec<(u32, &mut Cache)> = Vec::with_capacity(decoding.len());
+            let mut work: Vec<Option<(&mut Seq, usize)>> = Vec::with_capacity(decoding.len());
+            for a in decoding.iter_mut() {
+                work.push(Some((&mut a.seq, a.cache.len() + 1)));
+                seqs.push((a.next, &mut a.cache));
             }
-        });
-        drop((seqs, work));
+            self.backend
+                .forward_batch_with(&mut seqs, |logits| sample_all(&mut work, logits, nv))
+        } else {
+            let mut seqs: Vec<(&[u32], &mut Cache)> = Vec::with_capacity(before.len());
+            let mut work: Vec<Option<(&mut Seq, usize)>> = Vec::with_capacity(before.len());
+            let ids: Vec<[u32; 1]> = decoding.iter().map(|a| [a.next]).collect();
+            for (a, id) in decoding.iter_mut().zip(&ids) {
+                work.push(Some((&mut a.seq, a.cache.len() + 1)));
+                seqs.push((&id[..], &mut a.cache));
+            }
+            for (a, end) in mixing.iter_mut() {
+                // Only a prompt's last chunk samples (its first token).
+                let last = *end == a.prompt.len();
+                work.push(last.then_some((&mut a.seq, *end)));
+                seqs.push((&a.prompt[a.prefilled..*end], &mut a.cache));
+            }
+            self.backend
+                .forward_mixed_with(&mut seqs, |logits| sample_all(&mut work, logits, nv))
+        };
         let outs = match outs {
             Ok(outs) => outs,
             Err(e) => {
-                for a in decoding {
+                for a in decoding
+                    .into_iter()
+                    .chain(mixing.into_iter().map(|(a, _)| a))
+                {
                     let _ = a.events.send(Event::Error(e.to_string()));
                     self.free.push(a.into_slot());
                 }
                 return;
             }
         };
-        for ((mut a, before), out) in decoding.into_iter().zip(before).zip(outs) {
+        let all = decoding
+            .into_iter()
+            .map(|a| (a, None))
+            .chain(mixing.into_iter().map(|(mut a, end)| {
+                a.prefilled = end;
+                (a, Some(end))
+            }));
+        for (((mut a, _), before), out) in all.zip(before).zip(outs) {
+            let Some(out) = out else {
+                self.active.push(a); // a prompt chunk that is not its last
+                continue;
+            };
             match self.report(&mut a, before, out) {
                 Ok(false) => self.active.push(a),
                 Ok(true) => self.free.push(a.into_slot()),
@@ -689,6 +741,25 @@ pub fn embed(backend: &Backend, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, Se
             Ok(mean.iter().map(|v| (v * scale) as f32).collect())
         })
         .collect()
+}
+
+/// Samples (and detokenizes) each sequence with work from its row of `logits` (`nv` a row);
+/// None for rows without work. Each sequence has its own sampler and random stream, so when
+/// there are many they are spread over threads.
+fn sample_all(
+    work: &mut [Option<(&mut Seq, usize)>],
+    logits: &[f32],
+    nv: usize,
+) -> Vec<Option<Result<crate::seq::Out, ServerError>>> {
+    let mut items: Vec<_> = work.iter_mut().zip(logits.chunks_exact(nv)).collect();
+    let step = |(w, l): &mut (&mut Option<(&mut Seq, usize)>, &[f32])| {
+        w.as_mut().map(|(seq, len)| seq.step(l, *len))
+    };
+    if items.len() >= PARALLEL_SAMPLING {
+        items.par_iter_mut().map(step).collect()
+    } else {
+        items.iter_mut().map(step).collect()
+    }
 }
 
 /// The common prefix of `held` and `prompt` in whole units of `unit` tokens, short of the

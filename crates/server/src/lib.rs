@@ -58,6 +58,12 @@ pub struct Config {
     /// Most prompt tokens one engine step prefills (a longer prompt takes several steps, so
     /// running sequences keep generating meanwhile).
     pub prefill_chunk: usize,
+    /// Prompt chunks of at most this many tokens run as rows of the step's batched decode pass
+    /// instead of a prefill pass of their own (0: never). Which path a chunk takes depends only
+    /// on its length, so a request's output does not depend on the load. Meant for CUDA, where
+    /// a short prompt prefilled alone is bound by its few hundred launches (~5 ms for 30
+    /// tokens); on the CPU the prefill's matmuls beat rows of decode (30 tokens: 51 vs 93 ms).
+    pub mix_max: usize,
     /// Largest request body in bytes.
     pub body_limit: usize,
     /// Generation requests (chat, completions, messages, embeddings) one client may have in
@@ -83,6 +89,7 @@ impl Default for Config {
             parallel: 1,
             kv_blocks: 0,
             prefill_chunk: 512,
+            mix_max: 0,
             body_limit: 4 << 20,
             max_per_client: 8,
             request_timeout: Duration::from_secs(30),
@@ -224,6 +231,7 @@ impl State {
                 queue: cfg.queue,
                 parallel,
                 chunk: cfg.prefill_chunk,
+                mix: cfg.mix_max,
                 kv_blocks: kv_blocks(cfg, ctx, parallel)?,
             },
             metrics.clone(),

@@ -149,23 +149,62 @@ async fn metrics_count_requests_and_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_greedy_equals_alone() {
     // prompts of 3..11 tokens prefilled 4 a step: prefill chunks interleave with decode steps
-    batched_equals_alone(4, 8, 4).await;
+    batched_equals_alone(4, 8, 4, 0).await;
 }
 
 /// Twelve at once over twelve slots: the decode steps sample on several threads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wide_batches_sample_in_parallel_and_equal_alone() {
     // every prompt prefilled within two steps: twelve sequences decode together
-    batched_equals_alone(12, 12, 64).await;
+    batched_equals_alone(12, 12, 64, 0).await;
 }
 
-/// Each completion request's text, sent one after another.
-async fn texts_alone(app: &axum::Router, reqs: &[Value]) -> Vec<Value> {
+/// Prompt chunks that join the batched decode pass (`mix_max`): all of them (chunks of 8 mixed up to 8), or only prompts' short last chunks beside
+/// prefills of their own (up to 5): eight at once still give what each gives alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_prefill_batches_equal_alone() {
+    // Chunks of 8 (more than the CPU's 4 rows of matvec: a prefill of its own has other bits).
+    batched_equals_alone(4, 8, 8, 8).await;
+    batched_equals_alone(4, 8, 8, 5).await;
+}
+
+/// A mixed chunk runs as decode rows: its logits differ from a prefill's within rounding (which
+/// shows that the path was taken), and the text is the same.
+#[tokio::test]
+async fn mixed_chunks_are_decode_rows() {
+    let cfg = |mix_max| server::Config {
+        mix_max,
+        ..server::Config::default()
+    };
+    let req = json!({"prompt": "hello x x x x x", "max_tokens": 6, "temperature": 0,
+                     "logprobs": 2});
+    let (s, mixed) = post_json(&tiny_app(cfg(64)), "/v1/completions", &req).await;
+    assert_eq!(s, StatusCode::OK, "{mixed}");
+    let (_, plain) = post_json(&tiny_app(cfg(0)), "/v1/completions", &req).await;
+    assert_eq!(mixed["choices"][0]["text"], plain["choices"][0]["text"]);
+    let lps = |v: &Value| -> Vec<f64> {
+        v["choices"][0]["logprobs"]["token_logprobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let (a, b) = (lps(&mixed), lps(&plain));
+    assert_eq!(a.len(), b.len());
+    assert_ne!(a, b, "the mixed path was not taken");
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() < 1e-3, "{a:?} vs {b:?}");
+    }
+}
+
+/// Each completion request's choice (text, logprobs when asked for), sent one after another.
+async fn choices_alone(app: &axum::Router, reqs: &[Value]) -> Vec<Value> {
     let mut alone = Vec::new();
     for r in reqs {
         let (s, v) = post_json(app, "/v1/completions", r).await;
         assert_eq!(s, StatusCode::OK, "{v}");
-        alone.push(v["choices"][0]["text"].clone());
+        alone.push(v["choices"][0].clone());
     }
     alone
 }
@@ -183,31 +222,32 @@ fn send_at_once(
         .collect()
 }
 
-/// Each task's answer is OK with the text its request gave alone.
-async fn expect_texts(tasks: Vec<tokio::task::JoinHandle<(StatusCode, Value)>>, alone: &[Value]) {
+/// Each task's answer is OK with the choice its request gave alone.
+async fn expect_choices(tasks: Vec<tokio::task::JoinHandle<(StatusCode, Value)>>, alone: &[Value]) {
     for (i, t) in tasks.into_iter().enumerate() {
         let (s, v) = t.await.unwrap();
         assert_eq!(s, StatusCode::OK, "{v}");
-        assert_eq!(v["choices"][0]["text"], alone[i], "request {i}");
+        assert_eq!(v["choices"][0], alone[i], "request {i}");
     }
 }
 
-async fn batched_equals_alone(parallel: usize, n: usize, prefill_chunk: usize) {
+async fn batched_equals_alone(parallel: usize, n: usize, prefill_chunk: usize, mix_max: usize) {
     let app = tiny_app(server::Config {
         parallel,
         prefill_chunk,
+        mix_max,
         max_per_client: 0,
         ..server::Config::default()
     });
     let reqs: Vec<Value> = (0..n)
         .map(|i| {
-            json!({"prompt": format!("hello {}", "x ".repeat(i)), "max_tokens": 12,
-                        "temperature": 0})
+            json!({"prompt": format!("hello {}", "x ".repeat(2 * i)), "max_tokens": 12,
+                        "temperature": 0, "logprobs": 2})
         })
         .collect();
-    let alone = texts_alone(&app, &reqs).await;
+    let alone = choices_alone(&app, &reqs).await;
     let tasks = send_at_once(&app, &reqs);
-    expect_texts(tasks, &alone).await;
+    expect_choices(tasks, &alone).await;
     let (_, text) = send(&app, get("/metrics")).await;
     assert!(text.contains(&format!("molla_slots {parallel}")), "{text}");
 }
@@ -287,6 +327,7 @@ async fn a_waiting_client_goes_before_one_already_running() {
         queue: 16,
         parallel: 2,
         chunk: 64,
+        mix: 0,
         kv_blocks: 32,
     };
     let engine = Engine::start(backend, tok, sizes, metrics).unwrap();
@@ -342,6 +383,7 @@ async fn a_full_queue_refuses() {
         queue: 2,
         parallel: 1,
         chunk: 64,
+        mix: 0,
         kv_blocks: 16,
     };
     let engine = Engine::start(backend, tok, sizes, metrics).unwrap();
@@ -383,7 +425,7 @@ async fn kv_blocks_bound_what_runs_at_once() {
                    "temperature": 0, "ignore_eos": true})
         })
         .collect();
-    let alone = texts_alone(&app, &reqs).await;
+    let alone = choices_alone(&app, &reqs).await;
     let tasks = send_at_once(&app, &reqs);
     // While they run, the pool never holds more than its 8 blocks and never more than two
     // sequences generate.
@@ -406,7 +448,7 @@ async fn kv_blocks_bound_what_runs_at_once() {
         most_active <= 2,
         "{most_active} sequences ran on blocks for two contexts"
     );
-    expect_texts(tasks, &alone).await;
+    expect_choices(tasks, &alone).await;
     // Fewer blocks than one context: refused with a message naming the flag.
     let file = gguf::GgufFile::from_bytes(tiny_chat_model(None)).unwrap();
     let model = model::Model::from_file(file).unwrap();

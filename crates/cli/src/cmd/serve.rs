@@ -39,6 +39,12 @@ pub struct Args {
     /// other sequences keep generating meanwhile).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     pub prefill_chunk: u32,
+    /// Prompt chunks of at most N tokens run as rows of the step's batched decode pass, beside
+    /// the generating sequences, instead of a prefill pass of their own: for CUDA, where a short
+    /// prompt prefilled alone is bound by kernel launches (not yet measured there, so off by
+    /// default). 0: never.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub mix_max: usize,
     /// Requests that may wait for a free slot before new ones get 503.
     #[arg(long, default_value_t = 64)]
     pub queue: usize,
@@ -79,6 +85,7 @@ pub fn run(a: Args) -> Result<()> {
         kv_blocks: a.kv_blocks,
         queue: a.queue,
         prefill_chunk: a.prefill_chunk as usize,
+        mix_max: a.mix_max,
         max_per_client: a.max_per_client,
         request_timeout: std::time::Duration::from_secs(a.request_timeout),
         max_connections: a.max_connections,

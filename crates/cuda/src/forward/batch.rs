@@ -28,6 +28,8 @@ pub(crate) struct BatchBufs {
     tokens: CudaSlice<u32>,
     rows: CudaSlice<KvRow>,
     logits: CudaSlice<f32>,
+    /// Rows whose logits a mixed step wants (each sequence's last).
+    sel: CudaSlice<i32>,
     /// Each matvec's inputs, prepared once (launch::Rows).
     prep: CudaSlice<u8>,
     /// The captured step for each batch size (index n), made on first use.
@@ -43,6 +45,7 @@ impl BatchBufs {
             tokens: g.zeros(n)?,
             rows: g.upload(&vec![KvRow::default(); n])?,
             logits: g.zeros(n * hp.n_vocab)?,
+            sel: g.zeros(n)?,
             graphs: (0..=n).map(|_| None).collect(),
         })
     }
@@ -64,26 +67,49 @@ impl CudaModel {
         seqs: &mut [(u32, &mut CudaKvCache)],
         f: impl FnOnce(&[f32]) -> R,
     ) -> Result<R> {
-        let n = seqs.len();
-        if n == 0 {
-            return Ok(f(&[]));
-        }
-        if n == 1 {
-            let (token, kv) = &mut seqs[0];
+        if let [(token, kv)] = seqs {
             return self.forward_with(&[*token], kv, Logits::Last, f);
         }
+        let tokens: Vec<[u32; 1]> = seqs.iter().map(|(t, _)| [*t]).collect();
+        let mut entries: Vec<(&[u32], &mut CudaKvCache)> = tokens
+            .iter()
+            .zip(seqs.iter_mut())
+            .map(|(t, (_, kv))| (&t[..], &mut **kv))
+            .collect();
+        self.forward_mixed_with(&mut entries, f)
+    }
+
+    /// Several tokens for each of several sequences in one pass of launches (`seqs[i].0` after
+    /// what cache `seqs[i].1` holds: a decode token, or a chunk of a prompt): `n_vocab` logits of
+    /// each sequence's last token, in order, read by `f` where they land. Every token is a row of
+    /// the batched decode step (its cache, its position; rows of one sequence see each other
+    /// causally, as its keys and values are stored before any row attends), so each gets the
+    /// bits a decode step of that token alone gives, whatever else shares the pass: a prompt
+    /// chunk prefilled here differs from [`forward`](Self::forward)'s prefill (matmuls) within
+    /// rounding, the same way every time.
+    pub fn forward_mixed_with<R>(
+        &self,
+        seqs: &mut [(&[u32], &mut CudaKvCache)],
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> Result<R> {
+        let rows_total: usize = seqs.iter().map(|(t, _)| t.len()).sum();
+        let n_seq = seqs.len();
+        if n_seq == 0 {
+            return Ok(f(&[]));
+        }
         let (hp, vocab) = (&self.hp, self.hp.n_vocab);
-        for (token, kv) in seqs.iter() {
+        for (tokens, kv) in seqs.iter() {
             if kv.model_uid != self.uid {
                 return Err(CudaError::CacheShape);
             }
-            cpu::check_input(&[*token], kv.len, kv.capacity(), vocab)?;
+            cpu::check_input(tokens, kv.len, kv.capacity(), vocab)?;
         }
+        let decode_only = rows_total == n_seq;
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let g = &self.gpu;
         g.ctx.bind_to_thread().map_err(drv("bind context"))?;
         let mut bufs = self.batch.lock().unwrap_or_else(|e| e.into_inner());
-        if bufs.as_ref().is_some_and(|b| b.n < n) {
+        if bufs.as_ref().is_some_and(|b| b.n < rows_total) {
             *bufs = None; // free the smaller buffers before allocating the larger
         }
         let b = match &mut *bufs {
@@ -91,24 +117,46 @@ impl CudaModel {
             none => none.insert(BatchBufs::new(
                 g,
                 hp,
-                n.next_power_of_two().max(8),
+                rows_total.next_power_of_two().max(8),
                 self.max_cols(),
             )?),
         };
-        let tokens: Vec<u32> = seqs.iter().map(|(t, _)| *t).collect();
+        let tokens: Vec<u32> = seqs.iter().flat_map(|(t, _)| t.iter().copied()).collect();
         g.write(&tokens, &mut b.tokens)?;
-        let rows: Vec<KvRow> = seqs
-            .iter()
-            .map(|(_, kv)| KvRow {
-                k: g.ptr(&kv.k),
-                v: g.ptr(&kv.v),
-                k_layer: kv.kv_stride as i64,
-                v_layer: kv.v_stride as i64,
-                pos: kv.len as i32,
-                pad: 0,
-            })
-            .collect();
+        let mut rows = Vec::with_capacity(rows_total);
+        let mut last = Vec::with_capacity(n_seq);
+        for (t, kv) in seqs.iter() {
+            for j in 0..t.len() {
+                rows.push(KvRow {
+                    k: g.ptr(&kv.k),
+                    v: g.ptr(&kv.v),
+                    k_layer: kv.kv_stride as i64,
+                    v_layer: kv.v_stride as i64,
+                    pos: (kv.len + j) as i32,
+                    pad: 0,
+                });
+            }
+            last.push(rows.len() as i32 - 1);
+        }
         g.write(&rows, &mut b.rows)?;
+        if decode_only {
+            self.batch_step(b, rows_total)?;
+        } else {
+            g.write(&last, &mut b.sel)?;
+            // SAFETY: as in `batch_launches`; the tables were written above, and the wanted
+            // rows (each sequence's last) are below rows_total.
+            unsafe { self.batch_launches(b, rows_total, Some((g.ptr(&b.sel), n_seq)))? };
+        }
+        let r = g.download_with(&b.logits, n_seq * vocab, f)?;
+        for (t, kv) in seqs.iter_mut() {
+            kv.len += t.len();
+        }
+        Ok(r)
+    }
+
+    /// A step of `n` one-token rows (every row's logits): the size's captured graph, captured
+    /// on first use, or plain launches when graphs are off.
+    fn batch_step(&self, b: &mut BatchBufs, n: usize) -> Result<()> {
         if self.graphs.load(Ordering::Relaxed) && b.graphs[n].is_none() {
             match self.capture_batch(b, n) {
                 Ok(graph) => b.graphs[n] = Some(graph),
@@ -122,26 +170,27 @@ impl CudaModel {
         {
             Some(graph) => {
                 crate::launch::count_launch();
-                graph.exec.launch().map_err(drv("graph launch"))?;
+                graph.exec.launch().map_err(drv("graph launch"))
             }
-            // SAFETY: as in `batch_launches`; the tables were written above.
-            None => unsafe { self.batch_launches(b, n)? },
+            // SAFETY: the caller wrote the tables for n rows of live caches with room.
+            None => unsafe { self.batch_launches(b, n, None) },
         }
-        let r = g.download_with(&b.logits, n * vocab, f)?;
-        for (_, kv) in seqs.iter_mut() {
-            kv.len += 1;
-        }
-        Ok(r)
     }
 }
 
 impl CudaModel {
-    /// The launches of a step over the first `n` rows of `b`'s tables.
+    /// The launches of a step over the first `n` rows of `b`'s tables (logits of the rows
+    /// `head` names, or of all).
     ///
     /// # Safety
     /// `n <= b.n`, and `b.rows` names `n` live caches of this model, each with room for its
     /// position (the callers check that before writing the table).
-    unsafe fn batch_launches(&self, b: &BatchBufs, n: usize) -> Result<()> {
+    unsafe fn batch_launches(
+        &self,
+        b: &BatchBufs,
+        n: usize,
+        head: Option<(u64, usize)>,
+    ) -> Result<()> {
         let g = &self.gpu;
         let rows = g.ptr(&b.rows);
         let at = |layer| KvAt::Rows { rows, layer };
@@ -151,7 +200,7 @@ impl CudaModel {
         };
         // SAFETY: every buffer is sized for `n` rows (b.n >= n; prep for the widest input), and
         // the table's caches are as the caller guarantees.
-        unsafe { self.step_launches(&b.s, g.ptr(&b.tokens), at, g.ptr(&b.logits), batch) }
+        unsafe { self.step_launches(&b.s, g.ptr(&b.tokens), at, g.ptr(&b.logits), batch, head) }
     }
 
     /// Captures [`batch_launches`](Self::batch_launches) for `n` rows into a graph: it reads
@@ -162,7 +211,7 @@ impl CudaModel {
         s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(drv("graph capture"))?;
         // SAFETY: captured, not run; when replayed, as in `forward_batch_with`.
-        let launched = unsafe { self.batch_launches(b, n) };
+        let launched = unsafe { self.batch_launches(b, n, None) };
         let ended = s
             .end_capture(CUgraphInstantiate_flags(0))
             .map_err(drv("graph capture"));
