@@ -3,23 +3,11 @@
 //! time, alone, with flat and paged caches; caches filled that way decode on identically; bad
 //! input is an error that changes no cache.
 
+mod common;
+
+use common::{load, tokens};
 use cpu::{CpuModel, KvCache, Logits};
-use gguf::{GgmlType, GgufFile};
-use model::Model;
-use model::synth::{SynthSpec, build};
-
-fn load(arch: &'static str, ty: GgmlType) -> CpuModel {
-    let mut spec = SynthSpec::tiny(arch);
-    spec.ty = ty;
-    let bytes = build(&spec).expect("synthetic model builds");
-    CpuModel::new(Model::from_file(GgufFile::from_bytes(bytes).expect("parses")).expect("binds"))
-}
-
-fn tokens(n: usize, salt: u32) -> Vec<u32> {
-    (0..n as u32)
-        .map(|i| (i * 37 + salt * 11 + 1) % 200)
-        .collect()
-}
+use gguf::GgmlType;
 
 fn one_at_a_time(m: &CpuModel, kv: &mut KvCache, toks: &[u32]) -> Vec<f32> {
     let mut l = Vec::new();

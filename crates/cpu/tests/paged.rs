@@ -3,23 +3,13 @@
 //! taken as a cache grows and given back when it is truncated, cleared or dropped; an
 //! exhausted pool is an error that leaves the cache as it was.
 
+mod common;
+
+use common::{load, tokens};
 use cpu::{BLOCK_POSITIONS, CacheType, CpuError, CpuModel, KvCache, KvPool, Logits};
 use gguf::{GgmlType, GgufFile};
 use model::Model;
 use model::synth::{SynthSpec, build};
-
-fn load(arch: &'static str, ty: GgmlType) -> CpuModel {
-    let mut spec = SynthSpec::tiny(arch);
-    spec.ty = ty;
-    let bytes = build(&spec).expect("synthetic model builds");
-    CpuModel::new(Model::from_file(GgufFile::from_bytes(bytes).expect("parses")).expect("binds"))
-}
-
-fn tokens(n: usize, salt: u32) -> Vec<u32> {
-    (0..n as u32)
-        .map(|i| (i * 37 + salt * 11 + 1) % 200)
-        .collect()
-}
 
 #[test]
 fn paged_gives_the_bits_of_flat() {

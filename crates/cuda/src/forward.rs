@@ -521,11 +521,16 @@ impl CudaModel {
     /// Captures the decode launches into a graph (the step's token and position are read from
     /// device memory, so one graph serves every step of this cache).
     fn capture(&self, kv: &CudaKvCache) -> Result<Graph> {
+        // SAFETY: captured, not run; when replayed, as in `decode`.
+        self.capture_with(|| unsafe { self.decode_launches(kv) })
+    }
+
+    /// The launches `launches` makes on the stream, captured into a graph instead of run.
+    pub(crate) fn capture_with(&self, launches: impl FnOnce() -> Result<()>) -> Result<Graph> {
         let s = &self.gpu.stream;
         s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(drv("graph capture"))?;
-        // SAFETY: as in `decode`.
-        let launched = unsafe { self.decode_launches(kv) };
+        let launched = launches();
         let ended = s
             .end_capture(CUgraphInstantiate_flags(0))
             .map_err(drv("graph capture"));

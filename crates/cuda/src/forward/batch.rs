@@ -17,7 +17,6 @@ use crate::kv::{CudaKvCache, Graph, Scratch};
 use crate::launch::{KvAt, KvRow, Rows, prep_stride};
 use cpu::Logits;
 use cudarc::driver::CudaSlice;
-use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use model::HParams;
 use std::sync::atomic::Ordering;
 
@@ -207,19 +206,7 @@ impl CudaModel {
     /// the tokens and the cache table from `b`'s device buffers, so it serves every step of
     /// that size.
     fn capture_batch(&self, b: &BatchBufs, n: usize) -> Result<Graph> {
-        let s = &self.gpu.stream;
-        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(drv("graph capture"))?;
-        // SAFETY: captured, not run; when replayed, as in `forward_batch_with`.
-        let launched = unsafe { self.batch_launches(b, n, None) };
-        let ended = s
-            .end_capture(CUgraphInstantiate_flags(0))
-            .map_err(drv("graph capture"));
-        launched?;
-        let exec = ended?.ok_or(CudaError::Driver {
-            what: "graph capture",
-            msg: "empty graph".into(),
-        })?;
-        Ok(Graph { exec })
+        // SAFETY: captured, not run; when replayed, as in `forward_mixed_with`.
+        self.capture_with(|| unsafe { self.batch_launches(b, n, None) })
     }
 }
