@@ -307,6 +307,168 @@ __device__ __forceinline__ float unit_q16(const u8* __restrict__ w, const int4* 
     }
 }
 
+// A unit's weights decoded into registers, for row_dot_q16_multi, which decodes each unit once
+// for all its inputs. The same arithmetic as unit_legacy / unit_k45 / unit_q6k, split in two
+// (those stay whole: the single-row decoders are what the persistent kernel inlines, and
+// splitting them changes its register allocation); tests/batch.rs checks that a batched row
+// has the bits of the same row decoded alone. Legacy formats: the 32 weights
+// as bytes in w[0..8), d and m (Q4_1, Q5_1) in f[0..2). Q4_K / Q5_K: the two sub-blocks' weights
+// in w[0..8) and w[8..16), d * scale and dmin * min of each in f[0], f[1] and f[2], f[3]. Q6_K:
+// group G's 16 weights in w[4G..4G+4), d * its scale in f[G].
+struct UnitW {
+    u32 w[16];
+    float f[4];
+};
+
+// unit_legacy's decode of the block at b, for row_dot_q16_multi.
+template <int T>
+__device__ __forceinline__ void unit_load_legacy(const u8* __restrict__ b, UnitW& uw) {
+    uw.f[0] = h2f(ld16(b));
+    if constexpr (T == T_Q8_0) {
+        ld16a2(b + 2, uw.w);
+        ld16a2(b + 18, uw.w + 4);
+    } else {
+        u32 qs[4], qh = 0;
+        uw.f[1] = 0.f;
+        if constexpr (T == T_Q4_0) ld16a2(b + 2, qs);
+        if constexpr (T == T_Q4_1) {
+            uw.f[1] = h2f(ld16(b + 2));
+#pragma unroll
+            for (int k = 0; k < 4; k++) qs[k] = ld32(b + 4 + 4 * k);
+        }
+        if constexpr (T == T_Q5_0) {
+            qh = ld32a2(b + 2);
+            ld16a2(b + 6, qs);
+        }
+        if constexpr (T == T_Q5_1) {
+            uw.f[1] = h2f(ld16(b + 2));
+            qh = ld32(b + 4);
+#pragma unroll
+            for (int k = 0; k < 4; k++) qs[k] = ld32(b + 8 + 4 * k);
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            uw.w[k] = qs[k] & 0x0f0f0f0fu;
+            uw.w[k + 4] = (qs[k] >> 4) & 0x0f0f0f0fu;
+            if constexpr (T == T_Q5_0 || T == T_Q5_1) {
+                uw.w[k] |= spread4(qh, k) << 4;
+                uw.w[k + 4] |= spread4(qh, k + 4) << 4;
+            }
+        }
+    }
+}
+
+// The legacy block u's contribution to the row's dot product with the quants xr of its input x.
+template <int T>
+__device__ __forceinline__ float unit_apply_legacy(const UnitW& uw, const int4* xr, const Xq& x, int u) {
+    int s = idot<8>(uw.w, xr);
+    if constexpr (T == T_Q4_0) s -= 8 * (x.s16[2 * u] + x.s16[2 * u + 1]);
+    if constexpr (T == T_Q5_0) s -= 16 * (x.s16[2 * u] + x.s16[2 * u + 1]);
+    float r = mul3(uw.f[0], x.dx[u], (float)s);
+    if constexpr (T == T_Q4_1 || T == T_Q5_1) r = __fadd_rn(r, __fmul_rn(uw.f[1], x.sx[u]));
+    return r;
+}
+
+// unit_k45's decode of unit u, for row_dot_q16_multi.
+template <int T>
+__device__ __forceinline__ void unit_load_k45(const u8* __restrict__ w, int u, UnitW& uw) {
+    constexpr int BYTES = T == T_Q4_K ? 144 : 176;
+    constexpr int QS = T == T_Q4_K ? 16 : 48;
+    const u8* b = w + (size_t)(u >> 2) * BYTES;
+    int j = u & 3;
+    uint4 h = *(const uint4*)b;
+    uint4 qa = *(const uint4*)(b + QS + 32 * j), qb = *(const uint4*)(b + QS + 32 * j + 16);
+    u32 q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        uw.w[k] = q[k] & 0x0f0f0f0fu;
+        uw.w[k + 8] = (q[k] >> 4) & 0x0f0f0f0fu;
+    }
+    if constexpr (T == T_Q5_K) {
+        uint4 ha = *(const uint4*)(b + 16), hb = *(const uint4*)(b + 32);
+        u32 qh[8] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            uw.w[k] |= ((qh[k] >> (2 * j)) & 0x01010101u) << 4;
+            uw.w[k + 8] |= ((qh[k] >> (2 * j + 1)) & 0x01010101u) << 4;
+        }
+    }
+    // 6-bit scales and mins of sub-blocks 2j and 2j+1 (scale_min_k4 on the header words).
+    float d = h2f((u16)(h.x & 0xffff)), dm = h2f((u16)(h.x >> 16));
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        int s = 2 * j + e;
+        int sl = 8 * (s & 3);
+        u32 y = h.y >> sl, z = h.z >> sl, ww = h.w >> sl;
+        int lo_sc = (int)(y & 63), lo_mn = (int)(z & 63);
+        int hi_sc = (int)((ww & 15) | (((y >> 6) & 3) << 4));
+        int hi_mn = (int)(((ww >> 4) & 15) | (((z >> 6) & 3) << 4));
+        uw.f[2 * e] = __fmul_rn(d, (float)(s < 4 ? lo_sc : hi_sc));
+        uw.f[2 * e + 1] = __fmul_rn(dm, (float)(s < 4 ? lo_mn : hi_mn));
+    }
+}
+
+template <int T>
+__device__ __forceinline__ float unit_apply_k45(const UnitW& uw, const int4* xr, const Xq& x, int u) {
+    int b0 = 8 * (u >> 2) + 2 * (u & 3);
+    int s0 = idot<8>(uw.w, xr), s1 = idot<8>(uw.w + 8, xr + 4);
+    float p0 = __fsub_rn(mul3(uw.f[0], x.dx[b0], (float)s0), __fmul_rn(uw.f[1], x.sx[b0]));
+    float p1 = __fsub_rn(mul3(uw.f[2], x.dx[b0 + 1], (float)s1), __fmul_rn(uw.f[3], x.sx[b0 + 1]));
+    return __fadd_rn(p0, p1);
+}
+
+// unit_q6k's decode of unit u, for row_dot_q16_multi.
+__device__ __forceinline__ void unit_load_q6k(const u8* __restrict__ w, int u, UnitW& uw) {
+    const u8* b = w + (size_t)(u >> 2) * 210;
+    int n = (u >> 1) & 1, hf = u & 1;
+    u32 A[4], B[4], H[4];
+    ld16a2(b + 64 * n + 16 * hf, A);
+    ld16a2(b + 64 * n + 32 + 16 * hf, B);
+    ld16a2(b + 128 + 32 * n + 16 * hf, H);
+    float d = h2f(ld16(b + 208));
+    const u8* S = b + 192 + 8 * n + hf;
+#pragma unroll
+    for (int G = 0; G < 4; G++) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            u32 l = (G & 1) ? B[k] : A[k];
+            uw.w[4 * G + k] = ((l >> (4 * (G >> 1))) & 0x0f0f0f0fu) | (((H[k] >> (2 * G)) & 0x03030303u) << 4);
+        }
+        uw.f[G] = __fmul_rn(d, (float)(i8)S[2 * G]);
+    }
+}
+
+__device__ __forceinline__ float unit_apply_q6k(const UnitW& uw, const int4* xr, const Xq& x, int u) {
+    int n = (u >> 1) & 1, hf = u & 1;
+    float acc = 0.f;
+#pragma unroll
+    for (int G = 0; G < 4; G++) {
+        int bb = 8 * (u >> 2) + 4 * n + G;
+        int s = idot<4>(uw.w + 4 * G, xr + 2 * G) - 32 * x.s16[2 * bb + hf];
+        acc = __fadd_rn(acc, mul3(uw.f[G], x.dx[bb], (float)s));
+    }
+    return acc;
+}
+
+// Unit u of the row at w decoded into uw.
+template <int T>
+__device__ __forceinline__ void unit_load(const u8* __restrict__ w, int u, UnitW& uw) {
+    if constexpr (T == T_Q4_K || T == T_Q5_K) unit_load_k45<T>(w, u, uw);
+    else if constexpr (T == T_Q6_K) unit_load_q6k(w, u, uw);
+    else {
+        constexpr int BYTES = T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
+        unit_load_legacy<T>(w + (size_t)u * BYTES, uw);
+    }
+}
+
+// Decoded unit u dotted with the quants xr (load_xu) of input x: its contribution to the row.
+template <int T>
+__device__ __forceinline__ float unit_apply(const UnitW& uw, const int4* xr, const Xq& x, int u) {
+    if constexpr (T == T_Q4_K || T == T_Q5_K) return unit_apply_k45<T>(uw, xr, x, u);
+    else if constexpr (T == T_Q6_K) return unit_apply_q6k(uw, xr, x, u);
+    else return unit_apply_legacy<T>(uw, xr, x, u);
+}
+
 template <int T>
 __device__ __forceinline__ int q16_units(int cols) {
     return (T == T_Q4_K || T == T_Q5_K || T == T_Q6_K) ? cols >> 6 : cols >> 5;
@@ -352,8 +514,8 @@ __device__ __forceinline__ void rows_dot_q16(const u8* const* w, int nr, const X
 }
 
 // One row's dot products with ng <= G inputs (xq[0 .. ng)), each with the bits row_dot_q16 gives
-// it alone (the same unit values, added in the same order): a unit's weights are read once for
-// all inputs (then from registers or L1), and the inputs' sums are independent chains.
+// it alone (the same unit values, added in the same order): a unit's weights are read and
+// decoded once for all inputs, and the inputs' sums are independent chains.
 template <int T, int G>
 __device__ __forceinline__ void row_dot_q16_multi(const u8* __restrict__ w, const Xq* xq, int ng, int cols, int lane,
                                                   int lanes, float* acc) {
@@ -361,12 +523,14 @@ __device__ __forceinline__ void row_dot_q16_multi(const u8* __restrict__ w, cons
 #pragma unroll
     for (int g = 0; g < G; g++) acc[g] = 0.f;
     for (int u = lane; u < nu; u += lanes) {
+        UnitW uw;
+        unit_load<T>(w, u, uw);
 #pragma unroll
         for (int g = 0; g < G; g++) {
             if (g < ng) {
                 int4 xr[8];
                 load_xu<T>(xq[g], u, xr);
-                acc[g] = __fadd_rn(acc[g], unit_q16<T>(w, xr, xq[g], u));
+                acc[g] = __fadd_rn(acc[g], unit_apply<T>(uw, xr, xq[g], u));
             }
         }
     }
