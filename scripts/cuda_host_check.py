@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Host check of the CUDA kernels' unit decoders (crates/cuda/kernels/q16.cuh), no GPU needed.
+
+The batched matvec decodes a weight unit once for several inputs (unit_load / unit_apply); the
+single-row decoders (unit_q16: unit_legacy, unit_k45, unit_q6k) are kept whole because splitting
+them changes the persistent kernel's register allocation. Both must give the same bits. This
+compiles q16.cuh for the host with a C++ compiler (PTX-only helpers replaced by exact C
+equivalents, no FMA contraction, as the kernels' _rn operations) and compares the two on random
+units of every format. Skipped (exit 0, with a message) when no C++ compiler is found.
+
+    python3 scripts/cuda_host_check.py
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "crates/cuda/kernels"
+
+
+def drop_fn(src, name):
+    """src without the function whose signature contains `name` (its whole braced body)."""
+    i = src.rfind("\n", 0, src.index(name)) + 1
+    depth = 0
+    for k in range(src.index("{", i), len(src)):
+        depth += {"{": 1, "}": -1}.get(src[k], 0)
+        if depth == 0:
+            return src[:i] + src[k + 1:]
+    raise ValueError(name)
+
+
+# The PTX-only helpers (inline asm) are replaced by exact C versions below.
+common = (KERNELS / "common.cuh").read_text()
+q16 = (KERNELS / "q16.cuh").read_text()
+for n in ["float h2f(u16 h)", "u16 f2h(float f)"]:
+    common = drop_fn(common, n)
+for n in ["int dp2a_lo(int a, u32 b, int c)", "int dp2a_hi(int a, u32 b, int c)"]:
+    q16 = drop_fn(q16, n)
+shim=r'''
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <cmath>
+#include <random>
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __restrict__
+struct int4 { int x, y, z, w; };
+struct uint4 { unsigned x, y, z, w; };
+struct float4 { float x, y, z, w; };
+struct Dim { int x; };
+static Dim threadIdx{0}, blockDim{256};
+static float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
+static float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
+static float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
+static int __float2int_rn(float x) { return (int)nearbyintf(x); }
+static float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
+template <class T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
+static void __syncthreads() {}
+'''
+post_common=r'''
+static float h2f(u16 h) {
+    u32 s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023, f;
+    if (e == 0) { if (m == 0) f = s << 31; else { e = 127 - 15 + 1; while (!(m & 1024)) { m <<= 1; e--; } m &= 1023; f = (s << 31) | (e << 23) | (m << 13); } }
+    else if (e == 31) f = (s << 31) | (255u << 23) | (m << 13);
+    else f = (s << 31) | ((e - 15 + 127) << 23) | (m << 13);
+    float r; memcpy(&r, &f, 4); return r;
+}
+static int dp2a_lo(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (i8)(b & 0xff) + (short)(a >> 16) * (i8)((b >> 8) & 0xff); }
+static int dp2a_hi(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (i8)((b >> 16) & 0xff) + (short)(a >> 16) * (i8)((b >> 24) & 0xff); }
+'''
+test=r'''
+template <int T> int check(const char* name) {
+    std::mt19937 rng(1);
+    const int cols = 4096;
+    static u8 w[8192] __attribute__((aligned(16)));
+    for (int i = 0; i < 8192; i++) w[i] = rng() & 0xff;
+    static int4 q[cols / 8]; static float dx[cols / 32], sx[cols / 32]; static int s16[cols / 16];
+    for (auto& v : q) v = {(int)rng(), (int)rng(), (int)rng(), (int)rng()};
+    for (auto& v : dx) v = (float)(rng() % 1000) * 1e-4f + 1e-5f;
+    for (auto& v : sx) v = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+    for (auto& v : s16) v = (int)(rng() % 200001) - 100000;
+    Xq x; x.q = q; x.dx = dx; x.sx = sx; x.s16 = s16;
+    int nu = q16_units<T>(cols), bad = 0;
+    for (int u = 0; u < nu; u++) {
+        int4 xr[8];
+        load_xu<T>(x, u, xr);
+        float a = unit_q16<T>(w, xr, x, u);
+        UnitW uw;
+        unit_load<T>(w, u, uw);
+        float b = unit_apply<T>(uw, xr, x, u);
+        if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 3) printf("%s unit %d: %g vs %g\n", name, u, a, b); }
+    }
+    printf("%s: %d units, %d differ\n", name, nu, bad);
+    return bad;
+}
+int main() {
+    int bad = 0;
+    bad += check<T_Q4_0>("Q4_0"); bad += check<T_Q4_1>("Q4_1"); bad += check<T_Q5_0>("Q5_0");
+    bad += check<T_Q5_1>("Q5_1"); bad += check<T_Q8_0>("Q8_0"); bad += check<T_Q4_K>("Q4_K");
+    bad += check<T_Q5_K>("Q5_K"); bad += check<T_Q6_K>("Q6_K");
+    return bad != 0;
+}
+'''
+cxx = os.environ.get('CXX') or shutil.which('g++') or shutil.which('clang++')
+if not cxx:
+    print('cuda_host_check: no C++ compiler found, skipped')
+    sys.exit(0)
+with tempfile.TemporaryDirectory() as d:
+    cpp, exe = Path(d) / 'h.cpp', Path(d) / 'h'
+    cpp.write_text(shim + common + post_common + q16 + test)
+    subprocess.run([cxx, '-std=c++17', '-O2', '-ffp-contract=off', '-w', '-o', str(exe), str(cpp)], check=True)
+    r = subprocess.run([str(exe)])
+    print('cuda_host_check:', 'PASS' if r.returncode == 0 else 'FAIL')
+    sys.exit(r.returncode)
