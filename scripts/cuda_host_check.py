@@ -15,7 +15,6 @@ message) when no C++ compiler is found.
     python3 scripts/cuda_host_check.py
 """
 import os
-import re
 import shutil
 import subprocess
 import sys
