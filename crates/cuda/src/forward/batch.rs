@@ -20,9 +20,10 @@ use cudarc::driver::CudaSlice;
 use model::HParams;
 use std::sync::atomic::Ordering;
 
-/// Working buffers for up to `n` sequences a step.
+/// Working buffers for up to `n` rows (tokens) a step, with logits for up to `nl` of them.
 pub(crate) struct BatchBufs {
     n: usize,
+    nl: usize,
     s: Scratch,
     tokens: CudaSlice<u32>,
     rows: CudaSlice<KvRow>,
@@ -36,14 +37,15 @@ pub(crate) struct BatchBufs {
 }
 
 impl BatchBufs {
-    fn new(g: &Gpu, hp: &HParams, n: usize, max_cols: usize) -> Result<BatchBufs> {
+    fn new(g: &Gpu, hp: &HParams, n: usize, nl: usize, max_cols: usize) -> Result<BatchBufs> {
         Ok(BatchBufs {
+            nl,
             prep: g.zeros(n * prep_stride(max_cols))?,
             n,
             s: Scratch::new(g, hp, n)?,
             tokens: g.zeros(n)?,
             rows: g.upload(&vec![KvRow::default(); n])?,
-            logits: g.zeros(n * hp.n_vocab)?,
+            logits: g.zeros(nl * hp.n_vocab)?,
             sel: g.zeros(n)?,
             graphs: (0..=n).map(|_| None).collect(),
         })
@@ -108,17 +110,22 @@ impl CudaModel {
         let g = &self.gpu;
         g.ctx.bind_to_thread().map_err(drv("bind context"))?;
         let mut bufs = self.batch.lock().unwrap_or_else(|e| e.into_inner());
-        if bufs.as_ref().is_some_and(|b| b.n < rows_total) {
-            *bufs = None; // free the smaller buffers before allocating the larger
+        // Rows and logits rows (a prompt chunk's rows need no logits but its last's).
+        let (mut n, mut nl) = (
+            rows_total.next_power_of_two().max(8),
+            n_seq.next_power_of_two().max(8),
+        );
+        if let Some(b) = bufs.as_ref() {
+            if b.n >= rows_total && b.nl >= n_seq {
+                (n, nl) = (b.n, b.nl);
+            } else {
+                (n, nl) = (n.max(b.n), nl.max(b.nl));
+                *bufs = None; // free the smaller buffers before allocating the larger
+            }
         }
         let b = match &mut *bufs {
             Some(b) => b,
-            none => none.insert(BatchBufs::new(
-                g,
-                hp,
-                rows_total.next_power_of_two().max(8),
-                self.max_cols(),
-            )?),
+            none => none.insert(BatchBufs::new(g, hp, n, nl, self.max_cols())?),
         };
         let tokens: Vec<u32> = seqs.iter().flat_map(|(t, _)| t.iter().copied()).collect();
         g.write(&tokens, &mut b.tokens)?;
