@@ -183,6 +183,11 @@ fn batch_refuses_a_full_cache_and_a_foreign_one() {
         m.forward_batch(&mut [(99_999, &mut d), (2, &mut b)])
             .is_err()
     );
+    // Mixed steps: a chunk past the capacity, an empty one, an id past the vocabulary.
+    let mixed = |seqs: &mut [(&[u32], &mut CudaKvCache)]| m.forward_mixed_with(seqs, |_| ());
+    assert!(mixed(&mut [(&[1][..], &mut b), (&[1, 2, 3, 4, 5][..], &mut d)]).is_err());
+    assert!(mixed(&mut [(&[1][..], &mut b), (&[][..], &mut d)]).is_err());
+    assert!(mixed(&mut [(&[1, 99_999][..], &mut b)]).is_err());
     assert_eq!((b.len, d.len), (0, 0), "a refused batch changes no cache");
     assert!(m.forward_batch(&mut []).unwrap().is_empty());
 }
