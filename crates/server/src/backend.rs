@@ -4,6 +4,8 @@
 use crate::error::ServerError;
 use cpu::{CpuModel, KvCache, KvPool, Logits};
 use model::{HParams, Model};
+#[cfg(any(feature = "cuda", feature = "gpu"))]
+use std::sync::Mutex;
 
 /// Where a model runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,9 +21,67 @@ pub enum Device {
 pub enum Backend {
     Cpu(Box<CpuModel>),
     #[cfg(feature = "cuda")]
-    Cuda(Box<cuda::CudaModel>),
+    Cuda(Box<OnGpu<cuda::CudaModel>>),
     #[cfg(feature = "gpu")]
-    Gpu(Box<gpu::GpuModel>),
+    Gpu(Box<OnGpu<gpu::GpuModel>>),
+}
+
+/// A model on a GPU backend, with the CPU model of the same file for what the GPU backends do
+/// not compute (embeddings' hidden states), made on first use: it maps the same file, so it
+/// copies no weights.
+#[cfg(any(feature = "cuda", feature = "gpu"))]
+pub struct OnGpu<M> {
+    gpu: M,
+    cpu: Mutex<CpuSide>,
+}
+
+/// The CPU side of an [`OnGpu`]: the model until first used, then the CPU model.
+#[cfg(any(feature = "cuda", feature = "gpu"))]
+enum CpuSide {
+    Model(Option<Box<Model>>),
+    Ready(Box<CpuModel>),
+}
+
+#[cfg(any(feature = "cuda", feature = "gpu"))]
+impl<M> OnGpu<M> {
+    fn new(gpu: M, model: Model) -> OnGpu<M> {
+        OnGpu {
+            gpu,
+            cpu: Mutex::new(CpuSide::Model(Some(Box::new(model)))),
+        }
+    }
+
+    /// The final hidden states of `tokens` in a fresh cache, on the CPU model.
+    fn cpu_hidden_states(&self, tokens: &[u32]) -> Result<Vec<f32>, ServerError> {
+        let mut side = self.cpu.lock().unwrap_or_else(|e| e.into_inner());
+        if let CpuSide::Model(m) = &mut *side
+            && let Some(model) = m.take()
+        {
+            *side = CpuSide::Ready(Box::new(CpuModel::new(*model)));
+        }
+        match &*side {
+            CpuSide::Ready(cpu) => {
+                let mut kv = cpu.new_cache(tokens.len());
+                Ok(cpu.hidden_states(tokens, &mut kv)?)
+            }
+            CpuSide::Model(_) => Err(ServerError::Unsupported("embeddings: no CPU model")),
+        }
+    }
+}
+
+#[cfg(any(feature = "cuda", feature = "gpu"))]
+impl<M> std::ops::Deref for OnGpu<M> {
+    type Target = M;
+    fn deref(&self) -> &M {
+        &self.gpu
+    }
+}
+
+#[cfg(any(feature = "cuda", feature = "gpu"))]
+impl<M> std::ops::DerefMut for OnGpu<M> {
+    fn deref_mut(&mut self) -> &mut M {
+        &mut self.gpu
+    }
 }
 
 /// A sequence's KV cache, on the backend that made it.
@@ -40,13 +100,17 @@ impl Backend {
         match device {
             Device::Cpu => Ok(Backend::Cpu(Box::new(CpuModel::new(model)))),
             #[cfg(feature = "cuda")]
-            Device::Cuda(ordinal) => Ok(Backend::Cuda(Box::new(cuda::CudaModel::new(
-                &model, ordinal,
-            )?))),
+            Device::Cuda(ordinal) => {
+                let gpu = cuda::CudaModel::new(&model, ordinal)?;
+                Ok(Backend::Cuda(Box::new(OnGpu::new(gpu, model))))
+            }
             #[cfg(not(feature = "cuda"))]
             Device::Cuda(_) => Err(ServerError::NoCuda),
             #[cfg(feature = "gpu")]
-            Device::Gpu => Ok(Backend::Gpu(Box::new(gpu::GpuModel::new(&model)?))),
+            Device::Gpu => {
+                let gpu = gpu::GpuModel::new(&model)?;
+                Ok(Backend::Gpu(Box::new(OnGpu::new(gpu, model))))
+            }
             #[cfg(not(feature = "gpu"))]
             Device::Gpu => Err(ServerError::NoGpu),
         }
@@ -247,7 +311,8 @@ impl Backend {
     }
 
     /// The final hidden states after the output norm, `n_embd` per token, of `tokens` run in a
-    /// fresh cache (CPU only).
+    /// fresh cache: on the CPU whichever backend generates (the GPU backends keep the CPU model
+    /// of the same file for it), so embeddings are the CPU's, bit for bit.
     pub fn hidden_states(&self, tokens: &[u32]) -> Result<Vec<f32>, ServerError> {
         match self {
             Backend::Cpu(m) => {
@@ -255,13 +320,9 @@ impl Backend {
                 Ok(m.hidden_states(tokens, &mut kv)?)
             }
             #[cfg(feature = "cuda")]
-            Backend::Cuda(_) => Err(ServerError::Unsupported(
-                "embeddings need the CPU backend (--device cpu)",
-            )),
+            Backend::Cuda(m) => m.cpu_hidden_states(tokens),
             #[cfg(feature = "gpu")]
-            Backend::Gpu(_) => Err(ServerError::Unsupported(
-                "embeddings need the CPU backend (--device cpu)",
-            )),
+            Backend::Gpu(m) => m.cpu_hidden_states(tokens),
         }
     }
 }

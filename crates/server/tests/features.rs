@@ -534,3 +534,28 @@ async fn a_finished_request_keeps_only_its_prompt_blocks() {
     }
     panic!("want {used}in {text}");
 }
+
+/// On a GPU backend, embeddings come from the CPU model of the same file: the CPU backend's
+/// hidden states, bit for bit (here the wgpu backend, on Mesa's software Vulkan device when
+/// present; skipped without an adapter).
+#[cfg(feature = "gpu")]
+#[test]
+fn gpu_backends_embed_on_the_cpu() {
+    use server::backend::{Backend, Device};
+    let load = || {
+        let file = gguf::GgufFile::from_bytes(tiny_chat_model(None)).unwrap();
+        model::Model::from_file(file).unwrap()
+    };
+    let gpu = match Backend::new(load(), Device::Gpu) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("skipped: no wgpu adapter ({e})");
+            return;
+        }
+    };
+    let cpu = Backend::new(load(), Device::Cpu).unwrap();
+    let tokens = [1, 2, 3, 4, 5];
+    let want = cpu.hidden_states(&tokens).unwrap();
+    assert_eq!(gpu.hidden_states(&tokens).unwrap(), want);
+    assert_eq!(gpu.hidden_states(&tokens).unwrap(), want, "a second call");
+}
