@@ -549,6 +549,11 @@ fn gpu_backends_embed_on_the_cpu() {
     let gpu = match Backend::new(load(), Device::Gpu) {
         Ok(b) => b,
         Err(e) => {
+            // CI sets MOLLA_REQUIRE_GPU where the software Vulkan driver is installed.
+            assert!(
+                std::env::var_os("MOLLA_REQUIRE_GPU").is_none(),
+                "no wgpu adapter: {e}"
+            );
             eprintln!("skipped: no wgpu adapter ({e})");
             return;
         }
