@@ -381,9 +381,9 @@ __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
 // Chunk buffer k (of a.stages, cycled).
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
 
-// Warp-private weight pipelines (the kernel decode_persistent_warps, W = true): a block's rows of a matvec step are split into
-// eight contiguous ranges, one a warp, and each warp streams its range through its own two
-// halves of an eighth of the chunk buffers (cp.async by its lanes, __syncwarp), so no warp waits
+// Warp-private weight pipelines (the kernel decode_persistent_warps, W = true): a block's rows
+// of a matvec step are split into eight contiguous ranges, one a warp, and each warp streams its
+// range through its own two halves of an eighth of the chunk buffers (cp.async by its lanes, __syncwarp), so no warp waits
 // at a block barrier for the slowest at each chunk's end. Each row is computed as in the shared
 // chunks (the same row decoders, one or two rows a call), so the bits are the same. Bytes of
 // weights a half holds, or 0 when the mode is off or a row (a gate/up pair) does not fit one. A
@@ -494,8 +494,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
 
 // The input of a matvec step, prepared in shared memory (all threads take part). `after_norm`:
 // the cp.async groups this thread committed after the one holding the norm weights. Ends with
-// the row quantized
-// to 16 bits at xq (q16.cuh). False when the kernel must stop.
+// the row quantized to 16 bits at xq (q16.cuh). False when the kernel must stop.
 __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int after_norm,
                          u8* xq, int step) {
     int n = st.cols;
