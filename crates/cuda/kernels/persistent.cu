@@ -602,6 +602,7 @@ __device__ void pk_matvec_warp(const PkStep& st, const PkArgs& a, const float* x
         u8* buf = pk_wbuf(a, bufs, w, k & 1);
         cp_wait_n(issued - (k + 1));
         __syncwarp();
+        if (k == 0) pk_stamp(a, 2);  // warp 0's first chunk, for the trace
         pk_chunk_rows(st, c, buf, xs, xq, xraw, tag, lane, 0, st.pair ? 1 : 2, 2);
         __syncwarp();
         if (ahead < wb) {
