@@ -165,7 +165,8 @@ def main():
     ap.add_argument("--llama-server", default=os.environ.get("LLAMA_SERVER"),
                     help="llama.cpp's llama-server binary, run beside molla")
     ap.add_argument("--molla-args", default="",
-                    help="more `molla serve` flags, e.g. \"--mix-max 64\"")
+                    help="more `molla serve` flags, e.g. \"--mix-max 64\"; several settings "
+                         "separated by ';' are each benched (\";--mix-max 64\": without and with)")
     ap.add_argument("--out", help="also write a markdown table here")
     a = ap.parse_args()
     levels = [int(x) for x in a.streams.split(",")]
@@ -177,8 +178,12 @@ def main():
            "--max-per-client", "0"]
     if a.threads:
         cmd += ["--threads", str(a.threads)]
-    cmd += a.molla_args.split()
-    rows += bench("molla", cmd, port, levels, a.requests, a.tokens)
+    for extra in a.molla_args.split(";"):
+        name = f"molla {extra.strip()}".strip()
+        port = free_port()
+        run = cmd[:]
+        run[run.index("--port") + 1] = str(port)
+        rows += bench(name, run + extra.split(), port, levels, a.requests, a.tokens)
     if a.llama_server:
         port = free_port()
         cmd = [a.llama_server, "-m", a.model, "--port", str(port), "-np", str(np_),
