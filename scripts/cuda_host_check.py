@@ -128,7 +128,7 @@ def extract(src, start):
 # Warp-private weight pipelines (persistent.cu, decode_persistent_warps): over random steps and
 # grids, every block's warps take every row of every segment exactly once, in chunks whose
 # 16-byte spans fit the warp's half buffer.
-pk = (KERNELS / "persistent.cu").read_text()
+pk = (KERNELS / "persistent_steps.cuh").read_text() + (KERNELS / "persistent.cu").read_text()
 pk_parts = "".join(extract(pk, name) for name in [
     "struct PkStep", "struct PkArgs", "__device__ __forceinline__ void pk_rows(",
     "struct PkChunk", "__device__ __forceinline__ PkChunk pk_next_chunk(",

@@ -18,6 +18,10 @@ const SOURCES: &[(&str, &str)] = &[
     ("rope.cu", include_str!("../kernels/rope.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
     ("elementwise.cu", include_str!("../kernels/elementwise.cu")),
+    (
+        "persistent_steps.cuh",
+        include_str!("../kernels/persistent_steps.cuh"),
+    ),
     ("persistent.cu", include_str!("../kernels/persistent.cu")),
     ("convert.cu", include_str!("../kernels/convert.cu")),
 ];

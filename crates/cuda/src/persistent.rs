@@ -1,4 +1,4 @@
-//! One launch a token: the persistent decode kernel's step list (kernels/persistent.cu), built
+//! One launch a token: the persistent decode kernel's step list (kernels/persistent_steps.cuh), built
 //! once per cache, and its launch. See docs/cuda-persistent.md for the design and measurements.
 
 use crate::device::Gpu;
@@ -13,7 +13,7 @@ const PREP_PLAIN: i32 = 0;
 const PREP_RMSNORM: i32 = 1;
 const PREP_EMBED_RMSNORM: i32 = 2;
 
-/// One step of the list (kernels/persistent.cu `PkStep`).
+/// One step of the list (kernels/persistent_steps.cuh `PkStep`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct PkStep {
@@ -54,7 +54,7 @@ pub(crate) struct PkStep {
 // SAFETY: plain #[repr(C)] data whose layout matches the CUDA struct (checked in tests below).
 unsafe impl DeviceRepr for PkStep {}
 
-/// The kernel's argument (kernels/persistent.cu `PkArgs`), passed by value.
+/// The kernel's argument (kernels/persistent_steps.cuh `PkArgs`), passed by value.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 struct PkArgs {
@@ -103,7 +103,7 @@ pub(crate) enum Input {
 }
 
 /// Builds the step list on the host. Steps pass values through tagged buffers, or plain ones
-/// with a counter when wider than `ll_max` values (kernels/persistent.cu): every buffer a step
+/// with a counter when wider than `ll_max` values (kernels/persistent_steps.cuh): every buffer a step
 /// reads must be one an earlier step wrote, and the list records which step that was.
 #[derive(Default)]
 pub(crate) struct Steps {
@@ -145,7 +145,7 @@ impl Steps {
     }
 
     /// Fewest rows of a matvec step (a block must have rows in every step it reads for, see
-    /// kernels/persistent.cu).
+    /// kernels/persistent_steps.cuh).
     pub fn min_rows(&self) -> usize {
         self.list
             .iter()
@@ -453,7 +453,7 @@ impl Persistent {
             _ => grid,
         };
         // Every block must own rows of every matvec step: a block that only read a step's input
-        // would not hold back the next writer of that input (kernels/persistent.cu).
+        // would not hold back the next writer of that input (kernels/persistent_steps.cuh).
         let grid = grid.min(steps.min_rows().max(1) as u32);
         let trace = if env_i32("MOLLA_PK_TRACE", 0) != 0 {
             Some(gpu.zeros(8 * steps.list.len() * grid as usize)?)

@@ -1,0 +1,262 @@
+// The persistent decode kernel's step list (PkStep, PkArgs) and how its steps hand values to
+// each other (tagged words, counters, bounded waits); the kernel itself is persistent.cu.
+//
+// One launch a token: a persistent decode kernel. Every block stays resident for the whole step
+// (the host sizes the grid by an occupancy query) and walks the same device-resident list of steps
+// (PkStep, built once per cache on the host). Only position, token and a tag base change per
+// token, and they are kernel arguments.
+//
+// Steps hand their outputs to each other through tagged buffers (as NCCL's low-latency protocol
+// does): each value is stored as one 8-byte word, the f32 bits and a 32-bit tag, the tag naming
+// the step and launch that wrote it (tag_base + step + 1; tags never repeat before the host
+// zeroes the buffers). A reader polls the words it needs until each carries the tag of the step
+// that produces them, so such a hand-over needs no barrier, fence or counter: a block
+// waits for exactly the values it reads (an attention block for its head's q, k, v rows), and the
+// wait and the load are one round trip. Words are stored and loaded with 8- or 16-byte volatile
+// accesses, which the GPU performs whole, so a value is never seen without its tag. A writer
+// overwrites a buffer only after reading an input that every reader of the old contents helped
+// produce (each step's input depends on all of the previous step), so no reader can miss a value.
+// Wide vectors (the 8B's 14336-value FFN row) cost twice their bytes in tagged form and every
+// block reads them whole: above a width the host picks, a step writes plain f32 and every block
+// then adds 1 to a per-step counter (release); readers wait for epoch * blocks (acquire) and
+// load the plain row.
+//
+// The work of a step is split by block: a matvec's rows in contiguous ranges (the block prepares
+// the input once, each warp takes rows), attention by head. Each op computes exactly what the
+// graph-replayed kernels compute (same device functions, same reduction orders), so both paths
+// give the same bits.
+//
+// Weights of a matvec step pass through shared memory (see pk_stage): the copies for step s are
+// issued before its input is ready, and later chunks are prefetched into L2 ahead of their copy.
+//
+// Safety: every wait is bounded (timeout_ms, on the global timer) and checks the error word; a
+// timeout stores 1 + the step index there and every block returns. The host reads the word with
+// the logits and falls back to the graph path.
+
+#define PK_THREADS 256
+#define PK_WARPS 8
+// Threads that reduce an RMSNorm sum of squares: the decode matvec's block size, so the f64 sum
+// is added in the same order as there.
+#define PK_NORM_THREADS 128
+
+// Most chunk buffers a block cycles through (cp.async groups in flight).
+#define PK_MAX_STAGES 4
+
+#define PK_OP_MATVEC 0
+#define PK_OP_ATTN 1
+
+#define PK_PREP_PLAIN 0
+#define PK_PREP_RMSNORM 1
+// The embedding row of the token, then RMSNorm (every block looks it up).
+#define PK_PREP_EMBED_RMSNORM 2
+
+struct PkStep {
+    const u8* w[3];
+    const float* bias[3];
+    float* y[3];
+    const float* x;
+    const float* norm_w;
+    const u8* emb;
+    // attention: raw q, k, v of this token, the layer's caches, the output
+    const float* q;
+    const float* k;
+    const float* v;
+    u16* kc;
+    u16* vc;
+    float* out;
+    int rows[3];
+    int row_bytes[3];
+    int ty[3];
+    int accumulate[3];
+    int op;
+    int prep;
+    int pair;  // segments 0 and 1 have the same rows: y0 = silu(W0·x) * (W1·x)
+    int nseg;
+    int cols;
+    int total;  // rows of the step (pair: of one segment)
+    int emb_ty;
+    int emb_rows;
+    int emb_row_bytes;
+    float eps;
+    int res_smem;  // accumulate onto the raw input row the previous RMSNorm step of this block
+                   // loaded (xraw in shared memory); the only accumulation the kernel does
+    int in_step;   // the step whose output is this step's input (-1: none)
+    int out_ll;    // 1: outputs are tagged words; 0: plain f32
+    int in_ll;     // 1: the input is tagged words; 0: plain f32, ready once counters[in_step]
+                   // has every block's arrival
+    int arrive;    // 1: every block adds 1 to counters[this step] when done with it
+    int pad;
+};
+
+struct PkArgs {
+    const PkStep* steps;
+    u32* err;
+    const double* freqs;
+    u64* trace;    // measurement, or null: per step and block, 8 words: global-timer ns when the
+                   // step starts (weights issued) and ends; SM cycles spent on the input (its
+                   // wait included), waiting for the first weights, and on the rest
+    u32* counters; // per step: arrivals, for steps with plain outputs (epoch * gridDim.x when done)
+    int nsteps;
+    u32 token;
+    int pos;
+    u32 tag_base;  // tag of step s's outputs: tag_base + s + 1
+    u32 epoch;     // launches since the counters were zeroed
+    int n_head;
+    int n_head_kv;
+    int hd;
+    int hdv;
+    int n_rot;
+    int neox;
+    float scale;
+    u32 timeout_ms;
+    int chunk;     // bytes of weights per shared-memory chunk (stages buffers of chunk + 64 bytes)
+    int xs_bytes;  // shared memory before the chunk buffers (the input row)
+    int knobs;     // measurement: bits 8..15: ns to sleep between polls (0: spin)
+    int nw_bytes;  // shared memory after the input row for the RMSNorm weights, then as much for
+                   // the raw (unnormalised) input row
+    int xq_off;    // shared memory offset of the quantized input row (q16.cuh)
+    int stages;    // chunk buffers (1 .. PK_MAX_STAGES), each chunk + 64 bytes, after the raw row
+    int l2_ahead;  // chunks of a block's rows prefetched into L2 beyond those in shared memory
+};
+
+__device__ __forceinline__ u64 global_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__shared__ long long pk_stamps[4];
+
+// Trace stamp k of the current step (thread 0, after a barrier): SM clock cycles.
+__device__ __forceinline__ void pk_stamp(const PkArgs& a, int k) {
+    if (a.trace && threadIdx.x == 0) pk_stamps[k] = clock64();
+}
+
+__device__ __forceinline__ u32 ld_relaxed(const u32* p) {
+    u32 v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ u32 ld_acquire(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Whether a wait of step `step` that began at t0 must stop: another block set the error word,
+// or the wait ran past timeout_ms (then this one stores 1 + step there).
+__device__ __forceinline__ bool pk_give_up(const PkArgs& a, u64 t0, int step) {
+    if (*(volatile u32*)a.err != 0u) return true;
+    if (global_ns() - t0 > (u64)a.timeout_ms * 1000000ull) {
+        atomicCAS(a.err, 0u, (u32)(step + 1));
+        return true;
+    }
+    return false;
+}
+
+// Nanoseconds to sleep between polls (0: spin).
+__device__ __forceinline__ u32 pk_nap(const PkArgs& a) { return (a.knobs >> 8) & 0xff; }
+
+// Waits until counters[in] has every block's arrival of this launch. False when the kernel must
+// stop (error or timeout). Thread 0 polls; the barrier hands what it saw to the whole block.
+__device__ bool pk_wait(const PkArgs& a, int in, int step) {
+    __shared__ int ok;
+    const u32* c = a.counters + in;
+    u32 target = a.epoch * gridDim.x;
+    if (threadIdx.x == 0) {
+        int good = 1;
+        if ((int)(ld_acquire(c) - target) < 0) {
+            u64 t0 = global_ns();
+            u32 nap = pk_nap(a);
+            while ((int)(ld_relaxed(c) - target) < 0) {
+                if (nap) __nanosleep(nap);
+                if (pk_give_up(a, t0, step)) {
+                    good = 0;
+                    break;
+                }
+            }
+            ld_acquire(c);
+        }
+        ok = good;
+    }
+    __syncthreads();
+    return ok != 0;
+}
+
+// The block's writes so far, released to whoever acquires the counter after this add.
+__device__ __forceinline__ void pk_arrive(u32* c) {
+    __syncthreads();
+    if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
+}
+
+__device__ __forceinline__ u32 pk_tag(const PkArgs& a, int step) { return a.tag_base + (u32)step + 1u; }
+
+// Two tagged words (16-byte aligned): {value, tag, value, tag}.
+__device__ __forceinline__ uint4 ld_ll2(const u64* p) {
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p)
+                 : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_ll(u64* p, float v, u32 tag) {
+    asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(__float_as_uint(v)), "r"(tag) : "memory");
+}
+
+// Polls the pair of words at p until both carry `tag`. False when the kernel must stop (another
+// block's error, or a timeout: then the error word names the step).
+__device__ __noinline__ bool pk_spin(const PkArgs& a, const u64* p, u32 tag, int step, uint4& v) {
+    u64 t0 = global_ns();
+    u32 nap = pk_nap(a);
+    for (int it = 1;; it++) {
+        if (nap) __nanosleep(nap);
+        v = ld_ll2(p);
+        if (v.y == tag && v.w == tag) return true;
+        if ((it & 63) == 0 && pk_give_up(a, t0, step)) return false;
+    }
+}
+
+// Up to three tagged vectors (each of even length, 16-byte aligned) into shared memory, once every
+// value carries `tag`: eight 16-byte loads a thread in flight, then a poll of the pairs that were
+// not ready. All threads call it; it ends with a barrier. False when the kernel must stop.
+struct LlSeg {
+    const u64* src;
+    float* dst;
+    int n;
+};
+
+// Pair i of the segments laid end to end (n0, n1 pairs in the first two): segment s, pair j.
+__device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
+    s = i < n0 ? 0 : i < n0 + n1 ? 1 : 2;
+    j = i - (s == 0 ? 0 : s == 1 ? n0 : n0 + n1);
+}
+
+__device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
+    int n0 = segs[0].n >> 1, n1 = nseg > 1 ? segs[1].n >> 1 : 0, n2 = nseg > 2 ? segs[2].n >> 1 : 0;
+    int np = n0 + n1 + n2, ok = 1;
+    for (int i0 = threadIdx.x; i0 < np && ok; i0 += 8 * PK_THREADS) {
+        uint4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int i = i0 + u * PK_THREADS, s, j;
+            if (i < np) {
+                ll_pair(i, n0, n1, s, j);
+                v[u] = ld_ll2(segs[s].src + 2 * j);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int i = i0 + u * PK_THREADS, s, j;
+            if (i < np && ok) {
+                ll_pair(i, n0, n1, s, j);
+                if ((v[u].y != tag || v[u].w != tag) && !pk_spin(a, segs[s].src + 2 * j, tag, step, v[u])) ok = 0;
+                segs[s].dst[2 * j] = __uint_as_float(v[u].x);
+                segs[s].dst[2 * j + 1] = __uint_as_float(v[u].z);
+            }
+        }
+    }
+    return __syncthreads_and(ok) != 0;
+}
