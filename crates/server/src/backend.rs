@@ -223,62 +223,25 @@ impl Backend {
 }
 
 impl Backend {
-    /// One token per sequence (`seqs[i].0` after what cache `seqs[i].1` holds): `n_vocab`
-    /// logits per sequence, in order, read by `f` where they land (CUDA: the pinned buffer its
-    /// one copy from the device went to, 12 MB a step at 64 SmolLM2 sequences, read in place).
-    /// On the CPU and on CUDA one pass over the weights serves them all (bit-identical to
-    /// decoding each alone); on the wgpu backend they run one after another.
-    pub fn forward_batch_with<R>(
-        &self,
-        seqs: &mut [(u32, &mut Cache)],
-        f: impl FnOnce(&[f32]) -> R,
-    ) -> Result<R, ServerError> {
-        if seqs.len() == 1 {
-            let (id, cache) = &mut seqs[0];
-            return self.forward_with(&[*id], cache, Logits::Last, f);
-        }
-        #[allow(irrefutable_let_patterns)]
-        if let Backend::Cpu(m) = self {
-            let mut cpu: Vec<(u32, &mut KvCache)> = Vec::with_capacity(seqs.len());
-            for (id, c) in seqs.iter_mut() {
-                match c {
-                    Cache::Cpu(kv) => cpu.push((*id, kv)),
-                    #[allow(unreachable_patterns)]
-                    _ => return Err(ServerError::CacheMismatch),
-                }
-            }
-            return Ok(f(&m.forward_batch(&mut cpu)?));
-        }
-        #[cfg(feature = "cuda")]
-        if let Backend::Cuda(m) = self {
-            let mut cuda: Vec<(u32, &mut cuda::CudaKvCache)> = Vec::with_capacity(seqs.len());
-            for (id, c) in seqs.iter_mut() {
-                match c {
-                    Cache::Cuda(kv) => cuda.push((*id, kv)),
-                    #[allow(unreachable_patterns)]
-                    _ => return Err(ServerError::CacheMismatch),
-                }
-            }
-            return Ok(m.forward_batch_with(&mut cuda, f)?);
-        }
-        let mut out = Vec::new();
-        for (id, cache) in seqs.iter_mut() {
-            out.extend(self.forward(&[*id], cache, Logits::Last)?);
-        }
-        Ok(f(&out))
-    }
-
-    /// Several tokens for each of several sequences in one pass (`seqs[i].0` after what cache
-    /// `seqs[i].1` holds: a decode token or a prompt chunk): `n_vocab` logits of each
-    /// sequence's last token, in order, read by `f` where they land. Every token gets the bits
-    /// of a single-token decode step at its position, whatever shares the pass (a chunk's
-    /// logits differ from [`forward`](Self::forward)'s prefill within rounding, the same way
-    /// every time). The wgpu backend runs the sequences one after another.
+    /// One engine step: several tokens for each of several sequences in one pass (`seqs[i].0`
+    /// after what cache `seqs[i].1` holds: a decode token or a prompt chunk), `n_vocab` logits
+    /// of each sequence's last token, in order, read by `f` where they land (CUDA: the pinned
+    /// buffer of their one copy from the device, 12 MB a step at 64 SmolLM2 sequences, read in
+    /// place). On the CPU and on CUDA one pass over the weights serves them all; a lone decode
+    /// token is a plain decode step (CUDA's persistent kernel). Every token gets the bits of a
+    /// single-token decode step at its position, whatever shares the pass (a chunk's logits
+    /// differ from [`forward`](Self::forward)'s prefill within rounding, the same way every
+    /// time). The wgpu backend runs the sequences one after another.
     pub fn forward_mixed_with<R>(
         &self,
         seqs: &mut [(&[u32], &mut Cache)],
         f: impl FnOnce(&[f32]) -> R,
     ) -> Result<R, ServerError> {
+        if let [(t, cache)] = seqs
+            && t.len() == 1
+        {
+            return self.forward_with(t, cache, Logits::Last, f);
+        }
         #[allow(irrefutable_let_patterns)]
         if let Backend::Cpu(m) = self {
             let mut cpu: Vec<(&[u32], &mut KvCache)> = Vec::with_capacity(seqs.len());

@@ -5,7 +5,7 @@
 //! them: prefix reuse, the same bits as prefilling them again), prefills whole chunks of waiting
 //! prompts up to a per-step token budget (oldest first; while other sequences decode, only about
 //! a decode step's worth of time: [`crate::pace`]), then runs one batched decode over every
-//! active sequence's next token ([`Backend::forward_batch_with`]: the weights are read once for
+//! active sequence's next token ([`Backend::forward_mixed_with`]: the weights are read once for
 //! all rows on the CPU and on CUDA, and the logits read where they land). A sequence whose
 //! client went away is dropped before the next step and its slot is free at once. Events
 //! stream back over a channel per request.
@@ -574,34 +574,23 @@ impl<'a> Runner<'a> {
             .map(|a| a.seq.ids().len())
             .collect();
         let t = Instant::now();
-        let outs = if mixing.is_empty() {
-            // Each sequence's cache for the forward pass, and its sampler with the cache
-            // length after it, for reading the logits where the backend put them.
-            let mut seqs: Vec<(u32, &mut Cache)> = Vec::with_capacity(decoding.len());
-            let mut work: Vec<Option<(&mut Seq, usize)>> = Vec::with_capacity(decoding.len());
-            for a in decoding.iter_mut() {
-                work.push(Some((&mut a.seq, a.cache.len() + 1)));
-                seqs.push((a.next, &mut a.cache));
-            }
-            self.backend
-                .forward_batch_with(&mut seqs, |logits| sample_all(&mut work, logits, nv))
-        } else {
-            let mut seqs: Vec<(&[u32], &mut Cache)> = Vec::with_capacity(before.len());
-            let mut work: Vec<Option<(&mut Seq, usize)>> = Vec::with_capacity(before.len());
-            let ids: Vec<[u32; 1]> = decoding.iter().map(|a| [a.next]).collect();
-            for (a, id) in decoding.iter_mut().zip(&ids) {
-                work.push(Some((&mut a.seq, a.cache.len() + 1)));
-                seqs.push((&id[..], &mut a.cache));
-            }
-            for (a, end) in mixing.iter_mut() {
-                // Only a prompt's last chunk samples (its first token).
-                let last = *end == a.prompt.len();
-                work.push(last.then_some((&mut a.seq, *end)));
-                seqs.push((&a.prompt[a.prefilled..*end], &mut a.cache));
-            }
-            self.backend
-                .forward_mixed_with(&mut seqs, |logits| sample_all(&mut work, logits, nv))
-        };
+        // Each sequence's tokens and cache for the pass, and its sampler with the cache length
+        // after it (only a prompt's last chunk samples: its first token), for reading the
+        // logits where the backend put them.
+        let ids: Vec<[u32; 1]> = decoding.iter().map(|a| [a.next]).collect();
+        let mut seqs: Vec<(&[u32], &mut Cache)> = Vec::with_capacity(before.len());
+        let mut work: Vec<Option<(&mut Seq, usize)>> = Vec::with_capacity(before.len());
+        for (a, id) in decoding.iter_mut().zip(&ids) {
+            work.push(Some((&mut a.seq, a.cache.len() + 1)));
+            seqs.push((&id[..], &mut a.cache));
+        }
+        for (a, end) in mixing.iter_mut() {
+            work.push((*end == a.prompt.len()).then_some((&mut a.seq, *end)));
+            seqs.push((&a.prompt[a.prefilled..*end], &mut a.cache));
+        }
+        let outs = self
+            .backend
+            .forward_mixed_with(&mut seqs, |logits| sample_all(&mut work, logits, nv));
         let outs = match outs {
             Ok(outs) => outs,
             Err(e) => {

@@ -386,12 +386,21 @@ async fn a_full_queue_refuses() {
         mix: 0,
         kv_blocks: 16,
     };
+    // The running request cannot end early (an end-of-generation token would free its slot
+    // while the queue is being filled).
+    let no_end: Vec<(u32, f32)> = (0..tok.n_vocab() as u32)
+        .filter(|&id| tok.is_eog(id))
+        .map(|id| (id, f32::NEG_INFINITY))
+        .collect();
     let engine = Engine::start(backend, tok, sizes, metrics).unwrap();
     let job = || Job {
         prompt: vec![1, 2, 3],
-        max_tokens: 200,
+        max_tokens: 250,
         stops: Vec::new(),
-        sampling: sampler::SamplerConfig::default(),
+        sampling: sampler::SamplerConfig {
+            logit_bias: no_end.clone(),
+            ..Default::default()
+        },
         logprobs: None,
         client: None,
     };
