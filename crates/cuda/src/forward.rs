@@ -596,12 +596,12 @@ impl CudaModel {
     /// The launches of one decode step over `rows.n` tokens, each at its own cache and position
     /// (layer `li` at `at(li)`; one sequence: `Rows::ONE`): embedding, per layer the fused
     /// matvecs, rope, cache store and attention; the head's logits to `logits`: of every row, or
-    /// with `head` = (device i32 row indices, count) of those rows only, in that order. Each
+    /// with `wanted` = (device i32 row indices, count) of those rows only, in that order. Each
     /// row gets the bits a decode step of that token alone gives.
     ///
     /// # Safety
     /// `s` holds `n` rows, `tokens` `n` device u32s, `logits` as many rows of the vocabulary as
-    /// the head writes, every cache `at` names has room for its position, `head`'s indices are
+    /// the head writes, every cache `at` names has room for its position, `wanted`'s indices are
     /// rows below n, and `rows.prep` is as `launch::matvec_rows` needs for the widest input
     /// (`self.max_cols()`).
     unsafe fn step_launches(
@@ -611,7 +611,7 @@ impl CudaModel {
         at: impl Fn(usize) -> KvAt,
         logits: u64,
         rows: Rows,
-        head: Option<(u64, usize)>,
+        wanted: Option<(u64, usize)>,
     ) -> Result<()> {
         let n = rows.n;
         let (g, hp) = (&self.gpu, &self.hp);
@@ -650,7 +650,6 @@ impl CudaModel {
                 let down = [out(&l.w_down, x, 0, true)];
                 launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::SwiGlu(up), rows)?;
             }
-            let rows_wanted = head;
             let head = [Out {
                 w: self.output(),
                 y: logits,
@@ -658,7 +657,7 @@ impl CudaModel {
                 accumulate: false,
             }];
             let norm = Prep::RmsNorm(p(&self.output_norm), eps);
-            match rows_wanted {
+            match wanted {
                 None => launch::matvec_rows(g, &head, hp.n_embd, x, norm, rows),
                 Some((idx, ns)) => {
                     // The wanted rows side by side in h (unused by decode), then the head on them.

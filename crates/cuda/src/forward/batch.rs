@@ -110,18 +110,18 @@ impl CudaModel {
         let g = &self.gpu;
         g.ctx.bind_to_thread().map_err(drv("bind context"))?;
         let mut bufs = self.batch.lock().unwrap_or_else(|e| e.into_inner());
-        // Rows and logits rows (a prompt chunk's rows need no logits but its last's).
+        // Rows, and rows of logits (a prompt chunk's rows need none but its last's). Growing
+        // keeps the other size (no back and forth between mixed and decode steps) and frees
+        // the smaller buffers first.
         let (mut n, mut nl) = (
             rows_total.next_power_of_two().max(8),
             n_seq.next_power_of_two().max(8),
         );
-        if let Some(b) = bufs.as_ref() {
-            if b.n >= rows_total && b.nl >= n_seq {
-                (n, nl) = (b.n, b.nl);
-            } else {
-                (n, nl) = (n.max(b.n), nl.max(b.nl));
-                *bufs = None; // free the smaller buffers before allocating the larger
-            }
+        if let Some(b) = bufs.as_ref()
+            && (b.n < rows_total || b.nl < n_seq)
+        {
+            (n, nl) = (n.max(b.n), nl.max(b.nl));
+            *bufs = None;
         }
         let b = match &mut *bufs {
             Some(b) => b,
