@@ -1,16 +1,12 @@
 #!/usr/bin/env python3
-"""Host checks of CUDA kernel logic, no GPU needed: the unit decoders (crates/cuda/kernels/q16.cuh)
-and the persistent kernel's warp-private row split (persistent.cu).
+"""Host checks of CUDA kernel logic, no GPU needed: the unit decoders (crates/cuda/kernels/q16.cuh).
 
 The batched matvec decodes a weight unit once for several inputs (unit_load / unit_apply); the
 single-row decoders (unit_q16: unit_legacy, unit_k45, unit_q6k) are kept whole because splitting
 them changes the persistent kernel's register allocation. Both must give the same bits. This
 compiles q16.cuh for the host with a C++ compiler (PTX-only helpers replaced by exact C
 equivalents, no FMA contraction, as the kernels' _rn operations) and compares the two on random
-units of every format. It also runs the warp-private weight pipelines' row bookkeeping
-(decode_persistent_warps) over random steps and grids: every row of every segment taken exactly
-once, every chunk's 16-byte spans within the warp's half buffer. Skipped (exit 0, with a
-message) when no C++ compiler is found.
+units of every format. Skipped (exit 0, with a message) when no C++ compiler is found.
 
     python3 scripts/cuda_host_check.py
 """
@@ -114,103 +110,13 @@ int main() {
 '''
 
 
-def extract(src, start):
-    """The definition in src that begins with `start` (a struct or function), braces and all."""
-    i = src.index(start)
-    depth = 0
-    for k in range(src.index("{", i), len(src)):
-        depth += {"{": 1, "}": -1}.get(src[k], 0)
-        if depth == 0:
-            return src[i:k + 1] + (";" if start.startswith("struct") else "") + "\n"
-    raise ValueError(start)
-
-
-# Warp-private weight pipelines (persistent.cu, decode_persistent_warps): over random steps and
-# grids, every block's warps take every row of every segment exactly once, in chunks whose
-# 16-byte spans fit the warp's half buffer.
-pk = (KERNELS / "persistent_steps.cuh").read_text() + (KERNELS / "persistent.cu").read_text()
-pk_parts = "".join(extract(pk, name) for name in [
-    "struct PkStep", "struct PkArgs", "__device__ __forceinline__ void pk_rows(",
-    "struct PkChunk", "__device__ __forceinline__ PkChunk pk_next_chunk(",
-    "__device__ __forceinline__ const u8* pk_span(", "template <bool W>\n__device__ __forceinline__ int pk_warp_bytes(",
-    "__device__ __forceinline__ void pk_warp_rows(",
-])
-warp_test = r'''
-#include <vector>
-#include <algorithm>
-using std::min; using std::max;
-#define PK_WARPS 8
-#define PK_OP_MATVEC 0
-static Dim blockIdx{0}, gridDim{1};
-''' + pk_parts.replace("__device__", "") + r'''
-int main() {
-    std::mt19937 rng(5);
-    int bad = 0, tried = 0;
-    for (int it = 0; it < 3000; it++) {
-        PkStep st;
-        memset(&st, 0, sizeof st);
-        st.op = PK_OP_MATVEC;
-        st.pair = rng() % 3 == 0;
-        st.nseg = st.pair ? 2 : 1 + rng() % 3;
-        int total = 0;
-        for (int s = 0; s < st.nseg; s++) {
-            st.rows[s] = st.pair && s == 1 ? st.rows[0] : 1 + rng() % (rng() % 2 ? 200 : 20000);
-            st.row_bytes[s] = 18 + rng() % 12000;
-            st.w[s] = (const u8*)(size_t)(0x10000000ull * (s + 1));
-            total = st.pair ? st.rows[0] : total + st.rows[s];
-        }
-        st.total = total;
-        PkArgs a;
-        memset(&a, 0, sizeof a);
-        a.stages = 1 + rng() % 2;
-        a.chunk = (1024 + rng() % 220000) & ~15;
-        int wbytes = pk_warp_bytes<true>(st, a);
-        if (!wbytes) continue;
-        tried++;
-        int half = (a.stages * (a.chunk + 64)) / PK_WARPS / 2 & ~15;
-        std::vector<std::vector<int>> seen(st.nseg);
-        for (int s = 0; s < st.nseg; s++) seen[s].assign(st.rows[s], 0);
-        gridDim.x = 1 + rng() % 140;
-        for (int b = 0; b < gridDim.x; b++) {
-            blockIdx.x = b;
-            int r0, r1;
-            pk_rows(st.total, r0, r1);
-            for (int w = 0; w < PK_WARPS; w++) {
-                int wa, wb;
-                pk_warp_rows(r0, r1, w, wa, wb);
-                for (int cur = wa; cur < wb;) {
-                    PkChunk c = pk_next_chunk(st, cur, wb, wbytes, false);
-                    int bytes = 0;
-                    for (int j = 0; j < (st.pair ? 2 : 1); j++) {
-                        int n16;
-                        pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
-                        bytes += 16 * n16;
-                    }
-                    if (bytes > half || c.rb <= c.ra) bad++;
-                    for (int r = c.ra; r < c.rb; r++) {
-                        seen[c.seg][r]++;
-                        if (st.pair) seen[1][r]++;
-                    }
-                }
-            }
-        }
-        for (int s = 0; s < st.nseg; s++)
-            for (int v : seen[s])
-                if (v != 1) { bad++; break; }
-    }
-    printf("warp pipelines: %d steps, %d problems\n", tried, bad);
-    return bad != 0 || tried < 100;
-}
-'''
-
 cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
 if not cxx:
     print("cuda_host_check: no C++ compiler found, skipped")
     sys.exit(0)
 rc = 0
 with tempfile.TemporaryDirectory() as d:
-    for name, text in [("units", shim + common + post_common + q16 + test),
-                       ("warps", shim + common + post_common + warp_test)]:
+    for name, text in [("units", shim + common + post_common + q16 + test)]:
         cpp, exe = Path(d) / f"{name}.cpp", Path(d) / name
         cpp.write_text(text)
         subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", "-o", str(exe), str(cpp)], check=True)

@@ -45,9 +45,8 @@ struct PkChunk {
     int rb;
 };
 
-// The chunk starting at the step's row `cur` (< r1); advances cur. `rounds`: a block's chunk,
-// shared by its warps; else one warp's.
-__device__ __forceinline__ PkChunk pk_next_chunk(const PkStep& st, int& cur, int r1, int chunk, bool rounds = true) {
+// The chunk starting at the step's row `cur` (< r1); advances cur.
+__device__ __forceinline__ PkChunk pk_next_chunk(const PkStep& st, int& cur, int r1, int chunk) {
     int si = 0, r = cur;
     if (!st.pair)
         while (si < st.nseg - 1 && r >= st.rows[si]) r -= st.rows[si++];
@@ -58,7 +57,7 @@ __device__ __forceinline__ PkChunk pk_next_chunk(const PkStep& st, int& cur, int
     // Whole rounds of the warps (a pair a warp, or two rows a warp): a chunk of 10 pairs would
     // take two rounds with six warps idle in the second.
     const int round = st.pair ? PK_WARPS : 2 * PK_WARPS;
-    if (rounds && n >= round) n -= n % round;
+    if (n >= round) n -= n % round;
     int end = min(min(r1, seg_end), cur + n);
     PkChunk c = {si, r, r + (end - cur)};
     cur = end;
@@ -74,14 +73,13 @@ __device__ __forceinline__ const u8* pk_span(const PkStep& st, int s, int ra, in
     return a0;
 }
 
-// Chunk c into buf by threads tid, tid + nth, ... (the block, or one warp's lanes); each of them
-// commits one cp.async group.
-__device__ void pk_issue(const PkStep& st, const PkChunk& c, u8* buf, int tid = threadIdx.x, int nth = PK_THREADS) {
+// Chunk c into buf by the block's threads; each of them commits one cp.async group.
+__device__ void pk_issue(const PkStep& st, const PkChunk& c, u8* buf) {
     u32 dst = smem_u32(buf);
     for (int j = 0; j < (st.pair ? 2 : 1); j++) {
         int n16;
         const u8* src = pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
-        for (int i = tid; i < n16; i += nth) cp_async16(dst + 16 * i, src + 16 * i);
+        for (int i = threadIdx.x; i < n16; i += PK_THREADS) cp_async16(dst + 16 * i, src + 16 * i);
         dst += 16 * n16;
     }
     cp_commit();
@@ -123,36 +121,6 @@ __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
 
 // Chunk buffer k (of a.stages, cycled).
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
-
-// Warp-private weight pipelines (the kernel decode_persistent_warps, W = true): a block's rows
-// of a matvec step are split into eight contiguous ranges, one a warp, and each warp streams its
-// range through its own two halves of an eighth of the chunk buffers (cp.async by its lanes,
-// __syncwarp), so no warp waits at a block barrier for the slowest at each chunk's end. Each row is computed as in the shared
-// chunks (the same row decoders, one or two rows a call), so the bits are the same. Bytes of
-// weights a half holds, or 0 when the mode is off or a row (a gate/up pair) does not fit one. A
-// kernel of its own, so that the shared-chunk kernel's code is what it was.
-template <bool W>
-__device__ __forceinline__ int pk_warp_bytes(const PkStep& st, const PkArgs& a) {
-    if constexpr (!W) return 0;
-    if (st.op != PK_OP_MATVEC) return 0;
-    int half = ((a.stages * (a.chunk + 64)) / PK_WARPS / 2 - 64) & ~15;
-    int widest = st.pair ? st.row_bytes[0] + st.row_bytes[1] : 0;
-    if (!st.pair)
-        for (int i = 0; i < st.nseg; i++) widest = max(widest, st.row_bytes[i]);
-    return widest <= half ? half : 0;
-}
-
-// Warp w's rows [wa, wb) of the block's [r0, r1).
-__device__ __forceinline__ void pk_warp_rows(int r0, int r1, int w, int& wa, int& wb) {
-    wa = r0 + (r1 - r0) * w / PK_WARPS;
-    wb = r0 + (r1 - r0) * (w + 1) / PK_WARPS;
-}
-
-// Half k (0, 1) of warp w's share of the chunk buffers.
-__device__ __forceinline__ u8* pk_wbuf(const PkArgs& a, u8* bufs, int w, int k) {
-    int half = (a.stages * (a.chunk + 64)) / PK_WARPS / 2 & ~15;
-    return bufs + (size_t)(2 * w + k) * half;
-}
 
 // Whether an attention step reads its kv head's cached keys and values (positions 0 .. pos-1)
 // from a copy in the chunk buffers, staged before its q, k, v are ready: when the block has one
@@ -197,7 +165,6 @@ struct PkCursor {
 // group a chunk (the first group also holds the norm weights; it is empty of chunks when the block
 // has no rows), then the L2 prefetch of the next a.l2_ahead chunks. Attention steps stage their
 // cached keys and values instead (pk_stage_kv).
-template <bool W>
 __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* bufs) {
     PkCursor k = {0, 0, 0};
     if (st.op == PK_OP_ATTN) {
@@ -211,18 +178,6 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
     if (st.prep != PK_PREP_PLAIN) {
         u32 dst = smem_u32(nw);
         for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
-    }
-    if (int wbytes = pk_warp_bytes<W>(st, a)) {
-        // The norm weights' group alone, then the warp's first two chunks (k.issued: groups
-        // after the norm weights'; k.ahead: the warp's first row not yet issued).
-        cp_commit();
-        int w = threadIdx.x >> 5, wa, wb;
-        pk_warp_rows(r0, r1, w, wa, wb);
-        int cur = wa;
-        for (; k.issued < 2 && cur < wb; k.issued++)
-            pk_issue(st, pk_next_chunk(st, cur, wb, wbytes, false), pk_wbuf(a, bufs, w, k.issued), threadIdx.x & 31, 32);
-        k.ahead = cur;
-        return k;
     }
     int cur = r0;
     if (cur >= r1) cp_commit();
@@ -281,101 +236,19 @@ __device__ __forceinline__ void pk_out(const PkStep& st, float* y, int r, float 
     else y[r] = v;
 }
 
-// Rows of chunk c (in buf) that this warp computes in warp-private mode: the chunk's rows from
-// `first` on, `stride` apart, one pair (gate/up) or `per` rows (1 or 2) a call; outputs stored
-// with `tag`. The same arithmetic as pk_matvec's shared chunks (kept inline there: a call in the
-// shared path changes how ptxas allocates its registers).
-__device__ __noinline__ void pk_chunk_rows(const PkStep& st, const PkChunk& c, const u8* buf, const float* xs,
-                                              const Xq& xq, const float* xraw, u32 tag, int lane, int first,
-                                              int stride, int per) {
-    // The chunk's constants in registers: stores through y may alias the step list, so the
-    // loop does not read the step again.
-    const int si = c.seg, cols = st.cols;
-    const int ty0 = st.ty[si], ty1 = st.ty[1];
-    const size_t rb0 = (size_t)st.row_bytes[si], rb1 = (size_t)st.row_bytes[1];
-    const u8* base0 = pk_row(st, c, buf, 0, c.ra);
-    float* y = st.y[si];
-    if (st.pair) {
-        // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
-        // type).
-        const u8* base1 = pk_row(st, c, buf, 1, c.ra);
-        for (int r = c.ra + first; r < c.rb; r += stride) {
-            const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
-            float gu[2];
-            if (ty0 == ty1) {
-                rows_dot_ty<2>(ty0, w2, 2, xs, xq, cols, lane, 32, gu);
-            } else {
-                gu[0] = row_dot_ty(ty0, w2[0], xs, xq, cols, lane, 32);
-                gu[1] = row_dot_ty(ty1, w2[1], xs, xq, cols, lane, 32);
-            }
-            float g = warp_sum(gu[0]);
-            float u = warp_sum(gu[1]);
-            if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
-        }
-    } else {
-        const float* bias = st.bias[si];
-        const bool accumulate = st.accumulate[si] != 0;
-        for (int r = c.ra + first; r < c.rb; r += stride) {
-            int nr = min(per, c.rb - r);
-            const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
-            float acc[2];
-            rows_dot_ty<2>(ty0, w2, nr, xs, xq, cols, lane, 32, acc);
-            acc[0] = warp_sum(acc[0]);
-            acc[1] = warp_sum(acc[1]);
-            if (lane < nr) {
-                int rr = r + lane;
-                float v = lane == 0 ? acc[0] : acc[1];
-                if (bias) v += bias[rr];
-                if (accumulate) v += xraw[rr];
-                pk_out(st, y, rr, v, tag);
-            }
-        }
-    }
-}
-
-// A warp's rows of a matvec step in warp-private mode (pk_warp_bytes): chunk k + 2 goes into
-// chunk k's half once the warp is done with it; only __syncwarp between the warp's lanes.
-__device__ void pk_matvec_warp(const PkStep& st, const PkArgs& a, const float* xs, const Xq& xq, const float* xraw,
-                               u8* bufs, PkCursor staged, int wbytes, int r0, int r1, u32 tag) {
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, wa, wb;
-    pk_warp_rows(r0, r1, w, wa, wb);
-    int cur = wa, ahead = staged.ahead, issued = staged.issued;
-    for (int k = 0; cur < wb; k++) {
-        PkChunk c = pk_next_chunk(st, cur, wb, wbytes, false);
-        u8* buf = pk_wbuf(a, bufs, w, k & 1);
-        cp_wait_n(issued - (k + 1));
-        __syncwarp();
-        if (k == 0) pk_stamp(a, 2);  // warp 0's first chunk, for the trace
-        pk_chunk_rows(st, c, buf, xs, xq, xraw, tag, lane, 0, st.pair ? 1 : 2, 2);
-        __syncwarp();
-        if (ahead < wb) {
-            pk_issue(st, pk_next_chunk(st, ahead, wb, wbytes, false), buf, lane, 32);
-            issued++;
-        }
-    }
-}
-
-template <bool W>
 __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
                           PkCursor staged, int step) {
     int r0, r1;
     pk_rows(st.total, r0, r1);
     if (!pk_busy(st, r0, r1)) return true;
-    const int wbytes = pk_warp_bytes<W>(st, a);
     // pk_stage issued the first chunks and prefetched the next l2_ahead into L2; chunk k + stages
     // goes into chunk k's buffer once chunk k is done, and each such copy prefetches one more
     // chunk into L2.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
-    if (!pk_input(st, a, xs, nw, xraw, wbytes ? issued : max(issued - 1, 0), (u8*)xs + a.xq_off, step)) return false;
+    if (!pk_input(st, a, xs, nw, xraw, max(issued - 1, 0), (u8*)xs + a.xq_off, step)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
-    if constexpr (W) {
-        if (wbytes) {
-            pk_matvec_warp(st, a, xs, xq, xraw, bufs, staged, wbytes, r0, r1, tag);
-            return true;
-        }
-    }
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int k = 0; cur < r1; k++) {
         PkChunk c = pk_next_chunk(st, cur, r1, a.chunk);
@@ -383,19 +256,6 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
         cp_wait_n(issued - (k + 1));
         __syncthreads();
         if (k == 0) pk_stamp(a, 2);
-        if constexpr (W) {
-            // Steps whose rows do not fit a warp's half: the same rows through the call (one copy
-            // of the row loop in this kernel keeps it within the registers).
-            const int per = st.pair ? 1 : c.rb - c.ra > PK_WARPS ? 2 : 1;
-            pk_chunk_rows(st, c, buf, xs, xq, xraw, tag, lane, per * warp, per * PK_WARPS, per);
-            __syncthreads();
-            if (ahead < r1) {
-                pk_issue(st, pk_next_chunk(st, ahead, r1, a.chunk), buf);
-                issued++;
-                if (l2 < r1) pk_l2(st, pk_next_chunk(st, l2, r1, a.chunk));
-            }
-            continue;
-        }
         // The chunk's constants in registers: stores through y may alias the step list, so the
         // loop does not read the step again.
         const int si = c.seg, cols = st.cols;
@@ -524,7 +384,6 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
     return true;
 }
 
-template <bool W>
 __device__ void pk_body(const PkArgs& a) {
     extern __shared__ float4 pk_smem4[];
     float* sm = (float*)pk_smem4;
@@ -540,12 +399,12 @@ __device__ void pk_body(const PkArgs& a) {
         __syncthreads();
         if (threadIdx.x < sizeof(PkStep) / 4) ((u32*)&st)[threadIdx.x] = ((const u32*)(a.steps + s))[threadIdx.x];
         __syncthreads();
-        PkCursor staged = pk_stage<W>(st, a, nw, bufs);
+        PkCursor staged = pk_stage(st, a, nw, bufs);
         u64 g0 = a.trace ? global_ns() : 0;
         pk_stamp(a, 0);
         pk_stamp(a, 1);
         pk_stamp(a, 2);
-        bool ok = st.op == PK_OP_MATVEC ? pk_matvec<W>(st, a, sm, nw, xraw, bufs, staged, s)
+        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, staged, s)
                                         : pk_attention(st, a, sm, cs, bufs, s);
         if (!ok) {
             cp_wait<0>();
@@ -567,7 +426,4 @@ __device__ void pk_body(const PkArgs& a) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(PK_THREADS) decode_persistent(const PkArgs a) { pk_body<false>(a); }
-
-// The same with warp-private weight pipelines (pk_warp_bytes; MOLLA_PK_WARPS=1).
-extern "C" __global__ void __launch_bounds__(PK_THREADS) decode_persistent_warps(const PkArgs a) { pk_body<true>(a); }
+extern "C" __global__ void __launch_bounds__(PK_THREADS) decode_persistent(const PkArgs a) { pk_body(a); }

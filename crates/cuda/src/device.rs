@@ -40,7 +40,6 @@ pub(crate) struct Kernels {
     pub gather_rows: CudaFunction,
     /// The persistent decode kernel.
     pub decode_persistent: CudaFunction,
-    pub decode_persistent_warps: CudaFunction,
     /// f16 operands for the cuBLAS prefill GEMM.
     pub dequant_f16: CudaFunction,
     pub to_f16: CudaFunction,
@@ -147,7 +146,6 @@ impl Gpu {
             swiglu: f("swiglu")?,
             gather_rows: f("gather_rows")?,
             decode_persistent: f("decode_persistent")?,
-            decode_persistent_warps: f("decode_persistent_warps")?,
             dequant_f16: f("dequant_f16")?,
             to_f16: f("to_f16")?,
             add_bias_rows: f("add_bias_rows")?,
@@ -169,19 +167,17 @@ impl Gpu {
             )
             .map_err(drv("kernel attribute"))?;
         }
-        // Both persistent kernels have the same static shared memory (one source).
         let st = k
             .decode_persistent
             .shared_size_bytes()
             .map_err(drv("kernel attribute"))?;
         let allow = (optin - st).max(48 * 1024 - st).max(0);
-        for pk in [&k.decode_persistent, &k.decode_persistent_warps] {
-            pk.set_attribute(
+        k.decode_persistent
+            .set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 allow,
             )
             .map_err(drv("kernel attribute"))?;
-        }
         let pk_max_smem = allow as usize;
         let sm_count = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)

@@ -340,9 +340,6 @@ pub(crate) struct Persistent {
     nw_bytes: usize,
     /// PkArgs::knobs (`MOLLA_PK_NAP`) and l2_ahead (`MOLLA_PK_L2`), read when the list is built.
     knobs: i32,
-    /// `MOLLA_PK_WARPS=1`: the kernel with warp-private weight pipelines
-    /// (`decode_persistent_warps`; the same bits, for measurement).
-    warps: bool,
     l2_ahead: i32,
     /// With `MOLLA_PK_TRACE=1`: per step and block, when the work started and ended (ns).
     trace: Option<CudaSlice<u64>>,
@@ -362,14 +359,6 @@ fn blocks_per_sm_cap() -> u32 {
     env_i32("MOLLA_PK_BPS", 1).max(1) as u32
 }
 
-/// The persistent kernel: shared chunks, or warp-private weight pipelines.
-fn kernel(gpu: &Gpu, warps: bool) -> &cudarc::driver::CudaFunction {
-    if warps {
-        &gpu.k.decode_persistent_warps
-    } else {
-        &gpu.k.decode_persistent
-    }
-}
 
 /// Bytes of weights a block stages in shared memory at a time (`MOLLA_PK_CHUNK`, default: all
 /// that shared memory leaves; `stages()` such buffers).
@@ -435,8 +424,7 @@ impl Persistent {
             )));
         }
         let smem = xs_bytes + 2 * nw_bytes + stages * (chunk + 64);
-        let warps = env_i32("MOLLA_PK_WARPS", 0) == 1;
-        let f = kernel(gpu, warps);
+        let f = &gpu.k.decode_persistent;
         let occ = f
             .occupancy_max_active_blocks_per_multiprocessor(PK_THREADS, smem, None)
             .map_err(drv("occupancy"))?;
@@ -477,7 +465,6 @@ impl Persistent {
             nw_bytes,
             knobs: env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8,
             l2_ahead: l2_ahead(),
-            warps,
         })
     }
 
@@ -554,7 +541,7 @@ impl Persistent {
             stages: self.stages as i32,
             l2_ahead: self.l2_ahead,
         };
-        let mut b = gpu.stream.launch_builder(kernel(gpu, self.warps));
+        let mut b = gpu.stream.launch_builder(&gpu.k.decode_persistent);
         b.arg(&a);
         launch::count_launch();
         let cfg = LaunchConfig {
