@@ -151,6 +151,17 @@ impl Backend {
         }
     }
 
+    /// The mixed-chunk limit (`Config::mix_max`) this backend gets when none is given: on the
+    /// CPU rows of decode are slower than the prefill's matmuls, so nothing mixes there (wgpu:
+    /// not measured, off).
+    pub fn default_mix_max(&self) -> usize {
+        match self {
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(_) => crate::DEFAULT_MIX_MAX_CUDA,
+            _ => 0,
+        }
+    }
+
     /// How decode (and prefill) run on this backend: "cpu", or the CUDA paths, e.g.
     /// "persistent (132 blocks); prefill cublas f16".
     pub fn decode_path(&self) -> String {

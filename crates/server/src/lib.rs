@@ -63,7 +63,8 @@ pub struct Config {
     /// on its length, so a request's output does not depend on the load. Meant for CUDA, where
     /// a short prompt prefilled alone is bound by its few hundred launches (~5 ms for 30
     /// tokens); on the CPU the prefill's matmuls beat rows of decode (30 tokens: 51 vs 93 ms).
-    pub mix_max: usize,
+    /// `None`: the backend's default, [`DEFAULT_MIX_MAX_CUDA`] on CUDA and 0 elsewhere.
+    pub mix_max: Option<usize>,
     /// Largest request body in bytes.
     pub body_limit: usize,
     /// Generation requests (chat, completions, messages, embeddings) one client may have in
@@ -89,7 +90,7 @@ impl Default for Config {
             parallel: 1,
             kv_blocks: 0,
             prefill_chunk: 512,
-            mix_max: 0,
+            mix_max: None,
             body_limit: 4 << 20,
             max_per_client: 8,
             request_timeout: Duration::from_secs(30),
@@ -203,6 +204,10 @@ pub fn context_size(model: &Model, requested: usize) -> usize {
     }
 }
 
+/// `--mix-max` on CUDA when none is given: H200, SmolLM2 Q4_1, 64 streams of 64 tokens
+/// (docs/bench/serve-cuda-2026-12-01-s7.md): 4198 tok/s without mixing, 5686-6328 with it.
+pub const DEFAULT_MIX_MAX_CUDA: usize = 64;
+
 impl State {
     /// Loads the GGUF file at `path` and starts the engine.
     pub fn load(path: &Path, cfg: &Config) -> Result<State, ServerError> {
@@ -220,6 +225,7 @@ impl State {
         let ctx = context_size(&model, cfg.ctx);
         let backend = Backend::new(model, cfg.device)?;
         let device_name = backend.device_name();
+        let mix = cfg.mix_max.unwrap_or(backend.default_mix_max());
         let n_embd = backend.hparams().n_embd;
         let parallel = cfg.parallel.max(1);
         let metrics = Arc::new(Metrics::new(parallel));
@@ -231,7 +237,7 @@ impl State {
                 queue: cfg.queue,
                 parallel,
                 chunk: cfg.prefill_chunk,
-                mix: cfg.mix_max,
+                mix,
                 kv_blocks: kv_blocks(cfg, ctx, parallel)?,
             },
             metrics.clone(),

@@ -173,7 +173,7 @@ async fn mixed_prefill_batches_equal_alone() {
 #[tokio::test]
 async fn mixed_chunks_are_decode_rows() {
     let cfg = |mix_max| server::Config {
-        mix_max,
+        mix_max: Some(mix_max),
         ..server::Config::default()
     };
     let req = json!({"prompt": "hello x x x x x", "max_tokens": 6, "temperature": 0,
@@ -235,7 +235,7 @@ async fn batched_equals_alone(parallel: usize, n: usize, prefill_chunk: usize, m
     let app = tiny_app(server::Config {
         parallel,
         prefill_chunk,
-        mix_max,
+        mix_max: Some(mix_max),
         max_per_client: 0,
         ..server::Config::default()
     });

@@ -41,10 +41,10 @@ pub struct Args {
     pub prefill_chunk: u32,
     /// Prompt chunks of at most N tokens run as rows of the step's batched decode pass, beside
     /// the generating sequences, instead of a prefill pass of their own: for CUDA, where a short
-    /// prompt prefilled alone is bound by kernel launches (not yet measured there, so off by
-    /// default). 0: never.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub mix_max: usize,
+    /// prompt prefilled alone is bound by kernel launches. 0: never. Default: 64 on CUDA, 0 on
+    /// the CPU and wgpu.
+    #[arg(long, value_name = "N")]
+    pub mix_max: Option<usize>,
     /// Requests that may wait for a free slot before new ones get 503.
     #[arg(long, default_value_t = 64)]
     pub queue: usize,
