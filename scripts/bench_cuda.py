@@ -158,8 +158,9 @@ def render(res, reproduce=None):
     errs = [f"- {r['model']}: {e}" for r in res["rows"] for e in r.get("errors", [])]
     if errs:
         lines += ["", "Errors:"] + errs
-    lines += ["", f"Logits, `molla logits --device cuda` (prefill, and `--decode`: one token a step) vs "
-              f"`--device cpu --cache-type {res.get('cpu_cache', 'f32')}` (prefill): pass = same top-1 and max |Δ logprob| over the CPU's top-16 <= {TOL}.", "",
+    cache = res.get('cpu_cache', 'f32')
+    lines += ["", f"Logits, `molla logits --device cuda --cache-type {cache}` (prefill, and `--decode`: one token a step) vs "
+              f"`--device cpu --cache-type {cache}` (prefill): pass = same top-1 and max |Δ logprob| over the CPU's top-16 <= {TOL}.", "",
               "| model | tokens | cuda path | top-1 same | max Δ top-16 | max Δ all | CPU top-1 gap | pass |",
               "|---|---|---|---|---|---|---|---|"]
     for c in res["logits"]:

@@ -1,4 +1,5 @@
-// Causal grouped-query attention over the f16 KV cache, for decode (one query), prefill (n
+// Causal grouped-query attention over the KV cache (f16, or f32 for an exact cache: the element
+// type KT is u16 or float), for decode (one query), prefill (n
 // queries at positions pos0 .. pos0+n) and batched decode (one query for each of n sequences,
 // each with its cache and position: KvRow). One block of 8 warps per (head, query). Positions are
 // walked in tiles of ATT_TILE: one thread per position computes its score into shared memory,
@@ -25,7 +26,17 @@ __device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) 
     return r;
 }
 
-// Dot of q (shared, f32) with an f16 key row of hd values.
+// A cache element as f32, and 8 consecutive f32 elements (32-byte aligned) from two 16-byte
+// loads. The f16 cache keeps its own loops below (one 16-byte load of 8 halves), whose code the
+// persistent kernel inlines unchanged.
+__device__ __forceinline__ float kv_f(u16 v) { return h2f(v); }
+__device__ __forceinline__ float kv_f(float v) { return v; }
+__device__ __forceinline__ void kv_ld8(const float* p, float* e) {
+    float4 a = ((const float4*)p)[0], b = ((const float4*)p)[1];
+    e[0] = a.x, e[1] = a.y, e[2] = a.z, e[3] = a.w, e[4] = b.x, e[5] = b.y, e[6] = b.z, e[7] = b.w;
+}
+
+// Dot of q (shared, f32) with a key row of hd values.
 __device__ __forceinline__ float key_dot(const float* qs, const u16* kr, int hd) {
     float s = 0.f;
     if ((hd & 7) == 0) {
@@ -38,6 +49,21 @@ __device__ __forceinline__ float key_dot(const float* qs, const u16* kr, int hd)
         }
     } else {
         for (int d = 0; d < hd; d++) s += qs[d] * h2f(kr[d]);
+    }
+    return s;
+}
+
+__device__ __forceinline__ float key_dot(const float* qs, const float* kr, int hd) {
+    float s = 0.f;
+    if ((hd & 7) == 0) {
+        for (int d = 0; d < hd; d += 8) {
+            float e[8];
+            kv_ld8(kr + d, e);
+#pragma unroll
+            for (int j = 0; j < 4; j++) s += qs[d + 2 * j] * e[2 * j] + qs[d + 2 * j + 1] * e[2 * j + 1];
+        }
+    } else {
+        for (int d = 0; d < hd; d++) s += qs[d] * kr[d];
     }
     return s;
 }
@@ -62,10 +88,26 @@ __device__ __forceinline__ void values_vec(const float* ps, const u16* vbase, in
     }
 }
 
+template <int LP>
+__device__ __forceinline__ void values_vec(const float* ps, const float* vbase, int v_dim, int np, float* acc) {
+    const int PPW = 32 / LP;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int dim0 = 8 * (lane % LP);
+#pragma unroll 4
+    for (int i = warp * PPW + lane / LP; i < np; i += ATT_WARPS * PPW) {
+        float p = ps[i];
+        float e[8];
+        kv_ld8(vbase + (size_t)i * v_dim + dim0, e);
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[j] += p * e[j];
+    }
+}
+
 // One query head's attention over cache positions 0 .. end-1 of kv head `kvh`: `qs` (shared,
-// hd floats, ready) against f16 keys and values; writes hdv values to `o`. The block's
+// hd floats, ready) against the cached keys and values; writes hdv values to `o`. The block's
 // first ATT_THREADS threads must all call it (and no others).
-__device__ void attend(const float* qs, const u16* __restrict__ kc, const u16* __restrict__ vc, int end, int kvh,
+template <typename KT>
+__device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int end, int kvh,
                        int kv_dim, int v_dim, int hd, int hdv, float scale, float* o) {
     __shared__ float ps[ATT_TILE];
     __shared__ float red[ATT_WARPS];
@@ -100,18 +142,18 @@ __device__ void attend(const float* qs, const u16* __restrict__ kc, const u16* _
         m = mn;
 #pragma unroll
         for (int j = 0; j < 8; j++) acc[j] *= corr;
-        const u16* vbase = vc + (size_t)p0 * v_dim + (size_t)kvh * hdv;
+        const KT* vbase = vc + (size_t)p0 * v_dim + (size_t)kvh * hdv;
         if (lp == 8) values_vec<8>(ps, vbase, v_dim, np, acc);
         else if (lp == 16) values_vec<16>(ps, vbase, v_dim, np, acc);
         else if (lp == 32) values_vec<32>(ps, vbase, v_dim, np, acc);
         else {
             for (int i = warp; i < np; i += ATT_WARPS) {
                 float p = ps[i];
-                const u16* vr = vbase + (size_t)i * v_dim;
+                const KT* vr = vbase + (size_t)i * v_dim;
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
                     int d = lane + 32 * j;
-                    if (d < hdv) acc[j] += p * h2f(vr[d]);
+                    if (d < hdv) acc[j] += p * kv_f(vr[d]);
                 }
             }
         }
@@ -141,20 +183,34 @@ __device__ void attend(const float* qs, const u16* __restrict__ kc, const u16* _
     att_sync();  // ps, red and sacc are reused by the next call
 }
 
-extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention(const float* __restrict__ q, const u16* __restrict__ kc,
-                                                                    const u16* __restrict__ vc, float* __restrict__ out,
-                                                                    const int* pos0p, int n_head, int n_head_kv, int hd,
-                                                                    int hdv, float scale, const KvRow* rows, int layer) {
+template <typename KT>
+__device__ __forceinline__ void attention_body(const float* __restrict__ q, KT* kc, KT* vc, float* __restrict__ out,
+                                               const int* pos0p, int n_head, int n_head_kv, int hd, int hdv, float scale,
+                                               const KvRow* rows, int layer) {
     __shared__ float qs[256];
     int h = blockIdx.x, t = blockIdx.y;
     int kvh = h / (n_head / n_head_kv);
-    u16 *kr = (u16*)kc, *vr = (u16*)vc;
     int pos;
-    kv_row(rows, layer, t, kr, vr, pos0p, pos);
+    kv_row(rows, layer, t, kc, vc, pos0p, pos);
     int end = pos + 1;
     const float* qh = q + (size_t)t * n_head * hd + (size_t)h * hd;
     for (int d = threadIdx.x; d < hd; d += ATT_THREADS) qs[d] = qh[d];
     __syncthreads();
-    attend(qs, kr, vr, end, kvh, n_head_kv * hd, n_head_kv * hdv, hd, hdv, scale,
+    attend(qs, (const KT*)kc, (const KT*)vc, end, kvh, n_head_kv * hd, n_head_kv * hdv, hd, hdv, scale,
            out + (size_t)t * n_head * hdv + (size_t)h * hdv);
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention(const float* __restrict__ q, const u16* __restrict__ kc,
+                                                                    const u16* __restrict__ vc, float* __restrict__ out,
+                                                                    const int* pos0p, int n_head, int n_head_kv, int hd,
+                                                                    int hdv, float scale, const KvRow* rows, int layer) {
+    attention_body(q, (u16*)kc, (u16*)vc, out, pos0p, n_head, n_head_kv, hd, hdv, scale, rows, layer);
+}
+
+// The same over an f32 cache (one sequence: rows is null).
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention_f32(const float* __restrict__ q, const float* __restrict__ kc,
+                                                                        const float* __restrict__ vc, float* __restrict__ out,
+                                                                        const int* pos0p, int n_head, int n_head_kv, int hd,
+                                                                        int hdv, float scale, const KvRow* rows, int layer) {
+    attention_body(q, (float*)kc, (float*)vc, out, pos0p, n_head, n_head_kv, hd, hdv, scale, rows, layer);
 }

@@ -54,36 +54,43 @@ struct KvRow {
     int pad;
 };
 
-__device__ __forceinline__ void kv_row(const KvRow* rows, int layer, int t, u16*& kc, u16*& vc, const int* pos0p,
+// KT: the cache's element type (batched steps' caches are f16).
+template <typename KT>
+__device__ __forceinline__ void kv_row(const KvRow* rows, int layer, int t, KT*& kc, KT*& vc, const int* pos0p,
                                        int& pos) {
     if (rows) {
         KvRow r = rows[t];
-        kc = r.k + (size_t)layer * r.k_layer;
-        vc = r.v + (size_t)layer * r.v_layer;
+        kc = (KT*)r.k + (size_t)layer * r.k_layer;
+        vc = (KT*)r.v + (size_t)layer * r.v_layer;
         pos = r.pos;
     } else {
         pos = *pos0p + t;
     }
 }
 
-extern "C" __global__ void rope_store(float* q, const float* __restrict__ k, const float* __restrict__ v,
-                                      u16* kc, u16* vc, const int* pos0p, const double* __restrict__ freqs,
-                                      int n_head, int n_head_kv, int hd, int hdv, int n_rot, int neox,
-                                      const KvRow* rows, int layer) {
+// A cache element from f32: f16 rounded to nearest, or f32 as it is.
+__device__ __forceinline__ void kv_put(u16* p, float v) { *p = f2h(v); }
+__device__ __forceinline__ void kv_put(float* p, float v) { *p = v; }
+
+template <typename KT>
+__device__ __forceinline__ void rope_store_body(float* q, const float* __restrict__ k, const float* __restrict__ v,
+                                                KT* kc, KT* vc, const int* pos0p, const double* __restrict__ freqs,
+                                                int n_head, int n_head_kv, int hd, int hdv, int n_rot, int neox,
+                                                const KvRow* rows, int layer) {
     int t = blockIdx.x, head = blockIdx.y;
     int pos;
     kv_row(rows, layer, t, kc, vc, pos0p, pos);
     int kv_dim = n_head_kv * hd, v_dim = n_head_kv * hdv;
     if (head == n_head + n_head_kv) {
         const float* vt = v + (size_t)t * v_dim;
-        u16* vd = vc + (size_t)pos * v_dim;
-        for (int j = threadIdx.x; j < v_dim; j += blockDim.x) vd[j] = f2h(vt[j]);
+        KT* vd = vc + (size_t)pos * v_dim;
+        for (int j = threadIdx.x; j < v_dim; j += blockDim.x) kv_put(vd + j, vt[j]);
         return;
     }
     bool is_q = head < n_head;
     float* qt = q + (size_t)t * n_head * hd + (size_t)head * hd;
     const float* src = is_q ? qt : k + (size_t)t * kv_dim + (size_t)(head - n_head) * hd;
-    u16* kd = kc + (size_t)pos * kv_dim + (size_t)(head - n_head) * hd;
+    KT* kd = kc + (size_t)pos * kv_dim + (size_t)(head - n_head) * hd;
     for (int i = threadIdx.x; i < (hd >> 1); i += blockDim.x) {
         int a, b;
         float y0, y1;
@@ -92,8 +99,22 @@ extern "C" __global__ void rope_store(float* q, const float* __restrict__ k, con
             qt[a] = y0;
             qt[b] = y1;
         } else {
-            kd[a] = f2h(y0);
-            kd[b] = f2h(y1);
+            kv_put(kd + a, y0);
+            kv_put(kd + b, y1);
         }
     }
+}
+
+extern "C" __global__ void rope_store(float* q, const float* __restrict__ k, const float* __restrict__ v, u16* kc, u16* vc,
+                                      const int* pos0p, const double* __restrict__ freqs, int n_head, int n_head_kv, int hd,
+                                      int hdv, int n_rot, int neox, const KvRow* rows, int layer) {
+    rope_store_body(q, k, v, kc, vc, pos0p, freqs, n_head, n_head_kv, hd, hdv, n_rot, neox, rows, layer);
+}
+
+// The same into an f32 cache (one sequence: rows is null).
+extern "C" __global__ void rope_store_f32(float* q, const float* __restrict__ k, const float* __restrict__ v, float* kc,
+                                          float* vc, const int* pos0p, const double* __restrict__ freqs, int n_head,
+                                          int n_head_kv, int hd, int hdv, int n_rot, int neox, const KvRow* rows,
+                                          int layer) {
+    rope_store_body(q, k, v, kc, vc, pos0p, freqs, n_head, n_head_kv, hd, hdv, n_rot, neox, rows, layer);
 }

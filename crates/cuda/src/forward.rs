@@ -53,6 +53,8 @@ pub struct CudaModel {
     graphs: AtomicBool,
     /// Whether decode uses the persistent kernel (one launch a token) where it can.
     persistent: AtomicBool,
+    /// Whether caches made from now on store f32 (else f16).
+    cache_f32: AtomicBool,
     /// Why the persistent kernel is off (set once it was tried and failed).
     persistent_off: Mutex<Option<String>>,
     /// With `MOLLA_PK_TRACE=1`: the last persistent step's trace (see `persistent_trace`).
@@ -162,6 +164,7 @@ impl CudaModel {
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             graphs: AtomicBool::new(graphs),
             persistent: AtomicBool::new(persistent),
+            cache_f32: AtomicBool::new(false),
             persistent_off: Mutex::new(None),
             blas: Mutex::new(BlasState::Untried),
             pk_grid: std::sync::atomic::AtomicU32::new(0),
@@ -195,10 +198,26 @@ impl CudaModel {
         self.persistent.store(on, Ordering::Relaxed);
     }
 
+    /// KV caches made from now on store keys and values in f32 (`true`) or f16 (`false`, the
+    /// default, as llama.cpp's CUDA backend). f32 is the exact storage the CPU uses by default;
+    /// it doubles the cache's bytes, and its decode steps replay the CUDA graph (the persistent
+    /// kernel reads f16 caches only). Batched steps (the server) take f16 caches only.
+    pub fn set_cache_f32(&self, on: bool) {
+        self.cache_f32.store(on, Ordering::Relaxed);
+    }
+
     /// How decode steps run: "persistent" (one launch a token), "graph" (a replayed CUDA graph)
     /// or "launches"; with the reason when the persistent kernel was tried and refused.
     pub fn decode_path(&self) -> String {
         let grid = self.pk_grid.load(Ordering::Relaxed);
+        if self.cache_f32.load(Ordering::Relaxed) {
+            let base = if self.graphs.load(Ordering::Relaxed) {
+                "graph"
+            } else {
+                "launches"
+            };
+            return format!("{base} (f32 KV cache: the persistent kernel reads f16 caches)");
+        }
         let base = if self.persistent.load(Ordering::Relaxed) {
             if grid > 0 {
                 return format!("persistent ({grid} blocks)");
@@ -246,7 +265,8 @@ impl CudaModel {
             .unwrap_or_else(|e| e.into_inner()) = Some(why);
     }
 
-    /// A KV cache (f16, on the device) for `capacity` positions of this model.
+    /// A KV cache on the device for `capacity` positions of this model: f16, or f32 after
+    /// [`set_cache_f32`](Self::set_cache_f32).
     pub fn new_cache(&self, capacity: usize) -> Result<CudaKvCache> {
         if capacity == 0 || capacity > i32::MAX as usize / self.hp.kv_dim().max(self.hp.v_dim()) {
             return Err(CudaError::Unsupported(format!(
@@ -255,7 +275,8 @@ impl CudaModel {
         }
         // Allocations are stream-ordered: keep them out of another thread's graph capture.
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        CudaKvCache::new(&self.gpu, &self.hp, capacity, self.uid)
+        let f32 = self.cache_f32.load(Ordering::Relaxed);
+        CudaKvCache::new(&self.gpu, &self.hp, capacity, self.uid, f32)
     }
 
     /// Runs `tokens` at positions `kv.len..`, appends their keys and values to `kv`, and returns
@@ -314,7 +335,7 @@ impl CudaModel {
     ) -> Result<R> {
         let g = &self.gpu;
         let mut f = f;
-        if self.persistent.load(Ordering::Relaxed) {
+        if self.persistent.load(Ordering::Relaxed) && !kv.f32 {
             match self.decode_persistent(token, kv, f)? {
                 Ok(r) => return Ok(r),
                 Err(back) => f = back,
@@ -546,8 +567,8 @@ impl CudaModel {
     fn cache_ptrs(&self, kv: &CudaKvCache, li: usize) -> (u64, u64) {
         let g = &self.gpu;
         (
-            g.ptr(&kv.k) + (li * kv.kv_stride * 2) as u64,
-            g.ptr(&kv.v) + (li * kv.v_stride * 2) as u64,
+            g.ptr(&kv.k) + (li * kv.kv_stride * kv.elem_bytes()) as u64,
+            g.ptr(&kv.v) + (li * kv.v_stride * kv.elem_bytes()) as u64,
         )
     }
 
@@ -587,6 +608,7 @@ impl CudaModel {
         let at = |li: usize| KvAt::One {
             cache: self.cache_ptrs(kv, li),
             pos,
+            f32: kv.f32,
         };
         let logits = g.ptr(&kv.decode.logits);
         // SAFETY: the decode scratch holds one token and the cache has room for it.
@@ -728,7 +750,12 @@ impl CudaModel {
                 self.matmul(&mut blas, &out_(&l.wq, q, self.opt(&l.bq), false), h, n)?;
                 self.matmul(&mut blas, &out_(&l.wk, k, self.opt(&l.bk), false), h, n)?;
                 self.matmul(&mut blas, &out_(&l.wv, v, self.opt(&l.bv), false), h, n)?;
-                self.rope_attend((q, k, v), KvAt::One { cache, pos }, att, n)?;
+                let at = KvAt::One {
+                    cache,
+                    pos,
+                    f32: kv.f32,
+                };
+                self.rope_attend((q, k, v), at, att, n)?;
                 self.matmul(&mut blas, &out_(&l.wo, x, 0, true), att, n)?;
                 launch::rms_norm(g, x, p(&l.ffn_norm), h, n, e, hp.rms_eps)?;
                 self.matmul(&mut blas, &out_(&l.w_gate, gate, 0, false), h, n)?;

@@ -1,4 +1,4 @@
-//! The KV cache of one sequence on the device (f16 keys and values), plus the per-sequence
+//! The KV cache of one sequence on the device (f16 keys and values, or f32), plus the per-sequence
 //! working buffers and the captured decode graph, which refer to each other's addresses.
 
 use crate::device::Gpu;
@@ -82,12 +82,16 @@ pub(crate) struct Graph {
 // held, so it is never used from two threads at once; CUDA graphs may move between threads.
 unsafe impl Send for Graph {}
 
-/// Keys and values of every layer for up to `capacity` positions, in f16 on the device.
+/// Keys and values of every layer for up to `capacity` positions on the device, in f16 (the
+/// default, as llama.cpp's CUDA backend) or f32 (exact storage, as the CPU's default cache).
 pub struct CudaKvCache {
     pub(crate) model_uid: u64,
     capacity: usize,
+    /// Elements between two layers' keys (values).
     pub(crate) kv_stride: usize,
     pub(crate) v_stride: usize,
+    /// f32 elements (else f16). The buffers hold 16-bit words either way (two an f32 element).
+    pub(crate) f32: bool,
     pub(crate) k: CudaSlice<u16>,
     pub(crate) v: CudaSlice<u16>,
     /// Positions filled so far (the next token goes to position `len`).
@@ -111,16 +115,19 @@ impl CudaKvCache {
         hp: &HParams,
         capacity: usize,
         model_uid: u64,
+        f32: bool,
     ) -> Result<CudaKvCache> {
         let kv_stride = capacity * hp.kv_dim();
         let v_stride = capacity * hp.v_dim();
+        let words = if f32 { 2 } else { 1 };
         Ok(CudaKvCache {
             model_uid,
             capacity,
             kv_stride,
             v_stride,
-            k: gpu.zeros(hp.n_layer * kv_stride)?,
-            v: gpu.zeros(hp.n_layer * v_stride)?,
+            f32,
+            k: gpu.zeros(words * hp.n_layer * kv_stride)?,
+            v: gpu.zeros(words * hp.n_layer * v_stride)?,
             len: 0,
             pos: gpu.zeros(1)?,
             tokens: gpu.zeros(CHUNK)?,
@@ -130,6 +137,16 @@ impl CudaKvCache {
             graph: None,
             pk: None,
         })
+    }
+
+    /// Bytes of one cached element (2 for f16, 4 for f32).
+    pub(crate) fn elem_bytes(&self) -> usize {
+        if self.f32 { 4 } else { 2 }
+    }
+
+    /// Whether keys and values are stored in f32.
+    pub fn is_f32(&self) -> bool {
+        self.f32
     }
 
     /// Positions the cache can hold.

@@ -321,7 +321,13 @@ pub(crate) struct Heads {
 /// (`rows`: a device array of [`KvRow`], row t's caches and position, at layer `layer`).
 #[derive(Clone, Copy)]
 pub(crate) enum KvAt {
-    One { cache: (u64, u64), pos: u64 },
+    /// One sequence's layer caches (`f32`: 4-byte elements, else f16), tokens from `*pos` on.
+    One {
+        cache: (u64, u64),
+        pos: u64,
+        f32: bool,
+    },
+    /// Rows of a batched step (f16 caches).
     Rows { rows: u64, layer: usize },
 }
 
@@ -332,9 +338,15 @@ impl KvAt {
             KvAt::One {
                 cache: (kc, vc),
                 pos,
+                ..
             } => (kc, vc, pos, 0, 0),
             KvAt::Rows { rows, layer } => (0, 0, 0, rows, layer as i32),
         }
+    }
+
+    /// Whether the caches hold f32 elements (the kernels' `_f32` variants).
+    fn wide(&self) -> bool {
+        matches!(self, KvAt::One { f32: true, .. })
     }
 }
 
@@ -354,7 +366,7 @@ pub(crate) struct KvRow {
 // SAFETY: plain old data with the kernel's layout (checked in the tests below).
 unsafe impl DeviceRepr for KvRow {}
 
-/// Rope on q (in place) and k, and the store of k and v (f16) at each token's position.
+/// Rope on q (in place) and k, and the store of k and v (f16, or f32) at each token's position.
 ///
 /// # Safety
 /// See the module docs; `at` addresses caches with room for the positions written.
@@ -374,8 +386,13 @@ pub(crate) unsafe fn rope_store(
         h.n_rot as i32,
         i32::from(h.neox),
     );
+    let f = if at.wide() {
+        &gpu.k.rope_store_f32
+    } else {
+        &gpu.k.rope_store
+    };
     let (kc, vc, pos, rows, layer) = at.args();
-    let mut b = gpu.stream.launch_builder(&gpu.k.rope_store);
+    let mut b = gpu.stream.launch_builder(f);
     b.arg(&q)
         .arg(&k)
         .arg(&v)
@@ -417,8 +434,13 @@ pub(crate) unsafe fn attention(
         h.head_dim_v as i32,
     );
     let scale = 1.0 / (h.head_dim as f32).sqrt();
+    let f = if at.wide() {
+        &gpu.k.attention_f32
+    } else {
+        &gpu.k.attention
+    };
     let (kc, vc, pos, rows, layer) = at.args();
-    let mut b = gpu.stream.launch_builder(&gpu.k.attention);
+    let mut b = gpu.stream.launch_builder(f);
     b.arg(&q)
         .arg(&kc)
         .arg(&vc)

@@ -359,7 +359,6 @@ fn blocks_per_sm_cap() -> u32 {
     env_i32("MOLLA_PK_BPS", 1).max(1) as u32
 }
 
-
 /// Bytes of weights a block stages in shared memory at a time (`MOLLA_PK_CHUNK`, default: all
 /// that shared memory leaves; `stages()` such buffers).
 fn chunk_bytes() -> usize {

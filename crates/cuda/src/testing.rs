@@ -273,8 +273,9 @@ impl HeadShape {
     }
 }
 
-/// Rope of `n` tokens' q and k at positions `pos0..`, storing k and v into f16 caches of
-/// `capacity` positions. Returns (rotated q, key cache, value cache), the caches widened to f32.
+/// Rope of `n` tokens' q and k at positions `pos0..`, storing k and v into caches of `capacity`
+/// positions (f16, or f32 with `f32`). Returns (rotated q, key cache, value cache), the caches
+/// widened to f32; positions not written hold NaN.
 #[allow(clippy::too_many_arguments)]
 pub fn rope_store(
     gpu: &Gpu,
@@ -285,6 +286,7 @@ pub fn rope_store(
     v: &[f32],
     pos0: usize,
     capacity: usize,
+    f32: bool,
 ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
     let heads = h.heads()?;
     let (qd, kvd, vd) = (
@@ -305,9 +307,16 @@ pub fn rope_store(
         .into());
     }
     let (qb, kb, vb) = (gpu.upload(q)?, gpu.upload(k)?, gpu.upload(v)?);
-    let nan = f16::NAN.to_bits();
-    let kc = gpu.upload(&vec![nan; capacity * kvd])?;
-    let vc = gpu.upload(&vec![nan; capacity * vd])?;
+    // NaN poison in the cache's element type (an f32 NaN is the words 0x0000, 0x7fc0).
+    let words = if f32 { 2 } else { 1 };
+    let nan: Vec<u16> = if f32 {
+        vec![0, 0x7fc0]
+    } else {
+        vec![f16::NAN.to_bits()]
+    };
+    let poison = |elems: usize| nan.repeat(elems);
+    let kc = gpu.upload(&poison(capacity * kvd))?;
+    let vc = gpu.upload(&poison(capacity * vd))?;
     let (pos, fr) = (gpu.upload(&[pos0 as i32])?, gpu.upload(freqs)?);
     // SAFETY: sizes as checked.
     unsafe {
@@ -318,18 +327,24 @@ pub fn rope_store(
             launch::KvAt::One {
                 cache: (gpu.ptr(&kc), gpu.ptr(&vc)),
                 pos: gpu.ptr(&pos),
+                f32,
             },
             gpu.ptr(&fr),
             n,
         )?
     };
     let widen = |b: &CudaSlice<u16>, len: usize| -> Result<Vec<f32>> {
-        let mut bits = vec![0u16; len];
+        let mut bits = vec![0u16; words * len];
         gpu.download(b, &mut bits)?;
-        Ok(bits
-            .into_iter()
-            .map(|b| f16::from_bits(b).to_f32())
-            .collect())
+        Ok(if f32 {
+            bits.chunks_exact(2)
+                .map(|w| f32::from_bits(u32::from(w[0]) | (u32::from(w[1]) << 16)))
+                .collect()
+        } else {
+            bits.into_iter()
+                .map(|b| f16::from_bits(b).to_f32())
+                .collect()
+        })
     };
     Ok((
         fetch(gpu, &qb, q.len())?,
@@ -339,7 +354,8 @@ pub fn rope_store(
 }
 
 /// Causal attention of `n` queries (rows of `q`) at positions `pos0..` over caches holding
-/// positions `0..pos0 + n` (given in f32, stored in f16 as the model's cache is).
+/// positions `0..pos0 + n` (given in f32, stored in f16 as the model's default cache is, or in
+/// f32 with `f32`).
 pub fn attention(
     gpu: &Gpu,
     h: &HeadShape,
@@ -347,6 +363,7 @@ pub fn attention(
     keys: &[f32],
     values: &[f32],
     pos0: usize,
+    f32: bool,
 ) -> Result<Vec<f32>> {
     let heads = h.heads()?;
     let (qd, kvd, vd) = (
@@ -358,11 +375,23 @@ pub fn attention(
     check("attention q", q.len(), n * qd)?;
     check("attention keys", keys.len(), (pos0 + n) * kvd)?;
     check("attention values", values.len(), (pos0 + n) * vd)?;
-    let half = |x: &[f32]| -> Vec<u16> { x.iter().map(|&v| f16::from_f32(v).to_bits()).collect() };
+    // The cache's 16-bit words: an f16 each, or an f32's low and high halves.
+    let words = |x: &[f32]| -> Vec<u16> {
+        if f32 {
+            x.iter()
+                .flat_map(|&v| {
+                    let b = v.to_bits();
+                    [b as u16, (b >> 16) as u16]
+                })
+                .collect()
+        } else {
+            x.iter().map(|&v| f16::from_f32(v).to_bits()).collect()
+        }
+    };
     let (qb, kc, vc) = (
         gpu.upload(q)?,
-        gpu.upload(&half(keys))?,
-        gpu.upload(&half(values))?,
+        gpu.upload(&words(keys))?,
+        gpu.upload(&words(values))?,
     );
     let pos = gpu.upload(&[pos0 as i32])?;
     let out = poisoned(gpu, n * h.n_head * h.head_dim_v)?;
@@ -375,6 +404,7 @@ pub fn attention(
             launch::KvAt::One {
                 cache: (gpu.ptr(&kc), gpu.ptr(&vc)),
                 pos: gpu.ptr(&pos),
+                f32,
             },
             gpu.ptr(&out),
             n,

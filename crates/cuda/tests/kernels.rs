@@ -304,26 +304,36 @@ fn rope_and_cache_store_both_styles() {
         let q = rng.vec(n * nh * hd, 1.0);
         let k = rng.vec(n * nkv * hd, 1.0);
         let v = rng.vec(n * nkv * hd, 1.0);
-        let (gq, gk, gv) =
-            testing::rope_store(&g, &shape, &rope.freqs, &q, &k, &v, pos0, cap).unwrap();
         let (mut cq, mut ck) = (q.clone(), k.clone());
         for t in 0..n {
             rope.apply(&mut cq[t * nh * hd..(t + 1) * nh * hd], hd, pos0 + t);
             rope.apply(&mut ck[t * nkv * hd..(t + 1) * nkv * hd], hd, pos0 + t);
         }
         let kv_dim = nkv * hd;
-        let e = rel(&gq, &cq);
-        assert!(e < 1e-5, "rope q (neox {neox}, n_rot {n_rot}): {e}");
-        let stored_k = &gk[pos0 * kv_dim..(pos0 + n) * kv_dim];
-        let stored_v = &gv[pos0 * kv_dim..(pos0 + n) * kv_dim];
-        let ek = rel(stored_k, &ck);
-        let ev = rel(stored_v, &v);
-        println!(
-            "rope nh {nh} neox {neox} n_rot {n_rot}: q {e:.2e} k(f16) {ek:.2e} v(f16) {ev:.2e}"
-        );
-        assert!(ek < TOL && ev < TOL, "cache store: k {ek} v {ev}");
-        // Positions outside pos0..pos0+n stay untouched (NaN poison).
-        assert!(gk[..pos0 * kv_dim].iter().all(|x| x.is_nan()));
+        // f16 caches, then f32 ones (stored as computed: the rope's own accuracy).
+        for (f32, tol) in [(false, TOL), (true, 1e-5)] {
+            let (gq, gk, gv) =
+                testing::rope_store(&g, &shape, &rope.freqs, &q, &k, &v, pos0, cap, f32).unwrap();
+            let e = rel(&gq, &cq);
+            assert!(e < 1e-5, "rope q (neox {neox}, n_rot {n_rot}): {e}");
+            let stored_k = &gk[pos0 * kv_dim..(pos0 + n) * kv_dim];
+            let stored_v = &gv[pos0 * kv_dim..(pos0 + n) * kv_dim];
+            let ek = rel(stored_k, &ck);
+            let ev = rel(stored_v, &v);
+            println!(
+                "rope nh {nh} neox {neox} n_rot {n_rot} f32 cache {f32}: q {e:.2e} k {ek:.2e} v {ev:.2e}"
+            );
+            assert!(
+                ek < tol && ev < tol,
+                "cache store (f32 {f32}): k {ek} v {ev}"
+            );
+            if f32 {
+                assert_eq!(stored_v, &v[..], "an f32 cache stores v as it is");
+            }
+            // Positions outside pos0..pos0+n stay untouched (NaN poison).
+            assert!(gk[..pos0 * kv_dim].iter().all(|x| x.is_nan()));
+            assert!(gk[(pos0 + n) * kv_dim..].iter().all(|x| x.is_nan()));
+        }
     }
 }
 
@@ -391,15 +401,23 @@ fn attention_decode_prefill_and_long_cache() {
         let r16 = |v: Vec<f32>| -> Vec<f32> {
             v.into_iter().map(|x| f16::from_f32(x).to_f32()).collect()
         };
-        let keys = r16(rng.vec(len * nkv * hd, 1.0));
-        let values = r16(rng.vec(len * nkv * hd, 1.0));
-        let out = testing::attention(&g, &s, &q, &keys, &values, pos0).unwrap();
-        let e = rel(&out, &attention_ref(&s, &q, &keys, &values, pos0));
-        println!("attention {nh}/{nkv} hd {hd} n {n} pos0 {pos0}: rel {e:.2e}");
-        assert!(
-            e < TOL,
-            "attention {nh}/{nkv} hd {hd} n {n} pos0 {pos0}: {e}"
-        );
+        let keys = rng.vec(len * nkv * hd, 1.0);
+        let values = rng.vec(len * nkv * hd, 1.0);
+        // An f16 cache (the reference sees the rounded values), then an f32 one.
+        for f32 in [false, true] {
+            let (keys, values) = if f32 {
+                (keys.clone(), values.clone())
+            } else {
+                (r16(keys.clone()), r16(values.clone()))
+            };
+            let out = testing::attention(&g, &s, &q, &keys, &values, pos0, f32).unwrap();
+            let e = rel(&out, &attention_ref(&s, &q, &keys, &values, pos0));
+            println!("attention {nh}/{nkv} hd {hd} n {n} pos0 {pos0} f32 cache {f32}: rel {e:.2e}");
+            assert!(
+                e < TOL,
+                "attention {nh}/{nkv} hd {hd} n {n} pos0 {pos0} f32 {f32}: {e}"
+            );
+        }
     }
 }
 

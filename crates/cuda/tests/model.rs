@@ -263,3 +263,68 @@ fn handles_can_cross_threads() {
     send_sync::<CudaModel>();
     send::<cuda::CudaKvCache>();
 }
+
+/// `tokens` decoded one at a time (no prefill: its cuBLAS matmuls' rounding would outweigh the
+/// cache's) against the CPU with its exact f32 cache, with CUDA caches in f32 (`f32`) or f16: the
+/// worst top-16 |dlogprob| over the steps, and the last step's logits.
+fn worst_against_cpu(spec: &SynthSpec, tokens: &[u32], f32: bool) -> (f64, Vec<f32>) {
+    let (cpu, m) = models(spec);
+    let cuda = CudaModel::new(&m, 0).unwrap();
+    cuda.set_cache_f32(f32);
+    let cap = tokens.len();
+    let (mut kc, mut kg) = (cpu.new_cache(cap), cuda.new_cache(cap).unwrap());
+    assert_eq!(kg.is_f32(), f32);
+    let tag = format!("{} f32 cache {f32}", spec.ty);
+    let (mut worst, mut last) = (0.0f64, Vec::new());
+    for (s, &t) in tokens.iter().enumerate() {
+        let c = cpu.forward(&[t], &mut kc, Logits::Last).unwrap();
+        let g = cuda.forward(&[t], &mut kg, Logits::Last).unwrap();
+        worst = worst.max(compare(&format!("{tag} decode {s}"), &g, &c));
+        last = g;
+    }
+    if f32 {
+        assert!(
+            cuda.decode_path().contains("f32 KV cache"),
+            "{}",
+            cuda.decode_path()
+        );
+        // Batched steps (of several sequences) take f16 caches only: refused, caches unchanged.
+        let (mut ka, mut kb) = (cuda.new_cache(4).unwrap(), cuda.new_cache(4).unwrap());
+        assert!(
+            cuda.forward_batch(&mut [(tokens[0], &mut ka), (tokens[1], &mut kb)])
+                .is_err()
+        );
+        assert_eq!((ka.len, kb.len), (0, 0));
+        // A prefill on an f32 cache agrees with the CPU too.
+        let mut kp = cuda.new_cache(cap).unwrap();
+        let g = cuda.forward(tokens, &mut kp, Logits::Last).unwrap();
+        let c = cpu
+            .forward(tokens, &mut cpu.new_cache(cap), Logits::Last)
+            .unwrap();
+        compare(&format!("{tag} prefill"), &g, &c);
+    }
+    println!(
+        "{tag}: worst top-16 |dlogprob| over {} decode steps {worst:.2e}",
+        tokens.len()
+    );
+    (worst, last)
+}
+
+/// An f32 KV cache on CUDA (`set_cache_f32`) runs decode (graph path) and prefill on f32
+/// storage: its decode steps are closer to the CPU's f32 cache than CUDA's f16 cache's are
+/// (fails when the setting is ignored or the cache rounds to f16 somewhere; wrong layer strides
+/// fail the comparison itself).
+#[test]
+fn f32_kv_cache_is_closer_to_the_cpu() {
+    let Some(_) = gpu() else { return };
+    let spec = smol(GgmlType::Q8_0, 3, false);
+    let mut rng = Rng::new(21);
+    let tokens: Vec<u32> = (0..160).map(|_| rng.below(spec.n_vocab) as u32).collect();
+    let (w16, l16) = worst_against_cpu(&spec, &tokens, false);
+    let (w32, l32) = worst_against_cpu(&spec, &tokens, true);
+    assert_ne!(l16, l32, "the f32 cache gives the f16 cache's logits");
+    assert!(
+        w32 < w16,
+        "decode: f32 cache {w32:.2e} vs f16 cache {w16:.2e}"
+    );
+}

@@ -116,8 +116,8 @@ impl Backend {
         }
     }
 
-    /// The KV cache element type for caches made from now on; the CPU honours it, CUDA caches
-    /// are always f16.
+    /// The KV cache element type for caches made from now on (CUDA: f32 caches decode on the
+    /// graph path and are refused by batched steps, so the server leaves CUDA at f16).
     pub fn set_cache_type(&mut self, ty: cpu::CacheType) {
         // Without the GPU features the CPU is the only backend.
         #[allow(irrefutable_let_patterns)]
@@ -127,6 +127,10 @@ impl Backend {
         #[cfg(feature = "gpu")]
         if let Backend::Gpu(m) = self {
             m.set_cache_f16(ty == cpu::CacheType::F16);
+        }
+        #[cfg(feature = "cuda")]
+        if let Backend::Cuda(m) = self {
+            m.set_cache_f32(ty == cpu::CacheType::F32);
         }
     }
 

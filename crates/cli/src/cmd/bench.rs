@@ -26,9 +26,10 @@ pub struct Args {
     threads: usize,
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// KV cache element type on the CPU: f32 (exact) or f16 (half the memory). CUDA uses f16.
-    #[arg(long = "cache-type", default_value = "f32")]
-    cache_type: String,
+    /// KV cache element type: f32 (exact) or f16 (half the memory). Default: f32 on the CPU and
+    /// wgpu, f16 on CUDA (whose f32 caches decode on the graph path, not the persistent kernel).
+    #[arg(long = "cache-type", value_name = "f32|f16")]
+    cache_type: Option<String>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -76,7 +77,7 @@ pub fn run(a: Args) -> Result<()> {
     let model = Model::open(&a.model).with_context(|| a.model.display().to_string())?;
     let desc = model.describe();
     let mut m = Backend::new(model, device)?;
-    m.set_cache_type(super::parse_cache_type(&a.cache_type)?);
+    super::apply_cache_type(&mut m, a.cache_type.as_deref())?;
     let load_s = load.elapsed().as_secs_f64();
     let vocab = m.hparams().n_vocab;
     let dev = m.device_name();

@@ -20,9 +20,10 @@ pub struct GenArgs {
     /// cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "auto")]
     pub device: String,
-    /// KV cache element type on the CPU: f32 (exact) or f16 (half the memory). CUDA uses f16.
-    #[arg(long = "cache-type", default_value = "f32")]
-    pub cache_type: String,
+    /// KV cache element type: f32 (exact) or f16 (half the memory). Default: f32 on the CPU and
+    /// wgpu, f16 on CUDA (whose f32 caches decode on the graph path, not the persistent kernel).
+    #[arg(long = "cache-type", value_name = "f32|f16")]
+    pub cache_type: Option<String>,
     /// CPU worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -116,7 +117,7 @@ impl GenArgs {
         let template = server::chat_template(&model, &tok)?;
         let ctx = server::context_size(&model, self.ctx);
         let mut backend = Backend::new(model, device)?;
-        backend.set_cache_type(super::parse_cache_type(&self.cache_type)?);
+        super::apply_cache_type(&mut backend, self.cache_type.as_deref())?;
         Ok(Session {
             backend,
             tok,

@@ -18,9 +18,10 @@ pub struct Args {
     /// cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// KV cache element type on the CPU: f32 (exact) or f16 (half the memory). CUDA uses f16.
-    #[arg(long = "cache-type", default_value = "f32")]
-    cache_type: String,
+    /// KV cache element type: f32 (exact) or f16 (half the memory). Default: f32 on the CPU and
+    /// wgpu, f16 on CUDA (whose f32 caches decode on the graph path, not the persistent kernel).
+    #[arg(long = "cache-type", value_name = "f32|f16")]
+    cache_type: Option<String>,
     /// Run the tokens one at a time (the decode path) instead of as one prefill batch.
     #[arg(long)]
     decode: bool,
@@ -53,7 +54,7 @@ pub fn run(a: Args) -> Result<()> {
     let tokens = parse_tokens(&a.tokens)?;
     let model = Model::open(&a.model).with_context(|| a.model.display().to_string())?;
     let mut m = Backend::new(model, device)?;
-    m.set_cache_type(super::parse_cache_type(&a.cache_type)?);
+    super::apply_cache_type(&mut m, a.cache_type.as_deref())?;
     let mut kv = m.new_cache(tokens.len())?;
     let logits = if a.decode {
         let mut last = Vec::new();

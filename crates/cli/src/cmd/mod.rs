@@ -69,6 +69,15 @@ pub fn parse_cache_type(s: &str) -> Result<cpu::CacheType> {
     cpu::CacheType::parse(s).ok_or_else(|| anyhow::anyhow!("--cache-type: '{s}' is not f32 or f16"))
 }
 
+/// Applies `--cache-type` when given; without it each backend keeps its default (f32 on the CPU
+/// and wgpu, f16 on CUDA).
+pub fn apply_cache_type(backend: &mut crate::backend::Backend, s: Option<&str>) -> Result<()> {
+    if let Some(s) = s {
+        backend.set_cache_type(parse_cache_type(s)?);
+    }
+    Ok(())
+}
+
 /// Sizes the rayon pool; 0 keeps rayon's default (one thread per logical core).
 pub fn set_threads(n: usize) -> Result<()> {
     if n > 0 {

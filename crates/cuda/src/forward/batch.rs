@@ -103,6 +103,11 @@ impl CudaModel {
             if kv.model_uid != self.uid {
                 return Err(CudaError::CacheShape);
             }
+            if kv.f32 {
+                return Err(CudaError::Unsupported(
+                    "batched steps over f32 KV caches (they take f16 caches)".into(),
+                ));
+            }
             cpu::check_input(tokens, kv.len, kv.capacity(), vocab)?;
         }
         let decode_only = rows_total == n_seq;
