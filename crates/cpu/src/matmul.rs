@@ -1,10 +1,10 @@
 //! `y = x · Wᵀ` for a weight matrix kept in its file encoding and 1..N activation rows.
 //!
-//! Prefill (N > 4), block-quantized weights, CPUs with AVX512-VNNI: the N activation rows are
+//! Prefill (N > 4), block-quantized weights, x86 CPUs with AVX2 or AVX512-VNNI: the N activation rows are
 //! quantized to 16 bits once (`quant::q16`, in parallel), then jobs of one 32-row panel each run
 //! on the rayon pool; each decodes its rows into integer panels and multiplies them with all N
 //! rows in the q16 integer GEMM (`quant::q16::gemm_q16`), writing its own columns of the output.
-//! F32/F16/BF16 weights, Q2_K and CPUs without VNNI: each task decodes its chunk of rows to f32
+//! F32/F16/BF16 weights, Q2_K and other CPUs (NEON, scalar): each task decodes its chunk of rows to f32
 //! and runs the `gemm` crate's f32 GEMM. Decode (N = 1): SIMD dot products of each weight row
 //! with the activations quantized to 16 bits (~2^-16 relative error per element); N = 2..4 runs
 //! that N times.

@@ -50,12 +50,20 @@ fn kernel(isa: Isa) -> Kernel {
     }
 }
 
-/// Whether [`gemm_q16`] beats an f32 GEMM on decoded weights on this CPU: with AVX512-VNNI
-/// (`vpdpwssd`, ~2x the f32 FMA rate on Zen 4). The AVX2 tile (`vpmaddwd` + `vpaddd`) measured
-/// 33-56 G multiply-adds/s a core on Zen 4, about what f32 FMA gives, and the scalar tile is far
-/// slower, so callers keep their f32 path there.
+/// Whether callers should run prefill through [`gemm_q16`] rather than an f32 GEMM on decoded
+/// weights: on x86 with AVX2 or AVX512-VNNI. With VNNI (`vpdpwssd`) it is ~2x the f32 FMA rate on
+/// Zen 4; the AVX2 tile (`vpmaddwd` + `vpaddd`) is somewhat slower than the `gemm` crate's f32
+/// GEMM (an AVX2-only EPYC, 2 threads, pp256: SmolLM2 Q4_1 313 vs 402 tok/s, Qwen2.5-0.5B 104
+/// vs 120), but its exact integer sums give every row the same bits whatever the batch size
+/// (the f32 GEMM's blocking changes with the number of rows), hence the same bits as an AVX-512
+/// machine, and prefix reuse, paged caches and batched serving keep their bit-identity. The
+/// scalar tile is far slower: elsewhere callers keep their f32 path.
 pub fn gemm_is_fast() -> bool {
-    Isa::best() == Isa::Avx512
+    match Isa::best() {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx2 => true,
+        _ => false,
+    }
 }
 
 /// `n` tokens (the rows of `a`, `p.k()` values each) times the weight rows of `p`: calls
