@@ -68,39 +68,33 @@ __device__ __forceinline__ float key_dot(const float* qs, const float* kr, int h
     return s;
 }
 
-// Weighted sum of value rows, LP lanes per position (8 dims each, 16-byte loads): each lane adds
-// into acc[0..8] for dims 8 * (lane % LP) ..; positions i = warp * PPW + lane / LP + k * stride.
-template <int LP>
-__device__ __forceinline__ void values_vec(const float* ps, const u16* vbase, int v_dim, int np, float* acc) {
-    const int PPW = 32 / LP;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int dim0 = 8 * (lane % LP);
-#pragma unroll 4
-    for (int i = warp * PPW + lane / LP; i < np; i += ATT_WARPS * PPW) {
-        float p = ps[i];
-        uint4 u = *(const uint4*)(vbase + (size_t)i * v_dim + dim0);
-        u32 w[4] = {u.x, u.y, u.z, u.w};
+// acc[0..8) += p * the 8 cache elements at r (16-byte aligned f16, 32-byte aligned f32).
+__device__ __forceinline__ void acc8(float p, const u16* r, float* acc) {
+    uint4 u = *(const uint4*)r;
+    u32 w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            acc[2 * j] += p * h2f((u16)(w[j] & 0xffff));
-            acc[2 * j + 1] += p * h2f((u16)(w[j] >> 16));
-        }
+    for (int j = 0; j < 4; j++) {
+        acc[2 * j] += p * h2f((u16)(w[j] & 0xffff));
+        acc[2 * j + 1] += p * h2f((u16)(w[j] >> 16));
     }
 }
 
-template <int LP>
-__device__ __forceinline__ void values_vec(const float* ps, const float* vbase, int v_dim, int np, float* acc) {
+__device__ __forceinline__ void acc8(float p, const float* r, float* acc) {
+    float e[8];
+    kv_ld8(r, e);
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[j] += p * e[j];
+}
+
+// Weighted sum of value rows, LP lanes per position (8 dims each, 16- or 32-byte loads): each
+// lane adds into acc[0..8] for dims 8 * (lane % LP) ..; positions i = warp * PPW + lane / LP + k * stride.
+template <int LP, typename KT>
+__device__ __forceinline__ void values_vec(const float* ps, const KT* vbase, int v_dim, int np, float* acc) {
     const int PPW = 32 / LP;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int dim0 = 8 * (lane % LP);
 #pragma unroll 4
-    for (int i = warp * PPW + lane / LP; i < np; i += ATT_WARPS * PPW) {
-        float p = ps[i];
-        float e[8];
-        kv_ld8(vbase + (size_t)i * v_dim + dim0, e);
-#pragma unroll
-        for (int j = 0; j < 8; j++) acc[j] += p * e[j];
-    }
+    for (int i = warp * PPW + lane / LP; i < np; i += ATT_WARPS * PPW) acc8(ps[i], vbase + (size_t)i * v_dim + dim0, acc);
 }
 
 // One query head's attention over cache positions 0 .. end-1 of kv head `kvh`: `qs` (shared,
