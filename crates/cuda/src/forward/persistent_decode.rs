@@ -1,0 +1,169 @@
+//! The persistent decode path of [`CudaModel`]: the step list built once per cache
+//! ([`crate::persistent`]), one launch a decode step, and the fallback bookkeeping when the kernel
+//! is refused or a wait in it times out (docs/cuda-persistent.md).
+
+use super::CudaModel;
+use crate::error::{CudaError, Result};
+use crate::kv::CudaKvCache;
+use crate::launch::Out;
+use crate::persistent::{Input, Persistent, Steps};
+use crate::weights::DevMatrix;
+use cudarc::driver::CudaSlice;
+use std::sync::atomic::Ordering;
+
+impl CudaModel {
+    /// With `MOLLA_PK_TRACE=1` set at cache creation: the last persistent decode step's timing.
+    pub fn persistent_trace(&self) -> Option<crate::persistent::Trace> {
+        self.pk_trace
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(super) fn persistent_fails(&self, why: String) {
+        self.persistent.store(false, Ordering::Relaxed);
+        *self
+            .persistent_off
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(why);
+    }
+
+    /// One decode step as one launch of the persistent kernel, its logits read by `f`. `f`
+    /// back, unused, when the kernel is not available for this model or a wait in it timed out
+    /// (then it is off from now on, and the caller runs the step on the graph path: the step
+    /// rewrites everything it wrote).
+    pub(super) fn decode_persistent<R, F: FnOnce(&[f32]) -> R>(
+        &self,
+        token: u32,
+        kv: &mut CudaKvCache,
+        f: F,
+    ) -> Result<std::result::Result<R, F>> {
+        let (g, vocab) = (&self.gpu, self.hp.n_vocab);
+        if kv.pk.is_none() {
+            match self.build_persistent(kv) {
+                Ok(pk) => {
+                    self.pk_grid.store(pk.grid(), Ordering::Relaxed);
+                    kv.pk = Some(pk);
+                }
+                Err(e) => {
+                    self.persistent_fails(e.to_string());
+                    return Ok(Err(f));
+                }
+            }
+        }
+        let Some(pk) = kv.pk.as_mut() else {
+            return Ok(Err(f));
+        };
+        // The word after the logits is the kernel's error flag (zero).
+        let err = g.ptr(&kv.decode.logits) + (vocab * 4) as u64;
+        let t0 = std::time::Instant::now();
+        // SAFETY: the step list holds addresses of this model's and this cache's buffers.
+        unsafe { pk.launch(g, &self.heads, (token, kv.len), err, g.ptr(&self.freqs))? };
+        let t1 = std::time::Instant::now();
+        // The logits and the flag in one copy; `f` reads the logits only when the flag is clear.
+        let got = g.download_with(&kv.decode.logits, vocab + 1, |out| {
+            match out[vocab].to_bits() {
+                0 => Ok(f(&out[..vocab])),
+                flag => Err((f, flag)),
+            }
+        })?;
+        let t2 = std::time::Instant::now();
+        match got {
+            Ok(r) => {
+                if let Some(mut t) = pk.read_trace(g)? {
+                    t.host_us = [(t1 - t0), (t2 - t1)].map(|d| d.as_secs_f64() * 1e6);
+                    *self.pk_trace.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+                }
+                kv.len += 1;
+                Ok(Ok(r))
+            }
+            Err((f, flag)) => {
+                kv.pk = None;
+                g.clear(&mut kv.decode.logits)?;
+                self.persistent_fails(format!("a wait timed out at step {}", flag - 1));
+                Ok(Err(f))
+            }
+        }
+    }
+
+    /// The persistent kernel's step list for `kv`: per layer q/k/v (RMSNorm in the input, the
+    /// embedding lookup too in the first layer), rope + cache store + attention, wo (+= x),
+    /// gate/up with SwiGLU, down (+= x); then the head.
+    fn build_persistent(&self, kv: &CudaKvCache) -> Result<Persistent> {
+        let (g, hp, s) = (&self.gpu, &self.hp, &kv.decode);
+        if self.layers.is_empty() {
+            return Err(CudaError::Unsupported("a model without layers".into()));
+        }
+        let p = |b: &CudaSlice<f32>| g.ptr(b);
+        let logits = s.ptrs(g).logits;
+        // The tagged buffers the steps pass values through: 8 bytes a value, each 16-byte aligned.
+        let sizes = [
+            hp.n_embd,
+            hp.n_head * hp.head_dim,
+            hp.kv_dim(),
+            hp.v_dim(),
+            hp.n_head * hp.head_dim_v,
+            hp.n_ff,
+        ];
+        let ll = g.zeros::<u64>(sizes.iter().map(|n| n.next_multiple_of(2)).sum())?;
+        let mut at = g.ptr(&ll);
+        let [x, q, k, v, att, gate] = sizes.map(|n| {
+            let a = at;
+            at += 8 * n.next_multiple_of(2) as u64;
+            a
+        });
+        let out =
+            |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
+        let eps = hp.rms_eps;
+        let mut st = Steps::new(crate::persistent::ll_max());
+        for (li, l) in self.layers.iter().enumerate() {
+            let input = if li == 0 {
+                Input::EmbedRmsNorm {
+                    emb: self.embd.r(g),
+                    w: p(&l.attn_norm),
+                    eps,
+                }
+            } else {
+                Input::RmsNorm(x, p(&l.attn_norm), eps)
+            };
+            let qkv = [
+                out(&l.wq, q, self.opt(&l.bq), false),
+                out(&l.wk, k, self.opt(&l.bk), false),
+                out(&l.wv, v, self.opt(&l.bv), false),
+            ];
+            st.matvec(&qkv, hp.n_embd, input);
+            st.attention(
+                (q, k, v),
+                self.cache_ptrs(kv, li),
+                att,
+                hp.n_head * hp.head_dim_v,
+            );
+            // wo and down add onto x, which the q/k/v and gate/up steps before them read.
+            st.residual(
+                &out(&l.wo, x, 0, true),
+                hp.n_head * hp.head_dim_v,
+                Input::Plain(att),
+            );
+            // The pair step writes silu(gate) * up into gate's buffer only.
+            st.gate_up(
+                &out(&l.w_gate, gate, 0, false),
+                &out(&l.w_up, gate, 0, false),
+                hp.n_embd,
+                Input::RmsNorm(x, p(&l.ffn_norm), eps),
+            );
+            st.residual(&out(&l.w_down, x, 0, true), hp.n_ff, Input::Plain(gate));
+        }
+        let head = Out {
+            w: self.output(),
+            y: logits,
+            bias: 0,
+            accumulate: false,
+        };
+        st.matvec_plain(
+            &[head],
+            hp.n_embd,
+            Input::RmsNorm(x, p(&self.output_norm), eps),
+        );
+        Persistent::new(g, st, ll)
+    }
+}
