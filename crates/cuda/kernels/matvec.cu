@@ -226,6 +226,81 @@ extern "C" __global__ void matvec(const MvArgs a) {
     }
 }
 
+// Whether matvec_wide decodes rows of type ty (the formats q16.cuh covers).
+__device__ __forceinline__ bool is_q16(int ty) {
+    return ty == T_Q4_0 || ty == T_Q4_1 || ty == T_Q5_0 || ty == T_Q5_1 || ty == T_Q8_0 || ty == T_Q4_K ||
+           ty == T_Q5_K || ty == T_Q6_K;
+}
+
+// row_dot_q16_one by weight type (q16 formats only; the host checks).
+__device__ __forceinline__ float row_dot_one_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane) {
+    switch (ty) {
+        case T_Q4_0: return row_dot_q16_one<T_Q4_0>(w, xq, cols, lane);
+        case T_Q4_1: return row_dot_q16_one<T_Q4_1>(w, xq, cols, lane);
+        case T_Q5_0: return row_dot_q16_one<T_Q5_0>(w, xq, cols, lane);
+        case T_Q5_1: return row_dot_q16_one<T_Q5_1>(w, xq, cols, lane);
+        case T_Q8_0: return row_dot_q16_one<T_Q8_0>(w, xq, cols, lane);
+        case T_Q4_K: return row_dot_q16_one<T_Q4_K>(w, xq, cols, lane);
+        case T_Q5_K: return row_dot_q16_one<T_Q5_K>(w, xq, cols, lane);
+        case T_Q6_K: return row_dot_q16_one<T_Q6_K>(w, xq, cols, lane);
+        default: return __int_as_float(0x7fc00000);
+    }
+}
+
+// matvec_wide's input, prepared in parallel: block b takes values [1024 b, 1024 b + 1024) of the
+// row (four threads a block of 32), prepared as load_input prepares them (128 threads a block, so
+// RMSNorm's sum has the same order and bits; every block sums the whole row) and quantized as
+// quantize_q16 quantizes them, into prep + cols * 4 (the f32 row before it is not written).
+extern "C" __global__ void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* prep) {
+    extern __shared__ float4 smem4[];
+    float* xs = (float*)smem4;
+    int n = a.cols;
+    float scale = 1.f;
+    if (a.mode == 1) {
+        load_row(a.x, xs, n);
+        __syncthreads();
+        scale = rms_scale(xs, n, a.eps, blockDim.x);
+    }
+    int b0 = blockIdx.x * 32 + (threadIdx.x >> 2), part = threadIdx.x & 3;
+    bool live = b0 < (n >> 5);
+    int b = live ? b0 : 0;
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        int i = 32 * b + 8 * part + j;
+        if (a.mode == 1) v[j] = xs[i] * scale * a.norm_w[i];
+        else if (a.mode == 2) v[j] = silu_mul(a.x[i], a.x2[i]);
+        else v[j] = __ldcg(a.x + i);
+    }
+    q16_block(v, b, part, live, n, prep + (size_t)n * 4);
+}
+
+// Decode matvec for big matrices, on an input `matvec_prep_wide` prepared once (prep: room for the
+// f32 row, then its q16 quantization): each block copies only the quantized row into shared memory, a warp
+// takes a row (lanes 32: the bits `matvec` gives), one unit a lane at a time in few registers so
+// that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
+// in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
+// 3.0 TB/s; scripts/mvbench).
+extern "C" __global__ void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
+    extern __shared__ float4 smem4[];
+    const int4* src = (const int4*)(prep + (size_t)a.cols * 4);
+    for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) ((int4*)smem4)[i] = __ldcg(src + i);
+    __syncthreads();
+    const Xq xq = xq_at((u8*)smem4, a.cols);
+    int lane = threadIdx.x & 31, warps = blockDim.x >> 5, total = mv_total(a);
+    for (int rb = blockIdx.x * warps; rb < total; rb += gridDim.x * warps) {
+        int si, r;
+        bool active = mv_row(a, rb, 32, si, r);
+        float acc = 0.f;
+        if (active) {
+            const MvSeg& s = a.seg[si];
+            acc = row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane);
+        }
+        acc = warp_sum(acc);
+        if (active && lane == 0) mv_store(a.seg[si], 0, r, acc);
+    }
+}
+
 // Inputs a batched matvec block prepares at most (one token of each of several sequences).
 #define MV_MULTI 8
 

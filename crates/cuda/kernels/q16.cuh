@@ -38,15 +38,65 @@ __device__ __forceinline__ Xq xq_at(u8* base, int cols) {
     return x;
 }
 
+// Values 8 part .. 8 part + 8 of block b of 32 (v), quantized into the Xq of a `cols`-wide row at
+// `base` by the four consecutive lanes part = 0..3 of a warp (shuffles: every lane of the warp
+// calls it); stored only when `live`.
+__device__ __forceinline__ void q16_block(const float* v, int b, int part, bool live, int cols, u8* base) {
+    int4* q4 = (int4*)base;
+    float* dx = (float*)(base + xq_qbytes(cols));
+    float* sx = dx + cols / 32;
+    int* s16 = (int*)(sx + cols / 32);
+    float m = 0.f, sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        m = fmaxf(m, fabsf(v[i]));
+        sum += v[i];
+    }
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    // NaN: fmaxf drops it, so look for one explicitly and make the block's scale NaN.
+    int nan = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) nan |= (int)(v[i] != v[i]);
+    nan |= __shfl_xor_sync(0xffffffffu, nan, 1);
+    nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
+    int qi[8], t = 0;
+    float d = 0.f;
+    if (!(m < 1e-30f)) {
+        float inv = 32767.f / m;
+#pragma unroll
+        for (int i = 0; i < 8; i++) qi[i] = __float2int_rn(v[i] * inv);
+        d = m / 32767.f;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) qi[i] = 0;
+    }
+    if (nan) d = __int_as_float(0x7fc00000);
+#pragma unroll
+    for (int i = 0; i < 8; i++) t += qi[i];
+    t += __shfl_xor_sync(0xffffffffu, t, 1);
+    if (live) {
+        int4 o;
+        o.x = (qi[0] & 0xffff) | (qi[1] << 16);
+        o.y = (qi[2] & 0xffff) | (qi[3] << 16);
+        o.z = (qi[4] & 0xffff) | (qi[5] << 16);
+        o.w = (qi[6] & 0xffff) | (qi[7] << 16);
+        q4[xq_slot(4 * b + part)] = o;
+        if (part == 0) {
+            dx[b] = d;
+            sx[b] = sum;
+        }
+        if ((part & 1) == 0) s16[2 * b + (part >> 1)] = t;
+    }
+}
+
 // Quantizes xs[0..cols) (whole blocks of 32) into the Xq at `base`: four threads a block of 32,
 // eight values each (two 16-byte loads, one 16-byte store), every thread of the block takes part
 // and the result is ready after the final barrier. The same bits as Q16Acts::quantize for q and
 // dx; sx is summed in a different order.
 __device__ void quantize_q16(const float* xs, int cols, u8* base) {
-    int4* q4 = (int4*)base;
-    float* dx = (float*)(base + xq_qbytes(cols));
-    float* sx = dx + cols / 32;
-    int* s16 = (int*)(sx + cols / 32);
     int nb = cols >> 5, part = threadIdx.x & 3;
     // Every thread takes every trip (the shuffles need whole warps); past the end it computes on
     // block 0 and stores nothing.
@@ -58,50 +108,7 @@ __device__ void quantize_q16(const float* xs, int cols, u8* base) {
         const float4* src = (const float4*)(xs + 32 * b + 8 * part);
         float4 va = src[0], vb = src[1];
         float v[8] = {va.x, va.y, va.z, va.w, vb.x, vb.y, vb.z, vb.w};
-        float m = 0.f, sum = 0.f;
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            m = fmaxf(m, fabsf(v[i]));
-            sum += v[i];
-        }
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        // NaN: fmaxf drops it, so look for one explicitly and make the block's scale NaN.
-        int nan = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) nan |= (int)(v[i] != v[i]);
-        nan |= __shfl_xor_sync(0xffffffffu, nan, 1);
-        nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
-        int qi[8], t = 0;
-        float d = 0.f;
-        if (!(m < 1e-30f)) {
-            float inv = 32767.f / m;
-#pragma unroll
-            for (int i = 0; i < 8; i++) qi[i] = __float2int_rn(v[i] * inv);
-            d = m / 32767.f;
-        } else {
-#pragma unroll
-            for (int i = 0; i < 8; i++) qi[i] = 0;
-        }
-        if (nan) d = __int_as_float(0x7fc00000);
-#pragma unroll
-        for (int i = 0; i < 8; i++) t += qi[i];
-        t += __shfl_xor_sync(0xffffffffu, t, 1);
-        if (live) {
-            int4 o;
-            o.x = (qi[0] & 0xffff) | (qi[1] << 16);
-            o.y = (qi[2] & 0xffff) | (qi[3] << 16);
-            o.z = (qi[4] & 0xffff) | (qi[5] << 16);
-            o.w = (qi[6] & 0xffff) | (qi[7] << 16);
-            q4[xq_slot(4 * b + part)] = o;
-            if (part == 0) {
-                dx[b] = d;
-                sx[b] = sum;
-            }
-            if ((part & 1) == 0) s16[2 * b + (part >> 1)] = t;
-        }
+        q16_block(v, b, part, live, cols, base);
     }
     __syncthreads();
 }
@@ -271,6 +278,50 @@ __device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* 
         int bb = 8 * (u >> 2) + 4 * n + G;
         int s = idot<4>(wq, xr + 2 * G) - 32 * x.s16[2 * bb + hf];
         acc = __fadd_rn(acc, mul3(__fmul_rn(d, (float)(i8)S[2 * G]), x.dx[bb], (float)s));
+    }
+    return acc;
+}
+
+// 4 N4 bytes from a 2-byte aligned address in global memory: N4 + 1 aligned words through the
+// read-only path, funnel-shifted into place (ld16a2 takes two 2-byte loads a word, which makes
+// Q6_K rows of global memory stream at 1.4 TB/s on the H200 against 1.8 TB/s this way:
+// scripts/mvbench). Reads up to 4 bytes past the end (matrices have 16 bytes of slack).
+template <int N4>
+__device__ __forceinline__ void ldg_a2(const u8* p, u32* w) {
+    const u32* a = (const u32*)((size_t)p & ~(size_t)3);
+    u32 sh = (u32)((size_t)p & 2) * 8;
+    u32 x[N4 + 1];
+#pragma unroll
+    for (int k = 0; k <= N4; k++) x[k] = __ldg(a + k);
+#pragma unroll
+    for (int k = 0; k < N4; k++) w[k] = __funnelshift_r(x[k], x[k + 1], sh);
+}
+
+// unit_q6k on a row in global memory, its bytes loaded with ldg_a2: the same bytes and arithmetic,
+// so the same bits (unit_q6k stays as it is for rows in shared memory, where ldg_a2 cannot read).
+__device__ __forceinline__ float unit_q6k_g(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
+    const u8* b = w + (size_t)(u >> 2) * 210;
+    int n = (u >> 1) & 1, hf = u & 1;
+    u32 A[4], B[4], H[4], S[2];
+    ldg_a2<4>(b + 64 * n + 16 * hf, A);
+    ldg_a2<4>(b + 64 * n + 32 + 16 * hf, B);
+    ldg_a2<4>(b + 128 + 32 * n + 16 * hf, H);
+    ldg_a2<2>(b + 192 + 8 * n, S);  // the half's 8 scales
+    float d = h2f(ld16(b + 208));
+    float acc = 0.f;
+#pragma unroll
+    for (int G = 0; G < 4; G++) {
+        u32 wq[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            u32 l = (G & 1) ? B[k] : A[k];
+            wq[k] = ((l >> (4 * (G >> 1))) & 0x0f0f0f0fu) | (((H[k] >> (2 * G)) & 0x03030303u) << 4);
+        }
+        int bb = 8 * (u >> 2) + 4 * n + G;
+        int s = idot<4>(wq, xr + 2 * G) - 32 * x.s16[2 * bb + hf];
+        int si = 2 * G + hf;
+        i8 sc = (i8)((S[si >> 2] >> (8 * (si & 3))) & 0xffu);
+        acc = __fadd_rn(acc, mul3(__fmul_rn(d, (float)sc), x.dx[bb], (float)s));
     }
     return acc;
 }
@@ -491,6 +542,22 @@ __device__ __forceinline__ float row_dot_q16(const u8* __restrict__ w, const Xq&
         float v1 = unit_q16<T>(w, x1, x, two ? u1 : u0);
         acc = __fadd_rn(acc, v0);
         if (two) acc = __fadd_rn(acc, v1);
+    }
+    return acc;
+}
+
+// row_dot_q16 one unit a lane at a time: the same unit values added in the same order, so the
+// same bits, in fewer registers (matvec_wide runs four blocks an SM on them). The row is in global
+// memory (Q6_K reads it with ldg_a2).
+template <int T>
+__device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const Xq& x, int cols, int lane) {
+    int nu = q16_units<T>(cols);
+    float acc = 0.f;
+    for (int u = lane; u < nu; u += 32) {
+        int4 xr[8];
+        load_xu<T>(x, u, xr);
+        if constexpr (T == T_Q6_K) acc = __fadd_rn(acc, unit_q6k_g(w, xr, x, u));
+        else acc = __fadd_rn(acc, unit_q16<T>(w, xr, x, u));
     }
     return acc;
 }

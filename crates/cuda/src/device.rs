@@ -31,6 +31,9 @@ pub(crate) struct Kernels {
     pub matvec_multi: CudaFunction,
     /// Its first pass: each input row prepared once.
     pub matvec_prep: CudaFunction,
+    /// Decode matvec of big matrices on an input prepared once (by `matvec_prep_wide`).
+    pub matvec_wide: CudaFunction,
+    pub matvec_prep_wide: CudaFunction,
     pub matmul: CudaFunction,
     pub rms_norm: CudaFunction,
     pub rope_store: CudaFunction,
@@ -140,6 +143,8 @@ impl Gpu {
             matvec: f("matvec")?,
             matvec_multi: f("matvec_multi")?,
             matvec_prep: f("matvec_prep")?,
+            matvec_wide: f("matvec_wide")?,
+            matvec_prep_wide: f("matvec_prep_wide")?,
             matmul: f("matmul")?,
             rms_norm: f("rms_norm")?,
             rope_store: f("rope_store")?,
@@ -164,7 +169,13 @@ impl Gpu {
             .shared_size_bytes()
             .map_err(drv("kernel attribute"))?;
         let max_smem = (optin - static_smem).max(48 * 1024 - static_smem).max(0) as usize;
-        for f in [&k.matvec, &k.matvec_multi, &k.matvec_prep] {
+        for f in [
+            &k.matvec,
+            &k.matvec_multi,
+            &k.matvec_prep,
+            &k.matvec_wide,
+            &k.matvec_prep_wide,
+        ] {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 max_smem as i32,

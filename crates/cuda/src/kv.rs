@@ -101,6 +101,8 @@ pub struct CudaKvCache {
     /// Token ids of the current step.
     pub(crate) tokens: CudaSlice<u32>,
     pub(crate) decode: Scratch,
+    /// A decode step's matvec input, prepared once (launch::Rows::prep) for `matvec_wide`.
+    pub(crate) decode_prep: CudaSlice<u8>,
     pub(crate) prefill: Option<Scratch>,
     /// Logits of every token of a prefill chunk.
     pub(crate) logits_all: Option<CudaSlice<f32>>,
@@ -132,6 +134,9 @@ impl CudaKvCache {
             pos: gpu.zeros(1)?,
             tokens: gpu.zeros(CHUNK)?,
             decode: Scratch::new(gpu, hp, 1)?,
+            decode_prep: gpu.zeros(crate::launch::prep_stride(
+                hp.n_embd.max(hp.n_ff).max(hp.n_head * hp.head_dim_v),
+            ))?,
             prefill: None,
             logits_all: None,
             graph: None,

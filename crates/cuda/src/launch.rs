@@ -116,6 +116,29 @@ pub(crate) fn even_lanes(cols: usize) -> i32 {
 
 const MV_THREADS: u32 = 128;
 
+/// Threads of a `matvec_wide` block (kernels/matvec.cu: launch bounds 256, four blocks an SM).
+const WIDE_THREADS: u32 = 256;
+
+/// Whether a single-row decode matvec over `outs` goes through `matvec_wide`: every matrix in a
+/// format q16.cuh decodes, and at least `MOLLA_MV_WIDE` bytes in all (default 4 MiB: below that
+/// the extra launch for the input costs more than the wider kernel saves). Read once.
+fn wide(outs: &[Out]) -> bool {
+    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let min = *MIN.get_or_init(|| {
+        std::env::var("MOLLA_MV_WIDE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(4 << 20)
+    });
+    let bytes: usize = outs.iter().map(|o| o.w.rows * o.w.row_bytes).sum();
+    bytes >= min && outs.iter().all(|o| is_q16(o.w.ty))
+}
+
+/// The ggml types the q16 row decoders cover (kernels/q16.cuh).
+fn is_q16(ty: i32) -> bool {
+    matches!(ty, 2 | 3 | 6 | 7 | 8 | 12 | 13 | 14)
+}
+
 /// Inputs a batched matvec block prepares at most (kernels/matvec.cu `MV_MULTI`).
 const MV_MULTI: usize = 8;
 
@@ -145,7 +168,8 @@ pub(crate) unsafe fn matvec(
 }
 
 /// How many input rows a decode matvec takes: one, or one token of each of `n` sequences, with
-/// `prep` a device buffer of `n * prep_stride(cols)` bytes for the prepared inputs.
+/// `prep` a device buffer of `n * prep_stride(cols)` bytes for the prepared inputs (for one row
+/// it may be 0; with a buffer, big matrices go through `matvec_wide`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Rows {
     pub n: usize,
@@ -161,24 +185,8 @@ pub(crate) fn prep_stride(cols: usize) -> usize {
     cols * 4 + xq_bytes(cols)
 }
 
-/// [`matvec`] for `rows.n` input rows (`x`: n rows of `cols`; `Prep::SwiGlu`'s second input
-/// alike), one token of each of n sequences: output row t of each matrix goes to `y + t * rows`,
-/// with the bits `matvec` gives that input alone. Several rows take two launches: each input
-/// prepared once (`matvec_prep`, into `rows.prep`), then the rows of every matrix read once for
-/// up to 8 inputs (`matvec_multi`).
-///
-/// # Safety
-/// As [`matvec`], with `n` rows in every input and output buffer and, for n > 1, `rows.prep`
-/// holding `n * prep_stride(cols)` bytes.
-pub(crate) unsafe fn matvec_rows(
-    gpu: &Gpu,
-    outs: &[Out],
-    cols: usize,
-    x: u64,
-    prep: Prep,
-    rows: Rows,
-) -> Result<()> {
-    let n = rows.n;
+/// The matvec kernels' arguments for `outs` on input `x` (`cols` values), and the rows in all.
+fn mv_args(outs: &[Out], cols: usize, x: u64, prep: Prep) -> (MvArgs, usize) {
     let mut a = MvArgs {
         cols: cols as i32,
         x,
@@ -204,6 +212,70 @@ pub(crate) unsafe fn matvec_rows(
         total += o.w.rows;
     }
     a.nseg = outs.len().min(3) as i32;
+    (a, total)
+}
+
+/// [`matvec`] through `matvec_wide`: the input prepared once into `buf` (`prep_stride(cols)`
+/// bytes) by `matvec_prep_wide` (1024 values a block), then four blocks an SM on it. The same
+/// bits as `matvec` (32 lanes a row); every matrix must be in a format q16.cuh decodes.
+///
+/// # Safety
+/// As [`matvec`], with `buf` holding `prep_stride(cols)` bytes.
+pub(crate) unsafe fn matvec_wide(
+    gpu: &Gpu,
+    outs: &[Out],
+    cols: usize,
+    x: u64,
+    prep: Prep,
+    buf: u64,
+) -> Result<()> {
+    if !outs.iter().all(|o| is_q16(o.w.ty)) || !cols.is_multiple_of(32) {
+        return Err(crate::error::CudaError::Unsupported(
+            "wide matvec of a format without q16 decoding".into(),
+        ));
+    }
+    let (a, total) = mv_args(outs, cols, x, prep);
+    let mut b = gpu.stream.launch_builder(&gpu.k.matvec_prep_wide);
+    b.arg(&a).arg(&buf);
+    count_launch();
+    let prep_cfg = cfg(
+        (cols.div_ceil(1024) as u32, 1, 1),
+        MV_THREADS,
+        (cols * 4) as u32,
+    );
+    // SAFETY: the caller guarantees the addresses and the buffer's size.
+    unsafe { b.launch(prep_cfg) }.map_err(drv("matvec launch"))?;
+    let blocks = total
+        .div_ceil(WIDE_THREADS as usize / 32)
+        .clamp(1, gpu.sm_count * 4) as u32;
+    let mut b = gpu.stream.launch_builder(&gpu.k.matvec_wide);
+    b.arg(&a).arg(&buf);
+    count_launch();
+    let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
+    // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
+    unsafe { b.launch(cfg) }.map_err(drv("matvec launch"))?;
+    Ok(())
+}
+
+/// [`matvec`] for `rows.n` input rows (`x`: n rows of `cols`; `Prep::SwiGlu`'s second input
+/// alike), one token of each of n sequences: output row t of each matrix goes to `y + t * rows`,
+/// with the bits `matvec` gives that input alone. Several rows take two launches: each input
+/// prepared once (`matvec_prep`, into `rows.prep`), then the rows of every matrix read once for
+/// up to 8 inputs (`matvec_multi`).
+///
+/// # Safety
+/// As [`matvec`], with `n` rows in every input and output buffer and, for n > 1, `rows.prep`
+/// holding `n * prep_stride(cols)` bytes.
+pub(crate) unsafe fn matvec_rows(
+    gpu: &Gpu,
+    outs: &[Out],
+    cols: usize,
+    x: u64,
+    prep: Prep,
+    rows: Rows,
+) -> Result<()> {
+    let n = rows.n;
+    let (a, total) = mv_args(outs, cols, x, prep);
     let rows_per_block = MV_THREADS as usize / a.lanes as usize;
     let smem = prep_stride(cols);
     if n > 1 {
@@ -238,6 +310,10 @@ pub(crate) unsafe fn matvec_rows(
         // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
         unsafe { b.launch(cfg) }.map_err(drv("matvec launch"))?;
         return Ok(());
+    }
+    if rows.prep != 0 && a.lanes == 32 && wide(outs) {
+        // SAFETY: as the caller guarantees; rows.prep holds prep_stride(cols) bytes.
+        return unsafe { matvec_wide(gpu, outs, cols, x, prep, rows.prep) };
     }
     // Blocks stride over rows beyond this: each block prepares the input once, so a big head
     // (49152 rows) is not normalised 12288 times.

@@ -58,6 +58,29 @@ pub fn matvec(
     x: &[f32],
     input: Input,
 ) -> Result<Vec<Vec<f32>>> {
+    matvec_with(gpu, segs, cols, x, input, false)
+}
+
+/// [`matvec`] through the decode step's `matvec_wide` path (the input prepared once, then four
+/// blocks an SM), which big matrices take; formats with q16 row decoders only.
+pub fn matvec_wide(
+    gpu: &Gpu,
+    segs: &[Seg],
+    cols: usize,
+    x: &[f32],
+    input: Input,
+) -> Result<Vec<Vec<f32>>> {
+    matvec_with(gpu, segs, cols, x, input, true)
+}
+
+fn matvec_with(
+    gpu: &Gpu,
+    segs: &[Seg],
+    cols: usize,
+    x: &[f32],
+    input: Input,
+    wide: bool,
+) -> Result<Vec<Vec<f32>>> {
     if segs.is_empty() || segs.len() > 3 {
         return Err(CudaError::Unsupported(format!(
             "{} matvec segments (1 to 3)",
@@ -119,8 +142,15 @@ pub fn matvec(
             accumulate: segs[i].acc.is_some(),
         })
         .collect();
-    // SAFETY: every buffer above is sized for its matrix; x and aux hold `cols` values.
-    unsafe { launch::matvec(gpu, &outs, cols, gpu.ptr(&xd), prep)? };
+    if wide {
+        let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
+        // SAFETY: as below; buf holds prep_stride(cols) bytes.
+        unsafe { launch::matvec_wide(gpu, &outs, cols, gpu.ptr(&xd), prep, gpu.ptr(&buf))? };
+        gpu.sync()?;
+    } else {
+        // SAFETY: every buffer above is sized for its matrix; x and aux hold `cols` values.
+        unsafe { launch::matvec(gpu, &outs, cols, gpu.ptr(&xd), prep)? };
+    }
     segs.iter()
         .zip(&ys)
         .map(|(s, y)| fetch(gpu, y, s.rows))

@@ -48,6 +48,76 @@ fn matvec_every_type_and_width() {
     }
 }
 
+/// The decode step's wide path (input prepared once, four blocks an SM; big matrices take it)
+/// gives `matvec`'s bits: every q16 format at every width, then three fused segments of mixed
+/// formats with bias and residual under each input preparation.
+#[test]
+fn matvec_wide_gives_the_bits_of_matvec() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(11);
+    let q16 = [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ];
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for ty in q16 {
+        for cols in widths(ty) {
+            let rows = 301 + cols % 7;
+            let (w, _) = matrix(&mut rng, ty, rows, cols);
+            let x = rng.vec(cols, 1.0);
+            let seg = || Seg {
+                ty,
+                rows,
+                w: &w,
+                bias: None,
+                acc: None,
+            };
+            let a = testing::matvec(&g, &[seg()], cols, &x, Input::Plain).unwrap();
+            let b = testing::matvec_wide(&g, &[seg()], cols, &x, Input::Plain).unwrap();
+            assert_eq!(bits(&a[0]), bits(&b[0]), "wide matvec {ty} {rows}x{cols}");
+        }
+    }
+    let cols = 1536;
+    let types = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
+    let rows = [129usize, 65, 33];
+    let mats: Vec<Vec<u8>> = types
+        .iter()
+        .zip(rows)
+        .map(|(&t, r)| matrix(&mut rng, t, r, cols).0)
+        .collect();
+    let x = rng.vec(cols, 2.0);
+    let aux = rng.vec(cols, 1.0);
+    let bias: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
+    let acc: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
+    for input in [
+        Input::Plain,
+        Input::RmsNorm { w: &aux, eps: 1e-5 },
+        Input::SwiGlu { up: &aux },
+    ] {
+        let segs: Vec<Seg> = (0..3)
+            .map(|i| Seg {
+                ty: types[i],
+                rows: rows[i],
+                w: &mats[i],
+                bias: Some(&bias[i]),
+                acc: Some(&acc[i]),
+            })
+            .collect();
+        let a = testing::matvec(&g, &segs, cols, &x, input).unwrap();
+        let b = testing::matvec_wide(&g, &segs, cols, &x, input).unwrap();
+        for i in 0..3 {
+            assert_eq!(bits(&a[i]), bits(&b[i]), "wide fused matvec segment {i}");
+        }
+    }
+    println!("matvec_wide: the bits of matvec on every q16 format and input preparation");
+}
+
 #[test]
 fn matvec_fused_input_bias_residual_and_mixed_segments() {
     let Some(g) = gpu() else { return };
