@@ -3,7 +3,8 @@
 
 The batched matvec decodes a weight unit once for several inputs (unit_load / unit_apply); the
 single-row decoders (unit_q16: unit_legacy, unit_k45, unit_q6k) are kept whole because splitting
-them changes the persistent kernel's register allocation. Both must give the same bits. This
+them changes the persistent kernel's register allocation. Both must give the same bits, as must
+the wide matvec's Q6_K decoder (unit_q6k_g: aligned word loads) and unit_q6k. This
 compiles q16.cuh for the host with a C++ compiler (PTX-only helpers replaced by exact C
 equivalents, no FMA contraction, as the kernels' _rn operations) and compares the two on random
 units of every format. Skipped (exit 0, with a message) when no C++ compiler is found.
@@ -62,6 +63,10 @@ static int __float2int_rn(float x) { return (int)nearbyintf(x); }
 static float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
 template <class T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
+template <class T> T __ldg(const T* p) { return *p; }
+static unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh) {
+    return (unsigned)((((unsigned long long)hi << 32) | lo) >> (sh & 31));
+}
 static void __syncthreads() {}
 '''
 post_common=r'''
@@ -96,6 +101,14 @@ template <int T> int check(const char* name) {
         unit_load<T>(w, u, uw);
         float b = unit_apply<T>(uw, xr, x, u);
         if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 3) printf("%s unit %d: %g vs %g\n", name, u, a, b); }
+        if constexpr (T == T_Q6_K) {
+            // matvec_wide's Q6_K decoder (aligned word loads) on the same unit, at both alignments
+            // of a block's start (2-byte aligned rows).
+            for (int off = 0; off < 4; off += 2) {
+                float c = unit_q6k_g(w + off, xr, x, u), e = unit_q6k(w + off, xr, x, u);
+                if (memcmp(&c, &e, 4) != 0) { bad++; if (bad < 3) printf("Q6_K word loads unit %d: %g vs %g\n", u, c, e); }
+            }
+        }
     }
     printf("%s: %d units, %d differ\n", name, nu, bad);
     return bad;

@@ -50,6 +50,23 @@ __device__ __forceinline__ float group_sum(float v, int lanes) {
 
 __device__ __forceinline__ float warp_sum(float v) { return group_sum(v, 32); }
 
+// Programmatic dependent launch (sm_90, compiled in with MOLLA_PDL; crate::pdl): pdl_trigger lets
+// the next kernel's blocks be scheduled as this grid's finish; pdl_wait returns once the kernel
+// before this one has completed and its writes are visible. A kernel launched as a dependent
+// calls pdl_wait before it touches any buffer another kernel reads or writes (only weights may
+// be read before). Without MOLLA_PDL both are empty.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(MOLLA_PDL) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(MOLLA_PDL) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float warp_max(float v) {
     for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
     return v;

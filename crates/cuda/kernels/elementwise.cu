@@ -5,6 +5,8 @@
 // checks ids first) leaves its row untouched.
 extern "C" __global__ void embed(const u8* __restrict__ w, int ty, int rows, int cols, int row_bytes,
                                  const u32* __restrict__ tokens, float* __restrict__ out) {
+    pdl_trigger();
+    pdl_wait();
     u32 id = tokens[blockIdx.x];
     if (id >= (u32)rows) return;
     const u8* row = w + (size_t)id * row_bytes;

@@ -204,6 +204,8 @@ __device__ __forceinline__ int mv_total(const MvArgs& a) {
 
 extern "C" __global__ void matvec(const MvArgs a) {
     extern __shared__ float4 smem4[];
+    pdl_trigger();
+    pdl_wait();
     float* xs = (float*)smem4;
     load_input(a, xs, 0);
     const Xq xq = xq_at((u8*)(xs + a.cols), a.cols);
@@ -253,6 +255,8 @@ __device__ __forceinline__ float row_dot_one_ty(int ty, const u8* __restrict__ w
 // quantize_q16 quantizes them, into prep + cols * 4 (the f32 row before it is not written).
 extern "C" __global__ void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* prep) {
     extern __shared__ float4 smem4[];
+    pdl_trigger();
+    pdl_wait();
     float* xs = (float*)smem4;
     int n = a.cols;
     float scale = 1.f;
@@ -283,6 +287,20 @@ extern "C" __global__ void __launch_bounds__(128) matvec_prep_wide(const MvArgs 
 // 3.0 TB/s; scripts/mvbench).
 extern "C" __global__ void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
     extern __shared__ float4 smem4[];
+    pdl_trigger();
+#ifdef MOLLA_PDL
+    {
+        // The weights do not depend on the kernel before: L2 fetches this warp's first row while
+        // that kernel finishes.
+        int si, r;
+        if (mv_row(a, blockIdx.x * (blockDim.x >> 5), 32, si, r)) {
+            const u8* row = a.seg[si].w + (size_t)r * a.seg[si].row_bytes;
+            for (int off = 128 * (threadIdx.x & 31); off < a.seg[si].row_bytes; off += 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
+        }
+    }
+#endif
+    pdl_wait();
     const int4* src = (const int4*)(prep + (size_t)a.cols * 4);
     for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) ((int4*)smem4)[i] = __ldcg(src + i);
     __syncthreads();

@@ -66,14 +66,30 @@ fn nvrtc_version() -> (i32, i32) {
     (major, minor)
 }
 
+/// Whether the decode kernels launch as programmatic dependents (crate::pdl): compute
+/// capability 9.0 and up with `MOLLA_PDL=1`. The kernels are then compiled with `MOLLA_PDL`
+/// defined (their `griddepcontrol` instructions and weight prefetch); else they are as before.
+pub(crate) fn pdl(cc: (i32, i32)) -> bool {
+    cc.0 >= 9 && std::env::var("MOLLA_PDL").is_ok_and(|v| v == "1")
+}
+
+/// NVRTC options for compute capability `cc`.
+fn options(cc: (i32, i32)) -> Vec<String> {
+    let mut opts = vec![
+        format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
+        "--std=c++17".to_string(),
+    ];
+    if pdl(cc) {
+        opts.push("-DMOLLA_PDL".to_string());
+    }
+    opts
+}
+
 /// A CUBIN of the kernels for compute capability `cc`, from the disk cache when present.
 /// Returns the bytes and the cache path they were read from, if any.
 pub(crate) fn cubin(cc: (i32, i32), driver_version: i32) -> Result<(Vec<u8>, Option<PathBuf>)> {
     let src = program_source();
-    let opts = vec![
-        format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
-        "--std=c++17".to_string(),
-    ];
+    let opts = options(cc);
     let (nv_major, nv_minor) = nvrtc_version();
     let meta = format!("{opts:?} driver {driver_version} nvrtc {nv_major}.{nv_minor}");
     let key = fnv1a(&[src.as_bytes(), meta.as_bytes()]);
@@ -93,10 +109,7 @@ pub(crate) fn cubin(cc: (i32, i32), driver_version: i32) -> Result<(Vec<u8>, Opt
 
 /// Compiles without looking at the cache (after a cached CUBIN failed to load), and refreshes it.
 pub(crate) fn recompile(cc: (i32, i32), stale: &std::path::Path) -> Result<Vec<u8>> {
-    let opts = vec![
-        format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
-        "--std=c++17".to_string(),
-    ];
+    let opts = options(cc);
     let bin = compile(&program_source(), &opts)?;
     store(stale, &bin);
     Ok(bin)

@@ -84,6 +84,9 @@ pub struct Gpu {
     pub(crate) max_smem: usize,
     /// The same for the persistent decode kernels.
     pub(crate) pk_max_smem: usize,
+    /// Decode kernels launch as programmatic dependents of the kernel before them (crate::pdl):
+    /// compute capability 9.0 and up with `MOLLA_PDL=1`.
+    pub(crate) pdl: bool,
     /// Streaming multiprocessors.
     pub(crate) sm_count: usize,
 }
@@ -194,6 +197,7 @@ impl Gpu {
             )
             .map_err(drv("kernel attribute"))?;
         let pk_max_smem = allow as usize;
+        let pdl = compile::pdl(cc);
         let sm_count = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(drv("device attribute"))?
@@ -210,6 +214,7 @@ impl Gpu {
             name,
             max_smem,
             pk_max_smem,
+            pdl,
             sm_count,
         })
     }

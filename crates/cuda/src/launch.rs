@@ -4,6 +4,7 @@
 
 use crate::device::Gpu;
 use crate::error::{Result, drv};
+use crate::pdl::launch_dep;
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
 /// A weight matrix on the device, in its GGUF block layout.
@@ -235,26 +236,19 @@ pub(crate) unsafe fn matvec_wide(
         ));
     }
     let (a, total) = mv_args(outs, cols, x, prep);
-    let mut b = gpu.stream.launch_builder(&gpu.k.matvec_prep_wide);
-    b.arg(&a).arg(&buf);
-    count_launch();
     let prep_cfg = cfg(
         (cols.div_ceil(1024) as u32, 1, 1),
         MV_THREADS,
         (cols * 4) as u32,
     );
     // SAFETY: the caller guarantees the addresses and the buffer's size.
-    unsafe { b.launch(prep_cfg) }.map_err(drv("matvec launch"))?;
+    unsafe { launch_dep!(gpu, &gpu.k.matvec_prep_wide, prep_cfg, "matvec launch"; &a, &buf) }?;
     let blocks = total
         .div_ceil(WIDE_THREADS as usize / 32)
         .clamp(1, gpu.sm_count * 4) as u32;
-    let mut b = gpu.stream.launch_builder(&gpu.k.matvec_wide);
-    b.arg(&a).arg(&buf);
-    count_launch();
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
-    unsafe { b.launch(cfg) }.map_err(drv("matvec launch"))?;
-    Ok(())
+    unsafe { launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf) }
 }
 
 /// [`matvec`] for `rows.n` input rows (`x`: n rows of `cols`; `Prep::SwiGlu`'s second input
@@ -318,13 +312,9 @@ pub(crate) unsafe fn matvec_rows(
     // Blocks stride over rows beyond this: each block prepares the input once, so a big head
     // (49152 rows) is not normalised 12288 times.
     let blocks = total.div_ceil(rows_per_block).clamp(1, gpu.sm_count * 6) as u32;
-    let mut b = gpu.stream.launch_builder(&gpu.k.matvec);
-    b.arg(&a);
-    count_launch();
+    let cfg = cfg((blocks, 1, 1), MV_THREADS, smem as u32);
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
-    unsafe { b.launch(cfg((blocks, 1, 1), MV_THREADS, smem as u32)) }
-        .map_err(drv("matvec launch"))?;
-    Ok(())
+    unsafe { launch_dep!(gpu, &gpu.k.matvec, cfg, "matvec launch"; &a) }
 }
 
 /// Prefill matmul: `y[t][r] = W[r]·x[t]` (+ bias) (+ y), `n` rows of `x`.
@@ -468,27 +458,13 @@ pub(crate) unsafe fn rope_store(
         &gpu.k.rope_store
     };
     let (kc, vc, pos, rows, layer) = at.args();
-    let mut b = gpu.stream.launch_builder(f);
-    b.arg(&q)
-        .arg(&k)
-        .arg(&v)
-        .arg(&kc)
-        .arg(&vc)
-        .arg(&pos)
-        .arg(&freqs);
-    b.arg(&nh)
-        .arg(&nkv)
-        .arg(&hd)
-        .arg(&hdv)
-        .arg(&nrot)
-        .arg(&neox)
-        .arg(&rows)
-        .arg(&layer);
-    // SAFETY: as above.
     let heads = (h.n_head + h.n_head_kv + 1) as u32;
-    count_launch();
-    unsafe { b.launch(cfg((n as u32, heads, 1), 64, 0)) }.map_err(drv("rope launch"))?;
-    Ok(())
+    let cfg = cfg((n as u32, heads, 1), 64, 0);
+    // SAFETY: as above.
+    unsafe {
+        launch_dep!(gpu, f, cfg, "rope launch"; &q, &k, &v, &kc, &vc, &pos, &freqs, &nh, &nkv, &hd,
+            &hdv, &nrot, &neox, &rows, &layer)
+    }
 }
 
 /// Causal attention of `n` queries over the cache(s): each at its position (see [`KvAt`]).
@@ -516,24 +492,12 @@ pub(crate) unsafe fn attention(
         &gpu.k.attention
     };
     let (kc, vc, pos, rows, layer) = at.args();
-    let mut b = gpu.stream.launch_builder(f);
-    b.arg(&q)
-        .arg(&kc)
-        .arg(&vc)
-        .arg(&out)
-        .arg(&pos)
-        .arg(&nh)
-        .arg(&nkv)
-        .arg(&hd)
-        .arg(&hdv)
-        .arg(&scale)
-        .arg(&rows)
-        .arg(&layer);
-    count_launch();
+    let cfg = cfg((h.n_head as u32, n as u32, 1), 256, 0);
     // SAFETY: as above.
-    unsafe { b.launch(cfg((h.n_head as u32, n as u32, 1), 256, 0)) }
-        .map_err(drv("attention launch"))?;
-    Ok(())
+    unsafe {
+        launch_dep!(gpu, f, cfg, "attention launch"; &q, &kc, &vc, &out, &pos, &nh, &nkv, &hd, &hdv,
+            &scale, &rows, &layer)
+    }
 }
 
 /// Embedding rows of `n` token ids (device u32s) into `out`.
@@ -548,18 +512,12 @@ pub(crate) unsafe fn embed(
     out: u64,
 ) -> Result<()> {
     let (ty, rows, cols, rb) = (w.ty, w.rows as i32, w.cols as i32, w.row_bytes as i32);
-    let mut b = gpu.stream.launch_builder(&gpu.k.embed);
-    b.arg(&w.ptr)
-        .arg(&ty)
-        .arg(&rows)
-        .arg(&cols)
-        .arg(&rb)
-        .arg(&tokens)
-        .arg(&out);
-    count_launch();
+    let cfg = cfg((n as u32, 1, 1), 128, 0);
     // SAFETY: as above.
-    unsafe { b.launch(cfg((n as u32, 1, 1), 128, 0)) }.map_err(drv("embed launch"))?;
-    Ok(())
+    unsafe {
+        launch_dep!(gpu, &gpu.k.embed, cfg, "embed launch"; &w.ptr, &ty, &rows, &cols, &rb, &tokens,
+            &out)
+    }
 }
 
 /// `g = silu(g) * u` over `n` values.

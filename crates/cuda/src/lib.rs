@@ -8,7 +8,8 @@
 //! Weights stay in their GGUF block layout on the device. Decode runs fused matvecs (RMSNorm or
 //! SwiGLU folded into the input load, bias and residual add into the output) and is captured once
 //! per cache as a CUDA graph; prefill runs tiled matmuls that dequantize weight tiles into shared
-//! memory. Activations and accumulation are f32; the KV cache is f16.
+//! memory. Activations and accumulation are f32; the KV cache is f16 (or f32). Small models decode
+//! as one persistent kernel launch a token (`persistent`), big ones replay the graph.
 
 mod blas;
 mod compile;
@@ -17,6 +18,7 @@ mod error;
 mod forward;
 mod kv;
 mod launch;
+mod pdl;
 mod persistent;
 pub mod testing;
 mod weights;
