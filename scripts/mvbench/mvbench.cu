@@ -60,210 +60,50 @@ __device__ __forceinline__ Xq xq_to_smem(const u8* __restrict__ xqg, int cols, i
     return xq_at((u8*)smq, cols);
 }
 
-// V1: a warp a row, one unit a lane at a time (the bits of row_dot_q16), weights straight from
-// global memory.
-template <int T, int NT, int MINB>
-__global__ void __launch_bounds__(NT, MINB) mv_one(const u8* __restrict__ w, int rows, int rb, int cols,
-                                                   const u8* __restrict__ xqg, float* y) {
-    Xq x = xq_to_smem(xqg, cols, NT);
-    int lane = threadIdx.x & 31;
-    int nw = gridDim.x * (NT / 32);
-    int nu = q16_units<T>(cols);
-    for (int r = blockIdx.x * (NT / 32) + (threadIdx.x >> 5); r < rows; r += nw) {
-        const u8* row = w + (size_t)r * rb;
+// A warp a row, weights straight from global memory, the row's dot product by variant V:
+// 0 one unit a lane at a time with unit_q16 (the bits of row_dot_q16), 1 row_dot_q16 (two units a
+// round), 2 row_dot_q16_one (matvec_wide's: Q6_K through aligned word loads).
+template <int V, int T>
+__device__ __forceinline__ float mv_row_dot(const u8* __restrict__ row, const Xq& x, int cols, int lane) {
+    if constexpr (V == 1) return row_dot_q16<T>(row, x, cols, lane, 32);
+    else if constexpr (V == 2) return row_dot_q16_one<T>(row, x, cols, lane);
+    else {
         float acc = 0.f;
-        for (int u = lane; u < nu; u += 32) {
+        for (int u = lane; u < q16_units<T>(cols); u += 32) {
             int4 xr[8];
             load_xu<T>(x, u, xr);
             acc = __fadd_rn(acc, unit_q16<T>(row, xr, x, u));
         }
-        acc = warp_sum(acc);
-        if (lane == 0) y[r] = acc;
+        return acc;
     }
 }
 
-// V2: row_dot_q16 (two units a round) a warp a row.
-template <int T, int NT, int MINB>
-__global__ void __launch_bounds__(NT, MINB) mv_two(const u8* __restrict__ w, int rows, int rb, int cols,
-                                                   const u8* __restrict__ xqg, float* y) {
-    Xq x = xq_to_smem(xqg, cols, NT);
-    int lane = threadIdx.x & 31;
-    int nw = gridDim.x * (NT / 32);
-    for (int r = blockIdx.x * (NT / 32) + (threadIdx.x >> 5); r < rows; r += nw) {
-        float acc = warp_sum(row_dot_q16<T>(w + (size_t)r * rb, x, cols, lane, 32));
-        if (lane == 0) y[r] = acc;
-    }
-}
-
-// V3: R rows a warp (rows_dot_q16), sharing each unit's input.
-template <int T, int NT, int MINB, int R>
-__global__ void __launch_bounds__(NT, MINB) mv_rows(const u8* __restrict__ w, int rows, int rb, int cols,
+// R rows a warp: R = 1 by variant V (mv_row_dot), else rows_dot_q16 (each unit's input read once
+// for the R rows).
+template <int V, int T, int NT, int MINB, int R = 1>
+__global__ void __launch_bounds__(NT, MINB) mv_warp(const u8* __restrict__ w, int rows, int rb, int cols,
                                                     const u8* __restrict__ xqg, float* y) {
     Xq x = xq_to_smem(xqg, cols, NT);
     int lane = threadIdx.x & 31;
     int nw = gridDim.x * (NT / 32);
     for (int r = (blockIdx.x * (NT / 32) + (threadIdx.x >> 5)) * R; r < rows; r += nw * R) {
-        const u8* wr[R];
         int nr = min(R, rows - r);
-#pragma unroll
-        for (int k = 0; k < R; k++) wr[k] = w + (size_t)(r + (k < nr ? k : 0)) * rb;
         float acc[R];
-        rows_dot_q16<T, R>(wr, nr, x, cols, lane, 32, acc);
+        if constexpr (R == 1) {
+            acc[0] = mv_row_dot<V, T>(w + (size_t)r * rb, x, cols, lane);
+        } else {
+            const u8* wr[R];
 #pragma unroll
-        for (int k = 0; k < R; k++) acc[k] = warp_sum(acc[k]);
-        if (lane < nr) {
-            float v = acc[0];
-#pragma unroll
-            for (int k = 1; k < R; k++)
-                if (lane == k) v = acc[k];
-            y[r + lane] = v;
+            for (int k = 0; k < R; k++) wr[k] = w + (size_t)(r + (k < nr ? k : 0)) * rb;
+            rows_dot_q16<T, R>(wr, nr, x, cols, lane, 32, acc);
         }
-    }
-}
-
-// V4: V1 with the next unit's raw weight words loaded before this unit is summed (Q4_K only).
-__device__ __forceinline__ void k4_raw(const u8* __restrict__ row, int u, uint4& h, uint4& qa, uint4& qb) {
-    const u8* b = row + (size_t)(u >> 2) * 144;
-    int j = u & 3;
-    h = __ldg((const uint4*)b);
-    qa = __ldg((const uint4*)(b + 16 + 32 * j));
-    qb = __ldg((const uint4*)(b + 16 + 32 * j + 16));
-}
-
-// unit_k45<T_Q4_K>'s arithmetic on words already loaded.
-__device__ __forceinline__ float k4_apply(uint4 h, uint4 qa, uint4 qb, const int4* xr, const Xq& x, int u) {
-    int j = u & 3;
-    u32 q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
-    u32 lo[8], hi[8];
+        float v = 0.f;
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
-        lo[k] = q[k] & 0x0f0f0f0fu;
-        hi[k] = (q[k] >> 4) & 0x0f0f0f0fu;
-    }
-    int sc[2], mn[2];
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-        int s = 2 * j + e;
-        int sl = 8 * (s & 3);
-        u32 yy = h.y >> sl, z = h.z >> sl, ww = h.w >> sl;
-        int lo_sc = (int)(yy & 63), lo_mn = (int)(z & 63);
-        int hi_sc = (int)((ww & 15) | (((yy >> 6) & 3) << 4));
-        int hi_mn = (int)(((ww >> 4) & 15) | (((z >> 6) & 3) << 4));
-        sc[e] = s < 4 ? lo_sc : hi_sc;
-        mn[e] = s < 4 ? lo_mn : hi_mn;
-    }
-    float d = h2f((u16)(h.x & 0xffff)), dm = h2f((u16)(h.x >> 16));
-    int b0 = 8 * (u >> 2) + 2 * j;
-    int s0 = idot<8>(lo, xr), s1 = idot<8>(hi, xr + 4);
-    float p0 = __fsub_rn(mul3(__fmul_rn(d, (float)sc[0]), x.dx[b0], (float)s0), __fmul_rn(__fmul_rn(dm, (float)mn[0]), x.sx[b0]));
-    float p1 = __fsub_rn(mul3(__fmul_rn(d, (float)sc[1]), x.dx[b0 + 1], (float)s1),
-                         __fmul_rn(__fmul_rn(dm, (float)mn[1]), x.sx[b0 + 1]));
-    return __fadd_rn(p0, p1);
-}
-
-template <int NT, int MINB, int P>
-__global__ void __launch_bounds__(NT, MINB) mv_pipe(const u8* __restrict__ w, int rows, int rb, int cols,
-                                                    const u8* __restrict__ xqg, float* y) {
-    int lane = threadIdx.x & 31;
-    int nw = gridDim.x * (NT / 32);
-    int nu = cols >> 6;
-    int r = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
-    uint4 h[P], qa[P], qb[P];
-    // The first row's first units are asked for before the input is in shared memory.
-    if (r < rows) {
-#pragma unroll
-        for (int p = 0; p < P; p++) {
-            int u = lane + 32 * p;
-            if (u < nu) k4_raw(w + (size_t)r * rb, u, h[p], qa[p], qb[p]);
+        for (int k = 0; k < R; k++) {
+            acc[k] = warp_sum(acc[k]);
+            if (lane == k) v = acc[k];
         }
-    }
-    Xq x = xq_to_smem(xqg, cols, NT);
-    for (; r < rows; r += nw) {
-        const u8* row = w + (size_t)r * rb;
-        float acc = 0.f;
-        for (int u0 = lane; u0 < nu; u0 += 32 * P) {
-#pragma unroll
-            for (int p = 0; p < P; p++) {
-                int u = u0 + 32 * p;
-                if (u < nu) {
-                    uint4 ch = h[p], ca = qa[p], cb = qb[p];
-                    int un = u + 32 * P;
-                    if (un < nu) k4_raw(row, un, h[p], qa[p], qb[p]);
-                    int4 xr[8];
-                    load_xu<T_Q4_K>(x, u, xr);
-                    acc = __fadd_rn(acc, k4_apply(ch, ca, cb, xr, x, u));
-                }
-            }
-        }
-        acc = warp_sum(acc);
-        if (lane == 0) y[r] = acc;
-        int rn = r + nw;
-        if (rn < rows) {
-#pragma unroll
-            for (int p = 0; p < P; p++) {
-                int u = lane + 32 * p;
-                if (u < nu) k4_raw(w + (size_t)rn * rb, u, h[p], qa[p], qb[p]);
-            }
-        }
-    }
-}
-
-// Q6_K with word loads: 16 bytes from a 2-byte aligned global address as five aligned words and
-// funnel shifts (unit_q6k uses eight 2-byte loads), the same bytes, so the same bits.
-__device__ __forceinline__ void ld16w(const u8* p, u32* w) {
-    const u32* a = (const u32*)((size_t)p & ~(size_t)3);
-    u32 sh = (u32)((size_t)p & 2) * 8;
-    u32 x[5];
-#pragma unroll
-    for (int k = 0; k < 5; k++) x[k] = __ldg(a + k);
-#pragma unroll
-    for (int k = 0; k < 4; k++) w[k] = __funnelshift_r(x[k], x[k + 1], sh);
-}
-
-__device__ __forceinline__ float unit_q6k_w(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
-    const u8* b = w + (size_t)(u >> 2) * 210;
-    int n = (u >> 1) & 1, hf = u & 1;
-    u32 A[4], B[4], H[4], S4[4];
-    ld16w(b + 64 * n + 16 * hf, A);
-    ld16w(b + 64 * n + 32 + 16 * hf, B);
-    ld16w(b + 128 + 32 * n + 16 * hf, H);
-    ld16w(b + 192 + 8 * n, S4);  // scales 8n .. 8n + 8 (and 8 more bytes)
-    float d = h2f(ld16(b + 208));
-    float acc = 0.f;
-#pragma unroll
-    for (int G = 0; G < 4; G++) {
-        u32 wq[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            u32 l = (G & 1) ? B[k] : A[k];
-            wq[k] = ((l >> (4 * (G >> 1))) & 0x0f0f0f0fu) | (((H[k] >> (2 * G)) & 0x03030303u) << 4);
-        }
-        int bb = 8 * (u >> 2) + 4 * n + G;
-        int s = idot<4>(wq, xr + 2 * G) - 32 * x.s16[2 * bb + hf];
-        int si = 2 * G + hf;  // byte of S4
-        i8 sc = (i8)((S4[si >> 2] >> (8 * (si & 3))) & 0xff);
-        acc = __fadd_rn(acc, mul3(__fmul_rn(d, (float)sc), x.dx[bb], (float)s));
-    }
-    return acc;
-}
-
-template <int NT, int MINB>
-__global__ void __launch_bounds__(NT, MINB) mv_q6w(const u8* __restrict__ w, int rows, int rb, int cols,
-                                                   const u8* __restrict__ xqg, float* y) {
-    Xq x = xq_to_smem(xqg, cols, NT);
-    int lane = threadIdx.x & 31;
-    int nw = gridDim.x * (NT / 32);
-    int nu = cols >> 6;
-    for (int r = blockIdx.x * (NT / 32) + (threadIdx.x >> 5); r < rows; r += nw) {
-        const u8* row = w + (size_t)r * rb;
-        float acc = 0.f;
-        for (int u = lane; u < nu; u += 32) {
-            int4 xr[8];
-            load_xu<T_Q6_K>(x, u, xr);
-            acc = __fadd_rn(acc, unit_q6k_w(row, xr, x, u));
-        }
-        acc = warp_sum(acc);
-        if (lane == 0) y[r] = acc;
+        if (lane < nr) y[r + lane] = v;
     }
 }
 
@@ -406,27 +246,22 @@ int main() {
 #define RUN(name, K, nt) run(name, (const void*)K, K, nt)
 #define RUNC(name, K, nt, cap) run(name, (const void*)K, K, nt, cap)
         if (sh.ty == T_Q4_K) {
-            RUNC("one 256 1/SM", (mv_one<T_Q4_K, 256, 1>), 256, 1);
-            RUNC("rows2 256 1/SM", (mv_rows<T_Q4_K, 256, 1, 2>), 256, 1);
-            RUNC("pipe1 256 1/SM", (mv_pipe<256, 1, 1>), 256, 1);
-            RUNC("pipe2 256 1/SM", (mv_pipe<256, 1, 2>), 256, 1);
-            RUNC("one 256 2/SM", (mv_one<T_Q4_K, 256, 2>), 256, 2);
-            RUN("one 256x4", (mv_one<T_Q4_K, 256, 4>), 256);
-            RUN("one 128x8", (mv_one<T_Q4_K, 128, 8>), 128);
-            RUN("one 512x2", (mv_one<T_Q4_K, 512, 2>), 512);
-            RUN("two 256x4", (mv_two<T_Q4_K, 256, 4>), 256);
-            RUN("rows2 256x2", (mv_rows<T_Q4_K, 256, 2, 2>), 256);
-            RUN("pipe1 256x4", (mv_pipe<256, 4, 1>), 256);
-            RUN("pipe1 128x8", (mv_pipe<128, 8, 1>), 128);
-            RUN("pipe2 256x3", (mv_pipe<256, 3, 2>), 256);
+            RUNC("one 256 1/SM", (mv_warp<0, T_Q4_K, 256, 1>), 256, 1);
+            RUNC("rows2 256 1/SM", (mv_warp<0, T_Q4_K, 256, 1, 2>), 256, 1);
+            RUNC("one 256 2/SM", (mv_warp<0, T_Q4_K, 256, 2>), 256, 2);
+            RUN("one 256x4", (mv_warp<0, T_Q4_K, 256, 4>), 256);
+            RUN("one 128x8", (mv_warp<0, T_Q4_K, 128, 8>), 128);
+            RUN("one 512x2", (mv_warp<0, T_Q4_K, 512, 2>), 512);
+            RUN("two 256x4", (mv_warp<1, T_Q4_K, 256, 4>), 256);
+            RUN("rows2 256x2", (mv_warp<0, T_Q4_K, 256, 2, 2>), 256);
         } else {
-            RUN("one 256x2", (mv_one<T_Q6_K, 256, 2>), 256);
-            RUN("one 256x4", (mv_one<T_Q6_K, 256, 4>), 256);
-            RUN("q6w 256x4", (mv_q6w<256, 4>), 256);
-            RUN("q6w 128x8", (mv_q6w<128, 8>), 128);
-            RUN("q6w 256x2", (mv_q6w<256, 2>), 256);
-            RUN("two 256x2", (mv_two<T_Q6_K, 256, 2>), 256);
-            RUN("rows2 256x2", (mv_rows<T_Q6_K, 256, 2, 2>), 256);
+            RUN("one 256x2", (mv_warp<0, T_Q6_K, 256, 2>), 256);
+            RUN("one 256x4", (mv_warp<0, T_Q6_K, 256, 4>), 256);
+            RUN("q6w 256x4", (mv_warp<2, T_Q6_K, 256, 4>), 256);
+            RUN("q6w 128x8", (mv_warp<2, T_Q6_K, 128, 8>), 128);
+            RUN("q6w 256x2", (mv_warp<2, T_Q6_K, 256, 2>), 256);
+            RUN("two 256x2", (mv_warp<1, T_Q6_K, 256, 2>), 256);
+            RUN("rows2 256x2", (mv_warp<0, T_Q6_K, 256, 2, 2>), 256);
         }
     }
     return 0;

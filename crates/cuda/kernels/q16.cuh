@@ -254,6 +254,21 @@ __device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* 
     return __fadd_rn(p0, p1);
 }
 
+// Group G (16 weights) of Q6_K unit u (unit_q6k's layout: A and B the low-bit runs of groups 0, 2
+// and 1, 3, H the high bits) dotted with its quants, times dsc = d * the group's scale.
+__device__ __forceinline__ float q6k_group(const u32* A, const u32* B, const u32* H, int G, float dsc, const int4* xr,
+                                           const Xq& x, int u) {
+    u32 wq[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        u32 l = (G & 1) ? B[k] : A[k];
+        wq[k] = ((l >> (4 * (G >> 1))) & 0x0f0f0f0fu) | (((H[k] >> (2 * G)) & 0x03030303u) << 4);
+    }
+    int bb = 8 * (u >> 2) + 4 * ((u >> 1) & 1) + G;
+    int s = idot<4>(wq, xr + 2 * G) - 32 * x.s16[2 * bb + (u & 1)];
+    return mul3(dsc, x.dx[bb], (float)s);
+}
+
 // Q6_K unit u: super-block u >> 2, half n = (u >> 1) & 1, h = u & 1: groups G = 0..3 of 16 elements
 // 128n + 32G + 16h + i, from ql[64n + 16h + i] (G 0, 2: low, high nibble), ql[64n + 32 + 16h + i]
 // (G 1, 3) and bits 2G of qh[32n + 16h + i]; scale 8n + 2G + h. The block is only 2-byte aligned.
@@ -268,17 +283,7 @@ __device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* 
     const u8* S = b + 192 + 8 * n + hf;
     float acc = 0.f;
 #pragma unroll
-    for (int G = 0; G < 4; G++) {
-        u32 wq[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            u32 l = (G & 1) ? B[k] : A[k];
-            wq[k] = ((l >> (4 * (G >> 1))) & 0x0f0f0f0fu) | (((H[k] >> (2 * G)) & 0x03030303u) << 4);
-        }
-        int bb = 8 * (u >> 2) + 4 * n + G;
-        int s = idot<4>(wq, xr + 2 * G) - 32 * x.s16[2 * bb + hf];
-        acc = __fadd_rn(acc, mul3(__fmul_rn(d, (float)(i8)S[2 * G]), x.dx[bb], (float)s));
-    }
+    for (int G = 0; G < 4; G++) acc = __fadd_rn(acc, q6k_group(A, B, H, G, __fmul_rn(d, (float)(i8)S[2 * G]), xr, x, u));
     return acc;
 }
 
@@ -311,17 +316,9 @@ __device__ __forceinline__ float unit_q6k_g(const u8* __restrict__ w, const int4
     float acc = 0.f;
 #pragma unroll
     for (int G = 0; G < 4; G++) {
-        u32 wq[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            u32 l = (G & 1) ? B[k] : A[k];
-            wq[k] = ((l >> (4 * (G >> 1))) & 0x0f0f0f0fu) | (((H[k] >> (2 * G)) & 0x03030303u) << 4);
-        }
-        int bb = 8 * (u >> 2) + 4 * n + G;
-        int s = idot<4>(wq, xr + 2 * G) - 32 * x.s16[2 * bb + hf];
         int si = 2 * G + hf;
         i8 sc = (i8)((S[si >> 2] >> (8 * (si & 3))) & 0xffu);
-        acc = __fadd_rn(acc, mul3(__fmul_rn(d, (float)sc), x.dx[bb], (float)s));
+        acc = __fadd_rn(acc, q6k_group(A, B, H, G, __fmul_rn(d, (float)sc), xr, x, u));
     }
     return acc;
 }

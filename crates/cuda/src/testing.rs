@@ -50,36 +50,23 @@ pub enum Input<'a> {
     SwiGlu { up: &'a [f32] },
 }
 
+/// Which decode matvec kernel runs: `matvec` (small matrices), or the decode step's path for big
+/// ones, `matvec_wide` (the input prepared once, then four blocks an SM; formats with q16 row
+/// decoders only).
+#[derive(Clone, Copy, Debug)]
+pub enum Kernel {
+    Matvec,
+    Wide,
+}
+
 /// The decode matvec over up to three matrices of `cols` columns sharing the input `x`.
 pub fn matvec(
     gpu: &Gpu,
+    kernel: Kernel,
     segs: &[Seg],
     cols: usize,
     x: &[f32],
     input: Input,
-) -> Result<Vec<Vec<f32>>> {
-    matvec_with(gpu, segs, cols, x, input, false)
-}
-
-/// [`matvec`] through the decode step's `matvec_wide` path (the input prepared once, then four
-/// blocks an SM), which big matrices take; formats with q16 row decoders only.
-pub fn matvec_wide(
-    gpu: &Gpu,
-    segs: &[Seg],
-    cols: usize,
-    x: &[f32],
-    input: Input,
-) -> Result<Vec<Vec<f32>>> {
-    matvec_with(gpu, segs, cols, x, input, true)
-}
-
-fn matvec_with(
-    gpu: &Gpu,
-    segs: &[Seg],
-    cols: usize,
-    x: &[f32],
-    input: Input,
-    wide: bool,
 ) -> Result<Vec<Vec<f32>>> {
     if segs.is_empty() || segs.len() > 3 {
         return Err(CudaError::Unsupported(format!(
@@ -142,7 +129,7 @@ fn matvec_with(
             accumulate: segs[i].acc.is_some(),
         })
         .collect();
-    if wide {
+    if let Kernel::Wide = kernel {
         let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
         // SAFETY: as below; buf holds prep_stride(cols) bytes.
         unsafe { launch::matvec_wide(gpu, &outs, cols, gpu.ptr(&xd), prep, gpu.ptr(&buf))? };

@@ -5,7 +5,7 @@ mod common;
 
 use common::{ALL_TYPES, Rng, gpu, matrix, rel, widths};
 use cpu::ops;
-use cuda::testing::{self, HeadShape, Input, Seg};
+use cuda::testing::{self, HeadShape, Input, Kernel, Seg};
 use gguf::GgmlType;
 use half::f16;
 
@@ -38,7 +38,7 @@ fn matvec_every_type_and_width() {
                 bias: None,
                 acc: None,
             };
-            let out = testing::matvec(&g, &[seg], cols, &x, Input::Plain)
+            let out = testing::matvec(&g, Kernel::Matvec, &[seg], cols, &x, Input::Plain)
                 .unwrap()
                 .remove(0);
             let e = rel(&out, &cpu);
@@ -78,8 +78,8 @@ fn matvec_wide_gives_the_bits_of_matvec() {
                 bias: None,
                 acc: None,
             };
-            let a = testing::matvec(&g, &[seg()], cols, &x, Input::Plain).unwrap();
-            let b = testing::matvec_wide(&g, &[seg()], cols, &x, Input::Plain).unwrap();
+            let a = testing::matvec(&g, Kernel::Matvec, &[seg()], cols, &x, Input::Plain).unwrap();
+            let b = testing::matvec(&g, Kernel::Wide, &[seg()], cols, &x, Input::Plain).unwrap();
             assert_eq!(bits(&a[0]), bits(&b[0]), "wide matvec {ty} {rows}x{cols}");
         }
     }
@@ -109,8 +109,8 @@ fn matvec_wide_gives_the_bits_of_matvec() {
                 acc: Some(&acc[i]),
             })
             .collect();
-        let a = testing::matvec(&g, &segs, cols, &x, input).unwrap();
-        let b = testing::matvec_wide(&g, &segs, cols, &x, input).unwrap();
+        let a = testing::matvec(&g, Kernel::Matvec, &segs, cols, &x, input).unwrap();
+        let b = testing::matvec(&g, Kernel::Wide, &segs, cols, &x, input).unwrap();
         for i in 0..3 {
             assert_eq!(bits(&a[i]), bits(&b[i]), "wide fused matvec segment {i}");
         }
@@ -153,7 +153,7 @@ fn matvec_fused_input_bias_residual_and_mixed_segments() {
                 acc: Some(&acc[i]),
             })
             .collect();
-        let outs = testing::matvec(&g, &segs, cols, &x, input).unwrap();
+        let outs = testing::matvec(&g, Kernel::Matvec, &segs, cols, &x, input).unwrap();
         for i in 0..3 {
             let cpu: Vec<f32> = (0..rows[i])
                 .map(|r| dot64(&mats[i].1[r * cols..(r + 1) * cols], xin) + bias[i][r] + acc[i][r])
@@ -503,7 +503,7 @@ fn bad_lengths_are_errors() {
         bias: None,
         acc: None,
     };
-    assert!(testing::matvec(&g, &[seg], 32, &[0.0; 32], Input::Plain).is_err());
+    assert!(testing::matvec(&g, Kernel::Matvec, &[seg], 32, &[0.0; 32], Input::Plain).is_err());
     assert!(
         testing::matmul(
             &g,
