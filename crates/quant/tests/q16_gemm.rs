@@ -117,6 +117,37 @@ fn gemm_matches_scalar_tile_and_matvec_reference() {
     }
 }
 
+/// Every token count from 1 to 13 (full tiles of each kernel's width and every remainder), on a
+/// format with and one without minimum terms, every instruction set against the scalar tile.
+#[test]
+fn every_token_count_matches_the_scalar_tile() {
+    let mut rng = Rng(12);
+    let (m, k) = (40, 576);
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_1] {
+        let row_bytes = ty.bytes_for(k as u64).unwrap() as usize;
+        let w = common::random_blocks(&mut rng, ty, m * row_bytes, |_| 0.02);
+        let mut p = Panels::new();
+        p.decode(ty, &w, row_bytes, k).unwrap();
+        for n in 1..=13 {
+            let x = rng.normals(n * k);
+            let mut a = Q16Acts::new();
+            a.quantize(&x).unwrap();
+            let scalar = run(Isa::Scalar, &p, &a, n);
+            for isa in Isa::available() {
+                let y = run(isa, &p, &a, n);
+                let same = y
+                    .iter()
+                    .zip(&scalar)
+                    .all(|(u, v)| u.to_bits() == v.to_bits());
+                assert!(
+                    same,
+                    "{ty} {isa:?} with {n} tokens differs from the scalar tile"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn gemm_rejects_bad_input() {
     let mut p = Panels::new();

@@ -21,7 +21,7 @@ use crate::simd::Isa;
 use crate::{Op, QuantError};
 
 /// Most tokens any kernel's tile holds.
-pub(crate) const MAX_NR: usize = 4;
+pub(crate) const MAX_NR: usize = 6;
 
 /// One tile: `out[t * 32 + i]` for tokens `t0 + t` (`t < nt`) and row `i` of panel `panel`.
 ///
@@ -52,12 +52,13 @@ fn kernel(isa: Isa) -> Kernel {
 
 /// Whether callers should run prefill through [`gemm_q16`] rather than an f32 GEMM on decoded
 /// weights: on x86 with AVX2 or AVX512-VNNI. With VNNI (`vpdpwssd`) it is ~2x the f32 FMA rate on
-/// Zen 4; the AVX2 tile (`vpmaddwd` + `vpaddd`) is somewhat slower than the `gemm` crate's f32
-/// GEMM (an AVX2-only EPYC, 2 threads, pp256: SmolLM2 Q4_1 313 vs 402 tok/s, Qwen2.5-0.5B 104
-/// vs 120), but its exact integer sums give every row the same bits whatever the batch size
-/// (the f32 GEMM's blocking changes with the number of rows), hence the same bits as an AVX-512
-/// machine, and prefix reuse, paged caches and batched serving keep their bit-identity. The
-/// scalar tile is far slower: elsewhere callers keep their f32 path.
+/// Zen 4; the AVX2 tile (`vpmaddwd` + `vpaddd`, 16 rows x 6 tokens) beats the `gemm` crate's f32
+/// GEMM too (an AVX2-only EPYC, 2 threads, pp512: SmolLM2 Q4_1 534 tok/s, Qwen2.5-0.5B 155; with
+/// 2 tokens a tile 283 / 90, the f32 GEMM ~400 / ~120 at pp256), and its exact integer sums give
+/// every row the same bits whatever the batch size (the f32 GEMM's blocking changes with the
+/// number of rows), hence the same bits as an AVX-512 machine, and prefix reuse, paged caches and
+/// batched serving keep their bit-identity. The scalar tile is far slower: elsewhere callers
+/// keep their f32 path.
 pub fn gemm_is_fast() -> bool {
     match Isa::best() {
         #[cfg(target_arch = "x86_64")]
