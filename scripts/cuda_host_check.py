@@ -4,7 +4,8 @@
 The batched matvec decodes a weight unit once for several inputs (unit_load / unit_apply); the
 single-row decoders (unit_q16: unit_legacy, unit_k45, unit_q6k) are kept whole because splitting
 them changes the persistent kernel's register allocation. Both must give the same bits, as must
-the wide matvec's Q6_K decoder (unit_q6k_g: aligned word loads) and unit_q6k. This
+the wide matvec's decoders (unit_q16<T, true>: aligned word loads for the 2-byte aligned formats)
+and unit_q16<T>. This
 compiles q16.cuh for the host with a C++ compiler (PTX-only helpers replaced by exact C
 equivalents, no FMA contraction, as the kernels' _rn operations) and compares the two on random
 units of every format. Skipped (exit 0, with a message) when no C++ compiler is found.
@@ -101,13 +102,11 @@ template <int T> int check(const char* name) {
         unit_load<T>(w, u, uw);
         float b = unit_apply<T>(uw, xr, x, u);
         if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 3) printf("%s unit %d: %g vs %g\n", name, u, a, b); }
-        if constexpr (T == T_Q6_K) {
-            // matvec_wide's Q6_K decoder (aligned word loads) on the same unit, at both alignments
-            // of a block's start (2-byte aligned rows).
-            for (int off = 0; off < 4; off += 2) {
-                float c = unit_q6k_g(w + off, xr, x, u), e = unit_q6k(w + off, xr, x, u);
-                if (memcmp(&c, &e, 4) != 0) { bad++; if (bad < 3) printf("Q6_K word loads unit %d: %g vs %g\n", u, c, e); }
-            }
+        // matvec_wide's decoders (G: aligned word loads for the 2-byte aligned formats) on the
+        // same unit, at both alignments of a row's start.
+        for (int off = 0; off < 4; off += 2) {
+            float c = unit_q16<T, true>(w + off, xr, x, u), e = unit_q16<T, false>(w + off, xr, x, u);
+            if (memcmp(&c, &e, 4) != 0) { bad++; if (bad < 3) printf("%s word loads unit %d: %g vs %g\n", name, u, c, e); }
         }
     }
     printf("%s: %d units, %d differ\n", name, nu, bad);

@@ -159,27 +159,59 @@ __device__ __forceinline__ void ld16a2(const u8* p, u32* w) {
     for (int k = 0; k < 4; k++) w[k] = ld32a2(p + 4 * k);
 }
 
-// One 32-weight block of a legacy format: the block's contribution to the row's dot product.
-template <int T>
+// 4 N4 bytes from a 2-byte aligned address in global memory: N4 + 1 aligned words through the
+// read-only path, funnel-shifted into place (ld16a2 takes two 2-byte loads a word, which makes
+// Q6_K rows of global memory stream at 1.4 TB/s on the H200 against 1.8 TB/s this way:
+// scripts/mvbench). Reads up to 4 bytes past the end (matrices have 16 bytes of slack).
+template <int N4>
+__device__ __forceinline__ void ldg_a2(const u8* p, u32* w) {
+    const u32* a = (const u32*)((size_t)p & ~(size_t)3);
+    u32 sh = (u32)((size_t)p & 2) * 8;
+    u32 x[N4 + 1];
+#pragma unroll
+    for (int k = 0; k <= N4; k++) x[k] = __ldg(a + k);
+#pragma unroll
+    for (int k = 0; k < N4; k++) w[k] = __funnelshift_r(x[k], x[k + 1], sh);
+}
+
+// One 32-weight block of a legacy format: the block's contribution to the row's dot product. G: the
+// row is in global memory, and the 2-byte aligned runs (Q8_0, Q4_0, Q5_0) are read with ldg_a2's
+// aligned words (the same bytes, so the same bits; else 2-byte loads, which shared memory needs).
+template <int T, bool G = false>
 __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const int4* xr, const Xq& x, int u) {
     u32 w[8];
     if constexpr (T == T_Q8_0) {
         float d = h2f(ld16(b));
-        ld16a2(b + 2, w);
-        ld16a2(b + 18, w + 4);
+        if constexpr (G) {
+            ldg_a2<4>(b + 2, w);
+            ldg_a2<4>(b + 18, w + 4);
+        } else {
+            ld16a2(b + 2, w);
+            ld16a2(b + 18, w + 4);
+        }
         return mul3(d, x.dx[u], (float)idot<8>(w, xr));
     } else {
         u32 qs[4], qh = 0;
         float d = h2f(ld16(b)), m = 0.f;
-        if constexpr (T == T_Q4_0) ld16a2(b + 2, qs);
+        if constexpr (T == T_Q4_0) {
+            if constexpr (G) ldg_a2<4>(b + 2, qs);
+            else ld16a2(b + 2, qs);
+        }
         if constexpr (T == T_Q4_1) {
             m = h2f(ld16(b + 2));
 #pragma unroll
             for (int k = 0; k < 4; k++) qs[k] = ld32(b + 4 + 4 * k);
         }
         if constexpr (T == T_Q5_0) {
-            qh = ld32a2(b + 2);
-            ld16a2(b + 6, qs);
+            if constexpr (G) {
+                u32 h1[1];
+                ldg_a2<1>(b + 2, h1);
+                qh = h1[0];
+                ldg_a2<4>(b + 6, qs);
+            } else {
+                qh = ld32a2(b + 2);
+                ld16a2(b + 6, qs);
+            }
         }
         if constexpr (T == T_Q5_1) {
             m = h2f(ld16(b + 2));
@@ -254,74 +286,50 @@ __device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* 
     return __fadd_rn(p0, p1);
 }
 
-// Group G (16 weights) of Q6_K unit u (unit_q6k's layout: A and B the low-bit runs of groups 0, 2
-// and 1, 3, H the high bits) dotted with its quants, times dsc = d * the group's scale.
-__device__ __forceinline__ float q6k_group(const u32* A, const u32* B, const u32* H, int G, float dsc, const int4* xr,
-                                           const Xq& x, int u) {
-    u32 wq[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        u32 l = (G & 1) ? B[k] : A[k];
-        wq[k] = ((l >> (4 * (G >> 1))) & 0x0f0f0f0fu) | (((H[k] >> (2 * G)) & 0x03030303u) << 4);
-    }
-    int bb = 8 * (u >> 2) + 4 * ((u >> 1) & 1) + G;
-    int s = idot<4>(wq, xr + 2 * G) - 32 * x.s16[2 * bb + (u & 1)];
-    return mul3(dsc, x.dx[bb], (float)s);
-}
-
 // Q6_K unit u: super-block u >> 2, half n = (u >> 1) & 1, h = u & 1: groups G = 0..3 of 16 elements
 // 128n + 32G + 16h + i, from ql[64n + 16h + i] (G 0, 2: low, high nibble), ql[64n + 32 + 16h + i]
 // (G 1, 3) and bits 2G of qh[32n + 16h + i]; scale 8n + 2G + h. The block is only 2-byte aligned.
+// G: the row is in global memory, its 2-byte aligned runs read with ldg_a2's aligned words (the
+// same bytes, so the same bits; else 2-byte loads, which rows staged in shared memory need).
+template <bool G = false>
 __device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
     const u8* b = w + (size_t)(u >> 2) * 210;
     int n = (u >> 1) & 1, hf = u & 1;
-    u32 A[4], B[4], H[4];
-    ld16a2(b + 64 * n + 16 * hf, A);
-    ld16a2(b + 64 * n + 32 + 16 * hf, B);
-    ld16a2(b + 128 + 32 * n + 16 * hf, H);
+    u32 A[4], B[4], H[4], S2[2];
+    if constexpr (G) {
+        ldg_a2<4>(b + 64 * n + 16 * hf, A);
+        ldg_a2<4>(b + 64 * n + 32 + 16 * hf, B);
+        ldg_a2<4>(b + 128 + 32 * n + 16 * hf, H);
+        ldg_a2<2>(b + 192 + 8 * n, S2);  // the half's 8 scales
+    } else {
+        ld16a2(b + 64 * n + 16 * hf, A);
+        ld16a2(b + 64 * n + 32 + 16 * hf, B);
+        ld16a2(b + 128 + 32 * n + 16 * hf, H);
+    }
     float d = h2f(ld16(b + 208));
     const u8* S = b + 192 + 8 * n + hf;
     float acc = 0.f;
 #pragma unroll
-    for (int G = 0; G < 4; G++) acc = __fadd_rn(acc, q6k_group(A, B, H, G, __fmul_rn(d, (float)(i8)S[2 * G]), xr, x, u));
-    return acc;
-}
-
-// 4 N4 bytes from a 2-byte aligned address in global memory: N4 + 1 aligned words through the
-// read-only path, funnel-shifted into place (ld16a2 takes two 2-byte loads a word, which makes
-// Q6_K rows of global memory stream at 1.4 TB/s on the H200 against 1.8 TB/s this way:
-// scripts/mvbench). Reads up to 4 bytes past the end (matrices have 16 bytes of slack).
-template <int N4>
-__device__ __forceinline__ void ldg_a2(const u8* p, u32* w) {
-    const u32* a = (const u32*)((size_t)p & ~(size_t)3);
-    u32 sh = (u32)((size_t)p & 2) * 8;
-    u32 x[N4 + 1];
+    for (int G4 = 0; G4 < 4; G4++) {
+        u32 wq[4];
 #pragma unroll
-    for (int k = 0; k <= N4; k++) x[k] = __ldg(a + k);
-#pragma unroll
-    for (int k = 0; k < N4; k++) w[k] = __funnelshift_r(x[k], x[k + 1], sh);
-}
-
-// unit_q6k on a row in global memory, its bytes loaded with ldg_a2: the same bytes and arithmetic,
-// so the same bits (unit_q6k stays as it is for rows in shared memory, where ldg_a2 cannot read).
-__device__ __forceinline__ float unit_q6k_g(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
-    const u8* b = w + (size_t)(u >> 2) * 210;
-    int n = (u >> 1) & 1, hf = u & 1;
-    u32 A[4], B[4], H[4], S[2];
-    ldg_a2<4>(b + 64 * n + 16 * hf, A);
-    ldg_a2<4>(b + 64 * n + 32 + 16 * hf, B);
-    ldg_a2<4>(b + 128 + 32 * n + 16 * hf, H);
-    ldg_a2<2>(b + 192 + 8 * n, S);  // the half's 8 scales
-    float d = h2f(ld16(b + 208));
-    float acc = 0.f;
-#pragma unroll
-    for (int G = 0; G < 4; G++) {
-        int si = 2 * G + hf;
-        i8 sc = (i8)((S[si >> 2] >> (8 * (si & 3))) & 0xffu);
-        acc = __fadd_rn(acc, q6k_group(A, B, H, G, __fmul_rn(d, (float)sc), xr, x, u));
+        for (int k = 0; k < 4; k++) {
+            u32 l = (G4 & 1) ? B[k] : A[k];
+            wq[k] = ((l >> (4 * (G4 >> 1))) & 0x0f0f0f0fu) | (((H[k] >> (2 * G4)) & 0x03030303u) << 4);
+        }
+        int bb = 8 * (u >> 2) + 4 * n + G4;
+        int s = idot<4>(wq, xr + 2 * G4) - 32 * x.s16[2 * bb + hf];
+        if constexpr (G) {
+            int si = 2 * G4 + hf;
+            i8 sc = (i8)((S2[si >> 2] >> (8 * (si & 3))) & 0xffu);
+            acc = __fadd_rn(acc, mul3(__fmul_rn(d, (float)sc), x.dx[bb], (float)s));
+        } else {
+            acc = __fadd_rn(acc, mul3(__fmul_rn(d, (float)(i8)S[2 * G4]), x.dx[bb], (float)s));
+        }
     }
     return acc;
 }
+
 
 // The quants unit u of a row of format T reads, into registers: legacy formats 4 slots (a block
 // of 32), Q4_K / Q5_K 8 (two blocks), Q6_K 2 for each of its 4 groups.
@@ -344,14 +352,15 @@ __device__ __forceinline__ void load_xu(const Xq& x, int u, int4* xr) {
     }
 }
 
-// Unit u of the row at w, dotted with its quants xr (load_xu).
-template <int T>
+// Unit u of the row at w, dotted with its quants xr (load_xu). G: the row is in global memory (the
+// 2-byte aligned formats then read it with ldg_a2).
+template <int T, bool G = false>
 __device__ __forceinline__ float unit_q16(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
     if constexpr (T == T_Q4_K || T == T_Q5_K) return unit_k45<T>(w, xr, x, u);
-    else if constexpr (T == T_Q6_K) return unit_q6k(w, xr, x, u);
+    else if constexpr (T == T_Q6_K) return unit_q6k<G>(w, xr, x, u);
     else {
         constexpr int BYTES = T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
-        return unit_legacy<T>(w + (size_t)u * BYTES, xr, x, u);
+        return unit_legacy<T, G>(w + (size_t)u * BYTES, xr, x, u);
     }
 }
 
@@ -545,7 +554,7 @@ __device__ __forceinline__ float row_dot_q16(const u8* __restrict__ w, const Xq&
 
 // row_dot_q16 one unit a lane at a time: the same unit values added in the same order, so the
 // same bits, in fewer registers (matvec_wide runs four blocks an SM on them). The row is in global
-// memory (Q6_K reads it with ldg_a2).
+// memory (the 2-byte aligned formats read it with ldg_a2).
 template <int T>
 __device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const Xq& x, int cols, int lane) {
     int nu = q16_units<T>(cols);
@@ -553,8 +562,7 @@ __device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const
     for (int u = lane; u < nu; u += 32) {
         int4 xr[8];
         load_xu<T>(x, u, xr);
-        if constexpr (T == T_Q6_K) acc = __fadd_rn(acc, unit_q6k_g(w, xr, x, u));
-        else acc = __fadd_rn(acc, unit_q16<T>(w, xr, x, u));
+        acc = __fadd_rn(acc, unit_q16<T, true>(w, xr, x, u));
     }
     return acc;
 }
