@@ -181,6 +181,8 @@ template <typename KT>
 __device__ __forceinline__ void attention_body(const float* __restrict__ q, KT* kc, KT* vc, float* __restrict__ out,
                                                const int* pos0p, int n_head, int n_head_kv, int hd, int hdv, float scale,
                                                const KvRow* rows, int layer) {
+    pdl_trigger();
+    pdl_wait();
     __shared__ float qs[256];
     int h = blockIdx.x, t = blockIdx.y;
     int kvh = h / (n_head / n_head_kv);
@@ -198,8 +200,6 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention(const float*
                                                                     const u16* __restrict__ vc, float* __restrict__ out,
                                                                     const int* pos0p, int n_head, int n_head_kv, int hd,
                                                                     int hdv, float scale, const KvRow* rows, int layer) {
-    pdl_trigger();
-    pdl_wait();
     attention_body(q, (u16*)kc, (u16*)vc, out, pos0p, n_head, n_head_kv, hd, hdv, scale, rows, layer);
 }
 
@@ -208,7 +208,5 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention_f32(const fl
                                                                         const float* __restrict__ vc, float* __restrict__ out,
                                                                         const int* pos0p, int n_head, int n_head_kv, int hd,
                                                                         int hdv, float scale, const KvRow* rows, int layer) {
-    pdl_trigger();
-    pdl_wait();
     attention_body(q, (float*)kc, (float*)vc, out, pos0p, n_head, n_head_kv, hd, hdv, scale, rows, layer);
 }

@@ -228,25 +228,13 @@ extern "C" __global__ void matvec(const MvArgs a) {
     }
 }
 
-// Whether matvec_wide decodes rows of type ty (the formats q16.cuh covers).
-__device__ __forceinline__ bool is_q16(int ty) {
-    return ty == T_Q4_0 || ty == T_Q4_1 || ty == T_Q5_0 || ty == T_Q5_1 || ty == T_Q8_0 || ty == T_Q4_K ||
-           ty == T_Q5_K || ty == T_Q6_K;
-}
-
-// row_dot_q16_one by weight type (q16 formats only; the host checks).
-__device__ __forceinline__ float row_dot_one_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane) {
-    switch (ty) {
-        case T_Q4_0: return row_dot_q16_one<T_Q4_0>(w, xq, cols, lane);
-        case T_Q4_1: return row_dot_q16_one<T_Q4_1>(w, xq, cols, lane);
-        case T_Q5_0: return row_dot_q16_one<T_Q5_0>(w, xq, cols, lane);
-        case T_Q5_1: return row_dot_q16_one<T_Q5_1>(w, xq, cols, lane);
-        case T_Q8_0: return row_dot_q16_one<T_Q8_0>(w, xq, cols, lane);
-        case T_Q4_K: return row_dot_q16_one<T_Q4_K>(w, xq, cols, lane);
-        case T_Q5_K: return row_dot_q16_one<T_Q5_K>(w, xq, cols, lane);
-        case T_Q6_K: return row_dot_q16_one<T_Q6_K>(w, xq, cols, lane);
-        default: return __int_as_float(0x7fc00000);
-    }
+// acc = row_dot_q16_one by weight type (q16 formats only, as the host checks; NaN for any other).
+__device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
+                                               float& acc) {
+    acc = __int_as_float(0x7fc00000);
+#define ONE_Q16(T) acc = row_dot_q16_one<T>(w, xq, cols, lane)
+    Q16_DISPATCH(ty, ONE_Q16)
+#undef ONE_Q16
 }
 
 // matvec_wide's input, prepared in parallel: block b takes values [1024 b, 1024 b + 1024) of the
@@ -312,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) matvec_wide(const MvArgs a,
         float acc = 0.f;
         if (active) {
             const MvSeg& s = a.seg[si];
-            acc = row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane);
+            row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, acc);
         }
         acc = warp_sum(acc);
         if (active && lane == 0) mv_store(a.seg[si], 0, r, acc);

@@ -77,6 +77,8 @@ __device__ __forceinline__ void rope_store_body(float* q, const float* __restric
                                                 KT* kc, KT* vc, const int* pos0p, const double* __restrict__ freqs,
                                                 int n_head, int n_head_kv, int hd, int hdv, int n_rot, int neox,
                                                 const KvRow* rows, int layer) {
+    pdl_trigger();
+    pdl_wait();
     int t = blockIdx.x, head = blockIdx.y;
     int pos;
     kv_row(rows, layer, t, kc, vc, pos0p, pos);
@@ -108,8 +110,6 @@ __device__ __forceinline__ void rope_store_body(float* q, const float* __restric
 extern "C" __global__ void rope_store(float* q, const float* __restrict__ k, const float* __restrict__ v, u16* kc, u16* vc,
                                       const int* pos0p, const double* __restrict__ freqs, int n_head, int n_head_kv, int hd,
                                       int hdv, int n_rot, int neox, const KvRow* rows, int layer) {
-    pdl_trigger();
-    pdl_wait();
     rope_store_body(q, k, v, kc, vc, pos0p, freqs, n_head, n_head_kv, hd, hdv, n_rot, neox, rows, layer);
 }
 
@@ -118,7 +118,5 @@ extern "C" __global__ void rope_store_f32(float* q, const float* __restrict__ k,
                                           float* vc, const int* pos0p, const double* __restrict__ freqs, int n_head,
                                           int n_head_kv, int hd, int hdv, int n_rot, int neox, const KvRow* rows,
                                           int layer) {
-    pdl_trigger();
-    pdl_wait();
     rope_store_body(q, k, v, kc, vc, pos0p, freqs, n_head, n_head_kv, hd, hdv, n_rot, neox, rows, layer);
 }

@@ -51,8 +51,8 @@ impl DevLayer {
 }
 
 /// Layers of at least this many weight bytes decode on the graph path by default (H200, in
-/// process: the Llama-3.1-8B shape's 110 MiB layers 1660 tok/s graph vs 1330 persistent at six
-/// layers; Qwen2.5-0.5B's 5 MiB layers 742 vs 1138).
+/// process: the Llama-3.1-8B shape's 117 MiB layers of Q4_K 1660 tok/s graph vs 1330 persistent
+/// at six layers; the Qwen2.5-0.5B shape's 10 MiB layers of Q5_0 742 vs 1138).
 const PERSISTENT_MAX_LAYER_BYTES: usize = 32 << 20;
 
 /// A model whose weights live on a CUDA device, with the same contract as `cpu::CpuModel`.
@@ -425,8 +425,7 @@ impl CudaModel {
 
     /// Widest matmul input.
     fn max_cols(&self) -> usize {
-        let hp = &self.hp;
-        hp.n_embd.max(hp.n_ff).max(hp.n_head * hp.head_dim_v)
+        launch::max_cols(&self.hp)
     }
 
     /// Captures the decode launches into a graph (the step's token and position are read from

@@ -3,6 +3,7 @@
 
 use crate::device::Gpu;
 use crate::error::Result;
+use crate::launch;
 use crate::persistent::Persistent;
 use cudarc::driver::{CudaGraph, CudaSlice};
 use model::HParams;
@@ -134,9 +135,7 @@ impl CudaKvCache {
             pos: gpu.zeros(1)?,
             tokens: gpu.zeros(CHUNK)?,
             decode: Scratch::new(gpu, hp, 1)?,
-            decode_prep: gpu.zeros(crate::launch::prep_stride(
-                hp.n_embd.max(hp.n_ff).max(hp.n_head * hp.head_dim_v),
-            ))?,
+            decode_prep: gpu.zeros(launch::prep_stride(launch::max_cols(hp)))?,
             prefill: None,
             logits_all: None,
             graph: None,

@@ -181,6 +181,11 @@ impl Rows {
     pub const ONE: Rows = Rows { n: 1, prep: 0 };
 }
 
+/// Widest matvec / matmul input of a model with these hyper-parameters.
+pub(crate) fn max_cols(hp: &model::HParams) -> usize {
+    hp.n_embd.max(hp.n_ff).max(hp.n_head * hp.head_dim_v)
+}
+
 /// Bytes one prepared input row of `cols` values takes (f32 row, then its q16 quantization).
 pub(crate) fn prep_stride(cols: usize) -> usize {
     cols * 4 + xq_bytes(cols)
