@@ -35,3 +35,15 @@ extern "C" __global__ void gather_rows(const float* __restrict__ x, const int* _
     float* dst = out + (size_t)blockIdx.x * cols;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = src[c];
 }
+
+// Holds the stream for `ns` nanoseconds (one thread spinning on the global timer), so that the
+// launches queued behind it run back to back, as in a graph: the kernel timeline
+// (testing::timeline) measures the device, not the host's launch pace.
+extern "C" __global__ void hold(u64 ns) {
+    u64 t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}

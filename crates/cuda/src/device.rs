@@ -34,6 +34,8 @@ pub(crate) struct Kernels {
     /// Decode matvec of big matrices on an input prepared once (by `matvec_prep_wide`).
     pub matvec_wide: CudaFunction,
     pub matvec_prep_wide: CudaFunction,
+    /// Holds the stream for a while (the kernel timeline).
+    pub hold: CudaFunction,
     pub matmul: CudaFunction,
     pub rms_norm: CudaFunction,
     pub rope_store: CudaFunction,
@@ -148,6 +150,7 @@ impl Gpu {
             matvec_prep: f("matvec_prep")?,
             matvec_wide: f("matvec_wide")?,
             matvec_prep_wide: f("matvec_prep_wide")?,
+            hold: f("hold")?,
             matmul: f("matmul")?,
             rms_norm: f("rms_norm")?,
             rope_store: f("rope_store")?,

@@ -220,6 +220,11 @@ impl CudaModel {
     }
 
     /// The model's hyper-parameters.
+    /// The device the model lives on.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
     pub fn hparams(&self) -> &HParams {
         &self.hp
     }

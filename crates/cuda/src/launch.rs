@@ -73,6 +73,35 @@ thread_local! {
     static LAUNCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
+thread_local! {
+    /// The kernel timeline while one is recorded (testing::timeline): a timing event recorded on
+    /// the stream before each kernel `launch_dep!` launches, with the kernel's name.
+    static TIMELINE: std::cell::RefCell<Option<Vec<(&'static str, cudarc::driver::CudaEvent)>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Records a timeline mark named `name` on `gpu`'s stream when a timeline is being recorded on
+/// this thread (a mark that cannot be made is left out).
+pub(crate) fn timeline_mark(gpu: &Gpu, name: &'static str) {
+    TIMELINE.with(|t| {
+        if let Some(marks) = t.borrow_mut().as_mut()
+            && let Ok(e) = gpu
+                .ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+            && e.record(&gpu.stream).is_ok()
+        {
+            marks.push((name.rsplit(['.', ' ']).next().unwrap_or(name), e));
+        }
+    })
+}
+
+/// Starts (`Some`) or takes (`None` in, the marks out) this thread's kernel timeline.
+pub(crate) fn timeline_swap(
+    marks: Option<Vec<(&'static str, cudarc::driver::CudaEvent)>>,
+) -> Option<Vec<(&'static str, cudarc::driver::CudaEvent)>> {
+    TIMELINE.with(|t| std::mem::replace(&mut *t.borrow_mut(), marks))
+}
+
 /// Counts one launch from the host (a kernel, or a CUDA graph replay), on the calling thread.
 pub(crate) fn count_launch() {
     LAUNCHES.with(|c| c.set(c.get() + 1));

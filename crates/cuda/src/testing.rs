@@ -6,7 +6,7 @@ use crate::device::Gpu;
 use crate::error::{CudaError, Result};
 use crate::launch::{self, Heads, Out, Prep};
 use crate::weights::DevMatrix;
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use gguf::GgmlType;
 use half::f16;
 
@@ -467,4 +467,55 @@ pub fn swiglu(gpu: &Gpu, g: &[f32], u: &[f32]) -> Result<Vec<f32>> {
 /// Kernel launches and graph replays issued so far from the calling thread.
 pub fn launch_count() -> u64 {
     crate::launch::launch_count()
+}
+
+/// One kernel of a timeline: its launch's name (as `launch_dep!` names it) and the device time
+/// from its mark to the next one (its run and the gap before the next kernel), in microseconds.
+pub struct TimelineEntry {
+    pub kernel: &'static str,
+    pub us: f64,
+}
+
+/// Runs `f` with the stream held for `hold_us` microseconds first, so that the launches `f`
+/// queues in the meantime run back to back as in a graph, and returns what `f` returned with the
+/// time of every kernel launched through `launch_dep!` (the decode kernels) on this thread. The
+/// last entry runs to the end of what `f` queued (for a decode step: the logits' copy included).
+/// `hold_us` must outlast the host's queueing of `f`'s launches, or the first entries measure
+/// the host's pace.
+pub fn timeline<R>(
+    gpu: &Gpu,
+    hold_us: u64,
+    f: impl FnOnce() -> R,
+) -> Result<(R, Vec<TimelineEntry>)> {
+    let ns = hold_us * 1000;
+    let mut b = gpu.stream.launch_builder(&gpu.k.hold);
+    b.arg(&ns);
+    // SAFETY: `hold` takes one u64 and touches no memory.
+    unsafe {
+        b.launch(LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        })
+    }
+    .map_err(crate::error::drv("hold launch"))?;
+    crate::launch::timeline_swap(Some(Vec::new()));
+    let r = f();
+    let end = gpu
+        .ctx
+        .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(crate::error::drv("event"))?;
+    end.record(&gpu.stream)
+        .map_err(crate::error::drv("event"))?;
+    let marks = crate::launch::timeline_swap(None).unwrap_or_default();
+    let mut out = Vec::with_capacity(marks.len());
+    for (i, (kernel, e)) in marks.iter().enumerate() {
+        let next = marks.get(i + 1).map_or(&end, |m| &m.1);
+        let ms = e.elapsed_ms(next).map_err(crate::error::drv("event"))?;
+        out.push(TimelineEntry {
+            kernel,
+            us: f64::from(ms) * 1000.0,
+        });
+    }
+    Ok((r, out))
 }

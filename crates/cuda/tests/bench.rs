@@ -243,3 +243,86 @@ fn profile_decode() {
         cuda.forward(&[t], &mut kv, Logits::Last).unwrap();
     }
 }
+
+/// Where a decode step's device time goes, kernel by kernel (`scripts/cuda-tests timeline`): the
+/// first shape of `MOLLA_BENCH_SHAPES` (default the 8B's, Q4_K), plain launches queued behind a
+/// held stream so that they run back to back (testing::timeline), one step at position ~100
+/// after five warm-up steps. Prints each kernel's share and one layer's sequence, and the graph
+/// path's step time for comparison (a graph's launches have smaller gaps than these).
+#[test]
+#[ignore]
+fn kernel_timeline() {
+    let Some(_) = gpu() else { return };
+    let first = std::env::var("MOLLA_BENCH_SHAPES").unwrap_or_else(|_| "l8:Q4_K".into());
+    let item = first
+        .split_whitespace()
+        .next()
+        .unwrap_or("l8:Q4_K")
+        .to_string();
+    let (name, ty) = item.split_once(':').unwrap_or((&item, "Q4_K"));
+    let spec = shape(name, GgmlType::from_name(ty).expect("a ggml type name"));
+    let (vocab, layers) = (spec.n_vocab as u32, spec.n_layer);
+    let m = Model::from_file(GgufFile::from_bytes(build(&spec).unwrap()).unwrap()).unwrap();
+    let cuda = CudaModel::new(&m, 0).unwrap();
+    cuda.set_persistent(false);
+    let prompt: Vec<u32> = (0..100).map(|i| i * 7 % vocab).collect();
+    // The graph path's step, for comparison.
+    cuda.set_graphs(true);
+    let mut kv = cuda.new_cache(512).unwrap();
+    cuda.forward(&prompt, &mut kv, Logits::Last).unwrap();
+    for t in 0..5 {
+        cuda.forward(&[t], &mut kv, Logits::Last).unwrap();
+    }
+    let t0 = Instant::now();
+    for t in 0..64 {
+        cuda.forward(&[t], &mut kv, Logits::Last).unwrap();
+    }
+    let graph_us = t0.elapsed().as_secs_f64() * 1e6 / 64.0;
+    cuda.set_graphs(false);
+    let mut kv = cuda.new_cache(512).unwrap();
+    cuda.forward(&prompt, &mut kv, Logits::Last).unwrap();
+    for t in 0..5 {
+        cuda.forward(&[t], &mut kv, Logits::Last).unwrap();
+    }
+    let (r, tl) = cuda::testing::timeline(cuda.gpu(), 20_000, || {
+        cuda.forward(&[7], &mut kv, Logits::Last)
+    })
+    .unwrap();
+    r.unwrap();
+    let total: f64 = tl.iter().map(|e| e.us).sum();
+    println!(
+        "{name} {ty}: {layers} layers, {} kernels, {total:.1} us a step back to back \
+         (graph path: {graph_us:.1} us a step, host included)",
+        tl.len()
+    );
+    let mut by: Vec<(&str, usize, f64)> = Vec::new();
+    for e in &tl {
+        if let Some(b) = by.iter_mut().find(|b| b.0 == e.kernel) {
+            b.1 += 1;
+            b.2 += e.us;
+        } else {
+            by.push((e.kernel, 1, e.us));
+        }
+    }
+    by.sort_by(|a, b| b.2.total_cmp(&a.2));
+    println!("| kernel | count | us a step | us each | share |");
+    println!("| --- | --- | --- | --- | --- |");
+    for (k, n, us) in &by {
+        println!(
+            "| {k} | {n} | {us:.1} | {:.2} | {:.1}% |",
+            us / *n as f64,
+            100.0 * us / total
+        );
+    }
+    // One middle layer: the kernels between the embedding and the head split evenly by layer.
+    let per = (tl.len().saturating_sub(1)) / layers.max(1);
+    let start = 1 + per * (layers / 2);
+    println!("layer {} ({per} kernels):", layers / 2);
+    for e in tl.iter().skip(start).take(per) {
+        println!("  {:<28} {:7.2} us", e.kernel, e.us);
+    }
+    println!("head and copy:");
+    for e in tl.iter().skip(1 + per * layers) {
+        println!("  {:<28} {:7.2} us", e.kernel, e.us);
+    }
+}
