@@ -82,7 +82,26 @@ fn options(cc: (i32, i32)) -> Vec<String> {
     if pdl(cc) {
         opts.push("-DMOLLA_PDL".to_string());
     }
+    opts.extend(experiment_defines());
     opts
+}
+
+/// Kernel variants under measurement: `MOLLA_KDEFS` names preprocessor symbols (space-separated,
+/// `NAME` or `NAME=VALUE`, letters, digits and `_` only), each passed to NVRTC as `-DMOLLA_X_NAME`
+/// so that only symbols the kernels mean for experiments can be set (docs/cuda-persistent.md
+/// names those that exist). Part of the cache key as every option.
+fn experiment_defines() -> Vec<String> {
+    let Ok(v) = std::env::var("MOLLA_KDEFS") else {
+        return Vec::new();
+    };
+    let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    v.split_whitespace()
+        .filter(|d| {
+            let (name, val) = d.split_once('=').unwrap_or((d, "1"));
+            ok(name) && ok(val)
+        })
+        .map(|d| format!("-DMOLLA_X_{d}"))
+        .collect()
 }
 
 /// A CUBIN of the kernels for compute capability `cc`, from the disk cache when present.
