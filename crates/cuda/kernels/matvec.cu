@@ -244,23 +244,36 @@ __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w,
 extern "C" __global__ void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* prep) {
     extern __shared__ float4 smem4[];
     pdl_trigger();
-    pdl_wait();
     float* xs = (float*)smem4;
     int n = a.cols;
+    int b0 = blockIdx.x * 32 + (threadIdx.x >> 2), part = threadIdx.x & 3;
+    bool live = b0 < (n >> 5);
+    int b = live ? b0 : 0;
+    // The norm weights first: they depend on no kernel before, and their loads then overlap the
+    // row's instead of following the sum.
+    float w[8];
+    if (a.mode == 1) {
+        const float* wp = a.norm_w + 32 * b + 8 * part;
+        if (((size_t)wp & 15) == 0) {
+            float4 wa = ((const float4*)wp)[0], wb = ((const float4*)wp)[1];
+            w[0] = wa.x, w[1] = wa.y, w[2] = wa.z, w[3] = wa.w, w[4] = wb.x, w[5] = wb.y, w[6] = wb.z, w[7] = wb.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) w[j] = wp[j];
+        }
+    }
+    pdl_wait();
     float scale = 1.f;
     if (a.mode == 1) {
         load_row(a.x, xs, n);
         __syncthreads();
         scale = rms_scale(xs, n, a.eps, blockDim.x);
     }
-    int b0 = blockIdx.x * 32 + (threadIdx.x >> 2), part = threadIdx.x & 3;
-    bool live = b0 < (n >> 5);
-    int b = live ? b0 : 0;
     float v[8];
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         int i = 32 * b + 8 * part + j;
-        if (a.mode == 1) v[j] = xs[i] * scale * a.norm_w[i];
+        if (a.mode == 1) v[j] = xs[i] * scale * w[j];
         else if (a.mode == 2) v[j] = silu_mul(a.x[i], a.x2[i]);
         else v[j] = __ldcg(a.x + i);
     }
