@@ -54,6 +54,7 @@ shim=r'''
 #define __restrict__
 struct int4 { int x, y, z, w; };
 struct uint4 { unsigned x, y, z, w; };
+struct uint2 { unsigned x, y; };
 struct float4 { float x, y, z, w; };
 struct Dim { int x; };
 static Dim threadIdx{0}, blockDim{256};
@@ -122,6 +123,36 @@ int main() {
 '''
 
 
+# The Q6PAD experiment (MOLLA_KDEFS, kernels/common.cuh Q6K_BYTES): the same random Q6_K row
+# decoded from 210-byte blocks and, built with MOLLA_X_Q6PAD, from the blocks padded to 224 bytes
+# (as weights.rs pads them) must give the same bits by every decoder.
+q6dump=r'''
+int main() {
+    std::mt19937 rng(7);
+    const int cols = 4096, nb = cols / 256;
+    static u8 raw[nb * 210], w[nb * 224 + 16] __attribute__((aligned(16)));
+    for (auto& v : raw) v = rng() & 0xff;
+    for (int b = 0; b < nb; b++) memcpy(w + b * Q6K_BYTES, raw + b * 210, 210);
+    static int4 q[cols / 8]; static float dx[cols / 32], sx[cols / 32]; static int s16[cols / 16];
+    for (auto& v : q) v = {(int)rng(), (int)rng(), (int)rng(), (int)rng()};
+    for (auto& v : dx) v = (float)(rng() % 1000) * 1e-4f + 1e-5f;
+    for (auto& v : sx) v = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+    for (auto& v : s16) v = (int)(rng() % 200001) - 100000;
+    Xq x; x.q = q; x.dx = dx; x.sx = sx; x.s16 = s16;
+    for (int u = 0; u < q16_units<T_Q6_K>(cols); u++) {
+        int4 xr[8];
+        load_xu<T_Q6_K>(x, u, xr);
+        float a = unit_q16<T_Q6_K>(w, xr, x, u), c = unit_q16<T_Q6_K, true>(w, xr, x, u);
+        UnitW uw;
+        unit_load<T_Q6_K>(w, u, uw);
+        float b = unit_apply<T_Q6_K>(uw, xr, x, u);
+        u32 ia, ib, ic;
+        memcpy(&ia, &a, 4); memcpy(&ib, &b, 4); memcpy(&ic, &c, 4);
+        printf("%d %08x %08x %08x\n", u, ia, ib, ic);
+    }
+}
+'''
+
 cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
 if not cxx:
     print("cuda_host_check: no C++ compiler found, skipped")
@@ -133,5 +164,16 @@ with tempfile.TemporaryDirectory() as d:
         cpp.write_text(text)
         subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", "-o", str(exe), str(cpp)], check=True)
         rc |= subprocess.run([str(exe)]).returncode
+    dumps = []
+    for defs in [[], ["-DMOLLA_X_Q6PAD"]]:
+        cpp, exe = Path(d) / "q6.cpp", Path(d) / f"q6{len(defs)}"
+        cpp.write_text(shim + common + post_common + q16 + q6dump)
+        subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", *defs, "-o", str(exe), str(cpp)], check=True)
+        dumps.append(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n"))
+    same = all(len(set(line.split()[1:])) == 1 for line in dumps[0] if line)
+    differ = sum(a != b for a, b in zip(*dumps)) + abs(len(dumps[0]) - len(dumps[1]))
+    print(f"Q6_K padded to 224 bytes: {len(dumps[0]) - 1} units, {differ} differ from 210-byte blocks"
+          + ("" if same else ", decoders disagree"))
+    rc |= int(differ != 0 or not same)
 print("cuda_host_check:", "PASS" if rc == 0 else "FAIL")
 sys.exit(rc)

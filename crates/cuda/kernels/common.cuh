@@ -22,6 +22,15 @@ typedef unsigned long long u64;
 #define T_Q6_K 14
 #define T_BF16 30
 
+// Bytes of a Q6_K block in device memory: the file's 210, or 224 with MOLLA_X_Q6PAD (an
+// experiment: weights.rs then pads every block, so that its fields sit at 16-, 8- and 2-byte
+// aligned offsets and are read with vector loads).
+#ifdef MOLLA_X_Q6PAD
+#define Q6K_BYTES 224
+#else
+#define Q6K_BYTES 210
+#endif
+
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));

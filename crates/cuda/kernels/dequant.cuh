@@ -119,7 +119,7 @@ __device__ __forceinline__ void dq8(const u8* __restrict__ row, int c, float* o)
             o[j] = d * (float)v - m;
         }
     } else if constexpr (T == T_Q6_K) {
-        const u8* b = row + (size_t)(c >> 5) * 210;
+        const u8* b = row + (size_t)(c >> 5) * Q6K_BYTES;
         int e0 = 8 * (c & 31), n = e0 >> 7, k = (e0 >> 5) & 3, l0 = e0 & 31;
         u32 lo, hi, hlo, hhi;
         ld8a2(b + 64 * n + 32 * (k & 1) + l0, lo, hi);

@@ -174,6 +174,15 @@ __device__ __forceinline__ void ldg_a2(const u8* p, u32* w) {
     for (int k = 0; k < N4; k++) w[k] = __funnelshift_r(x[k], x[k + 1], sh);
 }
 
+#ifdef MOLLA_X_Q6PAD
+// 16 bytes from a 16-byte aligned address (G: global memory, through the read-only path).
+template <bool G>
+__device__ __forceinline__ void ld16al(const u8* p, u32* w) {
+    uint4 v = G ? __ldg((const uint4*)p) : *(const uint4*)p;
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+}
+#endif
+
 // One 32-weight block of a legacy format: the block's contribution to the row's dot product. G: the
 // row is in global memory, and the 2-byte aligned runs (Q8_0, Q4_0, Q5_0) are read with ldg_a2's
 // aligned words (the same bytes, so the same bits; else 2-byte loads, which shared memory needs).
@@ -293,9 +302,18 @@ __device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* 
 // same bytes, so the same bits; else 2-byte loads, which rows staged in shared memory need).
 template <bool G = false>
 __device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
-    const u8* b = w + (size_t)(u >> 2) * 210;
+    const u8* b = w + (size_t)(u >> 2) * Q6K_BYTES;
     int n = (u >> 1) & 1, hf = u & 1;
     u32 A[4], B[4], H[4], S2[2];
+#ifdef MOLLA_X_Q6PAD
+    ld16al<G>(b + 64 * n + 16 * hf, A);
+    ld16al<G>(b + 64 * n + 32 + 16 * hf, B);
+    ld16al<G>(b + 128 + 32 * n + 16 * hf, H);
+    if constexpr (G) {
+        uint2 s2 = __ldg((const uint2*)(b + 192 + 8 * n));  // the half's 8 scales
+        S2[0] = s2.x, S2[1] = s2.y;
+    }
+#else
     if constexpr (G) {
         ldg_a2<4>(b + 64 * n + 16 * hf, A);
         ldg_a2<4>(b + 64 * n + 32 + 16 * hf, B);
@@ -306,6 +324,7 @@ __device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* 
         ld16a2(b + 64 * n + 32 + 16 * hf, B);
         ld16a2(b + 128 + 32 * n + 16 * hf, H);
     }
+#endif
     float d = h2f(ld16(b + 208));
     const u8* S = b + 192 + 8 * n + hf;
     float acc = 0.f;
@@ -476,12 +495,18 @@ __device__ __forceinline__ float unit_apply_k45(const UnitW& uw, const int4* xr,
 
 // unit_q6k's decode of unit u, for row_dot_q16_multi.
 __device__ __forceinline__ void unit_load_q6k(const u8* __restrict__ w, int u, UnitW& uw) {
-    const u8* b = w + (size_t)(u >> 2) * 210;
+    const u8* b = w + (size_t)(u >> 2) * Q6K_BYTES;
     int n = (u >> 1) & 1, hf = u & 1;
     u32 A[4], B[4], H[4];
+#ifdef MOLLA_X_Q6PAD
+    ld16al<false>(b + 64 * n + 16 * hf, A);
+    ld16al<false>(b + 64 * n + 32 + 16 * hf, B);
+    ld16al<false>(b + 128 + 32 * n + 16 * hf, H);
+#else
     ld16a2(b + 64 * n + 16 * hf, A);
     ld16a2(b + 64 * n + 32 + 16 * hf, B);
     ld16a2(b + 128 + 32 * n + 16 * hf, H);
+#endif
     float d = h2f(ld16(b + 208));
     const u8* S = b + 192 + 8 * n + hf;
 #pragma unroll

@@ -86,6 +86,14 @@ fn options(cc: (i32, i32)) -> Vec<String> {
     opts
 }
 
+/// Whether `MOLLA_KDEFS` defines the experiment `name` (the kernels then see `MOLLA_X_<name>`).
+pub(crate) fn experiment(name: &str) -> bool {
+    let var = format!("-DMOLLA_X_{name}");
+    experiment_defines()
+        .iter()
+        .any(|d| d == &var || d.starts_with(&format!("{var}=")))
+}
+
 /// Kernel variants under measurement: `MOLLA_KDEFS` names preprocessor symbols (space-separated,
 /// `NAME` or `NAME=VALUE`, letters, digits and `_` only), each passed to NVRTC as `-DMOLLA_X_NAME`
 /// so that only symbols the kernels mean for experiments can be set (docs/cuda-persistent.md

@@ -89,6 +89,9 @@ pub struct Gpu {
     /// Decode kernels launch as programmatic dependents of the kernel before them (crate::pdl):
     /// compute capability 9.0 and up with `MOLLA_PDL=1`.
     pub(crate) pdl: bool,
+    /// Q6_K blocks are padded to 224 bytes on the device (`MOLLA_KDEFS` with `Q6PAD`, an
+    /// experiment: kernels/common.cuh `Q6K_BYTES`).
+    pub(crate) q6pad: bool,
     /// Streaming multiprocessors.
     pub(crate) sm_count: usize,
 }
@@ -201,6 +204,7 @@ impl Gpu {
             .map_err(drv("kernel attribute"))?;
         let pk_max_smem = allow as usize;
         let pdl = compile::pdl(cc);
+        let q6pad = compile::experiment("Q6PAD");
         let sm_count = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(drv("device attribute"))?
@@ -218,6 +222,7 @@ impl Gpu {
             max_smem,
             pk_max_smem,
             pdl,
+            q6pad,
             sm_count,
         })
     }

@@ -1,4 +1,5 @@
-//! Weights on the device. Matrices keep their GGUF block layout unchanged (no repack); vectors
+//! Weights on the device. Matrices keep their GGUF block layout unchanged (no repack; with the
+//! `Q6PAD` experiment of `MOLLA_KDEFS`, Q6_K blocks are padded from 210 to 224 bytes); vectors
 //! (norms, biases) are f32.
 
 use crate::device::Gpu;
@@ -60,6 +61,13 @@ impl DevMatrix {
                 expected,
             });
         }
+        let padded;
+        let (bytes, row_bytes) = if gpu.q6pad && ty == GgmlType::Q6_K {
+            padded = pad_q6k(bytes);
+            (&padded[..], row_bytes / Q6K_FILE * Q6K_PADDED)
+        } else {
+            (bytes, row_bytes)
+        };
         // 16 bytes of slack: the persistent decode kernel copies rows in whole 16-byte units.
         let mut buf = gpu.zeros(bytes.len() + 16)?;
         gpu.write(bytes, &mut buf)?;
@@ -85,6 +93,45 @@ impl DevMatrix {
             rows: self.rows,
             cols: self.cols,
             row_bytes: self.row_bytes,
+        }
+    }
+}
+
+/// Bytes of a Q6_K block in a GGUF file, and on the device with the `Q6PAD` experiment.
+const Q6K_FILE: usize = 210;
+const Q6K_PADDED: usize = 224;
+
+/// Q6_K blocks copied into 224-byte slots (zero padding after each), for the `Q6PAD` experiment.
+fn pad_q6k(bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; bytes.len() / Q6K_FILE * Q6K_PADDED];
+    for (src, dst) in bytes
+        .chunks_exact(Q6K_FILE)
+        .zip(out.chunks_exact_mut(Q6K_PADDED))
+    {
+        dst[..Q6K_FILE].copy_from_slice(src);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q6k_padding_keeps_every_block_at_its_slot() {
+        let bytes: Vec<u8> = (0..3 * Q6K_FILE).map(|i| (i % 251) as u8).collect();
+        let p = pad_q6k(&bytes);
+        assert_eq!(p.len(), 3 * Q6K_PADDED);
+        for b in 0..3 {
+            assert_eq!(
+                &p[b * Q6K_PADDED..b * Q6K_PADDED + Q6K_FILE],
+                &bytes[b * Q6K_FILE..(b + 1) * Q6K_FILE]
+            );
+            assert!(
+                p[b * Q6K_PADDED + Q6K_FILE..(b + 1) * Q6K_PADDED]
+                    .iter()
+                    .all(|&x| x == 0)
+            );
         }
     }
 }
