@@ -241,6 +241,8 @@ __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w,
 // row (four threads a block of 32), prepared as load_input prepares them (128 threads a block, so
 // RMSNorm's sum has the same order and bits; every block sums the whole row) and quantized as
 // quantize_q16 quantizes them, into prep + cols * 4 (the f32 row before it is not written).
+// Mode 3, for this kernel only: RMSNorm as mode 1 over the persistent kernel's tagged words (the
+// value in each word's low half), for a head that runs after that kernel.
 extern "C" __global__ void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* prep) {
     extern __shared__ float4 smem4[];
     pdl_trigger();
@@ -252,7 +254,7 @@ extern "C" __global__ void __launch_bounds__(128) matvec_prep_wide(const MvArgs 
     // The norm weights first: they depend on no kernel before, and their loads then overlap the
     // row's instead of following the sum.
     float w[8];
-    if (a.mode == 1) {
+    if (a.mode == 1 || a.mode == 3) {
         const float* wp = a.norm_w + 32 * b + 8 * part;
         if (((size_t)wp & 15) == 0) {
             float4 wa = ((const float4*)wp)[0], wb = ((const float4*)wp)[1];
@@ -264,8 +266,13 @@ extern "C" __global__ void __launch_bounds__(128) matvec_prep_wide(const MvArgs 
     }
     pdl_wait();
     float scale = 1.f;
-    if (a.mode == 1) {
-        load_row(a.x, xs, n);
+    if (a.mode == 1 || a.mode == 3) {
+        if (a.mode == 3) {
+            // The persistent kernel's tagged words: the value in the low half of each.
+            for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = __uint_as_float((u32)__ldcg((const u64*)a.x + i));
+        } else {
+            load_row(a.x, xs, n);
+        }
         __syncthreads();
         scale = rms_scale(xs, n, a.eps, blockDim.x);
     }
@@ -273,7 +280,7 @@ extern "C" __global__ void __launch_bounds__(128) matvec_prep_wide(const MvArgs 
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         int i = 32 * b + 8 * part + j;
-        if (a.mode == 1) v[j] = xs[i] * scale * w[j];
+        if (a.mode == 1 || a.mode == 3) v[j] = xs[i] * scale * w[j];
         else if (a.mode == 2) v[j] = silu_mul(a.x[i], a.x2[i]);
         else v[j] = __ldcg(a.x + i);
     }

@@ -270,7 +270,12 @@ impl CudaModel {
         }
         let base = if self.persistent.load(Ordering::Relaxed) {
             if grid > 0 {
-                return format!("persistent ({grid} blocks)");
+                let head = if self.head_outside() {
+                    ", head on matvec_wide"
+                } else {
+                    ""
+                };
+                return format!("persistent ({grid} blocks{head})");
             }
             "persistent"
         } else if self.graphs.load(Ordering::Relaxed) {

@@ -58,6 +58,9 @@ pub(crate) enum Prep {
     RmsNorm(u64, f32),
     /// silu(x) * up (address of `cols` values).
     SwiGlu(u64),
+    /// RMSNorm as `RmsNorm`, of x held as the persistent kernel's tagged words (8 bytes a value,
+    /// the value in the low half): `matvec_wide` only.
+    RmsNormTagged(u64, f32),
 }
 
 /// An output of a fused matvec: y = W·x (+ bias) (+ y when accumulating).
@@ -165,7 +168,7 @@ fn wide(outs: &[Out]) -> bool {
 }
 
 /// The ggml types the q16 row decoders cover (kernels/q16.cuh).
-fn is_q16(ty: i32) -> bool {
+pub(crate) fn is_q16(ty: i32) -> bool {
     matches!(ty, 2 | 3 | 6 | 7 | 8 | 12 | 13 | 14)
 }
 
@@ -232,6 +235,7 @@ fn mv_args(outs: &[Out], cols: usize, x: u64, prep: Prep) -> (MvArgs, usize) {
         Prep::Plain => {}
         Prep::RmsNorm(w, eps) => (a.mode, a.norm_w, a.eps) = (1, w, eps),
         Prep::SwiGlu(up) => (a.mode, a.x2) = (2, up),
+        Prep::RmsNormTagged(w, eps) => (a.mode, a.norm_w, a.eps) = (3, w, eps),
     }
     let mut total = 0usize;
     for (s, o) in a.seg.iter_mut().zip(outs.iter().take(3)) {
@@ -303,6 +307,11 @@ pub(crate) unsafe fn matvec_rows(
     rows: Rows,
 ) -> Result<()> {
     let n = rows.n;
+    if let Prep::RmsNormTagged(..) = prep {
+        return Err(crate::error::CudaError::Unsupported(
+            "a tagged input outside matvec_wide".into(),
+        ));
+    }
     let (a, total) = mv_args(outs, cols, x, prep);
     let rows_per_block = MV_THREADS as usize / a.lanes as usize;
     let smem = prep_stride(cols);

@@ -345,6 +345,9 @@ pub(crate) struct Persistent {
     trace: Option<CudaSlice<u64>>,
     /// The op of each step (0 matvec, 1 attention), for reading the trace.
     ops: Vec<i32>,
+    /// With the head outside the kernel (`MOLLA_PK_HEAD=wide`): the tagged x the head reads,
+    /// after the kernel, through `matvec_wide` (forward/persistent_decode.rs).
+    pub(crate) head_x: Option<u64>,
 }
 
 fn env_i32(name: &str, default: i32) -> i32 {
@@ -464,6 +467,7 @@ impl Persistent {
             nw_bytes,
             knobs: env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8,
             l2_ahead: l2_ahead(),
+            head_x: None,
         })
     }
 

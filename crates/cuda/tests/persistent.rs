@@ -92,9 +92,15 @@ fn one_launch_a_token_whatever_the_layer_count() {
             m.forward(&[5 + t], &mut kv, Logits::Last).unwrap();
         }
         let launches = cuda::testing::launch_count() - before;
+        // MOLLA_PK_HEAD=wide (an experiment) adds the head's two launches after the kernel.
+        let per_token = if std::env::var("MOLLA_PK_HEAD").is_ok_and(|v| v == "wide") {
+            3
+        } else {
+            1
+        };
         assert_eq!(
             launches,
-            5,
+            5 * per_token,
             "{layers} layers: {launches} launches for 5 tokens ({})",
             m.decode_path()
         );

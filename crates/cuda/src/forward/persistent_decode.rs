@@ -5,7 +5,7 @@
 use super::CudaModel;
 use crate::error::{CudaError, Result};
 use crate::kv::CudaKvCache;
-use crate::launch::Out;
+use crate::launch::{self, Out, Prep};
 use crate::persistent::{Input, Persistent, Steps};
 use crate::weights::DevMatrix;
 use cudarc::driver::CudaSlice;
@@ -59,6 +59,15 @@ impl CudaModel {
         let t0 = std::time::Instant::now();
         // SAFETY: the step list holds addresses of this model's and this cache's buffers.
         unsafe { pk.launch(g, &self.heads, (token, kv.len), err, g.ptr(&self.freqs))? };
+        if let Some(x) = pk.head_x {
+            let norm = Prep::RmsNormTagged(g.ptr(&self.output_norm), self.hp.rms_eps);
+            let head = self.head_out(g.ptr(&kv.decode.logits));
+            // SAFETY: x is the step list's tagged x (n_embd words), complete once the kernel is;
+            // the prep buffer holds prep_stride(max_cols) bytes.
+            unsafe {
+                launch::matvec_wide(g, &[head], self.hp.n_embd, x, norm, g.ptr(&kv.decode_prep))?
+            };
+        }
         let t1 = std::time::Instant::now();
         // The logits and the flag in one copy; `f` reads the logits only when the flag is clear.
         let got = g.download_with(&kv.decode.logits, vocab + 1, |out| {
@@ -153,17 +162,42 @@ impl CudaModel {
             );
             st.residual(&out(&l.w_down, x, 0, true), hp.n_ff, Input::Plain(gate));
         }
-        let head = Out {
+        let head = self.head_out(logits);
+        // MOLLA_PK_HEAD=wide: the head after the kernel, at four blocks an SM (matvec_wide) instead
+        // of the kernel's one (an experiment; q16 formats only).
+        let outside = self.head_outside();
+        if !outside {
+            st.matvec_plain(
+                &[head],
+                hp.n_embd,
+                Input::RmsNorm(x, p(&self.output_norm), eps),
+            );
+        }
+        let mut pk = Persistent::new(g, st, ll)?;
+        pk.head_x = outside.then_some(x);
+        Ok(pk)
+    }
+
+    /// Whether the persistent path runs the head after the kernel (`MOLLA_PK_HEAD=wide` and a
+    /// head `matvec_wide` reads).
+    pub(super) fn head_outside(&self) -> bool {
+        head_wide() && launch::is_q16(self.output().ty) && self.hp.n_embd.is_multiple_of(32)
+    }
+
+    /// The head's matvec into `logits`.
+    fn head_out(&self, logits: u64) -> Out {
+        Out {
             w: self.output(),
             y: logits,
             bias: 0,
             accumulate: false,
-        };
-        st.matvec_plain(
-            &[head],
-            hp.n_embd,
-            Input::RmsNorm(x, p(&self.output_norm), eps),
-        );
-        Persistent::new(g, st, ll)
+        }
     }
+}
+
+/// Whether the persistent path runs the head after the kernel, through `matvec_wide`
+/// (`MOLLA_PK_HEAD=wide`; read once).
+pub(crate) fn head_wide() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MOLLA_PK_HEAD").is_ok_and(|v| v == "wide"))
 }
