@@ -282,6 +282,7 @@ impl Gpu {
             self.sync()?;
             return Ok(f(&[]));
         }
+        crate::launch::timeline_mark(self, "download");
         let bytes = n * std::mem::size_of::<T>();
         let mut staging = self.staging.lock().unwrap_or_else(|e| e.into_inner());
         if self.pinned && staging.as_ref().is_none_or(|s| s.bytes < bytes) {

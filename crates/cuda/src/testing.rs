@@ -478,8 +478,8 @@ pub struct TimelineEntry {
 
 /// Runs `f` with the stream held for `hold_us` microseconds first, so that the launches `f`
 /// queues in the meantime run back to back as in a graph, and returns what `f` returned with the
-/// time of every kernel launched through `launch_dep!` (the decode kernels) on this thread. The
-/// last entry runs to the end of what `f` queued (for a decode step: the logits' copy included).
+/// time of every kernel launched through `launch_dep!` (the decode kernels) and of each download
+/// (`download`: the copy, the host's wake-up and its return from `f`) on this thread.
 /// `hold_us` must outlast the host's queueing of `f`'s launches, or the first entries measure
 /// the host's pace.
 pub fn timeline<R>(

@@ -314,14 +314,21 @@ fn kernel_timeline() {
             100.0 * us / total
         );
     }
-    // One middle layer: the kernels between the embedding and the head split evenly by layer.
-    let per = (tl.len().saturating_sub(1)) / layers.max(1);
+    // One middle layer: after the embedding, every layer launches the same kernels (as many as
+    // lie between two attention kernels); the head and the logits' download follow.
+    let att: Vec<usize> = (0..tl.len())
+        .filter(|&i| tl[i].kernel.starts_with("attention"))
+        .collect();
+    let per = match att.as_slice() {
+        [a, b, ..] => b - a,
+        _ => tl.len().saturating_sub(4),
+    };
     let start = 1 + per * (layers / 2);
     println!("layer {} ({per} kernels):", layers / 2);
     for e in tl.iter().skip(start).take(per) {
         println!("  {:<28} {:7.2} us", e.kernel, e.us);
     }
-    println!("head and copy:");
+    println!("head and logits:");
     for e in tl.iter().skip(1 + per * layers) {
         println!("  {:<28} {:7.2} us", e.kernel, e.us);
     }
