@@ -216,7 +216,7 @@ int main() {
     }
     Shape shapes[] = {{"gate+up 28672x4096 Q4_K", T_Q4_K, 28672, 4096}, {"gate 14336x4096 Q4_K", T_Q4_K, 14336, 4096}, {"down 4096x14336 Q4_K", T_Q4_K, 4096, 14336},
                       {"wo 4096x4096 Q4_K", T_Q4_K, 4096, 4096},       {"down 4096x14336 Q6_K", T_Q6_K, 4096, 14336},
-                      {"head 128256x4096 Q6_K", T_Q6_K, 128256, 4096}};
+                      {"head 128256x4096 Q6_K", T_Q6_K, 128256, 4096}, {"qwen head 151936x896 Q8_0", T_Q8_0, 151936, 896}};
     for (const Shape& sh : shapes) {
         int rb = row_bytes(sh.ty, sh.cols);
         size_t mbytes = (size_t)sh.rows * rb;
@@ -337,6 +337,13 @@ int main() {
             RUN("one 512x2", (mv_warp<0, T_Q4_K, 512, 2>), 512);
             RUN("two 256x4", (mv_warp<1, T_Q4_K, 256, 4>), 256);
             RUN("rows2 256x2", (mv_warp<0, T_Q4_K, 256, 2, 2>), 256);
+        } else if (sh.ty == T_Q8_0) {
+            // The Qwen2.5-0.5B head: the persistent kernel's occupancy (one block of 8 warps an
+            // SM) against matvec_wide's (MOLLA_PK_HEAD=wide).
+            RUNC("one 256 1/SM", (mv_warp<0, T_Q8_0, 256, 1>), 256, 1);
+            RUNC("rows2 256 1/SM", (mv_warp<0, T_Q8_0, 256, 1, 2>), 256, 1);
+            RUN("wide 256x4", (mv_warp<2, T_Q8_0, 256, 4>), 256);
+            RUN("one 256x4", (mv_warp<0, T_Q8_0, 256, 4>), 256);
         } else {
             RUN("one 256x2", (mv_warp<0, T_Q6_K, 256, 2>), 256);
             RUN("one 256x4", (mv_warp<0, T_Q6_K, 256, 4>), 256);
