@@ -82,18 +82,26 @@ static float h2f(u16 h) {
 static int dp2a_lo(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (i8)(b & 0xff) + (short)(a >> 16) * (i8)((b >> 8) & 0xff); }
 static int dp2a_hi(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (i8)((b >> 16) & 0xff) + (short)(a >> 16) * (i8)((b >> 24) & 0xff); }
 '''
-test=r'''
-template <int T> int check(const char* name) {
-    std::mt19937 rng(1);
+# A random quantized input row of 4096 values (its buffers static: one row at a time).
+xq_rand=r'''
+static Xq random_xq(std::mt19937& rng) {
     const int cols = 4096;
-    static u8 w[8192] __attribute__((aligned(16)));
-    for (int i = 0; i < 8192; i++) w[i] = rng() & 0xff;
     static int4 q[cols / 8]; static float dx[cols / 32], sx[cols / 32]; static int s16[cols / 16];
     for (auto& v : q) v = {(int)rng(), (int)rng(), (int)rng(), (int)rng()};
     for (auto& v : dx) v = (float)(rng() % 1000) * 1e-4f + 1e-5f;
     for (auto& v : sx) v = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
     for (auto& v : s16) v = (int)(rng() % 200001) - 100000;
     Xq x; x.q = q; x.dx = dx; x.sx = sx; x.s16 = s16;
+    return x;
+}
+'''
+test=r'''
+template <int T> int check(const char* name) {
+    std::mt19937 rng(1);
+    const int cols = 4096;
+    static u8 w[8192] __attribute__((aligned(16)));
+    for (int i = 0; i < 8192; i++) w[i] = rng() & 0xff;
+    Xq x = random_xq(rng);
     int nu = q16_units<T>(cols), bad = 0;
     for (int u = 0; u < nu; u++) {
         int4 xr[8];
@@ -133,12 +141,7 @@ int main() {
     static u8 raw[nb * 210], w[nb * 224 + 16] __attribute__((aligned(16)));
     for (auto& v : raw) v = rng() & 0xff;
     for (int b = 0; b < nb; b++) memcpy(w + b * Q6K_BYTES, raw + b * 210, 210);
-    static int4 q[cols / 8]; static float dx[cols / 32], sx[cols / 32]; static int s16[cols / 16];
-    for (auto& v : q) v = {(int)rng(), (int)rng(), (int)rng(), (int)rng()};
-    for (auto& v : dx) v = (float)(rng() % 1000) * 1e-4f + 1e-5f;
-    for (auto& v : sx) v = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
-    for (auto& v : s16) v = (int)(rng() % 200001) - 100000;
-    Xq x; x.q = q; x.dx = dx; x.sx = sx; x.s16 = s16;
+    Xq x = random_xq(rng);
     for (int u = 0; u < q16_units<T_Q6_K>(cols); u++) {
         int4 xr[8];
         load_xu<T_Q6_K>(x, u, xr);
@@ -159,7 +162,7 @@ if not cxx:
     sys.exit(0)
 rc = 0
 with tempfile.TemporaryDirectory() as d:
-    for name, text in [("units", shim + common + post_common + q16 + test)]:
+    for name, text in [("units", shim + common + post_common + q16 + xq_rand + test)]:
         cpp, exe = Path(d) / f"{name}.cpp", Path(d) / name
         cpp.write_text(text)
         subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", "-o", str(exe), str(cpp)], check=True)
@@ -167,7 +170,7 @@ with tempfile.TemporaryDirectory() as d:
     dumps = []
     for defs in [[], ["-DMOLLA_X_Q6PAD"]]:
         cpp, exe = Path(d) / "q6.cpp", Path(d) / f"q6{len(defs)}"
-        cpp.write_text(shim + common + post_common + q16 + q6dump)
+        cpp.write_text(shim + common + post_common + q16 + xq_rand + q6dump)
         subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", *defs, "-o", str(exe), str(cpp)], check=True)
         dumps.append(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n"))
     same = all(len(set(line.split()[1:])) == 1 for line in dumps[0] if line)

@@ -5,6 +5,10 @@
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o mvbench scripts/mvbench/mvbench.cu && ./mvbench
 //
+// With -DMOLLA_X_Q6PAD (the engine's Q6PAD experiment, kernels/common.cuh Q6K_BYTES) every Q6_K
+// row is laid out in 224-byte blocks and decoded by the engine's padded decoders; GB/s then count
+// the padded bytes (multiply by 210 / 224 for the file's).
+//
 // Prints one line a (kernel, shape): registers, blocks an SM, us a launch, GB/s, and whether its
 // outputs equal the `matvec` kernel's bit for bit.
 #include <cstdio>
@@ -60,47 +64,6 @@ __device__ __forceinline__ Xq xq_to_smem(const u8* __restrict__ xqg, int cols, i
     return xq_at((u8*)smq, cols);
 }
 
-// Q6_K repacked for aligned loads (not in the engine; what it would gain): each 210-byte block
-// padded to 224 bytes, so that its quants, high bits, scales and d sit at 16-, 8- and 2-byte
-// aligned offsets and one vector load reads each piece. The arithmetic of unit_q6k<true>.
-#define Q6P_BYTES 224
-__device__ __forceinline__ float unit_q6k_p(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
-    const u8* b = w + (size_t)(u >> 2) * Q6P_BYTES;
-    int n = (u >> 1) & 1, hf = u & 1;
-    uint4 a4 = __ldg((const uint4*)(b + 64 * n + 16 * hf));
-    uint4 b4 = __ldg((const uint4*)(b + 64 * n + 32 + 16 * hf));
-    uint4 h4 = __ldg((const uint4*)(b + 128 + 32 * n + 16 * hf));
-    uint2 s2 = __ldg((const uint2*)(b + 192 + 8 * n));
-    u32 A[4] = {a4.x, a4.y, a4.z, a4.w}, B[4] = {b4.x, b4.y, b4.z, b4.w}, H[4] = {h4.x, h4.y, h4.z, h4.w};
-    u32 S2[2] = {s2.x, s2.y};
-    float d = h2f(ld16(b + 208));
-    float acc = 0.f;
-#pragma unroll
-    for (int G4 = 0; G4 < 4; G4++) {
-        u32 wq[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            u32 l = (G4 & 1) ? B[k] : A[k];
-            wq[k] = ((l >> (4 * (G4 >> 1))) & 0x0f0f0f0fu) | (((H[k] >> (2 * G4)) & 0x03030303u) << 4);
-        }
-        int bb = 8 * (u >> 2) + 4 * n + G4;
-        int s = idot<4>(wq, xr + 2 * G4) - 32 * x.s16[2 * bb + hf];
-        int si = 2 * G4 + hf;
-        i8 sc = (i8)((S2[si >> 2] >> (8 * (si & 3))) & 0xffu);
-        acc = __fadd_rn(acc, mul3(__fmul_rn(d, (float)sc), x.dx[bb], (float)s));
-    }
-    return acc;
-}
-
-// Copies `rows` rows of 210-byte Q6_K blocks (nb a row) into 224-byte slots.
-__global__ void q6_pad(const u8* __restrict__ src, u8* dst, int rows, int nb) {
-    size_t total = (size_t)rows * nb * 210;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t blk = i / 210, off = i % 210;
-        dst[blk * Q6P_BYTES + off] = src[i];
-    }
-}
-
 // A warp a row, weights straight from global memory, the row's dot product by variant V:
 // 0 one unit a lane at a time with unit_q16 (the bits of row_dot_q16), 1 row_dot_q16 (two units a
 // round), 2 row_dot_q16_one (matvec_wide's: Q6_K through aligned word loads).
@@ -108,16 +71,7 @@ template <int V, int T>
 __device__ __forceinline__ float mv_row_dot(const u8* __restrict__ row, const Xq& x, int cols, int lane) {
     if constexpr (V == 1) return row_dot_q16<T>(row, x, cols, lane, 32);
     else if constexpr (V == 2) return row_dot_q16_one<T>(row, x, cols, lane);
-    else if constexpr (V == 3) {
-        // Q6_K padded (unit_q6k_p), one unit a lane at a time.
-        float acc = 0.f;
-        for (int u = lane; u < q16_units<T>(cols); u += 32) {
-            int4 xr[8];
-            load_xu<T>(x, u, xr);
-            acc = __fadd_rn(acc, unit_q6k_p(row, xr, x, u));
-        }
-        return acc;
-    } else {
+    else {
         float acc = 0.f;
         for (int u = lane; u < q16_units<T>(cols); u += 32) {
             int4 xr[8];
@@ -165,7 +119,7 @@ struct Shape {
 };
 
 static int row_bytes(int ty, int cols) {
-    return ty == T_Q4_K ? cols / 256 * 144 : ty == T_Q6_K ? cols / 256 * 210 : cols / 32 * 34;
+    return ty == T_Q4_K ? cols / 256 * 144 : ty == T_Q6_K ? cols / 256 * Q6K_BYTES : cols / 32 * 34;
 }
 
 int main() {
@@ -271,40 +225,7 @@ int main() {
             printf("%-24s %-22s                        %7.2f us  %6.0f GB/s\n", sh.name, "read, a launch each", ms * 1e3 / iters,
                    mbytes * iters / (ms * 1e-3) / 1e9);
         }
-        // The padded copy of the reference matrix, and a padded pool stride for the timing (the
-        // rest of the pool holds other bytes: the speed does not depend on them).
-        int rbp = sh.ty == T_Q6_K ? sh.cols / 256 * Q6P_BYTES : rb;
-        size_t pbytes = (size_t)sh.rows * rbp;
-        int npbuf = (int)std::max<size_t>(1, pool / pbytes);
-        u8* pad0 = nullptr;
-        if (sh.ty == T_Q6_K) {
-            CK(cudaMalloc(&pad0, pbytes));
-            q6_pad<<<sms * 8, 256>>>(bufw(0), pad0, sh.rows, sh.cols / 256);
-            CK(cudaDeviceSynchronize());
-        }
-        auto run = [&](const char* name, const void* fn, Kern k, int nt, int cap = 0, bool padded = false) {
-            if (padded) {
-                int xs = xq_bytes(sh.cols);
-                CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, xs));
-                int per;
-                CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, nt, xs));
-                int grid = std::min(sms * per, (sh.rows + nt / 32 - 1) / (nt / 32));
-                k<<<grid, nt, xs>>>(pad0, sh.rows, rbp, sh.cols, xq, y);
-                CK(cudaDeviceSynchronize());
-                CK(cudaMemcpy(hy.data(), y, sh.rows * 4, cudaMemcpyDeviceToHost));
-                bool same = memcmp(hy.data(), href.data(), sh.rows * 4) == 0;
-                CK(cudaEventRecord(e0));
-                for (int i = 0; i < iters; i++)
-                    k<<<grid, nt, xs>>>(wpool + (size_t)((i + 1) % npbuf) * pbytes, sh.rows, rbp, sh.cols, xq, y);
-                CK(cudaEventRecord(e1));
-                CK(cudaEventSynchronize(e1));
-                float ms;
-                CK(cudaEventElapsedTime(&ms, e0, e1));
-                printf("%-24s %-22s %d/SM grid %4d  %7.2f us  %6.0f GB/s of the 210-byte blocks (%6.0f read)  %s\n", sh.name,
-                       name, per, grid, ms * 1e3 / iters, mbytes * iters / (ms * 1e-3) / 1e9,
-                       pbytes * iters / (ms * 1e-3) / 1e9, same ? "same bits" : "DIFFERENT BITS");
-                return;
-            }
+        auto run = [&](const char* name, const void* fn, Kern k, int nt, int cap = 0) {
             int xs = xq_bytes(sh.cols);
             CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, xs));
             int per;
@@ -352,10 +273,7 @@ int main() {
             RUN("q6w 256x2", (mv_warp<2, T_Q6_K, 256, 2>), 256);
             RUN("two 256x2", (mv_warp<1, T_Q6_K, 256, 2>), 256);
             RUN("rows2 256x2", (mv_warp<0, T_Q6_K, 256, 2, 2>), 256);
-            run("q6 padded 256x4", (const void*)mv_warp<3, T_Q6_K, 256, 4>, mv_warp<3, T_Q6_K, 256, 4>, 256, 0, true);
-            run("q6 padded 128x8", (const void*)mv_warp<3, T_Q6_K, 128, 8>, mv_warp<3, T_Q6_K, 128, 8>, 128, 0, true);
         }
-        if (pad0) CK(cudaFree(pad0));
     }
     return 0;
 }

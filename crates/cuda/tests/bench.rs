@@ -214,6 +214,22 @@ fn decode_speed() {
     }
 }
 
+/// The first shape of `MOLLA_BENCH_SHAPES` ("name:TYPE", else `default`), its spec and the model
+/// on the GPU.
+fn first_shape(default: &str) -> (String, SynthSpec, CudaModel) {
+    let list = std::env::var("MOLLA_BENCH_SHAPES").unwrap_or_else(|_| default.into());
+    let item = list
+        .split_whitespace()
+        .next()
+        .unwrap_or(default)
+        .to_string();
+    let (name, ty) = item.split_once(':').unwrap_or((&item, "Q8_0"));
+    let spec = shape(name, GgmlType::from_name(ty).expect("a ggml type name"));
+    let m = Model::from_file(GgufFile::from_bytes(build(&spec).unwrap()).unwrap()).unwrap();
+    let cuda = CudaModel::new(&m, 0).unwrap();
+    (item, spec, cuda)
+}
+
 /// Decode steps with plain launches, for a profiler (`scripts/cuda-tests profile`): the first
 /// shape of `MOLLA_BENCH_SHAPES` (default SmolLM2's, Q8_0), a 100-token prefill, then 3 decode
 /// steps (for SmolLM2: 362 launches, then 182 each).
@@ -221,17 +237,8 @@ fn decode_speed() {
 #[ignore]
 fn profile_decode() {
     let Some(_) = gpu() else { return };
-    let first = std::env::var("MOLLA_BENCH_SHAPES").unwrap_or_else(|_| "smol:Q8_0".into());
-    let item = first
-        .split_whitespace()
-        .next()
-        .unwrap_or("smol:Q8_0")
-        .to_string();
-    let (name, ty) = item.split_once(':').unwrap_or((&item, "Q8_0"));
-    let spec = shape(name, GgmlType::from_name(ty).expect("a ggml type name"));
+    let (_, spec, cuda) = first_shape("smol:Q8_0");
     let vocab = spec.n_vocab as u32;
-    let m = Model::from_file(GgufFile::from_bytes(build(&spec).unwrap()).unwrap()).unwrap();
-    let cuda = CudaModel::new(&m, 0).unwrap();
     // MOLLA_PROFILE_PERSISTENT=1: the persistent kernel's launches instead.
     let persistent = std::env::var("MOLLA_PROFILE_PERSISTENT").is_ok_and(|v| v == "1");
     cuda.set_persistent(persistent);
@@ -253,17 +260,8 @@ fn profile_decode() {
 #[ignore]
 fn kernel_timeline() {
     let Some(_) = gpu() else { return };
-    let first = std::env::var("MOLLA_BENCH_SHAPES").unwrap_or_else(|_| "l8:Q4_K".into());
-    let item = first
-        .split_whitespace()
-        .next()
-        .unwrap_or("l8:Q4_K")
-        .to_string();
-    let (name, ty) = item.split_once(':').unwrap_or((&item, "Q4_K"));
-    let spec = shape(name, GgmlType::from_name(ty).expect("a ggml type name"));
+    let (item, spec, cuda) = first_shape("l8:Q4_K");
     let (vocab, layers) = (spec.n_vocab as u32, spec.n_layer);
-    let m = Model::from_file(GgufFile::from_bytes(build(&spec).unwrap()).unwrap()).unwrap();
-    let cuda = CudaModel::new(&m, 0).unwrap();
     cuda.set_persistent(false);
     let prompt: Vec<u32> = (0..100).map(|i| i * 7 % vocab).collect();
     // The graph path's step, for comparison.
@@ -291,7 +289,7 @@ fn kernel_timeline() {
     r.unwrap();
     let total: f64 = tl.iter().map(|e| e.us).sum();
     println!(
-        "{name} {ty}: {layers} layers, {} kernels, {total:.1} us a step back to back \
+        "{item}: {layers} layers, {} kernels, {total:.1} us a step back to back \
          (graph path: {graph_us:.1} us a step, host included)",
         tl.len()
     );
