@@ -210,3 +210,46 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention_f32(const fl
                                                                         int hdv, float scale, const KvRow* rows, int layer) {
     attention_body(q, (float*)kc, (float*)vc, out, pos0p, n_head, n_head_kv, hd, hdv, scale, rows, layer);
 }
+
+// Decode attention with the rope and cache store of rope_store folded in (one launch instead of
+// two; one sequence, f16 cache, one token at *pos0p): block h rotates its head's q and its kv
+// head's k, stores k and v at the position (every block of a kv group stores the same bytes)
+// and attends over positions 0 ..= pos, reading its own stores back. The arithmetic, conversions
+// and order of rope_store then attention, so the same bits (as the persistent kernel's attention
+// step, which does the same). q is left unrotated (only attention reads it).
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) rope_attention(const float* __restrict__ q, const float* __restrict__ k,
+                                                                         const float* __restrict__ v, u16* kc, u16* vc,
+                                                                         const int* pos0p, const double* __restrict__ freqs,
+                                                                         float* __restrict__ out, int n_head, int n_head_kv,
+                                                                         int hd, int hdv, int n_rot, int neox, float scale) {
+    pdl_trigger();
+    pdl_wait();
+    __shared__ float rq[256], rk[256], qs[256];
+    int h = blockIdx.x, kvh = h / (n_head / n_head_kv), pos = *pos0p;
+    int kv_dim = n_head_kv * hd, v_dim = n_head_kv * hdv;
+    for (int d = threadIdx.x; d < hd; d += ATT_THREADS) {
+        rq[d] = q[(size_t)h * hd + d];
+        rk[d] = k[(size_t)kvh * hd + d];
+    }
+    u16* vd = vc + (size_t)pos * v_dim + (size_t)kvh * hdv;
+    for (int d = threadIdx.x; d < hdv; d += ATT_THREADS) vd[d] = f2h(v[(size_t)kvh * hdv + d]);
+    __syncthreads();
+    u16* kd = kc + (size_t)pos * kv_dim + (size_t)kvh * hd;
+    for (int i = threadIdx.x; i < (hd >> 1); i += ATT_THREADS) {
+        int a, b;
+        rope_idx(i, n_rot, neox, a, b);
+        float q0 = rq[a], q1 = rq[b], k0 = rk[a], k1 = rk[b];
+        if (i < (n_rot >> 1)) {
+            float c, s;
+            rope_cs(i, pos, freqs, c, s);
+            rope_rot(rq[a], rq[b], c, s, q0, q1);
+            rope_rot(rk[a], rk[b], c, s, k0, k1);
+        }
+        qs[a] = q0;
+        qs[b] = q1;
+        kd[a] = f2h(k0);
+        kd[b] = f2h(k1);
+    }
+    __syncthreads();
+    attend(qs, (const u16*)kc, (const u16*)vc, pos + 1, kvh, kv_dim, v_dim, hd, hdv, scale, out + (size_t)h * hdv);
+}

@@ -34,6 +34,8 @@ pub(crate) struct Kernels {
     /// Decode matvec of big matrices on an input prepared once (by `matvec_prep_wide`).
     pub matvec_wide: CudaFunction,
     pub matvec_prep_wide: CudaFunction,
+    /// Rope, cache store and attention of one decode token in one launch.
+    pub rope_attention: CudaFunction,
     /// Holds the stream for a while (the kernel timeline).
     pub hold: CudaFunction,
     pub matmul: CudaFunction,
@@ -154,6 +156,7 @@ impl Gpu {
             matvec_wide: f("matvec_wide")?,
             matvec_prep_wide: f("matvec_prep_wide")?,
             hold: f("hold")?,
+            rope_attention: f("rope_attention")?,
             matmul: f("matmul")?,
             rms_norm: f("rms_norm")?,
             rope_store: f("rope_store")?,

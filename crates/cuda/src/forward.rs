@@ -488,6 +488,12 @@ impl CudaModel {
     /// As `launch::rope_store` and `launch::attention`: q/k/v/att hold `n` rows, `at` has room.
     unsafe fn rope_attend(&self, qkv: (u64, u64, u64), at: KvAt, att: u64, n: usize) -> Result<()> {
         let g = &self.gpu;
+        if n == 1 && matches!(at, KvAt::One { f32: false, .. }) && launch::rope_attention_on() {
+            // SAFETY: as the caller guarantees; one token, f16 caches.
+            return unsafe {
+                launch::rope_attention(g, &self.heads, qkv, at, g.ptr(&self.freqs), att)
+            };
+        }
         // SAFETY: as the caller guarantees.
         unsafe {
             launch::rope_store(g, &self.heads, qkv, at, g.ptr(&self.freqs), n)?;

@@ -543,6 +543,53 @@ pub(crate) unsafe fn attention(
     }
 }
 
+/// Rope, cache store and attention of one token of one sequence in one launch (kernels/
+/// attention.cu `rope_attention`: the bits of [`rope_store`] then [`attention`]); f16 caches only.
+///
+/// # Safety
+/// See the module docs; `at` is `KvAt::One` with f16 caches.
+pub(crate) unsafe fn rope_attention(
+    gpu: &Gpu,
+    h: &Heads,
+    (q, k, v): (u64, u64, u64),
+    at: KvAt,
+    freqs: u64,
+    out: u64,
+) -> Result<()> {
+    let KvAt::One {
+        cache: (kc, vc),
+        pos,
+        f32: false,
+    } = at
+    else {
+        return Err(crate::error::CudaError::Unsupported(
+            "rope_attention of a batch or an f32 cache".into(),
+        ));
+    };
+    let (nh, nkv, hd, hdv, nrot, neox) = (
+        h.n_head as i32,
+        h.n_head_kv as i32,
+        h.head_dim as i32,
+        h.head_dim_v as i32,
+        h.n_rot as i32,
+        i32::from(h.neox),
+    );
+    let scale = 1.0 / (h.head_dim as f32).sqrt();
+    let cfg = cfg((h.n_head as u32, 1, 1), 256, 0);
+    // SAFETY: as above.
+    unsafe {
+        launch_dep!(gpu, &gpu.k.rope_attention, cfg, "attention launch"; &q, &k, &v, &kc, &vc, &pos,
+            &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale)
+    }
+}
+
+/// Whether one-token decode runs rope, cache store and attention as one launch
+/// (`MOLLA_ROPE_ATTN=1`, an experiment; read once).
+pub(crate) fn rope_attention_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MOLLA_ROPE_ATTN").is_ok_and(|v| v == "1"))
+}
+
 /// Embedding rows of `n` token ids (device u32s) into `out`.
 ///
 /// # Safety
