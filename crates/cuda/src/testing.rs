@@ -430,6 +430,64 @@ pub fn attention(
     fetch(gpu, &out, n * h.n_head * h.head_dim_v)
 }
 
+/// One decode token's rope, cache store and attention over f16 caches whose positions
+/// `0..pos` hold `keys` and `values` (rounded to f16), at position `pos`: as two launches
+/// (`rope_store`, then `attention`) or, with `fused`, as one (`rope_attention`). Returns the
+/// attention output and the caches' 16-bit words after the step.
+#[allow(clippy::too_many_arguments)]
+pub fn rope_attention(
+    gpu: &Gpu,
+    h: &HeadShape,
+    freqs: &[f64],
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    (keys, values): (&[f32], &[f32]),
+    pos: usize,
+    fused: bool,
+) -> Result<(Vec<f32>, Vec<u16>, Vec<u16>)> {
+    let heads = h.heads()?;
+    let (qd, kvd, vd) = (
+        h.n_head * h.head_dim,
+        h.n_head_kv * h.head_dim,
+        h.n_head_kv * h.head_dim_v,
+    );
+    check("rope_attention q", q.len(), qd)?;
+    check("rope_attention k", k.len(), kvd)?;
+    check("rope_attention v", v.len(), vd)?;
+    check("rope_attention keys", keys.len(), pos * kvd)?;
+    check("rope_attention values", values.len(), pos * vd)?;
+    check("rope_attention freqs", freqs.len(), h.n_rot / 2)?;
+    let half = |x: &[f32], n: usize| -> Vec<u16> {
+        let mut w: Vec<u16> = x.iter().map(|&v| f16::from_f32(v).to_bits()).collect();
+        w.resize(n, f16::NAN.to_bits());
+        w
+    };
+    let (qb, kb, vb) = (gpu.upload(q)?, gpu.upload(k)?, gpu.upload(v)?);
+    let kc = gpu.upload(&half(keys, (pos + 1) * kvd))?;
+    let vc = gpu.upload(&half(values, (pos + 1) * vd))?;
+    let (posd, fr) = (gpu.upload(&[pos as i32])?, gpu.upload(freqs)?);
+    let out = poisoned(gpu, h.n_head * h.head_dim_v)?;
+    let at = launch::KvAt::One {
+        cache: (gpu.ptr(&kc), gpu.ptr(&vc)),
+        pos: gpu.ptr(&posd),
+        f32: false,
+    };
+    let qkv = (gpu.ptr(&qb), gpu.ptr(&kb), gpu.ptr(&vb));
+    // SAFETY: sizes as checked; the caches hold pos + 1 positions.
+    unsafe {
+        if fused {
+            launch::rope_attention(gpu, &heads, qkv, at, gpu.ptr(&fr), gpu.ptr(&out))?;
+        } else {
+            launch::rope_store(gpu, &heads, qkv, at, gpu.ptr(&fr), 1)?;
+            launch::attention(gpu, &heads, qkv.0, at, gpu.ptr(&out), 1)?;
+        }
+    }
+    let mut kw = vec![0u16; (pos + 1) * kvd];
+    let mut vw = vec![0u16; (pos + 1) * vd];
+    gpu.download(&kc, &mut kw)?;
+    gpu.download(&vc, &mut vw)?;
+    Ok((fetch(gpu, &out, h.n_head * h.head_dim_v)?, kw, vw))
+}
+
 /// Embedding lookup: the rows `tokens` of a `rows` x `cols` matrix of `ty`, dequantized.
 pub fn embed(
     gpu: &Gpu,

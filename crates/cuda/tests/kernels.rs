@@ -347,6 +347,61 @@ fn synth_hparams() -> model::HParams {
         .hp
 }
 
+/// `rope_attention` (one launch, MOLLA_ROPE_ATTN=1) gives the bits of `rope_store` then
+/// `attention`: output and both caches, llama and neox rotation, partial rotation, grouped and
+/// plain heads, at the first position, a short cache and one past an attention tile.
+#[test]
+fn rope_attention_gives_the_bits_of_rope_store_then_attention() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(17);
+    // (n_head, n_head_kv, head_dim, n_rot, neox, base)
+    let cases = [
+        (9, 3, 64, 64, false, 10000.0),
+        (14, 2, 64, 64, true, 1_000_000.0),
+        (8, 2, 64, 32, true, 10000.0),
+        (32, 8, 128, 128, false, 500000.0),
+        (4, 4, 128, 128, true, 10000.0),
+    ];
+    for (nh, nkv, hd, n_rot, neox, base) in cases {
+        let rope = rope_table(n_rot, hd, neox, base, None);
+        let shape = HeadShape {
+            n_head: nh,
+            n_head_kv: nkv,
+            head_dim: hd,
+            head_dim_v: hd,
+            n_rot,
+            neox,
+        };
+        for pos in [0usize, 37, 1100] {
+            let q = rng.vec(nh * hd, 1.0);
+            let k = rng.vec(nkv * hd, 1.0);
+            let v = rng.vec(nkv * hd, 1.0);
+            let keys = rng.vec(pos * nkv * hd, 1.0);
+            let values = rng.vec(pos * nkv * hd, 1.0);
+            let run = |fused| {
+                testing::rope_attention(
+                    &g,
+                    &shape,
+                    &rope.freqs,
+                    (&q, &k, &v),
+                    (&keys, &values),
+                    pos,
+                    fused,
+                )
+                .unwrap()
+            };
+            let (a, ak, av) = run(false);
+            let (b, bk, bv) = run(true);
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            let tag = format!("heads {nh}/{nkv} hd {hd} n_rot {n_rot} neox {neox} pos {pos}");
+            assert_eq!(bits(&a), bits(&b), "{tag}: output");
+            assert_eq!(ak, bk, "{tag}: keys");
+            assert_eq!(av, bv, "{tag}: values");
+        }
+    }
+    println!("rope_attention: the bits of rope_store then attention");
+}
+
 #[test]
 fn rope_and_cache_store_both_styles() {
     let Some(g) = gpu() else { return };
