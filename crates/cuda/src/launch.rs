@@ -425,6 +425,20 @@ pub(crate) struct Heads {
     pub neox: bool,
 }
 
+impl Heads {
+    /// The rope and attention kernels' (n_head, n_head_kv, hd, hdv, n_rot, neox) arguments.
+    fn kernel_args(&self) -> (i32, i32, i32, i32, i32, i32) {
+        (
+            self.n_head as i32,
+            self.n_head_kv as i32,
+            self.head_dim as i32,
+            self.head_dim_v as i32,
+            self.n_rot as i32,
+            i32::from(self.neox),
+        )
+    }
+}
+
 /// Where the keys and values of a step's tokens go: token t of one sequence at position
 /// `*pos + t` of one cache (`pos`: a device i32), or one token for each of several sequences
 /// (`rows`: a device array of [`KvRow`], row t's caches and position, at layer `layer`).
@@ -487,14 +501,7 @@ pub(crate) unsafe fn rope_store(
     freqs: u64,
     n: usize,
 ) -> Result<()> {
-    let (nh, nkv, hd, hdv, nrot, neox) = (
-        h.n_head as i32,
-        h.n_head_kv as i32,
-        h.head_dim as i32,
-        h.head_dim_v as i32,
-        h.n_rot as i32,
-        i32::from(h.neox),
-    );
+    let (nh, nkv, hd, hdv, nrot, neox) = h.kernel_args();
     let f = if at.wide() {
         &gpu.k.rope_store_f32
     } else {
@@ -566,14 +573,7 @@ pub(crate) unsafe fn rope_attention(
             "rope_attention of a batch or an f32 cache".into(),
         ));
     };
-    let (nh, nkv, hd, hdv, nrot, neox) = (
-        h.n_head as i32,
-        h.n_head_kv as i32,
-        h.head_dim as i32,
-        h.head_dim_v as i32,
-        h.n_rot as i32,
-        i32::from(h.neox),
-    );
+    let (nh, nkv, hd, hdv, nrot, neox) = h.kernel_args();
     let scale = 1.0 / (h.head_dim as f32).sqrt();
     let cfg = cfg((h.n_head as u32, 1, 1), 256, 0);
     // SAFETY: as above.

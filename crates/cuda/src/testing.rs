@@ -267,6 +267,15 @@ pub struct HeadShape {
 }
 
 impl HeadShape {
+    /// Values of one token's q, k and v.
+    fn dims(&self) -> (usize, usize, usize) {
+        (
+            self.n_head * self.head_dim,
+            self.n_head_kv * self.head_dim,
+            self.n_head_kv * self.head_dim_v,
+        )
+    }
+
     fn heads(&self) -> Result<Heads> {
         let ok = self.n_head_kv > 0
             && self.n_head.is_multiple_of(self.n_head_kv)
@@ -306,11 +315,7 @@ pub fn rope_store(
     f32: bool,
 ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
     let heads = h.heads()?;
-    let (qd, kvd, vd) = (
-        h.n_head * h.head_dim,
-        h.n_head_kv * h.head_dim,
-        h.n_head_kv * h.head_dim_v,
-    );
+    let (qd, kvd, vd) = h.dims();
     let n = q.len() / qd.max(1);
     check("rope q", q.len(), n * qd)?;
     check("rope k", k.len(), n * kvd)?;
@@ -383,11 +388,7 @@ pub fn attention(
     f32: bool,
 ) -> Result<Vec<f32>> {
     let heads = h.heads()?;
-    let (qd, kvd, vd) = (
-        h.n_head * h.head_dim,
-        h.n_head_kv * h.head_dim,
-        h.n_head_kv * h.head_dim_v,
-    );
+    let (qd, kvd, vd) = h.dims();
     let n = q.len() / qd.max(1);
     check("attention q", q.len(), n * qd)?;
     check("attention keys", keys.len(), (pos0 + n) * kvd)?;
@@ -445,11 +446,7 @@ pub fn rope_attention(
     fused: bool,
 ) -> Result<(Vec<f32>, Vec<u16>, Vec<u16>)> {
     let heads = h.heads()?;
-    let (qd, kvd, vd) = (
-        h.n_head * h.head_dim,
-        h.n_head_kv * h.head_dim,
-        h.n_head_kv * h.head_dim_v,
-    );
+    let (qd, kvd, vd) = h.dims();
     check("rope_attention q", q.len(), qd)?;
     check("rope_attention k", k.len(), kvd)?;
     check("rope_attention v", v.len(), vd)?;

@@ -347,6 +347,27 @@ fn synth_hparams() -> model::HParams {
         .hp
 }
 
+/// A rope table and the head shape of a test case (values as wide as keys).
+fn rope_case(
+    nh: usize,
+    nkv: usize,
+    hd: usize,
+    n_rot: usize,
+    neox: bool,
+    base: f64,
+    fac: Option<&[f32]>,
+) -> (ops::Rope, HeadShape) {
+    let shape = HeadShape {
+        n_head: nh,
+        n_head_kv: nkv,
+        head_dim: hd,
+        head_dim_v: hd,
+        n_rot,
+        neox,
+    };
+    (rope_table(n_rot, hd, neox, base, fac), shape)
+}
+
 /// `rope_attention` (one launch, MOLLA_ROPE_ATTN=1) gives the bits of `rope_store` then
 /// `attention`: output and both caches, llama and neox rotation, partial rotation, grouped and
 /// plain heads, at the first position, a short cache and one past an attention tile.
@@ -363,15 +384,7 @@ fn rope_attention_gives_the_bits_of_rope_store_then_attention() {
         (4, 4, 128, 128, true, 10000.0),
     ];
     for (nh, nkv, hd, n_rot, neox, base) in cases {
-        let rope = rope_table(n_rot, hd, neox, base, None);
-        let shape = HeadShape {
-            n_head: nh,
-            n_head_kv: nkv,
-            head_dim: hd,
-            head_dim_v: hd,
-            n_rot,
-            neox,
-        };
+        let (rope, shape) = rope_case(nh, nkv, hd, n_rot, neox, base, None);
         for pos in [0usize, 37, 1100] {
             let q = rng.vec(nh * hd, 1.0);
             let k = rng.vec(nkv * hd, 1.0);
@@ -416,15 +429,7 @@ fn rope_and_cache_store_both_styles() {
         (4, 1, 64, 64, false, Some(&factors), 500000.0),
     ];
     for (nh, nkv, hd, n_rot, neox, fac, base) in cases {
-        let rope = rope_table(n_rot, hd, neox, base, fac);
-        let shape = HeadShape {
-            n_head: nh,
-            n_head_kv: nkv,
-            head_dim: hd,
-            head_dim_v: hd,
-            n_rot,
-            neox,
-        };
+        let (rope, shape) = rope_case(nh, nkv, hd, n_rot, neox, base, fac);
         let (n, pos0, cap) = (6, 3000, 3010);
         let q = rng.vec(n * nh * hd, 1.0);
         let k = rng.vec(n * nkv * hd, 1.0);
