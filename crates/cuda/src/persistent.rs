@@ -132,6 +132,11 @@ impl Steps {
     }
 
     /// The step that last wrote buffer `x`, and whether in tagged form.
+    /// Whether the last step that wrote `x` wrote it as tagged words (else plain f32).
+    pub fn tagged(&self, x: u64) -> bool {
+        self.writer.get(&x).is_some_and(|w| w.1)
+    }
+
     fn producer(&mut self, x: u64) -> (i32, bool) {
         match self.writer.get(&x) {
             Some(&w) => w,
@@ -345,9 +350,10 @@ pub(crate) struct Persistent {
     trace: Option<CudaSlice<u64>>,
     /// The op of each step (0 matvec, 1 attention), for reading the trace.
     ops: Vec<i32>,
-    /// With the head outside the kernel (`MOLLA_PK_HEAD=wide`): the tagged x the head reads,
-    /// after the kernel, through `matvec_wide` (forward/persistent_decode.rs).
-    pub(crate) head_x: Option<u64>,
+    /// With the head outside the kernel (`MOLLA_PK_HEAD=wide`): the x the head reads after the
+    /// kernel through `matvec_wide`, and whether the kernel left it as tagged words (else plain
+    /// f32: models wider than `ll_max`) (forward/persistent_decode.rs).
+    pub(crate) head_x: Option<(u64, bool)>,
 }
 
 fn env_i32(name: &str, default: i32) -> i32 {

@@ -59,10 +59,16 @@ impl CudaModel {
         let t0 = std::time::Instant::now();
         // SAFETY: the step list holds addresses of this model's and this cache's buffers.
         unsafe { pk.launch(g, &self.heads, (token, kv.len), err, g.ptr(&self.freqs))? };
-        if let Some(x) = pk.head_x {
-            let norm = Prep::RmsNormTagged(g.ptr(&self.output_norm), self.hp.rms_eps);
+        if let Some((x, tagged)) = pk.head_x {
+            let (w, eps) = (g.ptr(&self.output_norm), self.hp.rms_eps);
+            let norm = if tagged {
+                Prep::RmsNormTagged(w, eps)
+            } else {
+                Prep::RmsNorm(w, eps)
+            };
             let head = self.head_out(g.ptr(&kv.decode.logits));
-            // SAFETY: x is the step list's tagged x (n_embd words), complete once the kernel is;
+            // SAFETY: x is the step list's x (n_embd values, tagged or plain as the kernel wrote
+            // them), complete once the kernel is;
             // the prep buffer holds prep_stride(max_cols) bytes.
             unsafe {
                 launch::matvec_wide(g, &[head], self.hp.n_embd, x, norm, g.ptr(&kv.decode_prep))?
@@ -173,8 +179,9 @@ impl CudaModel {
                 Input::RmsNorm(x, p(&self.output_norm), eps),
             );
         }
+        let tagged = st.tagged(x);
         let mut pk = Persistent::new(g, st, ll)?;
-        pk.head_x = outside.then_some(x);
+        pk.head_x = outside.then_some((x, tagged));
         Ok(pk)
     }
 
