@@ -99,9 +99,11 @@ pub(crate) fn experiment(name: &str) -> bool {
 /// so that only symbols the kernels mean for experiments can be set (docs/cuda-persistent.md
 /// names those that exist). Part of the cache key as every option.
 fn experiment_defines() -> Vec<String> {
-    let Ok(v) = std::env::var("MOLLA_KDEFS") else {
-        return Vec::new();
-    };
+    std::env::var("MOLLA_KDEFS").map_or_else(|_| Vec::new(), |v| parse_defines(&v))
+}
+
+/// `MOLLA_KDEFS`'s value as NVRTC options (see [`experiment_defines`]); malformed items dropped.
+fn parse_defines(v: &str) -> Vec<String> {
     let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     v.split_whitespace()
         .filter(|d| {
@@ -199,6 +201,15 @@ unsafe fn compile_and_get(prog: nvsys::nvrtcProgram, opts: &[String]) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn experiment_defines_take_only_plain_names_and_values() {
+        assert_eq!(
+            parse_defines("Q6PAD  N=4 bad-name X=a;b =1 Y="),
+            ["-DMOLLA_X_Q6PAD", "-DMOLLA_X_N=4"]
+        );
+        assert!(parse_defines("").is_empty());
+    }
 
     #[test]
     fn source_is_assembled_in_order_and_hash_is_stable() {

@@ -636,6 +636,10 @@ mod tests {
             ]
         );
         assert_eq!(st.min_rows(), 64, "wo and down have 64 rows");
+        // The head outside the kernel (MOLLA_PK_HEAD=wide) reads x as the last down step left it.
+        assert!(st.tagged(0x10));
+        assert!(!layer(0, 256).tagged(0x10));
+        assert!(!st.tagged(0x70), "the logits are plain");
     }
 
     #[test]
