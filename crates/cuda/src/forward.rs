@@ -219,12 +219,12 @@ impl CudaModel {
         self.gpu.name().to_string()
     }
 
-    /// The model's hyper-parameters.
     /// The device the model lives on.
     pub fn gpu(&self) -> &Gpu {
         &self.gpu
     }
 
+    /// The model's hyper-parameters.
     pub fn hparams(&self) -> &HParams {
         &self.hp
     }

@@ -131,12 +131,12 @@ impl Steps {
         }
     }
 
-    /// The step that last wrote buffer `x`, and whether in tagged form.
     /// Whether the last step that wrote `x` wrote it as tagged words (else plain f32).
     pub fn tagged(&self, x: u64) -> bool {
         self.writer.get(&x).is_some_and(|w| w.1)
     }
 
+    /// The step that last wrote buffer `x`, and whether in tagged form.
     fn producer(&mut self, x: u64) -> (i32, bool) {
         match self.writer.get(&x) {
             Some(&w) => w,

@@ -64,7 +64,7 @@ impl DevMatrix {
         let padded;
         let (bytes, row_bytes) = if gpu.q6pad && ty == GgmlType::Q6_K {
             padded = pad_q6k(bytes);
-            (&padded[..], row_bytes / Q6K_FILE * Q6K_PADDED)
+            (&padded[..], row_bytes / q6k_file_bytes() * Q6K_PADDED)
         } else {
             (bytes, row_bytes)
         };
@@ -97,18 +97,23 @@ impl DevMatrix {
     }
 }
 
-/// Bytes of a Q6_K block in a GGUF file, and on the device with the `Q6PAD` experiment.
-const Q6K_FILE: usize = 210;
+/// Bytes of a Q6_K block on the device with the `Q6PAD` experiment (kernels/common.cuh
+/// `Q6K_BYTES`); in the file, `GgmlType::Q6_K.type_size()`.
 const Q6K_PADDED: usize = 224;
+
+fn q6k_file_bytes() -> usize {
+    GgmlType::Q6_K.type_size() as usize
+}
 
 /// Q6_K blocks copied into 224-byte slots (zero padding after each), for the `Q6PAD` experiment.
 fn pad_q6k(bytes: &[u8]) -> Vec<u8> {
-    let mut out = vec![0u8; bytes.len() / Q6K_FILE * Q6K_PADDED];
+    let file = q6k_file_bytes();
+    let mut out = vec![0u8; bytes.len() / file * Q6K_PADDED];
     for (src, dst) in bytes
-        .chunks_exact(Q6K_FILE)
+        .chunks_exact(file)
         .zip(out.chunks_exact_mut(Q6K_PADDED))
     {
-        dst[..Q6K_FILE].copy_from_slice(src);
+        dst[..file].copy_from_slice(src);
     }
     out
 }
@@ -119,6 +124,8 @@ mod tests {
 
     #[test]
     fn q6k_padding_keeps_every_block_at_its_slot() {
+        const Q6K_FILE: usize = 210;
+        assert_eq!(q6k_file_bytes(), Q6K_FILE);
         let bytes: Vec<u8> = (0..3 * Q6K_FILE).map(|i| (i % 251) as u8).collect();
         let p = pad_q6k(&bytes);
         assert_eq!(p.len(), 3 * Q6K_PADDED);

@@ -264,24 +264,25 @@ fn kernel_timeline() {
     let (vocab, layers) = (spec.n_vocab as u32, spec.n_layer);
     cuda.set_persistent(false);
     let prompt: Vec<u32> = (0..100).map(|i| i * 7 % vocab).collect();
+    // A cache after the prompt and five warm-up steps.
+    let warm = || {
+        let mut kv = cuda.new_cache(512).unwrap();
+        cuda.forward(&prompt, &mut kv, Logits::Last).unwrap();
+        for t in 0..5 {
+            cuda.forward(&[t], &mut kv, Logits::Last).unwrap();
+        }
+        kv
+    };
     // The graph path's step, for comparison.
     cuda.set_graphs(true);
-    let mut kv = cuda.new_cache(512).unwrap();
-    cuda.forward(&prompt, &mut kv, Logits::Last).unwrap();
-    for t in 0..5 {
-        cuda.forward(&[t], &mut kv, Logits::Last).unwrap();
-    }
+    let mut kv = warm();
     let t0 = Instant::now();
     for t in 0..64 {
         cuda.forward(&[t], &mut kv, Logits::Last).unwrap();
     }
     let graph_us = t0.elapsed().as_secs_f64() * 1e6 / 64.0;
     cuda.set_graphs(false);
-    let mut kv = cuda.new_cache(512).unwrap();
-    cuda.forward(&prompt, &mut kv, Logits::Last).unwrap();
-    for t in 0..5 {
-        cuda.forward(&[t], &mut kv, Logits::Last).unwrap();
-    }
+    let mut kv = warm();
     let (r, tl) = cuda::testing::timeline(cuda.gpu(), 20_000, || {
         cuda.forward(&[7], &mut kv, Logits::Last)
     })

@@ -68,8 +68,8 @@ impl CudaModel {
             };
             let head = self.head_out(g.ptr(&kv.decode.logits));
             // SAFETY: x is the step list's x (n_embd values, tagged or plain as the kernel wrote
-            // them), complete once the kernel is;
-            // the prep buffer holds prep_stride(max_cols) bytes.
+            // them), complete once the kernel is; the prep buffer holds prep_stride(max_cols)
+            // bytes.
             unsafe {
                 launch::matvec_wide(g, &[head], self.hp.n_embd, x, norm, g.ptr(&kv.decode_prep))?
             };
