@@ -131,9 +131,9 @@ int main() {
 '''
 
 
-# The Q6PAD experiment (MOLLA_KDEFS, kernels/common.cuh Q6K_BYTES): the same random Q6_K row
-# decoded from 210-byte blocks and, built with MOLLA_X_Q6PAD, from the blocks padded to 224 bytes
-# (as weights.rs pads them) must give the same bits by every decoder.
+# Q6_K blocks padded to 224 bytes (kernels/common.cuh Q6K_BYTES, as weights.rs pads them): the same
+# random Q6_K row decoded from them and, built with MOLLA_X_Q6FILE (MOLLA_KDEFS=Q6FILE), from the
+# file's 210-byte blocks must give the same bits by every decoder.
 q6dump=r'''
 int main() {
     std::mt19937 rng(7);
@@ -168,8 +168,8 @@ with tempfile.TemporaryDirectory() as d:
         subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", "-o", str(exe), str(cpp)], check=True)
         rc |= subprocess.run([str(exe)]).returncode
     dumps = []
-    for defs in [[], ["-DMOLLA_X_Q6PAD"]]:
-        cpp, exe = Path(d) / "q6.cpp", Path(d) / f"q6{len(defs)}"
+    for defs in [["-DMOLLA_X_Q6FILE"], []]:
+        cpp, exe = Path(d) / "q6.cpp", Path(d) / f"q6{len(dumps)}"
         cpp.write_text(shim + common + post_common + q16 + xq_rand + q6dump)
         subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", *defs, "-o", str(exe), str(cpp)], check=True)
         dumps.append(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n"))

@@ -5,9 +5,9 @@
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o mvbench scripts/mvbench/mvbench.cu && ./mvbench
 //
-// With -DMOLLA_X_Q6PAD (the engine's Q6PAD experiment, kernels/common.cuh Q6K_BYTES) every Q6_K
-// row is laid out in 224-byte blocks and decoded by the engine's padded decoders; GB/s then count
-// the padded bytes (multiply by 210 / 224 for the file's).
+// Q6_K rows are laid out in 224-byte blocks, as the engine pads them (kernels/common.cuh
+// Q6K_BYTES), and GB/s count the padded bytes (multiply by 210 / 224 for the file's); with
+// -DMOLLA_X_Q6FILE (MOLLA_KDEFS=Q6FILE in the engine) in the file's 210-byte blocks.
 //
 // Prints one line a (kernel, shape): registers, blocks an SM, us a launch, GB/s, and whether its
 // outputs equal the `matvec` kernel's bit for bit.

@@ -22,13 +22,13 @@ typedef unsigned long long u64;
 #define T_Q6_K 14
 #define T_BF16 30
 
-// Bytes of a Q6_K block in device memory: the file's 210, or 224 with MOLLA_X_Q6PAD (an
-// experiment: weights.rs then pads every block, so that its fields sit at 16-, 8- and 2-byte
-// aligned offsets and are read with vector loads).
-#ifdef MOLLA_X_Q6PAD
-#define Q6K_BYTES 224
-#else
+// Bytes of a Q6_K block in device memory: 224, the file's 210 and zero padding (weights.rs pads
+// every block on upload, so that its fields sit at 16-, 8- and 2-byte aligned offsets and are read
+// with vector loads), or the file's 210 with MOLLA_X_Q6FILE (for comparison: MOLLA_KDEFS=Q6FILE).
+#ifdef MOLLA_X_Q6FILE
 #define Q6K_BYTES 210
+#else
+#define Q6K_BYTES 224
 #endif
 
 __device__ __forceinline__ float h2f(u16 h) {

@@ -174,7 +174,7 @@ __device__ __forceinline__ void ldg_a2(const u8* p, u32* w) {
     for (int k = 0; k < N4; k++) w[k] = __funnelshift_r(x[k], x[k + 1], sh);
 }
 
-#ifdef MOLLA_X_Q6PAD
+#ifndef MOLLA_X_Q6FILE
 // 16 bytes from a 16-byte aligned address (G: global memory, through the read-only path).
 template <bool G>
 __device__ __forceinline__ void ld16al(const u8* p, u32* w) {
@@ -297,15 +297,17 @@ __device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* 
 
 // Q6_K unit u: super-block u >> 2, half n = (u >> 1) & 1, h = u & 1: groups G = 0..3 of 16 elements
 // 128n + 32G + 16h + i, from ql[64n + 16h + i] (G 0, 2: low, high nibble), ql[64n + 32 + 16h + i]
-// (G 1, 3) and bits 2G of qh[32n + 16h + i]; scale 8n + 2G + h. The block is only 2-byte aligned.
-// G: the row is in global memory, its 2-byte aligned runs read with ldg_a2's aligned words (the
-// same bytes, so the same bits; else 2-byte loads, which rows staged in shared memory need).
+// (G 1, 3) and bits 2G of qh[32n + 16h + i]; scale 8n + 2G + h. Blocks padded to 224 bytes
+// (Q6K_BYTES) are read with aligned vector loads; in the file's 210-byte layout (MOLLA_X_Q6FILE)
+// a block is only 2-byte aligned, and G (the row in global memory) reads its 2-byte aligned runs
+// with ldg_a2's aligned words (the same bytes, so the same bits; else 2-byte loads, which rows
+// staged in shared memory need).
 template <bool G = false>
 __device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
     const u8* b = w + (size_t)(u >> 2) * Q6K_BYTES;
     int n = (u >> 1) & 1, hf = u & 1;
     u32 A[4], B[4], H[4], S2[2];
-#ifdef MOLLA_X_Q6PAD
+#ifndef MOLLA_X_Q6FILE
     ld16al<G>(b + 64 * n + 16 * hf, A);
     ld16al<G>(b + 64 * n + 32 + 16 * hf, B);
     ld16al<G>(b + 128 + 32 * n + 16 * hf, H);
@@ -498,7 +500,7 @@ __device__ __forceinline__ void unit_load_q6k(const u8* __restrict__ w, int u, U
     const u8* b = w + (size_t)(u >> 2) * Q6K_BYTES;
     int n = (u >> 1) & 1, hf = u & 1;
     u32 A[4], B[4], H[4];
-#ifdef MOLLA_X_Q6PAD
+#ifndef MOLLA_X_Q6FILE
     ld16al<false>(b + 64 * n + 16 * hf, A);
     ld16al<false>(b + 64 * n + 32 + 16 * hf, B);
     ld16al<false>(b + 128 + 32 * n + 16 * hf, H);

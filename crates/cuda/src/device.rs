@@ -91,8 +91,8 @@ pub struct Gpu {
     /// Decode kernels launch as programmatic dependents of the kernel before them (crate::pdl):
     /// compute capability 9.0 and up with `MOLLA_PDL=1`.
     pub(crate) pdl: bool,
-    /// Q6_K blocks are padded to 224 bytes on the device (`MOLLA_KDEFS` with `Q6PAD`, an
-    /// experiment: kernels/common.cuh `Q6K_BYTES`).
+    /// Q6_K blocks are padded to 224 bytes on the device (kernels/common.cuh `Q6K_BYTES`), unless
+    /// `MOLLA_KDEFS` names `Q6FILE` (the file's 210-byte blocks, for comparison).
     pub(crate) q6pad: bool,
     /// Streaming multiprocessors.
     pub(crate) sm_count: usize,
@@ -207,7 +207,7 @@ impl Gpu {
             .map_err(drv("kernel attribute"))?;
         let pk_max_smem = allow as usize;
         let pdl = compile::pdl(cc);
-        let q6pad = compile::experiment("Q6PAD");
+        let q6pad = !compile::experiment("Q6FILE");
         let sm_count = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(drv("device attribute"))?
@@ -285,7 +285,7 @@ impl Gpu {
             self.sync()?;
             return Ok(f(&[]));
         }
-        crate::launch::timeline_mark(self, "download");
+        crate::launch::timeline_mark(self, "download", "download");
         let bytes = n * std::mem::size_of::<T>();
         let mut staging = self.staging.lock().unwrap_or_else(|e| e.into_inner());
         if self.pinned && staging.as_ref().is_none_or(|s| s.bytes < bytes) {

@@ -67,7 +67,7 @@ macro_rules! launch_dep {
     ($gpu:expr, $f:expr, $cfg:expr, $what:expr; $($arg:expr),+ $(,)?) => {{
         let (gpu, f, cfg) = ($gpu, $f, $cfg);
         crate::launch::count_launch();
-        crate::launch::timeline_mark(gpu, stringify!($f));
+        crate::launch::timeline_mark(gpu, stringify!($f), $what);
         if gpu.pdl {
             let args: &[*const std::ffi::c_void] =
                 &[$( ($arg) as *const _ as *const std::ffi::c_void ),+];

@@ -1,6 +1,7 @@
-//! Weights on the device. Matrices keep their GGUF block layout unchanged (no repack; with the
-//! `Q6PAD` experiment of `MOLLA_KDEFS`, Q6_K blocks are padded from 210 to 224 bytes); vectors
-//! (norms, biases) are f32.
+//! Weights on the device. Matrices keep their GGUF block layout (no repack), except that Q6_K
+//! blocks are padded from 210 to 224 bytes so that the kernels read them with aligned vector
+//! loads (`MOLLA_KDEFS=Q6FILE` keeps the file's blocks, for comparison); vectors (norms, biases)
+//! are f32.
 
 use crate::device::Gpu;
 use crate::error::{CudaError, Result};
@@ -97,15 +98,15 @@ impl DevMatrix {
     }
 }
 
-/// Bytes of a Q6_K block on the device with the `Q6PAD` experiment (kernels/common.cuh
-/// `Q6K_BYTES`); in the file, `GgmlType::Q6_K.type_size()`.
+/// Bytes of a padded Q6_K block on the device (kernels/common.cuh `Q6K_BYTES`); in the file,
+/// `GgmlType::Q6_K.type_size()`.
 const Q6K_PADDED: usize = 224;
 
 fn q6k_file_bytes() -> usize {
     GgmlType::Q6_K.type_size() as usize
 }
 
-/// Q6_K blocks copied into 224-byte slots (zero padding after each), for the `Q6PAD` experiment.
+/// Q6_K blocks copied into 224-byte slots (zero padding after each).
 fn pad_q6k(bytes: &[u8]) -> Vec<u8> {
     let file = q6k_file_bytes();
     let mut out = vec![0u8; bytes.len() / file * Q6K_PADDED];

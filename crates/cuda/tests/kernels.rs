@@ -368,7 +368,7 @@ fn rope_case(
     (rope_table(n_rot, hd, neox, base, fac), shape)
 }
 
-/// `rope_attention` (one launch, MOLLA_ROPE_ATTN=1) gives the bits of `rope_store` then
+/// `rope_attention` (one launch, one-token decode's default) gives the bits of `rope_store` then
 /// `attention`: output and both caches, llama and neox rotation, partial rotation, grouped and
 /// plain heads, at the first position, a short cache and one past an attention tile.
 #[test]

@@ -169,8 +169,8 @@ impl CudaModel {
             st.residual(&out(&l.w_down, x, 0, true), hp.n_ff, Input::Plain(gate));
         }
         let head = self.head_out(logits);
-        // MOLLA_PK_HEAD=wide: the head after the kernel, at four blocks an SM (matvec_wide) instead
-        // of the kernel's one (an experiment; q16 formats only).
+        // A large head runs after the kernel, at four blocks an SM (matvec_wide) instead of the
+        // kernel's one (head_outside).
         let outside = self.head_outside();
         if !outside {
             st.matvec_plain(
@@ -185,10 +185,18 @@ impl CudaModel {
         Ok(pk)
     }
 
-    /// Whether the persistent path runs the head after the kernel (`MOLLA_PK_HEAD=wide` and a
-    /// head `matvec_wide` reads).
+    /// Whether the persistent path runs the head after the kernel (a head `matvec_wide` reads, of
+    /// [`HEAD_OUTSIDE_BYTES`] or more, or any size with `MOLLA_PK_HEAD=wide`; never with
+    /// `MOLLA_PK_HEAD=kernel`).
     pub(super) fn head_outside(&self) -> bool {
-        head_wide() && launch::is_q16(self.output().ty) && self.hp.n_embd.is_multiple_of(32)
+        let w = self.output();
+        let bytes = w.rows * w.row_bytes;
+        let wanted = match head_policy() {
+            HeadPolicy::Wide => true,
+            HeadPolicy::Kernel => false,
+            HeadPolicy::Auto => bytes >= HEAD_OUTSIDE_BYTES,
+        };
+        wanted && launch::is_q16(w.ty) && self.hp.n_embd.is_multiple_of(32)
     }
 
     /// The head's matvec into `logits`.
@@ -202,9 +210,28 @@ impl CudaModel {
     }
 }
 
-/// Whether the persistent path runs the head after the kernel, through `matvec_wide`
-/// (`MOLLA_PK_HEAD=wide`; read once).
-pub(crate) fn head_wide() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MOLLA_PK_HEAD").is_ok_and(|v| v == "wide"))
+/// Heads of this many bytes and more run after the persistent kernel. Measured on the H200
+/// (session 10, tg128 tok/s, head in the kernel / after it): the Qwen2.5-0.5B file's 145 MB Q8_0
+/// head 1190 / 1213; SmolLM2's 30 MB Q8_0 head 1292 / 1287 (Q8_0 file), 1316 / 1318 (Q4_1).
+const HEAD_OUTSIDE_BYTES: usize = 64 << 20;
+
+/// Where the persistent path runs the head.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum HeadPolicy {
+    /// After the kernel when it is large (the default).
+    Auto,
+    /// Always after the kernel (`MOLLA_PK_HEAD=wide`).
+    Wide,
+    /// Always inside the kernel (`MOLLA_PK_HEAD=kernel`).
+    Kernel,
+}
+
+/// `MOLLA_PK_HEAD`'s choice (read once).
+fn head_policy() -> HeadPolicy {
+    static P: std::sync::OnceLock<HeadPolicy> = std::sync::OnceLock::new();
+    *P.get_or_init(|| match std::env::var("MOLLA_PK_HEAD").as_deref() {
+        Ok("wide") => HeadPolicy::Wide,
+        Ok("kernel") => HeadPolicy::Kernel,
+        _ => HeadPolicy::Auto,
+    })
 }
