@@ -216,12 +216,16 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention_f32(const fl
 // head's k, stores k and v at the position (every block of a kv group stores the same bytes)
 // and attends over positions 0 ..= pos, reading its own stores back. The arithmetic, conversions
 // and order of rope_store then attention, so the same bits (as the persistent kernel's attention
-// step, which does the same). q is left unrotated (only attention reads it).
+// step, which does the same). q is left unrotated (only attention reads it). With `prep` (not
+// null; hdv a multiple of 32), block h also quantizes its head's output into the q16 row at
+// prep + 4 * n_head * hdv, as matvec_prep_wide would for the next matvec (the same bits:
+// q16_block on the same values), so that matvec_wide reads it without a preparation launch.
 extern "C" __global__ void __launch_bounds__(ATT_THREADS) rope_attention(const float* __restrict__ q, const float* __restrict__ k,
                                                                          const float* __restrict__ v, u16* kc, u16* vc,
                                                                          const int* pos0p, const double* __restrict__ freqs,
                                                                          float* __restrict__ out, int n_head, int n_head_kv,
-                                                                         int hd, int hdv, int n_rot, int neox, float scale) {
+                                                                         int hd, int hdv, int n_rot, int neox, float scale,
+                                                                         u8* prep) {
     pdl_trigger();
     pdl_wait();
     __shared__ float rq[256], rk[256], qs[256];
@@ -252,4 +256,19 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) rope_attention(const f
     }
     __syncthreads();
     attend(qs, (const u16*)kc, (const u16*)vc, pos + 1, kvh, kv_dim, v_dim, hd, hdv, scale, out + (size_t)h * hdv);
+    if (prep) {
+        __syncthreads();  // the head's output is in `out`
+        if (threadIdx.x < 32) {
+            // Four lanes a block of 32 values; lanes past the head's blocks compute on its first
+            // and store nothing (q16_block's shuffles need the whole warp).
+            int lane = threadIdx.x, part = lane & 3, nb = hdv >> 5, bl = lane >> 2;
+            bool live = bl < nb;
+            const float* src = out + (size_t)h * hdv + 32 * (live ? bl : 0) + 8 * part;
+            float vals[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) vals[i] = __ldcg(src + i);
+            int cols = n_head * hdv;
+            q16_block(vals, h * nb + bl, part, live, cols, prep + (size_t)cols * 4);
+        }
+    }
 }

@@ -327,6 +327,52 @@ extern "C" __global__ void __launch_bounds__(256, 4) matvec_wide(const MvArgs a,
     }
 }
 
+// matvec_wide over a gate and an up matrix (segments 0 and 1, as many rows), with the SwiGLU of
+// their outputs quantized for the next matvec: each block takes 32 rows of both at a time (8
+// warps, 4 rows each, 32 lanes a row: the bits matvec_wide gives), stores them as matvec_wide
+// does, then quantizes silu(gate) * up of those 32 rows into the q16 row at out + 4 * rows (the
+// bits matvec_prep_wide's SwiGLU mode gives), so that the down matvec needs no preparation
+// launch. `out` must not overlap `prep` (blocks still copying their input would read it).
+extern "C" __global__ void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, const u8* prep, u8* out) {
+    extern __shared__ float4 smem4[];
+    __shared__ float glu[32];
+    pdl_trigger();
+    pdl_wait();
+    const int4* src = (const int4*)(prep + (size_t)a.cols * 4);
+    for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) ((int4*)smem4)[i] = __ldcg(src + i);
+    __syncthreads();
+    const Xq xq = xq_at((u8*)smem4, a.cols);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = a.seg[0].rows;
+    for (int g = blockIdx.x; g < (n >> 5); g += gridDim.x) {
+        for (int j = 0; j < 4; j++) {
+            int r = 32 * g + 4 * warp + j;
+            float acc[2];
+#pragma unroll
+            for (int si = 0; si < 2; si++) {
+                const MvSeg& s = a.seg[si];
+                float t = 0.f;
+                row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, t);
+                acc[si] = warp_sum(t);
+            }
+            if (lane == 0) {
+                mv_store(a.seg[0], 0, r, acc[0]);
+                mv_store(a.seg[1], 0, r, acc[1]);
+                // What matvec_prep_wide's SwiGLU mode reads back from the two outputs.
+                glu[4 * warp + j] = silu_mul(a.seg[0].y[r], a.seg[1].y[r]);
+            }
+        }
+        __syncthreads();
+        if (warp == 0) {
+            int part = lane & 3;
+            float v[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = glu[8 * part + i];
+            q16_block(v, g, part, lane < 4, n, out + (size_t)n * 4);
+        }
+        __syncthreads();  // glu is refilled for the block's next rows
+    }
+}
+
 // Inputs a batched matvec block prepares at most (one token of each of several sequences).
 #define MV_MULTI 8
 

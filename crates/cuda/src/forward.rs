@@ -482,23 +482,33 @@ impl CudaModel {
     }
 
     /// Rope of q and k, the store of k and v into the cache(s), then attention into `att`, for
-    /// `n` tokens.
+    /// `n` tokens. With `prep` (`matvec_wide`'s buffer for wo), one-token decode through
+    /// `rope_attention` also quantizes `att` into it: returns whether it did.
     ///
     /// # Safety
-    /// As `launch::rope_store` and `launch::attention`: q/k/v/att hold `n` rows, `at` has room.
-    unsafe fn rope_attend(&self, qkv: (u64, u64, u64), at: KvAt, att: u64, n: usize) -> Result<()> {
+    /// As `launch::rope_store` and `launch::attention`: q/k/v/att hold `n` rows, `at` has room;
+    /// `prep` as `launch::rope_attention` takes it.
+    unsafe fn rope_attend(
+        &self,
+        qkv: (u64, u64, u64),
+        at: KvAt,
+        att: u64,
+        n: usize,
+        prep: Option<u64>,
+    ) -> Result<bool> {
         let g = &self.gpu;
         if n == 1 && matches!(at, KvAt::One { f32: false, .. }) && launch::rope_attention_on() {
+            let fr = g.ptr(&self.freqs);
             // SAFETY: as the caller guarantees; one token, f16 caches.
-            return unsafe {
-                launch::rope_attention(g, &self.heads, qkv, at, g.ptr(&self.freqs), att)
-            };
+            unsafe { launch::rope_attention(g, &self.heads, qkv, at, fr, att, prep.unwrap_or(0)) }?;
+            return Ok(prep.is_some());
         }
         // SAFETY: as the caller guarantees.
         unsafe {
             launch::rope_store(g, &self.heads, qkv, at, g.ptr(&self.freqs), n)?;
-            launch::attention(g, &self.heads, qkv.0, at, att, n)
+            launch::attention(g, &self.heads, qkv.0, at, att, n)?;
         }
+        Ok(false)
     }
 
     fn opt(&self, b: &Option<CudaSlice<f32>>) -> u64 {
@@ -558,7 +568,7 @@ impl CudaModel {
             up,
             ..
         } = s.ptrs(g);
-        let eps = hp.rms_eps;
+        let (eps, max_cols) = (hp.rms_eps, launch::max_cols(hp));
         let out =
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         // SAFETY (all launches): as the caller guarantees.
@@ -572,14 +582,30 @@ impl CudaModel {
                 ];
                 let norm = Prep::RmsNorm(p(&l.attn_norm), eps);
                 launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, rows)?;
-                self.rope_attend((q, k, v), at(li), att, n)?;
                 let wo = [out(&l.wo, x, 0, true)];
-                launch::matvec_rows(g, &wo, hp.n_head * hp.head_dim_v, att, Prep::Plain, rows)?;
+                let att_cols = hp.n_head * hp.head_dim_v;
+                // Experiments (launch/fused.rs): wo's and down's inputs quantized by the kernel
+                // that computes them, not by a preparation launch.
+                let att_prep = launch::att_prep_on()
+                    && hp.head_dim_v.is_multiple_of(32)
+                    && launch::goes_wide(&wo, att_cols, rows);
+                let ready =
+                    self.rope_attend((q, k, v), at(li), att, n, att_prep.then_some(rows.prep))?;
+                let wo_prep = if ready { Prep::Ready } else { Prep::Plain };
+                launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
                 let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
                 let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
-                launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
                 let down = [out(&l.w_down, x, 0, true)];
-                launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::SwiGlu(up), rows)?;
+                let glu = launch::glu_prep_on()
+                    .then(|| launch::glu_buffer(&gu, hp.n_embd, &down, hp.n_ff, rows, max_cols))
+                    .flatten();
+                if let Some(second) = glu {
+                    launch::matvec_wide_glu(g, &gu, hp.n_embd, x, norm, rows.prep, second.prep)?;
+                    launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::Ready, second)?;
+                } else {
+                    launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
+                    launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::SwiGlu(up), rows)?;
+                }
             }
             let head = [Out {
                 w: self.output(),
@@ -664,7 +690,7 @@ impl CudaModel {
                     pos,
                     f32: kv.f32,
                 };
-                self.rope_attend((q, k, v), at, att, n)?;
+                self.rope_attend((q, k, v), at, att, n, None)?;
                 self.matmul(&mut blas, &out_(&l.wo, x, 0, true), att, n)?;
                 launch::rms_norm(g, x, p(&l.ffn_norm), h, n, e, hp.rms_eps)?;
                 self.matmul(&mut blas, &out_(&l.w_gate, gate, 0, false), h, n)?;

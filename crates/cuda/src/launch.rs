@@ -7,6 +7,9 @@ use crate::error::{Result, drv};
 use crate::pdl::launch_dep;
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
+mod fused;
+pub(crate) use fused::{att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, prepare};
+
 /// A weight matrix on the device, in its GGUF block layout.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct WeightRef {
@@ -61,6 +64,9 @@ pub(crate) enum Prep {
     /// RMSNorm as `RmsNorm`, of x held as the persistent kernel's tagged words (8 bytes a value,
     /// the value in the low half): `matvec_wide` only.
     RmsNormTagged(u64, f32),
+    /// Already quantized into the buffer `matvec_wide` reads, by the kernel before (launch/
+    /// fused.rs): `matvec_wide` only, and no preparation launch.
+    Ready,
 }
 
 /// An output of a fused matvec: y = W·x (+ bias) (+ y when accumulating).
@@ -237,7 +243,7 @@ fn mv_args(outs: &[Out], cols: usize, x: u64, prep: Prep) -> (MvArgs, usize) {
         ..MvArgs::default()
     };
     match prep {
-        Prep::Plain => {}
+        Prep::Plain | Prep::Ready => {}
         Prep::RmsNorm(w, eps) => (a.mode, a.norm_w, a.eps) = (1, w, eps),
         Prep::SwiGlu(up) => (a.mode, a.x2) = (2, up),
         Prep::RmsNormTagged(w, eps) => (a.mode, a.norm_w, a.eps) = (3, w, eps),
@@ -257,6 +263,26 @@ fn mv_args(outs: &[Out], cols: usize, x: u64, prep: Prep) -> (MvArgs, usize) {
     }
     a.nseg = outs.len().min(3) as i32;
     (a, total)
+}
+
+/// `matvec_prep_wide` of `a`'s input (`cols` values) into `buf`, 1024 values a block.
+///
+/// # Safety
+/// As [`matvec_wide`].
+unsafe fn prep_wide(gpu: &Gpu, a: &MvArgs, cols: usize, buf: u64) -> Result<()> {
+    let prep_cfg = cfg(
+        (cols.div_ceil(1024) as u32, 1, 1),
+        MV_THREADS,
+        (cols * 4) as u32,
+    );
+    // SAFETY: the caller guarantees the addresses and the buffer's size.
+    unsafe { launch_dep!(gpu, &gpu.k.matvec_prep_wide, prep_cfg, "matvec launch"; a, &buf) }
+}
+
+/// Whether [`matvec_rows`] runs `outs` on a `cols`-wide input through `matvec_wide`: one row, a
+/// preparation buffer, 32 lanes a row, and matrices [`wide`] takes.
+pub(crate) fn goes_wide(outs: &[Out], cols: usize, rows: Rows) -> bool {
+    rows.n == 1 && rows.prep != 0 && matvec_lanes(cols) == 32 && wide(outs)
 }
 
 /// [`matvec`] through `matvec_wide`: the input prepared once into `buf` (`prep_stride(cols)`
@@ -279,13 +305,10 @@ pub(crate) unsafe fn matvec_wide(
         ));
     }
     let (a, total) = mv_args(outs, cols, x, prep);
-    let prep_cfg = cfg(
-        (cols.div_ceil(1024) as u32, 1, 1),
-        MV_THREADS,
-        (cols * 4) as u32,
-    );
-    // SAFETY: the caller guarantees the addresses and the buffer's size.
-    unsafe { launch_dep!(gpu, &gpu.k.matvec_prep_wide, prep_cfg, "matvec launch"; &a, &buf) }?;
+    if !matches!(prep, Prep::Ready) {
+        // SAFETY: the caller guarantees the addresses and the buffer's size.
+        unsafe { prep_wide(gpu, &a, cols, buf) }?;
+    }
     let blocks = total
         .div_ceil(WIDE_THREADS as usize / 32)
         .clamp(1, gpu.sm_count * 4) as u32;
@@ -315,6 +338,11 @@ pub(crate) unsafe fn matvec_rows(
     if let Prep::RmsNormTagged(..) = prep {
         return Err(crate::error::CudaError::Unsupported(
             "a tagged input outside matvec_wide".into(),
+        ));
+    }
+    if matches!(prep, Prep::Ready) && !goes_wide(outs, cols, rows) {
+        return Err(crate::error::CudaError::Unsupported(
+            "a prepared input outside matvec_wide".into(),
         ));
     }
     let (a, total) = mv_args(outs, cols, x, prep);
@@ -353,7 +381,7 @@ pub(crate) unsafe fn matvec_rows(
         unsafe { b.launch(cfg) }.map_err(drv("matvec launch"))?;
         return Ok(());
     }
-    if rows.prep != 0 && a.lanes == 32 && wide(outs) {
+    if goes_wide(outs, cols, rows) {
         // SAFETY: as the caller guarantees; rows.prep holds prep_stride(cols) bytes.
         return unsafe { matvec_wide(gpu, outs, cols, x, prep, rows.prep) };
     }
@@ -557,9 +585,12 @@ pub(crate) unsafe fn attention(
 
 /// Rope, cache store and attention of one token of one sequence in one launch (kernels/
 /// attention.cu `rope_attention`: the bits of [`rope_store`] then [`attention`]); f16 caches only.
+/// With `prep` (not 0), it also quantizes the output into that `matvec_wide` buffer, as
+/// `Prep::Plain` would (launch/fused.rs).
 ///
 /// # Safety
-/// See the module docs; `at` is `KvAt::One` with f16 caches.
+/// See the module docs; `at` is `KvAt::One` with f16 caches; `prep` is 0 or holds
+/// `prep_stride(n_head * head_dim_v)` bytes, with `head_dim_v` a multiple of 32.
 pub(crate) unsafe fn rope_attention(
     gpu: &Gpu,
     h: &Heads,
@@ -567,6 +598,7 @@ pub(crate) unsafe fn rope_attention(
     at: KvAt,
     freqs: u64,
     out: u64,
+    prep: u64,
 ) -> Result<()> {
     let KvAt::One {
         cache: (kc, vc),
@@ -584,7 +616,7 @@ pub(crate) unsafe fn rope_attention(
     // SAFETY: as above.
     unsafe {
         launch_dep!(gpu, &gpu.k.rope_attention, cfg, "attention launch"; &q, &k, &v, &kc, &vc, &pos,
-            &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale)
+            &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale, &prep)
     }
 }
 

@@ -10,6 +10,9 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use gguf::GgmlType;
 use half::f16;
 
+mod fused;
+pub use fused::{matvec_glu, prep_q16};
+
 fn check(what: &'static str, got: usize, expected: usize) -> Result<()> {
     if got == expected {
         Ok(())
@@ -81,6 +84,27 @@ pub fn matvec(
     }
     check("matvec input", x.len(), cols)?;
     let xd = gpu.upload(x)?;
+    let (_aux, prep) = prep_of(gpu, input, cols)?;
+    let up = upload_segs(gpu, segs, cols)?;
+    let outs = up.outs(gpu, segs);
+    if let Kernel::Wide = kernel {
+        let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
+        // SAFETY: as below; buf holds prep_stride(cols) bytes.
+        unsafe { launch::matvec_wide(gpu, &outs, cols, gpu.ptr(&xd), prep, gpu.ptr(&buf))? };
+        gpu.sync()?;
+    } else {
+        // SAFETY: every buffer above is sized for its matrix; x and aux hold `cols` values.
+        unsafe { launch::matvec(gpu, &outs, cols, gpu.ptr(&xd), prep)? };
+    }
+    segs.iter()
+        .zip(&up.ys)
+        .map(|(s, y)| fetch(gpu, y, s.rows))
+        .collect()
+}
+
+/// `input` as the kernels' `Prep`, with its second vector (`cols` values) uploaded: keep the
+/// buffer alive while the kernel runs.
+fn prep_of(gpu: &Gpu, input: Input, cols: usize) -> Result<(Option<CudaSlice<f32>>, Prep)> {
     let aux = match input {
         Input::Plain => None,
         Input::RmsNorm { w, .. } | Input::SwiGlu { up: w } => {
@@ -94,11 +118,37 @@ pub fn matvec(
         Input::RmsNorm { eps, .. } => Prep::RmsNorm(aux_ptr, eps),
         Input::SwiGlu { .. } => Prep::SwiGlu(aux_ptr),
     };
-    let mut mats = Vec::new();
-    let mut ys = Vec::new();
-    let mut biases = Vec::new();
+    Ok((aux, prep))
+}
+
+/// A fused matvec's matrices, outputs (the accumulators, or NaN) and biases on the device.
+struct Uploaded {
+    mats: Vec<DevMatrix>,
+    ys: Vec<CudaSlice<f32>>,
+    biases: Vec<Option<CudaSlice<f32>>>,
+}
+
+impl Uploaded {
+    fn outs(&self, gpu: &Gpu, segs: &[Seg]) -> Vec<Out> {
+        (0..segs.len())
+            .map(|i| Out {
+                w: self.mats[i].r(gpu),
+                y: gpu.ptr(&self.ys[i]),
+                bias: self.biases[i].as_ref().map_or(0, |b| gpu.ptr(b)),
+                accumulate: segs[i].acc.is_some(),
+            })
+            .collect()
+    }
+}
+
+fn upload_segs(gpu: &Gpu, segs: &[Seg], cols: usize) -> Result<Uploaded> {
+    let mut up = Uploaded {
+        mats: Vec::new(),
+        ys: Vec::new(),
+        biases: Vec::new(),
+    };
     for s in segs {
-        mats.push(DevMatrix::upload(
+        up.mats.push(DevMatrix::upload(
             gpu,
             "matvec weights",
             s.ty,
@@ -106,14 +156,14 @@ pub fn matvec(
             cols,
             s.w,
         )?);
-        ys.push(match s.acc {
+        up.ys.push(match s.acc {
             Some(a) => {
                 check("matvec accumulator", a.len(), s.rows)?;
                 gpu.upload(a)?
             }
             None => poisoned(gpu, s.rows)?,
         });
-        biases.push(match s.bias {
+        up.biases.push(match s.bias {
             Some(b) => {
                 check("matvec bias", b.len(), s.rows)?;
                 Some(gpu.upload(b)?)
@@ -121,27 +171,7 @@ pub fn matvec(
             None => None,
         });
     }
-    let outs: Vec<Out> = (0..segs.len())
-        .map(|i| Out {
-            w: mats[i].r(gpu),
-            y: gpu.ptr(&ys[i]),
-            bias: biases[i].as_ref().map_or(0, |b| gpu.ptr(b)),
-            accumulate: segs[i].acc.is_some(),
-        })
-        .collect();
-    if let Kernel::Wide = kernel {
-        let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
-        // SAFETY: as below; buf holds prep_stride(cols) bytes.
-        unsafe { launch::matvec_wide(gpu, &outs, cols, gpu.ptr(&xd), prep, gpu.ptr(&buf))? };
-        gpu.sync()?;
-    } else {
-        // SAFETY: every buffer above is sized for its matrix; x and aux hold `cols` values.
-        unsafe { launch::matvec(gpu, &outs, cols, gpu.ptr(&xd), prep)? };
-    }
-    segs.iter()
-        .zip(&ys)
-        .map(|(s, y)| fetch(gpu, y, s.rows))
-        .collect()
+    Ok(up)
 }
 
 /// The prefill matmul: `y[t] = W·x[t]` (+ bias) (+ acc) for `x.len() / cols` rows of `x`.
@@ -433,8 +463,12 @@ pub fn attention(
 
 /// One decode token's rope, cache store and attention over f16 caches whose positions
 /// `0..pos` hold `keys` and `values` (rounded to f16), at position `pos`: as two launches
-/// (`rope_store`, then `attention`) or, with `fused`, as one (`rope_attention`). Returns the
-/// attention output and the caches' 16-bit words after the step.
+/// (`rope_store`, then `attention`) or, with `fused`, as one (`rope_attention`; with `prep` too,
+/// quantizing its output for wo). Returns the attention output, the caches' 16-bit words after
+/// the step, and the q16 row `rope_attention` wrote (empty without `prep`).
+pub type RopeAttention = (Vec<f32>, Vec<u16>, Vec<u16>, Vec<u8>);
+
+/// See [`RopeAttention`].
 #[allow(clippy::too_many_arguments)]
 pub fn rope_attention(
     gpu: &Gpu,
@@ -443,8 +477,8 @@ pub fn rope_attention(
     (q, k, v): (&[f32], &[f32], &[f32]),
     (keys, values): (&[f32], &[f32]),
     pos: usize,
-    fused: bool,
-) -> Result<(Vec<f32>, Vec<u16>, Vec<u16>)> {
+    (fused, prep): (bool, bool),
+) -> Result<RopeAttention> {
     let heads = h.heads()?;
     let (qd, kvd, vd) = h.dims();
     check("rope_attention q", q.len(), qd)?;
@@ -469,10 +503,18 @@ pub fn rope_attention(
         f32: false,
     };
     let qkv = (gpu.ptr(&qb), gpu.ptr(&kb), gpu.ptr(&vb));
-    // SAFETY: sizes as checked; the caches hold pos + 1 positions.
+    let cols = h.n_head * h.head_dim_v;
+    let pbuf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
+    let pp = if prep && fused { gpu.ptr(&pbuf) } else { 0 };
+    if pp != 0 && !h.head_dim_v.is_multiple_of(32) {
+        return Err(CudaError::Unsupported(
+            "a prepared output of heads not a multiple of 32 wide".into(),
+        ));
+    }
+    // SAFETY: sizes as checked; the caches hold pos + 1 positions; pbuf prep_stride(cols) bytes.
     unsafe {
         if fused {
-            launch::rope_attention(gpu, &heads, qkv, at, gpu.ptr(&fr), gpu.ptr(&out))?;
+            launch::rope_attention(gpu, &heads, qkv, at, gpu.ptr(&fr), gpu.ptr(&out), pp)?;
         } else {
             launch::rope_store(gpu, &heads, qkv, at, gpu.ptr(&fr), 1)?;
             launch::attention(gpu, &heads, qkv.0, at, gpu.ptr(&out), 1)?;
@@ -482,7 +524,12 @@ pub fn rope_attention(
     let mut vw = vec![0u16; (pos + 1) * vd];
     gpu.download(&kc, &mut kw)?;
     gpu.download(&vc, &mut vw)?;
-    Ok((fetch(gpu, &out, h.n_head * h.head_dim_v)?, kw, vw))
+    let q16 = if pp != 0 {
+        fused::q16_of(gpu, &pbuf, cols)?
+    } else {
+        Vec::new()
+    };
+    Ok((fetch(gpu, &out, cols)?, kw, vw, q16))
 }
 
 /// Embedding lookup: the rows `tokens` of a `rows` x `cols` matrix of `ty`, dequantized.

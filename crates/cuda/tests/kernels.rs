@@ -368,6 +368,48 @@ fn rope_case(
     (rope_table(n_rot, hd, neox, base, fac), shape)
 }
 
+/// `matvec_wide_glu` (MOLLA_GLU_PREP): gate and up with the bits `matvec_wide` gives them, and
+/// the q16 row of silu(gate) * up that `matvec_prep_wide` makes of those two for down.
+#[test]
+fn matvec_wide_glu_gives_the_bits_of_wide_then_its_preparation() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(23);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    // (type, rows of gate and up: multiples of 32 but not of the block's 256 rows)
+    for (ty, n) in [
+        (GgmlType::Q4_K, 1536),
+        (GgmlType::Q6_K, 4864),
+        (GgmlType::Q5_K, 96),
+        (GgmlType::Q8_0, 1536),
+        (GgmlType::Q4_0, 64),
+        (GgmlType::Q5_1, 160),
+    ] {
+        for cols in widths(ty) {
+            let (gate, _) = matrix(&mut rng, ty, n, cols);
+            let (up, _) = matrix(&mut rng, ty, n, cols);
+            let x = rng.vec(cols, 1.0);
+            let nw = rng.vec(cols, 1.0);
+            let seg = |w| Seg {
+                ty,
+                rows: n,
+                w,
+                bias: None,
+                acc: None,
+            };
+            let input = Input::RmsNorm { w: &nw, eps: 1e-5 };
+            let segs = [seg(&gate), seg(&up)];
+            let (gg, uu, q) = testing::matvec_glu(&g, &segs, cols, &x, input).unwrap();
+            let wide = testing::matvec(&g, Kernel::Wide, &segs, cols, &x, input).unwrap();
+            let tag = format!("{ty} {n}x{cols}");
+            assert_eq!(bits(&gg), bits(&wide[0]), "{tag}: gate");
+            assert_eq!(bits(&uu), bits(&wide[1]), "{tag}: up");
+            let want = testing::prep_q16(&g, &gg, Input::SwiGlu { up: &uu }).unwrap();
+            assert_eq!(want, q, "{tag}: q16 row of the SwiGLU");
+        }
+    }
+    println!("matvec_wide_glu: the bits of matvec_wide, then matvec_prep_wide's SwiGLU");
+}
+
 /// `rope_attention` (one launch, one-token decode's default) gives the bits of `rope_store` then
 /// `attention`: output and both caches, llama and neox rotation, partial rotation, grouped and
 /// plain heads, at the first position, a short cache and one past an attention tile.
@@ -391,7 +433,7 @@ fn rope_attention_gives_the_bits_of_rope_store_then_attention() {
             let v = rng.vec(nkv * hd, 1.0);
             let keys = rng.vec(pos * nkv * hd, 1.0);
             let values = rng.vec(pos * nkv * hd, 1.0);
-            let run = |fused| {
+            let run = |mode| {
                 testing::rope_attention(
                     &g,
                     &shape,
@@ -399,17 +441,24 @@ fn rope_attention_gives_the_bits_of_rope_store_then_attention() {
                     (&q, &k, &v),
                     (&keys, &values),
                     pos,
-                    fused,
+                    mode,
                 )
                 .unwrap()
             };
-            let (a, ak, av) = run(false);
-            let (b, bk, bv) = run(true);
+            let (a, ak, av, _) = run((false, false));
+            let (b, bk, bv, _) = run((true, false));
             let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             let tag = format!("heads {nh}/{nkv} hd {hd} n_rot {n_rot} neox {neox} pos {pos}");
             assert_eq!(bits(&a), bits(&b), "{tag}: output");
             assert_eq!(ak, bk, "{tag}: keys");
             assert_eq!(av, bv, "{tag}: values");
+            // With wo's input quantized in the same launch (MOLLA_ATT_PREP): the same output,
+            // and the q16 row matvec_prep_wide makes of it.
+            let (c, ck, cv, cq) = run((true, true));
+            assert_eq!(bits(&a), bits(&c), "{tag}: output with the q16 row");
+            assert_eq!((ak, av), (ck, cv), "{tag}: caches with the q16 row");
+            let want = testing::prep_q16(&g, &c, Input::Plain).unwrap();
+            assert_eq!(want, cq, "{tag}: q16 row");
         }
     }
     println!("rope_attention: the bits of rope_store then attention");
