@@ -18,6 +18,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("rope.cu", include_str!("../kernels/rope.cu")),
     ("attention.cu", include_str!("../kernels/attention.cu")),
     ("elementwise.cu", include_str!("../kernels/elementwise.cu")),
+    ("pick.cu", include_str!("../kernels/pick.cu")),
     (
         "persistent_steps.cuh",
         include_str!("../kernels/persistent_steps.cuh"),

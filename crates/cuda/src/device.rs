@@ -49,6 +49,8 @@ pub(crate) struct Kernels {
     pub embed: CudaFunction,
     pub swiglu: CudaFunction,
     pub gather_rows: CudaFunction,
+    /// The greedy pick of a row of logits (kernels/pick.cu).
+    pub pick_greedy: CudaFunction,
     /// The persistent decode kernel.
     pub decode_persistent: CudaFunction,
     /// f16 operands for the cuBLAS prefill GEMM.
@@ -169,6 +171,7 @@ impl Gpu {
             embed: f("embed")?,
             swiglu: f("swiglu")?,
             gather_rows: f("gather_rows")?,
+            pick_greedy: f("pick_greedy")?,
             decode_persistent: f("decode_persistent")?,
             dequant_f16: f("dequant_f16")?,
             to_f16: f("to_f16")?,

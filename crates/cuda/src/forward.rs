@@ -94,6 +94,9 @@ pub struct CudaModel {
 
 mod batch;
 mod persistent_decode;
+pub(crate) mod pick;
+
+pub use pick::Pick;
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
@@ -401,7 +404,21 @@ impl CudaModel {
             // for one token (checked against the model at cache creation).
             unsafe { self.decode_launches(kv)? };
         }
-        let r = g.download_with(&kv.decode.logits, self.hp.n_vocab, f)?;
+        let r = if kv.pick_mode {
+            // SAFETY: the logits hold n_vocab values; pick holds PICK_WORDS.
+            unsafe {
+                pick::launch_pick(
+                    g,
+                    g.ptr(&kv.decode.logits),
+                    self.hp.n_vocab,
+                    false,
+                    &kv.pick,
+                )?
+            };
+            g.download_with(&kv.pick, 3, f)?
+        } else {
+            g.download_with(&kv.decode.logits, self.hp.n_vocab, f)?
+        };
         kv.len += 1;
         Ok(r)
     }

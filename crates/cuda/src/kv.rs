@@ -111,6 +111,10 @@ pub struct CudaKvCache {
     pub(crate) graph: Option<Graph>,
     /// The persistent decode kernel's step list for this cache.
     pub(crate) pk: Option<Persistent>,
+    /// A decode step returns the greedy pick made on the device (`pick`'s words) instead of the
+    /// logits (forward/pick.rs).
+    pub(crate) pick_mode: bool,
+    pub(crate) pick: CudaSlice<f32>,
 }
 
 impl CudaKvCache {
@@ -141,6 +145,8 @@ impl CudaKvCache {
             logits_all: None,
             graph: None,
             pk: None,
+            pick_mode: false,
+            pick: gpu.zeros(4)?,
         })
     }
 

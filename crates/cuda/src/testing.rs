@@ -621,3 +621,18 @@ pub fn timeline<R>(
     }
     Ok((r, out))
 }
+
+/// `pick_greedy` on `logits`, with `flag` as the word after them (the persistent kernel's error
+/// flag, passed through when given): the pick and the fourth word.
+pub fn pick(gpu: &Gpu, logits: &[f32], flag: Option<u32>) -> Result<(crate::Pick, u32)> {
+    let mut row = logits.to_vec();
+    row.push(f32::from_bits(flag.unwrap_or(0)));
+    let x = gpu.upload(&row)?;
+    let out = poisoned(gpu, crate::forward::pick::PICK_WORDS)?;
+    // SAFETY: x holds the logits and one more word; out PICK_WORDS.
+    unsafe {
+        crate::forward::pick::launch_pick(gpu, gpu.ptr(&x), logits.len(), flag.is_some(), &out)?
+    };
+    let w = fetch(gpu, &out, crate::forward::pick::PICK_WORDS)?;
+    Ok((crate::Pick::from_words(&w), w[3].to_bits()))
+}

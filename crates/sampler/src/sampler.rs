@@ -107,6 +107,17 @@ impl Sampler {
         self.cfg.temperature <= 0.0 && self.cfg.typical_p >= 1.0
     }
 
+    /// Whether [`sample`](Self::sample) picks the highest raw logit whatever the history: greedy
+    /// with no logit bias and no penalties. Then a backend may pick on its own (CUDA's
+    /// `forward_pick`: the highest logit, the lowest id among equals, -inf masked, NaN and +inf
+    /// refused, as here) without sending the logits back.
+    pub fn is_plain_greedy(&self) -> bool {
+        let c = &self.cfg;
+        let penalties = c.penalty_last_n != 0
+            && (c.repeat_penalty != 1.0 || c.frequency_penalty != 0.0 || c.presence_penalty != 0.0);
+        self.is_greedy() && c.logit_bias.is_empty() && !penalties
+    }
+
     /// Checks the logits and builds the working set with logit bias and penalties
     /// applied and masked (-inf) tokens dropped. When only the best `k` tokens can
     /// matter (greedy, or a top-k of at most [`SCAN_TOP_K`]) the set is the top `k`,

@@ -264,3 +264,34 @@ fn candidates_carry_tempered_probabilities() {
         assert!((t.p - (logits[t.id as usize] / 0.5).exp() / z).abs() < 1e-6);
     }
 }
+
+/// A backend may pick on its own exactly when sampling is the highest raw logit: greedy, with no
+/// logit bias and no penalties that apply.
+#[test]
+fn plain_greedy_is_greedy_without_bias_or_penalties() {
+    let plain_greedy = |cfg: SamplerConfig| Sampler::new(cfg, 8).unwrap().is_plain_greedy();
+    assert!(plain_greedy(SamplerConfig::greedy()));
+    let g = SamplerConfig::greedy;
+    assert!(!plain_greedy(SamplerConfig {
+        logit_bias: vec![(3, 1.0)],
+        ..g()
+    }));
+    assert!(!plain_greedy(SamplerConfig {
+        repeat_penalty: 1.1,
+        ..g()
+    }));
+    assert!(!plain_greedy(SamplerConfig {
+        presence_penalty: 0.5,
+        ..g()
+    }));
+    // Penalties over no history change nothing.
+    assert!(plain_greedy(SamplerConfig {
+        repeat_penalty: 1.1,
+        penalty_last_n: 0,
+        ..g()
+    }));
+    assert!(!plain_greedy(SamplerConfig {
+        temperature: 0.7,
+        ..g()
+    }));
+}

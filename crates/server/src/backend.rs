@@ -238,6 +238,32 @@ impl Backend {
 }
 
 impl Backend {
+    /// Runs `tokens` after what `cache` holds and returns the greedy pick of the last token's
+    /// logits made by the backend, without sending the logits back (CUDA's `forward_pick`, with
+    /// `MOLLA_CUDA_PICK=1` while it is an experiment); None, having run nothing, where the
+    /// backend does not pick: the caller then samples from [`forward_with`](Self::forward_with).
+    /// Use it only for a sampler that is plain greedy (`Sampler::is_plain_greedy`).
+    pub fn forward_pick(
+        &self,
+        tokens: &[u32],
+        cache: &mut Cache,
+    ) -> Option<Result<u32, ServerError>> {
+        match (self, cache) {
+            #[cfg(feature = "cuda")]
+            (Backend::Cuda(m), Cache::Cuda(c)) if cuda_pick_on() => {
+                Some(match m.forward_pick(tokens, c) {
+                    Ok(cuda::Pick::Token(id)) => Ok(id),
+                    Ok(cuda::Pick::BadLogit { index, value }) => {
+                        Err(sampler::SamplerError::BadLogit { index, value }.into())
+                    }
+                    Ok(cuda::Pick::NoCandidates) => Err(sampler::SamplerError::NoCandidates.into()),
+                    Err(e) => Err(e.into()),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// One engine step: several tokens for each of several sequences in one pass (`seqs[i].0`
     /// after what cache `seqs[i].1` holds: a decode token or a prompt chunk), `n_vocab` logits
     /// of each sequence's last token, in order, read by `f` where they land (CUDA: the pinned
@@ -360,4 +386,12 @@ impl Cache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Whether CUDA picks greedy tokens on the device (`MOLLA_CUDA_PICK=1`, an experiment until it
+/// has run on a GPU; read once).
+#[cfg(feature = "cuda")]
+fn cuda_pick_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MOLLA_CUDA_PICK").is_ok_and(|v| v == "1"))
 }

@@ -61,7 +61,16 @@ pub fn generate(
             None => prompt,
         };
         let len = cache.len() + input.len();
-        let out = backend.forward_with(input, cache, Logits::Last, |l| seq.step(l, len))??;
+        // A plain greedy pick may be made by the backend (no logits sent back), else sampled.
+        let picked = if seq.backend_may_pick() {
+            backend.forward_pick(input, cache)
+        } else {
+            None
+        };
+        let out = match picked {
+            Some(id) => seq.accept(id?, len)?,
+            None => backend.forward_with(input, cache, Logits::Last, |l| seq.step(l, len))??,
+        };
         if prefill.is_none() {
             prefill = Some(t0.elapsed());
             t1 = Instant::now();

@@ -87,17 +87,38 @@ impl<'t, S: BorrowMut<Sampler>> Seq<'t, S> {
     /// Samples the next token from `logits` (the model's output after everything fed so far;
     /// the cache now holds `cache_len` positions).
     pub fn step(&mut self, logits: &[f32], cache_len: usize) -> Result<Out, ServerError> {
+        if self.end.is_some() {
+            return Ok(Out::default());
+        }
+        let id = self.sampler.borrow_mut().sample(logits, &self.history)?;
+        if let Some(k) = self.top_logprobs
+            && !self.tok.is_eog(id)
+        {
+            let lp = logprob(logits, id, k);
+            let mut out = self.accept(id, cache_len)?;
+            out.logprob = Some(lp);
+            return Ok(out);
+        }
+        self.accept(id, cache_len)
+    }
+
+    /// Whether the next token may be picked by the backend (see
+    /// [`Sampler::is_plain_greedy`]) and given to [`accept`](Self::accept): plain greedy, and
+    /// no log-probabilities asked for.
+    pub fn backend_may_pick(&self) -> bool {
+        self.top_logprobs.is_none() && self.sampler.borrow().is_plain_greedy()
+    }
+
+    /// Goes on with `id` as the next token, picked by the caller as [`step`](Self::step) would
+    /// have sampled it (the cache now holds `cache_len` positions).
+    pub fn accept(&mut self, id: u32, cache_len: usize) -> Result<Out, ServerError> {
         let mut out = Out::default();
         if self.end.is_some() {
             return Ok(out);
         }
-        let id = self.sampler.borrow_mut().sample(logits, &self.history)?;
         if self.tok.is_eog(id) {
             self.end = Some(Finish::Eog);
             return Ok(out);
-        }
-        if let Some(k) = self.top_logprobs {
-            out.logprob = Some(logprob(logits, id, k));
         }
         self.ids.push(id);
         self.history.push(id);

@@ -75,12 +75,20 @@ impl CudaModel {
             };
         }
         let t1 = std::time::Instant::now();
-        // The logits and the flag in one copy; `f` reads the logits only when the flag is clear.
-        let got = g.download_with(&kv.decode.logits, vocab + 1, |out| {
-            match out[vocab].to_bits() {
-                0 => Ok(f(&out[..vocab])),
-                flag => Err((f, flag)),
-            }
+        // The logits and the flag in one copy, or in pick mode (forward/pick.rs) the pick's
+        // three words and the flag; `f` reads them only when the flag is clear.
+        let (buf, words) = if kv.pick_mode {
+            // SAFETY: the logits hold n_vocab values and the flag; pick holds PICK_WORDS.
+            unsafe {
+                super::pick::launch_pick(g, g.ptr(&kv.decode.logits), vocab, true, &kv.pick)?
+            };
+            (&kv.pick, super::pick::PICK_WORDS - 1)
+        } else {
+            (&kv.decode.logits, vocab)
+        };
+        let got = g.download_with(buf, words + 1, |out| match out[words].to_bits() {
+            0 => Ok(f(&out[..words])),
+            flag => Err((f, flag)),
         })?;
         let t2 = std::time::Instant::now();
         match got {

@@ -1,0 +1,65 @@
+// The greedy pick of a row of logits on the device, so that a decode step copies back four
+// words instead of the vocabulary's logits. It chooses as the host sampler does without logit
+// bias or penalties (crates/sampler: `Sampler::sample` when greedy): the first NaN or +inf is
+// an error, tokens at -inf are masked, and the highest of the rest wins, the lowest id among
+// equals.
+//
+// One block of PICK_THREADS. out (words): status (0: a token, 1: a bad logit, 2: every token
+// masked), the token's or the bad logit's index, its value's bits, and the word after the row
+// (x[n]: the persistent kernel's error flag) when `flag` is set, else 0.
+#define PICK_THREADS 1024
+
+extern "C" __global__ void __launch_bounds__(PICK_THREADS) pick_greedy(const float* __restrict__ x, int n, int flag,
+                                                                       u32* __restrict__ out) {
+    pdl_trigger();
+    pdl_wait();
+    __shared__ float wv[32];
+    __shared__ int wi[32], wb[32];
+    const float inf = __int_as_float(0x7f800000);
+    float best = -inf;
+    int bi = 0x7fffffff, bad = 0x7fffffff;
+    // Each thread's indices rise, so its first bad index and (strictly greater) its best are the
+    // lowest of their kind.
+    for (int i = threadIdx.x; i < n; i += PICK_THREADS) {
+        float v = x[i];
+        if (v != v || v == inf) {
+            bad = min(bad, i);
+        } else if (v > best) {
+            best = v;
+            bi = i;
+        }
+    }
+    // Warps, then the block: the higher value, the lower index among equal values (a thread
+    // that saw only masked tokens holds -inf with no index, which never wins).
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, off);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, off), ob = __shfl_xor_sync(0xffffffffu, bad, off);
+        if (ov > best || (ov == best && oi < bi)) best = ov, bi = oi;
+        bad = min(bad, ob);
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) wv[warp] = best, wi[warp] = bi, wb[warp] = bad;
+    __syncthreads();
+    if (warp == 0) {
+        best = wv[lane], bi = wi[lane], bad = wb[lane];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, best, off);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, off), ob = __shfl_xor_sync(0xffffffffu, bad, off);
+            if (ov > best || (ov == best && oi < bi)) best = ov, bi = oi;
+            bad = min(bad, ob);
+        }
+        if (lane == 0) {
+            u32 f = flag ? ((const u32*)x)[n] : 0u;
+            if (bad != 0x7fffffff) {
+                out[0] = 1, out[1] = (u32)bad, out[2] = __float_as_uint(x[bad]);
+            } else if (bi == 0x7fffffff) {
+                out[0] = 2, out[1] = 0, out[2] = 0;
+            } else {
+                out[0] = 0, out[1] = (u32)bi, out[2] = __float_as_uint(best);
+            }
+            out[3] = f;
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Greedy decoding with the pick made on the device (kernels/pick.cu): a decode step copies back
+//! four words instead of the vocabulary's logits (128256 floats a token on Llama 3). It picks
+//! what the host sampler picks when greedy without logit bias or penalties.
+
+use super::CudaModel;
+use crate::device::Gpu;
+use crate::error::{Result, drv};
+use crate::kv::CudaKvCache;
+use cpu::Logits;
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+/// A greedy pick from one position's logits (equal when the same, a bad logit's value compared
+/// by its bits, so that a NaN equals itself).
+#[derive(Clone, Copy, Debug)]
+pub enum Pick {
+    /// The highest logit's id (the lowest id among equals).
+    Token(u32),
+    /// The first logit that is NaN or +infinity: the host sampler refuses those.
+    BadLogit { index: usize, value: f32 },
+    /// Every logit is -infinity (masked).
+    NoCandidates,
+}
+
+impl PartialEq for Pick {
+    fn eq(&self, other: &Pick) -> bool {
+        match (self, other) {
+            (Pick::Token(a), Pick::Token(b)) => a == b,
+            (Pick::BadLogit { index: i, value: v }, Pick::BadLogit { index: j, value: w }) => {
+                i == j && v.to_bits() == w.to_bits()
+            }
+            (Pick::NoCandidates, Pick::NoCandidates) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Pick {
+    /// The pick of `logits` made on the host, by the device's rule.
+    pub fn of(logits: &[f32]) -> Pick {
+        if let Some(index) = logits
+            .iter()
+            .position(|&l| l.is_nan() || l == f32::INFINITY)
+        {
+            return Pick::BadLogit {
+                index,
+                value: logits[index],
+            };
+        }
+        let mut best: Option<(usize, f32)> = None;
+        for (i, &l) in logits.iter().enumerate() {
+            if l > f32::NEG_INFINITY && best.is_none_or(|(_, b)| l > b) {
+                best = Some((i, l));
+            }
+        }
+        best.map_or(Pick::NoCandidates, |(i, _)| Pick::Token(i as u32))
+    }
+
+    /// The kernel's first three words (status, index, value bits), as f32 bit patterns.
+    pub(crate) fn from_words(w: &[f32]) -> Pick {
+        let word = |i: usize| w.get(i).map_or(2, |v| v.to_bits());
+        match word(0) {
+            0 => Pick::Token(word(1)),
+            1 => Pick::BadLogit {
+                index: word(1) as usize,
+                value: f32::from_bits(word(2)),
+            },
+            _ => Pick::NoCandidates,
+        }
+    }
+}
+
+/// Words the pick kernel writes (status, index, value, flag).
+pub(crate) const PICK_WORDS: usize = 4;
+
+/// `pick_greedy` on the `n` logits at `x` into `out` (4 words); with `flag`, the word after the
+/// logits goes to the fourth.
+///
+/// # Safety
+/// `x` holds `n` floats (and one more word with `flag`); `out` 4 words.
+pub(crate) unsafe fn launch_pick(
+    gpu: &Gpu,
+    x: u64,
+    n: usize,
+    flag: bool,
+    out: &CudaSlice<f32>,
+) -> Result<()> {
+    let (n, flag) = (n as i32, i32::from(flag));
+    let mut b = gpu.stream.launch_builder(&gpu.k.pick_greedy);
+    b.arg(&x).arg(&n).arg(&flag).arg(out);
+    crate::launch::count_launch();
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (1024, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: as the caller guarantees; the argument layout matches the kernel.
+    unsafe { b.launch(cfg) }.map_err(drv("pick launch"))?;
+    Ok(())
+}
+
+impl CudaModel {
+    /// [`forward`](Self::forward) of `tokens` with the greedy pick of the last token's logits
+    /// instead of the logits: made on the device for a decode step (one token), on the host
+    /// from the downloaded logits for a prefill.
+    pub fn forward_pick(&self, tokens: &[u32], kv: &mut CudaKvCache) -> Result<Pick> {
+        if tokens.len() != 1 {
+            return self.forward_with(tokens, kv, Logits::Last, Pick::of);
+        }
+        kv.pick_mode = true;
+        let r = self.forward_with(tokens, kv, Logits::Last, Pick::from_words);
+        kv.pick_mode = false;
+        r
+    }
+}

@@ -1,0 +1,107 @@
+//! The greedy pick on the device (kernels/pick.cu, `CudaModel::forward_pick`): the host sampler's
+//! choice (highest logit, lowest id among equals, -inf masked, NaN / +inf refused) on crafted and
+//! random rows, and on every decode path the pick of the logits `forward` returns.
+
+mod common;
+
+use common::{Rng, gpu, load, small_spec};
+use cpu::Logits;
+use cuda::Pick;
+use gguf::GgmlType;
+use sampler::{Sampler, SamplerConfig};
+
+/// The host sampler's greedy choice, as a `Pick`.
+fn host(logits: &[f32]) -> Pick {
+    let mut s = Sampler::new(SamplerConfig::greedy(), logits.len()).unwrap();
+    match s.sample(logits, &[]) {
+        Ok(id) => Pick::Token(id),
+        Err(sampler::SamplerError::BadLogit { index, value }) => Pick::BadLogit { index, value },
+        Err(sampler::SamplerError::NoCandidates) => Pick::NoCandidates,
+        Err(e) => panic!("sampler: {e}"),
+    }
+}
+
+#[test]
+fn picks_what_the_host_sampler_picks() {
+    let mut rng = Rng::new(3);
+    let inf = f32::INFINITY;
+    let mut rows: Vec<Vec<f32>> = vec![
+        vec![1.0, 3.0, 3.0, 2.0],
+        vec![-inf, -inf, -inf],
+        vec![-inf, -5.0, -inf, -5.0],
+        vec![0.0, f32::NAN, 9.0, inf],
+        vec![0.0, 1.0, inf, f32::NAN],
+        vec![-0.0, 0.0],
+        vec![2.5],
+    ];
+    for n in [49152usize, 151936, 128256, 1000, 1023, 1025] {
+        let mut v = rng.vec(n, 4.0);
+        // Ties across threads and warps: the same maximum far apart.
+        let m = v.iter().cloned().fold(f32::MIN, f32::max) + 1.0;
+        v[n - 1] = m;
+        v[n / 3] = m;
+        v[n / 2 + 7] = m;
+        rows.push(v);
+    }
+    // The host rule the engine uses for prefill agrees with the sampler everywhere.
+    for r in &rows {
+        assert_eq!(Pick::of(r), host(r), "Pick::of on {} logits", r.len());
+    }
+    let Some(g) = gpu() else { return };
+    for r in &rows {
+        let (p, f) = cuda::testing::pick(&g, r, None).unwrap();
+        assert_eq!(p, host(r), "device pick on {} logits", r.len());
+        assert_eq!(f, 0);
+        let (p, f) = cuda::testing::pick(&g, r, Some(0xdead_beef)).unwrap();
+        assert_eq!((p, f), (host(r), 0xdead_beef), "with the flag word");
+    }
+    println!(
+        "pick_greedy: the host sampler's choice on {} rows",
+        rows.len()
+    );
+}
+
+#[test]
+fn forward_pick_is_the_pick_of_the_logits_on_every_path() {
+    let Some(_) = gpu() else { return };
+    for s in [
+        small_spec("llama", GgmlType::Q8_0, 576, 1536, 2, 41),
+        small_spec("qwen2", GgmlType::Q4_K, 512, 1536, 2, 42),
+    ] {
+        let m = load(&s);
+        for (persistent, graphs) in [(true, true), (false, true), (false, false)] {
+            m.set_persistent(persistent);
+            m.set_graphs(graphs);
+            let tag = format!(
+                "{} {} persistent {persistent} graphs {graphs}",
+                s.arch, s.ty
+            );
+            let prompt: Vec<u32> = (0..23).map(|i| (i * 131 + 7) % 4096).collect();
+            let (mut a, mut b) = (m.new_cache(64).unwrap(), m.new_cache(64).unwrap());
+            let want = Pick::of(&m.forward(&prompt, &mut a, Logits::Last).unwrap());
+            assert_eq!(
+                m.forward_pick(&prompt, &mut b).unwrap(),
+                want,
+                "{tag}: prefill"
+            );
+            let mut tok = match want {
+                Pick::Token(t) => t,
+                p => panic!("{tag}: {p:?}"),
+            };
+            for step in 0..12 {
+                let want = Pick::of(&m.forward(&[tok], &mut a, Logits::Last).unwrap());
+                let got = m.forward_pick(&[tok], &mut b).unwrap();
+                assert_eq!(got, want, "{tag}: step {step}");
+                assert_eq!(a.len, b.len);
+                tok = match got {
+                    Pick::Token(t) => t,
+                    p => panic!("{tag}: {p:?}"),
+                };
+            }
+            println!(
+                "{tag}: forward_pick matches the logits' pick over 12 steps ({})",
+                m.decode_path()
+            );
+        }
+    }
+}
