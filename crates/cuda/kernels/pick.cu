@@ -9,6 +9,19 @@
 // (x[n]: the persistent kernel's error flag) when `flag` is set, else 0.
 #define PICK_THREADS 1024
 
+// A warp's best (value, index) and lowest bad index, in every lane: the higher value wins, the
+// lower index among equal values (a lane that saw only masked tokens holds -inf with no index,
+// which never wins).
+__device__ __forceinline__ void pick_warp(float& best, int& bi, int& bad) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, off);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, off), ob = __shfl_xor_sync(0xffffffffu, bad, off);
+        if (ov > best || (ov == best && oi < bi)) best = ov, bi = oi;
+        bad = min(bad, ob);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(PICK_THREADS) pick_greedy(const float* __restrict__ x, int n, int flag,
                                                                        u32* __restrict__ out) {
     pdl_trigger();
@@ -29,27 +42,14 @@ extern "C" __global__ void __launch_bounds__(PICK_THREADS) pick_greedy(const flo
             bi = i;
         }
     }
-    // Warps, then the block: the higher value, the lower index among equal values (a thread
-    // that saw only masked tokens holds -inf with no index, which never wins).
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, best, off);
-        int oi = __shfl_xor_sync(0xffffffffu, bi, off), ob = __shfl_xor_sync(0xffffffffu, bad, off);
-        if (ov > best || (ov == best && oi < bi)) best = ov, bi = oi;
-        bad = min(bad, ob);
-    }
+    // Warps, then the block.
+    pick_warp(best, bi, bad);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) wv[warp] = best, wi[warp] = bi, wb[warp] = bad;
     __syncthreads();
     if (warp == 0) {
         best = wv[lane], bi = wi[lane], bad = wb[lane];
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, best, off);
-            int oi = __shfl_xor_sync(0xffffffffu, bi, off), ob = __shfl_xor_sync(0xffffffffu, bad, off);
-            if (ov > best || (ov == best && oi < bi)) best = ov, bi = oi;
-            bad = min(bad, ob);
-        }
+        pick_warp(best, bi, bad);
         if (lane == 0) {
             u32 f = flag ? ((const u32*)x)[n] : 0u;
             if (bad != 0x7fffffff) {
