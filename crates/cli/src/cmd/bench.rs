@@ -33,6 +33,11 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Generate as `molla run --temp 0` does: the greedy pick made by the backend where it can
+    /// (CUDA with `MOLLA_CUDA_PICK=1`: four words back a token instead of the logits; llama-bench
+    /// copies the logits back, as the default here).
+    #[arg(long)]
+    pick: bool,
 }
 
 /// Median and (min, max) of a sample.
@@ -104,7 +109,12 @@ pub fn run(a: Args) -> Result<()> {
             // Each step's logits land on the host and are left there, as llama-bench's are
             // (generation reads them in place, `server::generate`).
             for &tok in &toks {
-                m.forward_with(&[tok], &mut kv, Logits::Last, |_| ())?;
+                match a.pick.then(|| m.forward_pick(&[tok], &mut kv)).flatten() {
+                    Some(id) => {
+                        id?;
+                    }
+                    None => m.forward_with(&[tok], &mut kv, Logits::Last, |_| ())?,
+                }
             }
             if rep > 0 {
                 tg.push(a.n_gen as f64 / t.elapsed().as_secs_f64());
@@ -119,7 +129,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.json {
         let out = serde_json::json!({
             "model": a.model.display().to_string(), "device": dev, "threads": threads,
-            "decode_path": path,
+            "decode_path": path, "pick": a.pick,
             "n_prompt": a.n_prompt, "n_gen": a.n_gen, "repetitions": reps,
             "pp_tok_s": pp_med, "pp_tok_s_min": pp_min, "pp_tok_s_max": pp_max,
             "tg_tok_s": tg_med, "tg_tok_s_min": tg_min, "tg_tok_s_max": tg_max,
