@@ -28,3 +28,47 @@ async fn smollm2_knows_paris() {
     let text = v["choices"][0]["message"]["content"].as_str().unwrap();
     assert!(text.contains("Paris"), "{text}");
 }
+
+/// A backend's own greedy pick (CUDA's `forward_pick`) goes through `Seq::accept`: given the
+/// sampler's choice, it must produce what `Seq::step` produces from the logits, step by step
+/// (text, next token, end). Here both run on the CPU over the real SmolLM2.
+#[test]
+fn accepting_the_greedy_pick_equals_sampling_it() {
+    let p = common::models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models (or set MOLLA_MODELS)",
+        p.display()
+    );
+    let model = model::Model::open(&p).unwrap();
+    let tok = tokenizer::Tokenizer::from_gguf(&model.file).unwrap();
+    let vocab = model.hp.n_vocab;
+    let backend = server::backend::Backend::new(model, server::Device::Cpu).unwrap();
+    let prompt = tok.encode("The capital of France is", true, false);
+    let greedy = || sampler::Sampler::new(sampler::SamplerConfig::greedy(), vocab).unwrap();
+    assert!(greedy().is_plain_greedy());
+    let stops = [" Berlin".to_string()];
+    let mut a = server::seq::Seq::new(&tok, greedy(), &prompt, 20, &stops, 256, None);
+    let mut b = server::seq::Seq::new(&tok, greedy(), &prompt, 20, &stops, 256, None);
+    assert!(b.backend_may_pick());
+    let mut cache = backend.new_cache(256).unwrap();
+    let mut input = prompt.clone();
+    let mut picker = greedy();
+    for step in 0..24 {
+        let len = cache.len() + input.len();
+        let logits = backend
+            .forward(&input, &mut cache, cpu::Logits::Last)
+            .unwrap();
+        let sa = a.step(&logits, len).unwrap();
+        let id = picker.sample(&logits, &[]).unwrap();
+        let sb = b.accept(id, len).unwrap();
+        assert_eq!((&sa.text, sa.next), (&sb.text, sb.next), "step {step}");
+        assert_eq!(a.end(), b.end(), "step {step}");
+        match sa.next {
+            Some(id) => input = vec![id],
+            None => break,
+        }
+    }
+    assert_eq!(a.ids(), b.ids());
+    assert!(!a.ids().is_empty());
+}
