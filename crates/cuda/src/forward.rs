@@ -404,21 +404,9 @@ impl CudaModel {
             // for one token (checked against the model at cache creation).
             unsafe { self.decode_launches(kv)? };
         }
-        let r = if kv.pick_mode {
-            // SAFETY: the logits hold n_vocab values; pick holds PICK_WORDS.
-            unsafe {
-                pick::launch_pick(
-                    g,
-                    g.ptr(&kv.decode.logits),
-                    self.hp.n_vocab,
-                    false,
-                    &kv.pick,
-                )?
-            };
-            g.download_with(&kv.pick, 3, f)?
-        } else {
-            g.download_with(&kv.decode.logits, self.hp.n_vocab, f)?
-        };
+        // SAFETY: the step above wrote this cache's logits.
+        let (buf, words) = unsafe { self.step_result(kv, false)? };
+        let r = g.download_with(buf, words, f)?;
         kv.len += 1;
         Ok(r)
     }

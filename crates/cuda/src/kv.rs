@@ -146,7 +146,7 @@ impl CudaKvCache {
             graph: None,
             pk: None,
             pick_mode: false,
-            pick: gpu.zeros(4)?,
+            pick: gpu.zeros(crate::forward::pick::PICK_WORDS)?,
         })
     }
 

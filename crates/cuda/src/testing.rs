@@ -634,5 +634,8 @@ pub fn pick(gpu: &Gpu, logits: &[f32], flag: Option<u32>) -> Result<(crate::Pick
         crate::forward::pick::launch_pick(gpu, gpu.ptr(&x), logits.len(), flag.is_some(), &out)?
     };
     let w = fetch(gpu, &out, crate::forward::pick::PICK_WORDS)?;
-    Ok((crate::Pick::from_words(&w), w[3].to_bits()))
+    Ok((
+        crate::Pick::from_words(&w),
+        w[crate::forward::pick::PICK_WORDS - 1].to_bits(),
+    ))
 }

@@ -18,6 +18,11 @@ fn dot64(a: &[f32], b: &[f32]) -> f32 {
         .sum::<f64>() as f32
 }
 
+/// The bit patterns of `v`, to compare results that must be identical (NaN included).
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
 #[test]
 fn matvec_every_type_and_width() {
     let Some(g) = gpu() else { return };
@@ -65,7 +70,6 @@ fn matvec_wide_gives_the_bits_of_matvec() {
         GgmlType::Q5_K,
         GgmlType::Q6_K,
     ];
-    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for ty in q16 {
         for cols in widths(ty) {
             let rows = 301 + cols % 7;
@@ -374,7 +378,6 @@ fn rope_case(
 fn matvec_wide_glu_gives_the_bits_of_wide_then_its_preparation() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng::new(23);
-    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     // (type, rows of gate and up: multiples of 32 but not of the block's 256 rows)
     for (ty, n) in [
         (GgmlType::Q4_K, 1536),
@@ -447,7 +450,6 @@ fn rope_attention_gives_the_bits_of_rope_store_then_attention() {
             };
             let (a, ak, av, _) = run((false, false));
             let (b, bk, bv, _) = run((true, false));
-            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             let tag = format!("heads {nh}/{nkv} hd {hd} n_rot {n_rot} neox {neox} pos {pos}");
             assert_eq!(bits(&a), bits(&b), "{tag}: output");
             assert_eq!(ak, bk, "{tag}: keys");

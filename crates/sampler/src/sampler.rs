@@ -112,10 +112,15 @@ impl Sampler {
     /// `forward_pick`: the highest logit, the lowest id among equals, -inf masked, NaN and +inf
     /// refused, as here) without sending the logits back.
     pub fn is_plain_greedy(&self) -> bool {
+        self.is_greedy() && self.cfg.logit_bias.is_empty() && !self.penalties_apply()
+    }
+
+    /// Whether the repeat, frequency or presence penalty changes logits (over a history window
+    /// that is not empty).
+    fn penalties_apply(&self) -> bool {
         let c = &self.cfg;
-        let penalties = c.penalty_last_n != 0
-            && (c.repeat_penalty != 1.0 || c.frequency_penalty != 0.0 || c.presence_penalty != 0.0);
-        self.is_greedy() && c.logit_bias.is_empty() && !penalties
+        c.penalty_last_n != 0
+            && (c.repeat_penalty != 1.0 || c.frequency_penalty != 0.0 || c.presence_penalty != 0.0)
     }
 
     /// Checks the logits and builds the working set with logit bias and penalties
@@ -203,10 +208,7 @@ impl Sampler {
             let i = changed(&mut out, id);
             out[i].1 += bias;
         }
-        let penalties_on = cfg.repeat_penalty != 1.0
-            || cfg.frequency_penalty != 0.0
-            || cfg.presence_penalty != 0.0;
-        if penalties_on && cfg.penalty_last_n != 0 {
+        if self.penalties_apply() {
             let n = if cfg.penalty_last_n < 0 {
                 history.len()
             } else {

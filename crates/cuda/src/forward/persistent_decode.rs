@@ -77,15 +77,8 @@ impl CudaModel {
         let t1 = std::time::Instant::now();
         // The logits and the flag in one copy, or in pick mode (forward/pick.rs) the pick's
         // three words and the flag; `f` reads them only when the flag is clear.
-        let (buf, words) = if kv.pick_mode {
-            // SAFETY: the logits hold n_vocab values and the flag; pick holds PICK_WORDS.
-            unsafe {
-                super::pick::launch_pick(g, g.ptr(&kv.decode.logits), vocab, true, &kv.pick)?
-            };
-            (&kv.pick, super::pick::PICK_WORDS - 1)
-        } else {
-            (&kv.decode.logits, vocab)
-        };
+        // SAFETY: the kernel (and the head after it) wrote this cache's logits and flag.
+        let (buf, words) = unsafe { self.step_result(kv, true)? };
         let got = g.download_with(buf, words + 1, |out| match out[words].to_bits() {
             0 => Ok(f(&out[..words])),
             flag => Err((f, flag)),
@@ -93,7 +86,9 @@ impl CudaModel {
         let t2 = std::time::Instant::now();
         match got {
             Ok(r) => {
-                if let Some(mut t) = pk.read_trace(g)? {
+                if let Some(pk) = kv.pk.as_ref()
+                    && let Some(mut t) = pk.read_trace(g)?
+                {
                     t.host_us = [(t1 - t0), (t2 - t1)].map(|d| d.as_secs_f64() * 1e6);
                     *self.pk_trace.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
                 }

@@ -99,6 +99,27 @@ pub(crate) unsafe fn launch_pick(
 }
 
 impl CudaModel {
+    /// Where a decode step's result is read from, and how many words of it `f` reads: the
+    /// `n_vocab` logits, or in pick mode the pick's three words (the pick launched here). With
+    /// `flag`, one more word follows them: the persistent kernel's error flag after the logits,
+    /// which the pick copies to its fourth word.
+    ///
+    /// # Safety
+    /// `kv` is this model's cache, its logits written by the step just launched.
+    pub(super) unsafe fn step_result<'a>(
+        &self,
+        kv: &'a CudaKvCache,
+        flag: bool,
+    ) -> Result<(&'a CudaSlice<f32>, usize)> {
+        let (g, vocab) = (&self.gpu, self.hp.n_vocab);
+        if !kv.pick_mode {
+            return Ok((&kv.decode.logits, vocab));
+        }
+        // SAFETY: the logits hold n_vocab values and the flag; pick holds PICK_WORDS.
+        unsafe { launch_pick(g, g.ptr(&kv.decode.logits), vocab, flag, &kv.pick)? };
+        Ok((&kv.pick, PICK_WORDS - 1))
+    }
+
     /// [`forward`](Self::forward) of `tokens` with the greedy pick of the last token's logits
     /// instead of the logits: made on the device for a decode step (one token), on the host
     /// from the downloaded logits for a prefill.

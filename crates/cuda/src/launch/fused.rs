@@ -11,7 +11,7 @@
 //! preparation launch.
 
 use super::{
-    MvArgs, Out, Prep, Rows, WIDE_THREADS, cfg, goes_wide, is_q16, mv_args, prep_stride, prep_wide,
+    Out, Prep, Rows, WIDE_THREADS, cfg, goes_wide, is_q16, mv_args, prep_stride, prep_wide,
     xq_bytes,
 };
 use crate::device::Gpu;
@@ -79,7 +79,7 @@ pub(crate) unsafe fn matvec_wide_glu(
             "gate/up SwiGLU matvec of other shapes or formats".into(),
         ));
     }
-    let (a, _): (MvArgs, usize) = mv_args(gu, cols, x, prep);
+    let (a, _) = mv_args(gu, cols, x, prep);
     // SAFETY: the caller guarantees the addresses and the buffer's size.
     unsafe { prep_wide(gpu, &a, cols, buf) }?;
     let blocks = (n / 32).clamp(1, gpu.sm_count * 4) as u32;
