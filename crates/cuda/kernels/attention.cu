@@ -97,61 +97,51 @@ __device__ __forceinline__ void values_vec(const float* ps, const KT* vbase, int
     for (int i = warp * PPW + lane / LP; i < np; i += ATT_WARPS * PPW) acc8(ps[i], vbase + (size_t)i * v_dim + dim0, acc);
 }
 
-// One query head's attention over cache positions 0 .. end-1 of kv head `kvh`: `qs` (shared,
-// hd floats, ready) against the cached keys and values; writes hdv values to `o`. The block's
-// first ATT_THREADS threads must all call it (and no others).
+// One tile of a query head's attention: positions p0 .. p0+np-1 (np <= ATT_TILE) of kv head
+// `kvh`, `qs` (shared, hd floats, ready) against the cached keys and values. Gives every thread
+// the tile's maximum score `tm` and its sum of exp(score - tm) `tl`, and thread d < hdv the
+// tile's weighted sum of value dim d `tv` (0 for the others). The block's first ATT_THREADS
+// threads must all call it (and no others).
 template <typename KT>
-__device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int end, int kvh,
-                       int kv_dim, int v_dim, int hd, int hdv, float scale, float* o) {
+__device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int p0, int np, int kvh,
+                         int kv_dim, int v_dim, int hd, int hdv, float scale, float& tm, float& tl, float& tv) {
     __shared__ float ps[ATT_TILE];
     __shared__ float red[ATT_WARPS];
     __shared__ float sacc[ATT_WARPS][256];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     // Value layout: LP lanes per position when hdv is 64, 128 or 256; else one lane per dim.
     int lp = hdv == 64 ? 8 : hdv == 128 ? 16 : hdv == 256 ? 32 : 0;
+    float tmax = -__int_as_float(0x7f800000);
+    for (int i = threadIdx.x; i < np; i += ATT_THREADS) {
+        float s = key_dot(qs, kc + (size_t)(p0 + i) * kv_dim + (size_t)kvh * hd, hd) * scale;
+        ps[i] = s;
+        tmax = fmaxf(tmax, s);
+    }
+    tmax = block_reduce(tmax, true, red);
+    float tsum = 0.f;
+    for (int i = threadIdx.x; i < np; i += ATT_THREADS) {
+        float e = expf(ps[i] - tmax);
+        ps[i] = e;
+        tsum += e;
+    }
+    tsum = block_reduce(tsum, false, red);  // its barriers also publish ps
     float acc[8];
 #pragma unroll
     for (int j = 0; j < 8; j++) acc[j] = 0.f;
-    float m = -__int_as_float(0x7f800000), l = 0.f;
-    att_sync();
-    for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
-        int np = min(ATT_TILE, end - p0);
-        float tmax = -__int_as_float(0x7f800000);
-        for (int i = threadIdx.x; i < np; i += ATT_THREADS) {
-            float s = key_dot(qs, kc + (size_t)(p0 + i) * kv_dim + (size_t)kvh * hd, hd) * scale;
-            ps[i] = s;
-            tmax = fmaxf(tmax, s);
-        }
-        tmax = block_reduce(tmax, true, red);
-        float mn = fmaxf(m, tmax);
-        float corr = expf(m - mn);
-        float tsum = 0.f;
-        for (int i = threadIdx.x; i < np; i += ATT_THREADS) {
-            float e = expf(ps[i] - mn);
-            ps[i] = e;
-            tsum += e;
-        }
-        tsum = block_reduce(tsum, false, red);  // its barriers also publish ps
-        l = l * corr + tsum;
-        m = mn;
+    const KT* vbase = vc + (size_t)p0 * v_dim + (size_t)kvh * hdv;
+    if (lp == 8) values_vec<8>(ps, vbase, v_dim, np, acc);
+    else if (lp == 16) values_vec<16>(ps, vbase, v_dim, np, acc);
+    else if (lp == 32) values_vec<32>(ps, vbase, v_dim, np, acc);
+    else {
+        for (int i = warp; i < np; i += ATT_WARPS) {
+            float p = ps[i];
+            const KT* vr = vbase + (size_t)i * v_dim;
 #pragma unroll
-        for (int j = 0; j < 8; j++) acc[j] *= corr;
-        const KT* vbase = vc + (size_t)p0 * v_dim + (size_t)kvh * hdv;
-        if (lp == 8) values_vec<8>(ps, vbase, v_dim, np, acc);
-        else if (lp == 16) values_vec<16>(ps, vbase, v_dim, np, acc);
-        else if (lp == 32) values_vec<32>(ps, vbase, v_dim, np, acc);
-        else {
-            for (int i = warp; i < np; i += ATT_WARPS) {
-                float p = ps[i];
-                const KT* vr = vbase + (size_t)i * v_dim;
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    int d = lane + 32 * j;
-                    if (d < hdv) acc[j] += p * kv_f(vr[d]);
-                }
+            for (int j = 0; j < 8; j++) {
+                int d = lane + 32 * j;
+                if (d < hdv) acc[j] += p * kv_f(vr[d]);
             }
         }
-        att_sync();  // ps is rewritten by the next tile
     }
     // Merge: lanes of a warp that hold the same dims (vector layout), then the warps.
     if (lp) {
@@ -169,18 +159,116 @@ __device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __r
         }
     }
     att_sync();
-    for (int d = threadIdx.x; d < hdv; d += ATT_THREADS) {
-        float v = 0.f;
-        for (int w = 0; w < ATT_WARPS; w++) v += sacc[w][d];
-        o[d] = v / l;
-    }
-    att_sync();  // ps, red and sacc are reused by the next call
+    float v = 0.f;
+    if ((int)threadIdx.x < hdv)
+        for (int w = 0; w < ATT_WARPS; w++) v += sacc[w][threadIdx.x];
+    att_sync();  // ps, red and sacc are reused by the next tile
+    tm = tmax;
+    tl = tsum;
+    tv = v;
 }
 
+// Folds a tile's (tm, tl, tv) into the running (m, l, o) of the tiles before it, in tile order:
+// both rescaled to the larger maximum. From m = -inf, l = o = 0, one tile gives exactly (tm, tl,
+// tv), so o / l is the single tile's tv / tl. The operations are spelt out (no contraction
+// choice is left to the compiler), so every kernel that folds the same tiles in the same order
+// gets the same bits: attend in one block, attend_split's merge after several.
+__device__ __forceinline__ void att_fold(float& m, float& l, float& o, float tm, float tl, float tv) {
+    float mn = fmaxf(m, tm);
+    float a = expf(m - mn), b = expf(tm - mn);
+    l = __fmaf_rn(l, a, __fmul_rn(tl, b));
+    o = __fmaf_rn(o, a, __fmul_rn(tv, b));
+    m = mn;
+}
+
+// One query head's attention over cache positions 0 .. end-1 of kv head `kvh`: `qs` (shared,
+// hd floats, ready) against the cached keys and values, tile by tile (att_tile, att_fold);
+// writes hdv values to `o`. The block's first ATT_THREADS threads must all call it (and no
+// others).
+template <typename KT>
+__device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int end, int kvh,
+                       int kv_dim, int v_dim, int hd, int hdv, float scale, float* o) {
+    float m = -__int_as_float(0x7f800000), l = 0.f, acc = 0.f;
+    att_sync();
+    for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
+        float tm, tl, tv;
+        att_tile(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl, tv);
+        att_fold(m, l, acc, tm, tl, tv);
+    }
+    if ((int)threadIdx.x < hdv) o[threadIdx.x] = acc / l;
+    att_sync();  // the caller may reuse o's memory
+}
+
+// Tiles of the cache a query at `end` positions attends over.
+__device__ __forceinline__ int att_tiles(int end) { return (end + ATT_TILE - 1) / ATT_TILE; }
+
+// The block of a split attention grid (gridDim.z blocks a query head, block blockIdx.z) that
+// holds the tile of position end - 1 (the one a decode step stores), or -1 when the head does not
+// split: then block 0 attends alone.
+__device__ __forceinline__ int att_last_owner(int end) {
+    int nt = att_tiles(end);
+    return gridDim.z == 1 || nt == 1 ? 0 : (nt - 1) % gridDim.z;
+}
+
+// Whether block blockIdx.z of a split attention grid has work at `end` positions.
+__device__ __forceinline__ bool att_has_work(int end) {
+    int nt = att_tiles(end);
+    return gridDim.z == 1 || nt == 1 ? blockIdx.z == 0 : (int)blockIdx.z < nt;
+}
+
+// attend split over the gridDim.z blocks of query head `slot` (flash-decoding): block s takes
+// tiles s, s + S, ... and writes each tile's (tm, tl, tv) to `part` (max_tiles * (hdv + 2) floats
+// a slot); the last of the head's blocks to finish (a ticket in count[slot], reset by it) folds
+// every tile in order, as attend does in one block, so the same bits, and writes `o`. Returns
+// whether this block wrote o. Blocks without work (att_has_work) must not call it. With one
+// block or one tile, it is attend.
+template <typename KT>
+__device__ bool attend_split(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int end, int kvh,
+                             int kv_dim, int v_dim, int hd, int hdv, float scale, float* o, float* part, u32* count,
+                             int slot, int max_tiles) {
+    int S = gridDim.z, nt = att_tiles(end);
+    if (S == 1 || nt == 1) {
+        attend(qs, kc, vc, end, kvh, kv_dim, v_dim, hd, hdv, scale, o);
+        return true;
+    }
+    float* pb = part + (size_t)slot * max_tiles * (hdv + 2);
+    att_sync();
+    for (int j = blockIdx.z; j < nt; j += S) {
+        float tm, tl, tv;
+        int p0 = j * ATT_TILE;
+        att_tile(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl, tv);
+        float* pj = pb + (size_t)j * (hdv + 2);
+        if (threadIdx.x == 0) pj[0] = tm, pj[1] = tl;
+        if ((int)threadIdx.x < hdv) pj[2 + threadIdx.x] = tv;
+    }
+    __shared__ int last;
+    __threadfence();
+    att_sync();
+    if (threadIdx.x == 0) {
+        int blocks = min(S, nt);
+        last = atomicAdd(count + slot, 1u) == (u32)(blocks - 1);
+        if (last) count[slot] = 0;  // every other block of the head has taken its ticket
+    }
+    att_sync();
+    if (!last) return false;
+    __threadfence();
+    float m = -__int_as_float(0x7f800000), l = 0.f, acc = 0.f;
+    for (int j = 0; j < nt; j++) {
+        const float* pj = pb + (size_t)j * (hdv + 2);
+        float tv = (int)threadIdx.x < hdv ? __ldcg(pj + 2 + threadIdx.x) : 0.f;
+        att_fold(m, l, acc, __ldcg(pj), __ldcg(pj + 1), tv);
+    }
+    if ((int)threadIdx.x < hdv) o[threadIdx.x] = acc / l;
+    att_sync();
+    return true;
+}
+
+// Grid (n_head, n queries, S): block (h, t, s). With S > 1, each query's positions split over S
+// blocks (attend_split; `part` and `count` hold n * n_head slots); S = 1 is attend.
 template <typename KT>
 __device__ __forceinline__ void attention_body(const float* __restrict__ q, KT* kc, KT* vc, float* __restrict__ out,
                                                const int* pos0p, int n_head, int n_head_kv, int hd, int hdv, float scale,
-                                               const KvRow* rows, int layer) {
+                                               const KvRow* rows, int layer, float* part, u32* count, int max_tiles) {
     pdl_trigger();
     pdl_wait();
     __shared__ float qs[256];
@@ -189,54 +277,64 @@ __device__ __forceinline__ void attention_body(const float* __restrict__ q, KT* 
     int pos;
     kv_row(rows, layer, t, kc, vc, pos0p, pos);
     int end = pos + 1;
+    if (!att_has_work(end)) return;
     const float* qh = q + (size_t)t * n_head * hd + (size_t)h * hd;
     for (int d = threadIdx.x; d < hd; d += ATT_THREADS) qs[d] = qh[d];
     __syncthreads();
-    attend(qs, (const KT*)kc, (const KT*)vc, end, kvh, n_head_kv * hd, n_head_kv * hdv, hd, hdv, scale,
-           out + (size_t)t * n_head * hdv + (size_t)h * hdv);
+    attend_split(qs, (const KT*)kc, (const KT*)vc, end, kvh, n_head_kv * hd, n_head_kv * hdv, hd, hdv, scale,
+                 out + (size_t)t * n_head * hdv + (size_t)h * hdv, part, count, t * n_head + h, max_tiles);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention(const float* __restrict__ q, const u16* __restrict__ kc,
                                                                     const u16* __restrict__ vc, float* __restrict__ out,
                                                                     const int* pos0p, int n_head, int n_head_kv, int hd,
-                                                                    int hdv, float scale, const KvRow* rows, int layer) {
-    attention_body(q, (u16*)kc, (u16*)vc, out, pos0p, n_head, n_head_kv, hd, hdv, scale, rows, layer);
+                                                                    int hdv, float scale, const KvRow* rows, int layer,
+                                                                    float* part, u32* count, int max_tiles) {
+    attention_body(q, (u16*)kc, (u16*)vc, out, pos0p, n_head, n_head_kv, hd, hdv, scale, rows, layer, part, count,
+                   max_tiles);
 }
 
 // The same over an f32 cache (one sequence: rows is null).
 extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention_f32(const float* __restrict__ q, const float* __restrict__ kc,
                                                                         const float* __restrict__ vc, float* __restrict__ out,
                                                                         const int* pos0p, int n_head, int n_head_kv, int hd,
-                                                                        int hdv, float scale, const KvRow* rows, int layer) {
-    attention_body(q, (float*)kc, (float*)vc, out, pos0p, n_head, n_head_kv, hd, hdv, scale, rows, layer);
+                                                                        int hdv, float scale, const KvRow* rows, int layer,
+                                                                        float* part, u32* count, int max_tiles) {
+    attention_body(q, (float*)kc, (float*)vc, out, pos0p, n_head, n_head_kv, hd, hdv, scale, rows, layer, part, count,
+                   max_tiles);
 }
 
 // Decode attention with the rope and cache store of rope_store folded in (one launch instead of
-// two; one sequence, f16 cache, one token at *pos0p): block h rotates its head's q and its kv
-// head's k, stores k and v at the position (every block of a kv group stores the same bytes)
-// and attends over positions 0 ..= pos, reading its own stores back. The arithmetic, conversions
-// and order of rope_store then attention, so the same bits (as the persistent kernel's attention
-// step, which does the same). q is left unrotated (only attention reads it). With `prep` (not
-// null; hdv a multiple of 32), block h also quantizes its head's output into the q16 row at
-// prep + 4 * n_head * hdv, as matvec_prep_wide would for the next matvec (the same bits:
-// q16_block on the same values), so that matvec_wide reads it without a preparation launch.
+// two; one sequence, f16 cache, one token at *pos0p): grid (n_head, 1, S), as attention's. The
+// block of head h that holds the last tile (att_last_owner) rotates its kv head's k and stores k
+// and v at the position (every such block of a kv group stores the same bytes), every block with
+// work rotates q, and they attend over positions 0 ..= pos (attend_split), the owner reading its
+// own stores back. The arithmetic, conversions and order of rope_store then attention, so the
+// same bits (as the persistent kernel's attention step, which does the same). q is left
+// unrotated (only attention reads it). With `prep` (not null; hdv a multiple of 32), the block
+// that writes head h's output also quantizes it into the q16 row at prep + 4 * n_head * hdv, as
+// matvec_prep_wide would for the next matvec (the same bits: q16_block on the same values), so
+// that matvec_wide reads it without a preparation launch.
 extern "C" __global__ void __launch_bounds__(ATT_THREADS) rope_attention(const float* __restrict__ q, const float* __restrict__ k,
                                                                          const float* __restrict__ v, u16* kc, u16* vc,
                                                                          const int* pos0p, const double* __restrict__ freqs,
                                                                          float* __restrict__ out, int n_head, int n_head_kv,
                                                                          int hd, int hdv, int n_rot, int neox, float scale,
-                                                                         u8* prep) {
+                                                                         u8* prep, float* part, u32* count, int max_tiles) {
     pdl_trigger();
     pdl_wait();
     __shared__ float rq[256], rk[256], qs[256];
     int h = blockIdx.x, kvh = h / (n_head / n_head_kv), pos = *pos0p;
+    if (!att_has_work(pos + 1)) return;
+    const bool store = (int)blockIdx.z == att_last_owner(pos + 1);
     int kv_dim = n_head_kv * hd, v_dim = n_head_kv * hdv;
     for (int d = threadIdx.x; d < hd; d += ATT_THREADS) {
         rq[d] = q[(size_t)h * hd + d];
         rk[d] = k[(size_t)kvh * hd + d];
     }
     u16* vd = vc + (size_t)pos * v_dim + (size_t)kvh * hdv;
-    for (int d = threadIdx.x; d < hdv; d += ATT_THREADS) vd[d] = f2h(v[(size_t)kvh * hdv + d]);
+    if (store)
+        for (int d = threadIdx.x; d < hdv; d += ATT_THREADS) vd[d] = f2h(v[(size_t)kvh * hdv + d]);
     __syncthreads();
     u16* kd = kc + (size_t)pos * kv_dim + (size_t)kvh * hd;
     for (int i = threadIdx.x; i < (hd >> 1); i += ATT_THREADS) {
@@ -251,24 +349,27 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) rope_attention(const f
         }
         qs[a] = q0;
         qs[b] = q1;
-        kd[a] = f2h(k0);
-        kd[b] = f2h(k1);
+        if (store) {
+            kd[a] = f2h(k0);
+            kd[b] = f2h(k1);
+        }
     }
     __syncthreads();
-    attend(qs, (const u16*)kc, (const u16*)vc, pos + 1, kvh, kv_dim, v_dim, hd, hdv, scale, out + (size_t)h * hdv);
-    if (prep) {
+    bool wrote = attend_split(qs, (const u16*)kc, (const u16*)vc, pos + 1, kvh, kv_dim, v_dim, hd, hdv, scale,
+                              out + (size_t)h * hdv, part, count, h, max_tiles);
+    if (prep && wrote) {
         __syncthreads();  // the head's output is in `out`
         if (threadIdx.x < 32) {
             // Four lanes a block of 32 values; lanes past the head's blocks compute on its first
             // and store nothing (q16_block's shuffles need the whole warp).
-            int lane = threadIdx.x, part = lane & 3, nb = hdv >> 5, bl = lane >> 2;
+            int lane = threadIdx.x, quarter = lane & 3, nb = hdv >> 5, bl = lane >> 2;
             bool live = bl < nb;
-            const float* src = out + (size_t)h * hdv + 32 * (live ? bl : 0) + 8 * part;
+            const float* src = out + (size_t)h * hdv + 32 * (live ? bl : 0) + 8 * quarter;
             float vals[8];
 #pragma unroll
             for (int i = 0; i < 8; i++) vals[i] = __ldcg(src + i);
             int cols = n_head * hdv;
-            q16_block(vals, h * nb + bl, part, live, cols, prep + (size_t)cols * 4);
+            q16_block(vals, h * nb + bl, quarter, live, cols, prep + (size_t)cols * 4);
         }
     }
 }

@@ -525,10 +525,12 @@ impl CudaModel {
     unsafe fn decode_launches(&self, kv: &CudaKvCache) -> Result<()> {
         let g = &self.gpu;
         let pos = g.ptr(&kv.pos);
+        let split = kv.split(g);
         let at = |li: usize| KvAt::One {
             cache: self.cache_ptrs(kv, li),
             pos,
             f32: kv.f32,
+            split,
         };
         let logits = g.ptr(&kv.decode.logits);
         // SAFETY: the decode scratch holds one token and the cache has room for it.
@@ -694,6 +696,7 @@ impl CudaModel {
                     cache,
                     pos,
                     f32: kv.f32,
+                    split: kv.split(g),
                 };
                 self.rope_attend((q, k, v), at, att, n, None)?;
                 self.matmul(&mut blas, &out_(&l.wo, x, 0, true), att, n)?;

@@ -115,6 +115,9 @@ pub struct CudaKvCache {
     /// logits (forward/pick.rs).
     pub(crate) pick_mode: bool,
     pub(crate) pick: CudaSlice<f32>,
+    /// Decode attention's split over several blocks a head (launch/split.rs), when the cache
+    /// holds more than one tile.
+    pub(crate) att_split: Option<launch::SplitScratch>,
 }
 
 impl CudaKvCache {
@@ -146,11 +149,24 @@ impl CudaKvCache {
             graph: None,
             pk: None,
             pick_mode: false,
-            pick: gpu.zeros(crate::forward::pick::PICK_WORDS)?,
+            pick: gpu.zeros(crate::forward::pick::pick_buffer_words(hp.n_vocab))?,
+            att_split: launch::SplitScratch::new(
+                gpu,
+                (1, hp.n_head, hp.head_dim_v),
+                capacity,
+                launch::split_blocks(gpu.sm_count, hp.n_head),
+            )?,
         })
     }
 
     /// Bytes of one cached element (2 for f16, 4 for f32).
+    /// The split decode attention runs with on this cache.
+    pub(crate) fn split(&self, gpu: &Gpu) -> launch::AttSplit {
+        self.att_split
+            .as_ref()
+            .map_or(launch::AttSplit::NONE, |s| s.split(gpu))
+    }
+
     pub(crate) fn elem_bytes(&self) -> usize {
         if self.f32 { 4 } else { 2 }
     }

@@ -8,7 +8,9 @@ use crate::pdl::launch_dep;
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
 mod fused;
+mod split;
 pub(crate) use fused::{att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, prepare};
+pub(crate) use split::{AttSplit, SplitScratch, split_blocks};
 
 /// A weight matrix on the device, in its GGUF block layout.
 #[derive(Clone, Copy, Debug)]
@@ -477,11 +479,13 @@ impl Heads {
 /// (`rows`: a device array of [`KvRow`], row t's caches and position, at layer `layer`).
 #[derive(Clone, Copy)]
 pub(crate) enum KvAt {
-    /// One sequence's layer caches (`f32`: 4-byte elements, else f16), tokens from `*pos` on.
+    /// One sequence's layer caches (`f32`: 4-byte elements, else f16), tokens from `*pos` on;
+    /// a one-token step's attention splits as `split` says.
     One {
         cache: (u64, u64),
         pos: u64,
         f32: bool,
+        split: AttSplit,
     },
     /// Rows of a batched step (f16 caches).
     Rows { rows: u64, layer: usize },
@@ -497,6 +501,14 @@ impl KvAt {
                 ..
             } => (kc, vc, pos, 0, 0),
             KvAt::Rows { rows, layer } => (0, 0, 0, rows, layer as i32),
+        }
+    }
+
+    /// The split of an attention launch of `n` queries: one-token steps of one sequence only.
+    fn split(&self, n: usize) -> AttSplit {
+        match self {
+            KvAt::One { split, .. } if n == 1 => *split,
+            _ => AttSplit::NONE,
         }
     }
 
@@ -575,11 +587,12 @@ pub(crate) unsafe fn attention(
         &gpu.k.attention
     };
     let (kc, vc, pos, rows, layer) = at.args();
-    let cfg = cfg((h.n_head as u32, n as u32, 1), 256, 0);
-    // SAFETY: as above.
+    let sp = at.split(n);
+    let cfg = cfg((h.n_head as u32, n as u32, sp.blocks), 256, 0);
+    // SAFETY: as above; a split's scratch holds n_head slots (one query).
     unsafe {
         launch_dep!(gpu, f, cfg, "attention launch"; &q, &kc, &vc, &out, &pos, &nh, &nkv, &hd, &hdv,
-            &scale, &rows, &layer)
+            &scale, &rows, &layer, &sp.part, &sp.count, &sp.max_tiles)
     }
 }
 
@@ -604,6 +617,7 @@ pub(crate) unsafe fn rope_attention(
         cache: (kc, vc),
         pos,
         f32: false,
+        split: sp,
     } = at
     else {
         return Err(crate::error::CudaError::Unsupported(
@@ -612,11 +626,12 @@ pub(crate) unsafe fn rope_attention(
     };
     let (nh, nkv, hd, hdv, nrot, neox) = h.kernel_args();
     let scale = 1.0 / (h.head_dim as f32).sqrt();
-    let cfg = cfg((h.n_head as u32, 1, 1), 256, 0);
+    let cfg = cfg((h.n_head as u32, 1, sp.blocks), 256, 0);
     // SAFETY: as above.
     unsafe {
         launch_dep!(gpu, &gpu.k.rope_attention, cfg, "attention launch"; &q, &k, &v, &kc, &vc, &pos,
-            &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale, &prep)
+            &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale, &prep, &sp.part, &sp.count,
+            &sp.max_tiles)
     }
 }
 

@@ -380,6 +380,7 @@ pub fn rope_store(
                 cache: (gpu.ptr(&kc), gpu.ptr(&vc)),
                 pos: gpu.ptr(&pos),
                 f32,
+                split: launch::AttSplit::NONE,
             },
             gpu.ptr(&fr),
             n,
@@ -407,7 +408,10 @@ pub fn rope_store(
 
 /// Causal attention of `n` queries (rows of `q`) at positions `pos0..` over caches holding
 /// positions `0..pos0 + n` (given in f32, stored in f16 as the model's default cache is, or in
-/// f32 with `f32`).
+/// f32 with `f32`). A one-token step (`n` = 1) splits over `split` blocks a head (1: none), and
+/// then runs twice on the same buffers, which must give the same bits (the split's tickets are
+/// back at zero after a launch).
+#[allow(clippy::too_many_arguments)]
 pub fn attention(
     gpu: &Gpu,
     h: &HeadShape,
@@ -416,6 +420,7 @@ pub fn attention(
     values: &[f32],
     pos0: usize,
     f32: bool,
+    split: usize,
 ) -> Result<Vec<f32>> {
     let heads = h.heads()?;
     let (qd, kvd, vd) = h.dims();
@@ -442,29 +447,51 @@ pub fn attention(
         gpu.upload(&words(values))?,
     );
     let pos = gpu.upload(&[pos0 as i32])?;
-    let out = poisoned(gpu, n * h.n_head * h.head_dim_v)?;
-    // SAFETY: sizes as checked.
-    unsafe {
-        launch::attention(
-            gpu,
-            &heads,
-            gpu.ptr(&qb),
-            launch::KvAt::One {
-                cache: (gpu.ptr(&kc), gpu.ptr(&vc)),
-                pos: gpu.ptr(&pos),
-                f32,
-            },
-            gpu.ptr(&out),
-            n,
-        )?
+    let cols = n * h.n_head * h.head_dim_v;
+    let scratch = split_scratch(gpu, h, pos0 + n, split)?;
+    let at = launch::KvAt::One {
+        cache: (gpu.ptr(&kc), gpu.ptr(&vc)),
+        pos: gpu.ptr(&pos),
+        f32,
+        split: scratch
+            .as_ref()
+            .map_or(launch::AttSplit::NONE, |s| s.split(gpu)),
     };
-    fetch(gpu, &out, n * h.n_head * h.head_dim_v)
+    let mut runs = Vec::new();
+    for _ in 0..if scratch.is_some() && n == 1 { 2 } else { 1 } {
+        let out = poisoned(gpu, cols)?;
+        // SAFETY: sizes as checked; the split's scratch is sized for this cache.
+        unsafe { launch::attention(gpu, &heads, gpu.ptr(&qb), at, gpu.ptr(&out), n)? };
+        runs.push(fetch(gpu, &out, cols)?);
+    }
+    same_runs("attention", runs)
+}
+
+/// The split scratch of a test's cache of `capacity` positions, over `split` blocks a head.
+fn split_scratch(
+    gpu: &Gpu,
+    h: &HeadShape,
+    capacity: usize,
+    split: usize,
+) -> Result<Option<launch::SplitScratch>> {
+    launch::SplitScratch::new(gpu, (1, h.n_head, h.head_dim_v), capacity, split)
+}
+
+/// The first of several runs' outputs, which must have the same bits.
+fn same_runs(what: &str, mut runs: Vec<Vec<f32>>) -> Result<Vec<f32>> {
+    let bits = |r: &[f32]| r.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    if runs.windows(2).any(|w| bits(&w[0]) != bits(&w[1])) {
+        return Err(CudaError::Unsupported(format!(
+            "{what}: a second launch on the same buffers gave other bits"
+        )));
+    }
+    Ok(runs.swap_remove(0))
 }
 
 /// One decode token's rope, cache store and attention over f16 caches whose positions
 /// `0..pos` hold `keys` and `values` (rounded to f16), at position `pos`: as two launches
 /// (`rope_store`, then `attention`) or, with `fused`, as one (`rope_attention`; with `prep` too,
-/// quantizing its output for wo). Returns the attention output, the caches' 16-bit words after
+/// quantizing its output for wo); split over `split` blocks a head (1: none). Returns the attention output, the caches' 16-bit words after
 /// the step, and the q16 row `rope_attention` wrote (empty without `prep`).
 pub type RopeAttention = (Vec<f32>, Vec<u16>, Vec<u16>, Vec<u8>);
 
@@ -477,7 +504,7 @@ pub fn rope_attention(
     (q, k, v): (&[f32], &[f32], &[f32]),
     (keys, values): (&[f32], &[f32]),
     pos: usize,
-    (fused, prep): (bool, bool),
+    (fused, prep, split): (bool, bool, usize),
 ) -> Result<RopeAttention> {
     let heads = h.heads()?;
     let (qd, kvd, vd) = h.dims();
@@ -497,10 +524,14 @@ pub fn rope_attention(
     let vc = gpu.upload(&half(values, (pos + 1) * vd))?;
     let (posd, fr) = (gpu.upload(&[pos as i32])?, gpu.upload(freqs)?);
     let out = poisoned(gpu, h.n_head * h.head_dim_v)?;
+    let scratch = split_scratch(gpu, h, pos + 1, split)?;
     let at = launch::KvAt::One {
         cache: (gpu.ptr(&kc), gpu.ptr(&vc)),
         pos: gpu.ptr(&posd),
         f32: false,
+        split: scratch
+            .as_ref()
+            .map_or(launch::AttSplit::NONE, |s| s.split(gpu)),
     };
     let qkv = (gpu.ptr(&qb), gpu.ptr(&kb), gpu.ptr(&vb));
     let cols = h.n_head * h.head_dim_v;
@@ -623,19 +654,38 @@ pub fn timeline<R>(
 }
 
 /// `pick_greedy` on `logits`, with `flag` as the word after them (the persistent kernel's error
-/// flag, passed through when given): the pick and the fourth word.
+/// flag, passed through when given): the pick and the fourth word. The kernel runs twice on the
+/// same buffer (its result words poisoned before each), which must give the same words: its
+/// blocks' ticket is back at zero after a launch.
 pub fn pick(gpu: &Gpu, logits: &[f32], flag: Option<u32>) -> Result<(crate::Pick, u32)> {
+    use crate::forward::pick::{PICK_WORDS, launch_pick, pick_buffer_words};
     let mut row = logits.to_vec();
     row.push(f32::from_bits(flag.unwrap_or(0)));
     let x = gpu.upload(&row)?;
-    let out = poisoned(gpu, crate::forward::pick::PICK_WORDS)?;
-    // SAFETY: x holds the logits and one more word; out PICK_WORDS.
-    unsafe {
-        crate::forward::pick::launch_pick(gpu, gpu.ptr(&x), logits.len(), flag.is_some(), &out)?
-    };
-    let w = fetch(gpu, &out, crate::forward::pick::PICK_WORDS)?;
-    Ok((
-        crate::Pick::from_words(&w),
-        w[crate::forward::pick::PICK_WORDS - 1].to_bits(),
-    ))
+    let mut init = vec![f32::NAN; pick_buffer_words(logits.len())];
+    init[PICK_WORDS] = 0.0;
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let out = gpu.upload(&init)?;
+        // SAFETY: x holds the logits and one more word; out pick_buffer_words, ticket zero.
+        unsafe { launch_pick(gpu, gpu.ptr(&x), logits.len(), flag.is_some(), &out)? };
+        let w = fetch(gpu, &out, init.len())?;
+        init[PICK_WORDS..].copy_from_slice(&w[PICK_WORDS..]);
+        runs.push(
+            w[..PICK_WORDS]
+                .iter()
+                .map(|v| v.to_bits())
+                .collect::<Vec<_>>(),
+        );
+    }
+    if runs[0] != runs[1] || init[PICK_WORDS].to_bits() != 0 {
+        return Err(crate::error::CudaError::Unsupported(format!(
+            "pick: a second launch on the same buffer gave {:?} after {:?} (ticket {:#x})",
+            runs[1],
+            runs[0],
+            init[PICK_WORDS].to_bits()
+        )));
+    }
+    let w: Vec<f32> = runs[0].iter().map(|&b| f32::from_bits(b)).collect();
+    Ok((crate::Pick::from_words(&w), runs[0][PICK_WORDS - 1]))
 }

@@ -96,13 +96,20 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
 }
 
 /// pp512 and tg128 on the three decode paths (persistent kernel, graph replay, plain launches).
-/// Median of three runs of 128 decode steps after a 16-token prefill (and one step that builds
-/// the graph or step list), in tok/s.
+/// Median of three runs of 128 decode steps after a 16-token prefill, or one of
+/// `MOLLA_BENCH_DEPTH` tokens (and one step that builds the graph or step list), in tok/s.
 fn tg128(cuda: &CudaModel, prompt: &[u32], vocab: u32) -> f64 {
+    let depth: usize = std::env::var("MOLLA_BENCH_DEPTH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+    let fill: Vec<u32> = (0..depth as u32)
+        .map(|i| prompt[i as usize % prompt.len()])
+        .collect();
     let mut reps = Vec::new();
     for _ in 0..3 {
-        let mut kv = cuda.new_cache(1024).unwrap();
-        cuda.forward(&prompt[..16], &mut kv, Logits::Last).unwrap();
+        let mut kv = cuda.new_cache(1024.max(depth + 256)).unwrap();
+        cuda.forward(&fill, &mut kv, Logits::Last).unwrap();
         cuda.forward(&[1], &mut kv, Logits::Last).unwrap();
         let t = Instant::now();
         for s in 0..128u32 {

@@ -448,15 +448,15 @@ fn rope_attention_gives_the_bits_of_rope_store_then_attention() {
                 )
                 .unwrap()
             };
-            let (a, ak, av, _) = run((false, false));
-            let (b, bk, bv, _) = run((true, false));
+            let (a, ak, av, _) = run((false, false, 1));
+            let (b, bk, bv, _) = run((true, false, 1));
             let tag = format!("heads {nh}/{nkv} hd {hd} n_rot {n_rot} neox {neox} pos {pos}");
             assert_eq!(bits(&a), bits(&b), "{tag}: output");
             assert_eq!(ak, bk, "{tag}: keys");
             assert_eq!(av, bv, "{tag}: values");
             // With wo's input quantized in the same launch (MOLLA_ATT_PREP): the same output,
             // and the q16 row matvec_prep_wide makes of it.
-            let (c, ck, cv, cq) = run((true, true));
+            let (c, ck, cv, cq) = run((true, true, 1));
             assert_eq!(bits(&a), bits(&c), "{tag}: output with the q16 row");
             assert_eq!((ak, av), (ck, cv), "{tag}: caches with the q16 row");
             let want = testing::prep_q16(&g, &c, Input::Plain).unwrap();
@@ -591,7 +591,7 @@ fn attention_decode_prefill_and_long_cache() {
             } else {
                 (r16(keys.clone()), r16(values.clone()))
             };
-            let out = testing::attention(&g, &s, &q, &keys, &values, pos0, f32).unwrap();
+            let out = testing::attention(&g, &s, &q, &keys, &values, pos0, f32, 1).unwrap();
             let e = rel(&out, &attention_ref(&s, &q, &keys, &values, pos0));
             println!("attention {nh}/{nkv} hd {hd} n {n} pos0 {pos0} f32 cache {f32}: rel {e:.2e}");
             assert!(
@@ -600,6 +600,54 @@ fn attention_decode_prefill_and_long_cache() {
             );
         }
     }
+}
+
+/// Decode attention split over several blocks a head (launch/split.rs) gives the bits of one
+/// block: at one tile (nothing to split), just past it, and over several tiles, with more and
+/// fewer blocks than tiles; `attention` over f16 and f32 caches, and `rope_attention` with its
+/// stores and its q16 row. Each split run launches twice on the same buffers (testing checks
+/// that the second gives the same bits: the tickets reset).
+#[test]
+fn split_attention_gives_the_bits_of_one_block() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(23);
+    // (n_head, n_head_kv, head_dim)
+    for (nh, nkv, hd) in [(9, 3, 64), (14, 2, 64), (32, 8, 128), (8, 8, 96)] {
+        let (rope, s) = rope_case(nh, nkv, hd, hd, false, 10000.0, None);
+        for pos in [1023usize, 1024, 2500, 4200] {
+            let len = pos + 1;
+            let q = rng.vec(nh * hd, 1.0);
+            let keys = rng.vec(len * nkv * hd, 1.0);
+            let values = rng.vec(len * nkv * hd, 1.0);
+            let tag = format!("heads {nh}/{nkv} hd {hd} pos {pos}");
+            for f32 in [false, true] {
+                let one = testing::attention(&g, &s, &q, &keys, &values, pos, f32, 1).unwrap();
+                for split in [2usize, 3, 8] {
+                    let out =
+                        testing::attention(&g, &s, &q, &keys, &values, pos, f32, split).unwrap();
+                    assert_eq!(bits(&one), bits(&out), "{tag} f32 {f32}: split {split}");
+                }
+            }
+            let (k, v) = (rng.vec(nkv * hd, 1.0), rng.vec(nkv * hd, 1.0));
+            let (kk, vv) = (&keys[..pos * nkv * hd], &values[..pos * nkv * hd]);
+            let run = |split| {
+                let m = (true, hd % 32 == 0, split);
+                testing::rope_attention(&g, &s, &rope.freqs, (&q, &k, &v), (kk, vv), pos, m)
+                    .unwrap()
+            };
+            let (a, ak, av, aq) = run(1);
+            for split in [2usize, 5] {
+                let (b, bk, bv, bq) = run(split);
+                assert_eq!(bits(&a), bits(&b), "{tag}: rope_attention split {split}");
+                assert_eq!(
+                    (&ak, &av, &aq),
+                    (&bk, &bv, &bq),
+                    "{tag}: stores, q16, split {split}"
+                );
+            }
+        }
+    }
+    println!("split attention: the bits of one block a head");
 }
 
 #[test]

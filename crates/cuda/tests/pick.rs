@@ -43,6 +43,18 @@ fn picks_what_the_host_sampler_picks() {
         v[n / 2 + 7] = m;
         rows.push(v);
     }
+    // Across the kernel's blocks (8192 logits each): bad logits in two blocks, the lower one
+    // first; a row masked but for its last logit; one with a block of all -inf.
+    let mut v = rng.vec(151936, 4.0);
+    v[100_000] = f32::NAN;
+    v[20_000] = inf;
+    rows.push(v);
+    let mut v = vec![-inf; 128256];
+    v[128255] = -3.0;
+    rows.push(v);
+    let mut v = rng.vec(49152, 4.0);
+    v[8192..16384].fill(-inf);
+    rows.push(v);
     // The host rule the engine uses for prefill agrees with the sampler everywhere.
     for r in &rows {
         assert_eq!(Pick::of(r), host(r), "Pick::of on {} logits", r.len());

@@ -18,6 +18,10 @@ pub struct Args {
     /// Tokens generated one at a time (0 skips the test).
     #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
     n_gen: usize,
+    /// Tokens already in the cache when each test starts (llama-bench's `-d`): prefilled once,
+    /// untimed, so that the tests measure at that depth.
+    #[arg(short = 'd', long = "n-depth", default_value_t = 0)]
+    depth: usize,
     /// Repetitions of each test.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     reps: usize,
@@ -86,13 +90,16 @@ pub fn run(a: Args) -> Result<()> {
     let load_s = load.elapsed().as_secs_f64();
     let vocab = m.hparams().n_vocab;
     let dev = m.device_name();
-    let mut kv = m.new_cache((a.n_prompt + 1).max(a.n_gen).max(1))?;
+    let mut kv = m.new_cache(a.depth + (a.n_prompt + 1).max(a.n_gen).max(1))?;
+    if a.depth > 0 {
+        m.forward(&tokens(a.depth, vocab), &mut kv, Logits::Last)?;
+    }
     let reps = a.reps.max(1);
     let (mut pp, mut tg, mut ttft) = (Vec::new(), Vec::new(), Vec::new());
     // One untimed warm-up of each test touches every weight page.
     for rep in 0..=reps {
         if a.n_prompt > 0 {
-            kv.clear();
+            kv.truncate(a.depth);
             let t = Instant::now();
             m.forward(&tokens(a.n_prompt, vocab), &mut kv, Logits::Last)?;
             let prefill = t.elapsed().as_secs_f64();
@@ -103,7 +110,7 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
         if a.n_gen > 0 {
-            kv.clear();
+            kv.truncate(a.depth);
             let toks = tokens(a.n_gen, vocab);
             let t = Instant::now();
             // Each step's logits land on the host and are left there, as llama-bench's are
@@ -130,7 +137,7 @@ pub fn run(a: Args) -> Result<()> {
         let out = serde_json::json!({
             "model": a.model.display().to_string(), "device": dev, "threads": threads,
             "decode_path": path, "pick": a.pick,
-            "n_prompt": a.n_prompt, "n_gen": a.n_gen, "repetitions": reps,
+            "n_prompt": a.n_prompt, "n_gen": a.n_gen, "n_depth": a.depth, "repetitions": reps,
             "pp_tok_s": pp_med, "pp_tok_s_min": pp_min, "pp_tok_s_max": pp_max,
             "tg_tok_s": tg_med, "tg_tok_s_min": tg_min, "tg_tok_s_max": tg_max,
             "ttft_ms": ttft_med, "load_s": load_s, "peak_rss_bytes": peak_rss(),
@@ -146,15 +153,21 @@ pub fn run(a: Args) -> Result<()> {
         .model
         .file_name()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    // As llama-bench names a test at a depth: "tg128 @ d4096".
+    let at = if a.depth > 0 {
+        format!(" @ d{}", a.depth)
+    } else {
+        String::new()
+    };
     if a.n_prompt > 0 {
         println!(
-            "| {name} | {dev} | {threads} | pp{} | {pp_med:.2} | {pp_min:.2} .. {pp_max:.2} |",
+            "| {name} | {dev} | {threads} | pp{}{at} | {pp_med:.2} | {pp_min:.2} .. {pp_max:.2} |",
             a.n_prompt
         );
     }
     if a.n_gen > 0 {
         println!(
-            "| {name} | {dev} | {threads} | tg{} | {tg_med:.2} | {tg_min:.2} .. {tg_max:.2} |",
+            "| {name} | {dev} | {threads} | tg{}{at} | {tg_med:.2} | {tg_min:.2} .. {tg_max:.2} |",
             a.n_gen
         );
     }

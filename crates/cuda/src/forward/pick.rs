@@ -69,14 +69,24 @@ impl Pick {
     }
 }
 
-/// Words the pick kernel writes (status, index, value, flag).
+/// Words of the pick kernel's result (status, index, value, flag).
 pub(crate) const PICK_WORDS: usize = 4;
 
-/// `pick_greedy` on the `n` logits at `x` into `out` (4 words); with `flag`, the word after the
-/// logits goes to the fourth.
+/// Logits one block of the pick kernel reads (kernels/pick.cu `PICK_CHUNK`).
+const PICK_CHUNK: usize = 8 * 1024;
+
+/// Words of the pick kernel's buffer for `n` logits: the result, the blocks' ticket, and three
+/// words for each block.
+pub(crate) fn pick_buffer_words(n: usize) -> usize {
+    PICK_WORDS + 1 + 3 * n.div_ceil(PICK_CHUNK)
+}
+
+/// `pick_greedy` on the `n` logits at `x` into `out` (the result in its first 4 words); with
+/// `flag`, the word after the logits goes to the fourth.
 ///
 /// # Safety
-/// `x` holds `n` floats (and one more word with `flag`); `out` 4 words.
+/// `x` holds `n` floats (and one more word with `flag`); `out` [`pick_buffer_words`]`(n)` words,
+/// its ticket (the fifth) zero, as the kernel leaves it.
 pub(crate) unsafe fn launch_pick(
     gpu: &Gpu,
     x: u64,
@@ -89,7 +99,7 @@ pub(crate) unsafe fn launch_pick(
     b.arg(&x).arg(&n).arg(&flag).arg(out);
     crate::launch::count_launch();
     let cfg = LaunchConfig {
-        grid_dim: (1, 1, 1),
+        grid_dim: ((n as usize).div_ceil(PICK_CHUNK) as u32, 1, 1),
         block_dim: (1024, 1, 1),
         shared_mem_bytes: 0,
     };
@@ -115,7 +125,8 @@ impl CudaModel {
         if !kv.pick_mode {
             return Ok((&kv.decode.logits, vocab));
         }
-        // SAFETY: the logits hold n_vocab values and the flag; pick holds PICK_WORDS.
+        // SAFETY: the logits hold n_vocab values and the flag; pick holds
+        // pick_buffer_words(n_vocab), zeroed at allocation.
         unsafe { launch_pick(g, g.ptr(&kv.decode.logits), vocab, flag, &kv.pick)? };
         Ok((&kv.pick, PICK_WORDS - 1))
     }
