@@ -100,3 +100,100 @@ extern "C" __global__ void __launch_bounds__(PICK_THREADS) pick_greedy(const flo
         out[4] = 0;
     }
 }
+
+// The top k logits of a row on the device (k <= TOPK_MAX), for sampling with top-k on the host
+// from k candidates instead of the vocabulary's logits. The order is the host sampler's top_n:
+// higher logit first, lower id among equals, -0 equal to +0 (top_n compares with <=), -inf
+// masked, the first NaN or +inf an error. Blocks of 1024 threads sort TOPK_CHUNK logits each
+// (bitonic, keys of the ordered logit bits and the inverted id) and keep their k best; the last
+// block to finish sorts those and writes the k best with their logits (-0 as +0, as top_n keeps
+// it).
+// out (words): status (0: candidates, 1: a bad logit), the bad logit's index and bits, then k
+// (id, logit bits) pairs best first (a pair past the row's unmasked logits is (u32 max, -inf)),
+// then the word after the row (the persistent kernel's error flag) when `flag` is set, else 0.
+// The ticket and the blocks' partial lists follow at TOPK_PART.
+#define TOPK_MAX 64
+#define TOPK_CHUNK 4096
+#define TOPK_PART (4 + 2 * TOPK_MAX)
+
+__device__ __forceinline__ u64 topk_key(float v, int i) {
+    u32 b = __float_as_uint(v == 0.f ? 0.f : v);
+    u32 o = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    return ((u64)o << 32) | (u64)(0xffffffffu - (u32)i);
+}
+
+// Sorts s[0 .. n) in descending order (n a power of two); every thread of the block calls it.
+__device__ void topk_sort(u64* s, int n) {
+    __syncthreads();
+    for (int k = 2; k <= n; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int t = threadIdx.x; t < (n >> 1); t += blockDim.x) {
+                int i = 2 * j * (t / j) + t % j, l = i + j;
+                u64 a = s[i], b = s[l];
+                if ((a < b) == ((i & k) == 0)) s[i] = b, s[l] = a;
+            }
+            __syncthreads();
+        }
+}
+
+extern "C" __global__ void __launch_bounds__(1024) pick_top(const float* __restrict__ x, int n, int k, int flag,
+                                                            u32* __restrict__ out) {
+    pdl_trigger();
+    pdl_wait();
+    const float inf = __int_as_float(0x7f800000);
+    __shared__ u64 s[TOPK_CHUNK];
+    __shared__ int sbad, last;
+    if (threadIdx.x == 0) sbad = 0x7fffffff;
+    int base = blockIdx.x * TOPK_CHUNK, bad = 0x7fffffff;
+    for (int j = threadIdx.x; j < TOPK_CHUNK; j += blockDim.x) {
+        int i = base + j;
+        u64 key = 0;
+        if (i < n) {
+            float v = __ldcg(x + i);
+            if (v != v || v == inf) bad = min(bad, i);
+            else if (v > -inf) key = topk_key(v, i);
+        }
+        s[j] = key;
+    }
+    __syncthreads();
+    if (bad != 0x7fffffff) atomicMin(&sbad, bad);
+    topk_sort(s, TOPK_CHUNK);
+    // This block's bad index and k best keys.
+    u32* part = out + TOPK_PART + 1 + (size_t)blockIdx.x * (1 + 2 * TOPK_MAX);
+    if (threadIdx.x == 0) part[0] = (u32)sbad;
+    for (int j = threadIdx.x; j < k; j += blockDim.x) part[1 + 2 * j] = (u32)(s[j] >> 32), part[2 + 2 * j] = (u32)s[j];
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(out + TOPK_PART, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    int m = gridDim.x * k, np = 1;
+    while (np < m) np <<= 1;
+    if (threadIdx.x == 0) sbad = 0x7fffffff;
+    __syncthreads();
+    for (int j = threadIdx.x; j < np; j += blockDim.x) {
+        u64 key = 0;
+        if (j < m) {
+            const u32* p = out + TOPK_PART + 1 + (size_t)(j / k) * (1 + 2 * TOPK_MAX);
+            if (j % k == 0) atomicMin(&sbad, (int)__ldcg(p));
+            key = ((u64)__ldcg(p + 1 + 2 * (j % k)) << 32) | __ldcg(p + 2 + 2 * (j % k));
+        }
+        s[j] = key;
+    }
+    topk_sort(s, np);
+    for (int j = threadIdx.x; j < k; j += blockDim.x) {
+        u64 key = s[j];
+        u32 id = key ? 0xffffffffu - (u32)key : 0xffffffffu;
+        out[3 + 2 * j] = id;
+        out[4 + 2 * j] = key ? __float_as_uint(x[id] + 0.f) : __float_as_uint(-inf);
+    }
+    if (threadIdx.x == 0) {
+        int b = sbad;
+        out[0] = b != 0x7fffffff;
+        out[1] = b != 0x7fffffff ? (u32)b : 0u;
+        out[2] = b != 0x7fffffff ? __float_as_uint(x[b]) : 0u;
+        out[3 + 2 * k] = flag ? ((const u32*)x)[n] : 0u;
+        out[TOPK_PART] = 0;
+    }
+}

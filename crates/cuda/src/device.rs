@@ -51,6 +51,8 @@ pub(crate) struct Kernels {
     pub gather_rows: CudaFunction,
     /// The greedy pick of a row of logits (kernels/pick.cu).
     pub pick_greedy: CudaFunction,
+    /// The top k logits of a row (kernels/pick.cu).
+    pub pick_top: CudaFunction,
     /// The persistent decode kernel.
     pub decode_persistent: CudaFunction,
     /// f16 operands for the cuBLAS prefill GEMM.
@@ -172,6 +174,7 @@ impl Gpu {
             swiglu: f("swiglu")?,
             gather_rows: f("gather_rows")?,
             pick_greedy: f("pick_greedy")?,
+            pick_top: f("pick_top")?,
             decode_persistent: f("decode_persistent")?,
             dequant_f16: f("dequant_f16")?,
             to_f16: f("to_f16")?,

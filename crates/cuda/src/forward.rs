@@ -14,6 +14,13 @@ use model::{HParams, Model, RopeStyle};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+/// Position from which one-token decode leaves the persistent kernel for the graph path by
+/// default. The persistent kernel attends with one block a head, the graph path splits a long
+/// cache over several (launch/split.rs). Measured on the H200 (session 11, in process, tok/s
+/// persistent / graph): SmolLM2 Q4_1 1286 / 918 at ~80 positions, 431 / 690 at ~4160; Qwen
+/// Q5_0 1175 / 807 and 500 / 623. The lines through those cross at about 1100 and 2000.
+pub const PK_MAX_POS: usize = 1536;
+
 /// Largest head width the attention kernel handles.
 const MAX_HEAD_DIM: usize = 256;
 
@@ -83,6 +90,9 @@ pub struct CudaModel {
     pk_trace: Mutex<Option<crate::persistent::Trace>>,
     /// Blocks of the last persistent launch grid built.
     pk_grid: std::sync::atomic::AtomicU32,
+    /// Positions from which decode leaves the persistent kernel for the graph path, whose
+    /// attention splits over several blocks a head (see `set_persistent_max_pos`).
+    pk_max_pos: std::sync::atomic::AtomicUsize,
     /// cuBLAS for the prefill matmuls, set up on the first prefill.
     blas: Mutex<BlasState>,
     /// Serialises forward passes: they share one stream, and a graph capture must see no
@@ -95,8 +105,10 @@ pub struct CudaModel {
 mod batch;
 mod persistent_decode;
 pub(crate) mod pick;
+pub(crate) mod top;
 
 pub use pick::Pick;
+pub use top::{TOPK_MAX, TopLogits, top_k_fits};
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
@@ -209,6 +221,12 @@ impl CudaModel {
             persistent_off: Mutex::new(why_not),
             blas: Mutex::new(BlasState::Untried),
             pk_grid: std::sync::atomic::AtomicU32::new(0),
+            pk_max_pos: std::sync::atomic::AtomicUsize::new(
+                std::env::var("MOLLA_PK_MAX_POS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(PK_MAX_POS),
+            ),
             pk_trace: Mutex::new(None),
             lock: Mutex::new(()),
             batch: Mutex::new(None),
@@ -251,6 +269,13 @@ impl CudaModel {
         }
     }
 
+    /// Decode steps at position `pos` and later leave the persistent kernel for the graph path
+    /// (default [`PK_MAX_POS`]; `MOLLA_PK_MAX_POS` at load; `usize::MAX`: never). The two give
+    /// the same bits.
+    pub fn set_persistent_max_pos(&self, pos: usize) {
+        self.pk_max_pos.store(pos, Ordering::Relaxed);
+    }
+
     /// KV caches made from now on store keys and values in f32 (`true`) or f16 (`false`, the
     /// default, as llama.cpp's CUDA backend). f32 is the exact storage the CPU uses by default;
     /// it doubles the cache's bytes, and its decode steps replay the CUDA graph (the persistent
@@ -278,7 +303,13 @@ impl CudaModel {
                 } else {
                     ""
                 };
-                return format!("persistent ({grid} blocks{head})");
+                let max = self.pk_max_pos.load(Ordering::Relaxed);
+                let after = if max < usize::MAX && self.graphs.load(Ordering::Relaxed) {
+                    format!("; graph from position {max}")
+                } else {
+                    String::new()
+                };
+                return format!("persistent ({grid} blocks{head}){after}");
             }
             "persistent"
         } else if self.graphs.load(Ordering::Relaxed) {
@@ -377,7 +408,10 @@ impl CudaModel {
     ) -> Result<R> {
         let g = &self.gpu;
         let mut f = f;
-        if self.persistent.load(Ordering::Relaxed) && !kv.f32 {
+        if self.persistent.load(Ordering::Relaxed)
+            && !kv.f32
+            && kv.len < self.pk_max_pos.load(Ordering::Relaxed)
+        {
             match self.decode_persistent(token, kv, f)? {
                 Ok(r) => return Ok(r),
                 Err(back) => f = back,

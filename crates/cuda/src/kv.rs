@@ -111,9 +111,9 @@ pub struct CudaKvCache {
     pub(crate) graph: Option<Graph>,
     /// The persistent decode kernel's step list for this cache.
     pub(crate) pk: Option<Persistent>,
-    /// A decode step returns the greedy pick made on the device (`pick`'s words) instead of the
-    /// logits (forward/pick.rs).
-    pub(crate) pick_mode: bool,
+    /// What a decode step returns: the logits, or the greedy pick or top-k logits made on the
+    /// device in `pick` (forward/pick.rs, forward/top.rs).
+    pub(crate) reduce: crate::forward::pick::Reduce,
     pub(crate) pick: CudaSlice<f32>,
     /// Decode attention's split over several blocks a head (launch/split.rs), when the cache
     /// holds more than one tile.
@@ -148,8 +148,11 @@ impl CudaKvCache {
             logits_all: None,
             graph: None,
             pk: None,
-            pick_mode: false,
-            pick: gpu.zeros(crate::forward::pick::pick_buffer_words(hp.n_vocab))?,
+            reduce: Default::default(),
+            pick: gpu.zeros(
+                crate::forward::pick::pick_buffer_words(hp.n_vocab)
+                    .max(crate::forward::top::top_buffer_words(hp.n_vocab)),
+            )?,
             att_split: launch::SplitScratch::new(
                 gpu,
                 (1, hp.n_head, hp.head_dim_v),

@@ -689,3 +689,39 @@ pub fn pick(gpu: &Gpu, logits: &[f32], flag: Option<u32>) -> Result<(crate::Pick
     let w: Vec<f32> = runs[0].iter().map(|&b| f32::from_bits(b)).collect();
     Ok((crate::Pick::from_words(&w), runs[0][PICK_WORDS - 1]))
 }
+
+/// `pick_top` for `k` on `logits`, with `flag` as the word after them (passed through when
+/// given): the top k and the word after the result. The result words start poisoned, and the
+/// blocks' ticket must be back at zero after the launch.
+pub fn top(
+    gpu: &Gpu,
+    logits: &[f32],
+    k: usize,
+    flag: Option<u32>,
+) -> Result<(crate::TopLogits, u32)> {
+    use crate::forward::top::{TOPK_PART, launch_top, top_buffer_words, top_words};
+    if !crate::top_k_fits(logits.len(), k) {
+        return Err(CudaError::Unsupported(format!(
+            "top {k} of {}",
+            logits.len()
+        )));
+    }
+    let mut row = logits.to_vec();
+    row.push(f32::from_bits(flag.unwrap_or(0)));
+    let x = gpu.upload(&row)?;
+    let mut init = vec![f32::NAN; top_buffer_words(logits.len())];
+    init[TOPK_PART] = 0.0;
+    let out = gpu.upload(&init)?;
+    // SAFETY: x holds the logits and one more word; out top_buffer_words, ticket zero.
+    unsafe { launch_top(gpu, gpu.ptr(&x), logits.len(), k, flag.is_some(), &out)? };
+    let w = fetch(gpu, &out, init.len())?;
+    if w[TOPK_PART].to_bits() != 0 {
+        return Err(CudaError::Unsupported(format!(
+            "pick_top left its ticket at {:#x}",
+            w[TOPK_PART].to_bits()
+        )));
+    }
+    let words = top_words(k);
+    let r = crate::forward::top::TopLogits::from_words(&w[..words], k);
+    Ok((r, w[words].to_bits()))
+}

@@ -197,6 +197,12 @@ fn decode_speed() {
         {
             cuda.set_persistent(persistent);
             cuda.set_graphs(graphs);
+            // The persistent column at any depth: the kernel at every position.
+            cuda.set_persistent_max_pos(if persistent {
+                usize::MAX
+            } else {
+                cuda::PK_MAX_POS
+            });
             tg[i] = tg128(&cuda, &prompt, vocab);
             if i == 0 {
                 path = format!("{}; prefill {}", cuda.decode_path(), cuda.prefill_path());

@@ -116,6 +116,9 @@ fn ten_thousand_steps_without_hang_or_divergence() {
     let Some(_) = gpu() else { return };
     const STEPS: usize = 10_000;
     let m = load(&spec("llama", GgmlType::Q4_1, 576, 1536, 4));
+    // The persistent kernel at every position (by default decode leaves it for the graph path
+    // past PK_MAX_POS), so that it runs over a cache of ten tiles against the graph path's split.
+    m.set_persistent_max_pos(usize::MAX);
     let run = |p: Path| {
         set(&m, p);
         let mut kv = m.new_cache(STEPS + 1).unwrap();
@@ -150,5 +153,42 @@ fn ten_thousand_steps_without_hang_or_divergence() {
         "{STEPS} steps: persistent {:.1} s, graph {:.1} s, identical",
         ta.as_secs_f64(),
         tb.as_secs_f64()
+    );
+}
+
+/// Past its maximum position decode leaves the persistent kernel for the graph path (whose
+/// attention splits a long cache over several blocks a head): the same bits as the graph path
+/// throughout, across the hand-over and past the first attention tile.
+#[test]
+fn persistent_hands_over_to_the_graph_at_its_max_position() {
+    let Some(_) = gpu() else { return };
+    let s = spec("llama", GgmlType::Q4_1, 576, 1536, 2);
+    let m = load(&s);
+    let prompt: Vec<u32> = (0..1000).map(|i| (i * 37 % s.n_vocab) as u32).collect();
+    let run = |p: Path, max: usize| {
+        set(&m, p);
+        m.set_persistent_max_pos(max);
+        let mut kv = m.new_cache(2100).unwrap();
+        let mut l = m.forward(&prompt, &mut kv, Logits::Last).unwrap();
+        let mut out = Vec::new();
+        for _ in 0..60 {
+            l = m.forward(&[argmax(&l)], &mut kv, Logits::Last).unwrap();
+            out.push(l.clone());
+        }
+        (out, m.decode_path())
+    };
+    let (a, path) = run(Path::Persistent, 1030);
+    assert!(path.contains("graph from position 1030"), "{path}");
+    let (b, _) = run(Path::Graph, cuda::PK_MAX_POS);
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!(
+            x == y,
+            "step {i} (position {}): hand-over differs from graph",
+            1000 + i
+        );
+    }
+    m.set_persistent_max_pos(cuda::PK_MAX_POS);
+    println!(
+        "persistent to position 1030, then graph: the graph path's bits over 60 steps ({path})"
     );
 }

@@ -1,12 +1,14 @@
 //! The greedy pick on the device (kernels/pick.cu, `CudaModel::forward_pick`): the host sampler's
 //! choice (highest logit, lowest id among equals, -inf masked, NaN / +inf refused) on crafted and
-//! random rows, and on every decode path the pick of the logits `forward` returns.
+//! random rows, and on every decode path the pick of the logits `forward` returns. The same for
+//! the top k logits (`pick_top`, `CudaModel::forward_top`) against the host's `TopLogits::of`,
+//! which in turn gives the set the host sampler draws from.
 
 mod common;
 
 use common::{Rng, gpu, load, small_spec};
 use cpu::Logits;
-use cuda::Pick;
+use cuda::{Pick, TopLogits};
 use gguf::GgmlType;
 use sampler::{Sampler, SamplerConfig};
 
@@ -115,5 +117,106 @@ fn forward_pick_is_the_pick_of_the_logits_on_every_path() {
                 m.decode_path()
             );
         }
+    }
+}
+
+/// Rows for the top-k kernel: random rows of real vocabulary sizes, with ties (equal logits in
+/// different blocks, -0 and +0), masked stretches, bad logits in two blocks, a row masked but
+/// for two logits.
+fn top_rows(rng: &mut Rng) -> Vec<Vec<f32>> {
+    let inf = f32::INFINITY;
+    let mut rows = vec![
+        vec![1.0, 3.0, 3.0, 2.0],
+        vec![-inf; 5],
+        vec![0.0, f32::NAN, inf],
+    ];
+    for n in [49152usize, 151936, 128256, 262144, 1000, 4097] {
+        let mut v = rng.vec(n, 4.0);
+        let m = v.iter().cloned().fold(f32::MIN, f32::max);
+        for (j, i) in [n - 1, n / 3, n / 2 + 7, 5].into_iter().enumerate() {
+            v[i] = m + (j / 2) as f32;
+        }
+        rows.push(v);
+    }
+    let mut v = vec![-1.0f32; 49152];
+    for i in (0..49152).step_by(997) {
+        v[i] = if i % 2 == 0 { 0.0 } else { -0.0 };
+    }
+    v[4096..8192].fill(-inf);
+    rows.push(v);
+    let mut v = rng.vec(151936, 4.0);
+    v[100_000] = f32::NAN;
+    v[20_000] = inf;
+    rows.push(v);
+    let mut v = vec![-inf; 128256];
+    v[128255] = -3.0;
+    v[7] = -3.0;
+    rows.push(v);
+    rows
+}
+
+#[test]
+fn top_k_is_what_the_host_finds() {
+    let mut rng = Rng::new(5);
+    let rows = top_rows(&mut rng);
+    // The host rule gives the set the sampler draws from: its top-k candidates.
+    for r in rows
+        .iter()
+        .filter(|r| r.iter().all(|l| !l.is_nan() && *l != f32::INFINITY))
+    {
+        if let TopLogits::Top(t) = TopLogits::of(r, 40) {
+            assert_eq!(t, sampler::top_candidates(r, 40), "{} logits", r.len());
+        }
+    }
+    let Some(g) = gpu() else { return };
+    for r in &rows {
+        for k in [1usize, 2, 40, 64] {
+            if !cuda::top_k_fits(r.len(), k) {
+                continue;
+            }
+            let want = TopLogits::of(r, k);
+            let (got, f) = cuda::testing::top(&g, r, k, None).unwrap();
+            assert_eq!(got, want, "top {k} of {} logits", r.len());
+            assert_eq!(f, 0);
+            let (got, f) = cuda::testing::top(&g, r, k, Some(0xdead_beef)).unwrap();
+            assert_eq!((got, f), (want, 0xdead_beef), "top {k}, with the flag word");
+        }
+    }
+    println!("pick_top: the host's top k on {} rows", rows.len());
+}
+
+#[test]
+fn forward_top_is_the_top_of_the_logits_on_every_path() {
+    let Some(_) = gpu() else { return };
+    let s = small_spec("llama", GgmlType::Q8_0, 576, 1536, 2, 43);
+    let m = load(&s);
+    for (persistent, graphs) in [(true, true), (false, true), (false, false)] {
+        m.set_persistent(persistent);
+        m.set_graphs(graphs);
+        let tag = format!("persistent {persistent} graphs {graphs}");
+        let prompt: Vec<u32> = (0..23).map(|i| (i * 131 + 7) % 4096).collect();
+        let (mut a, mut b) = (m.new_cache(64).unwrap(), m.new_cache(64).unwrap());
+        let want = TopLogits::of(&m.forward(&prompt, &mut a, Logits::Last).unwrap(), 40);
+        assert_eq!(
+            m.forward_top(&prompt, &mut b, 40).unwrap(),
+            want,
+            "{tag}: prefill"
+        );
+        let mut tok = 1u32;
+        for step in 0..12 {
+            let k = [40usize, 1, 64][step % 3];
+            let want = TopLogits::of(&m.forward(&[tok], &mut a, Logits::Last).unwrap(), k);
+            let got = m.forward_top(&[tok], &mut b, k).unwrap();
+            assert_eq!(got, want, "{tag}: step {step}, top {k}");
+            tok = match got {
+                TopLogits::Top(t) => t[t.len() / 2].0,
+                t => panic!("{tag}: {t:?}"),
+            };
+        }
+        assert!(m.forward_top(&[tok], &mut b, cuda::TOPK_MAX + 1).is_err());
+        println!(
+            "{tag}: forward_top matches the logits' top k over 12 steps ({})",
+            m.decode_path()
+        );
     }
 }

@@ -58,6 +58,9 @@ pub(crate) fn top_n(logits: &[f32], n: usize, out: &mut Vec<TokenProb>) {
     out.clear();
     let mut threshold = f32::NEG_INFINITY;
     for (i, &logit) in logits.iter().enumerate() {
+        // -0 as +0 (the same weight in every stage): then the test below and the insertion's
+        // total order agree, and the set is the n best by (logit, lower id first)
+        let logit = logit + 0.0;
         // -inf never enters; a later id loses ties, so equal to the n-th best is not better
         if logit <= threshold {
             continue;

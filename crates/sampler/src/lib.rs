@@ -23,5 +23,5 @@ mod stop;
 
 pub use chain::TokenProb;
 pub use config::{SamplerConfig, SamplerError};
-pub use sampler::Sampler;
+pub use sampler::{Sampler, top_candidates};
 pub use stop::{StopMatcher, StopResult};

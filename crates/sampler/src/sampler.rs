@@ -64,7 +64,51 @@ impl Sampler {
     /// `history` holds the tokens so far (prompt and generated, as llama-cli feeds its
     /// sampler), of which the penalties look at the last `penalty_last_n`.
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> Result<u32, SamplerError> {
-        let mut c = self.prepare(logits, history)?;
+        let c = self.prepare(logits, history)?;
+        Ok(self.draw(c))
+    }
+
+    /// The `k` of [`top_candidates`] from which [`sample`](Self::sample) draws whatever the
+    /// history, when it draws from those alone: not greedy, top-k on (at most the one-pass
+    /// scan's limit), no logit bias and no penalties. Then a caller that has the row's top `k`
+    /// (a backend that finds them on the device) may give them to
+    /// [`sample_top`](Self::sample_top) instead of the logits.
+    pub fn top_k_only(&self) -> Option<usize> {
+        let k = self.cfg.top_k as usize;
+        (!self.is_greedy()
+            && (1..=SCAN_TOP_K).contains(&k)
+            && self.cfg.logit_bias.is_empty()
+            && !self.penalties_apply())
+        .then_some(k)
+    }
+
+    /// [`sample`](Self::sample) from `top`, the row's [`top_candidates`] for
+    /// [`top_k_only`](Self::top_k_only)'s `k` (any order): the same token, and the same step
+    /// of the random stream.
+    pub fn sample_top(&mut self, top: &[(u32, f32)]) -> Result<u32, SamplerError> {
+        let k = self.top_k_only().ok_or_else(|| {
+            SamplerError::InvalidConfig(
+                "sample_top without top-k alone deciding the candidates".into(),
+            )
+        })?;
+        let mut data = std::mem::take(&mut self.work);
+        data.clear();
+        data.extend(
+            top.iter()
+                .map(|&(id, logit)| TokenProb { id, logit, p: 0.0 }),
+        );
+        data.retain(|t| t.logit > f32::NEG_INFINITY);
+        data.sort_unstable_by(chain::by_logit_desc);
+        data.truncate(k);
+        if data.is_empty() {
+            self.work = data;
+            return Err(SamplerError::NoCandidates);
+        }
+        Ok(self.draw(Candidates { data, sorted: true }))
+    }
+
+    /// The draw from the prepared candidates.
+    fn draw(&mut self, mut c: Candidates) -> u32 {
         let id = if self.is_greedy() {
             argmax(&c.data)
         } else {
@@ -77,7 +121,7 @@ impl Sampler {
             }
         };
         self.work = c.data;
-        Ok(id)
+        id
     }
 
     /// The tokens the final draw would choose from, with their probabilities (after
@@ -244,4 +288,13 @@ fn argmax(data: &[TokenProb]) -> u32 {
         .copied()
         .min_by(chain::by_logit_desc)
         .map_or(0, |t| t.id)
+}
+
+/// The candidates sampling with top-k = `k` starts from when nothing changes the logits: the `k`
+/// highest (lower id first among equals, -inf left out, -0 as +0) as `(id, logit)`, highest
+/// first. `logits` holds no NaN or +inf (the sampler refuses those first).
+pub fn top_candidates(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let mut v = Vec::new();
+    chain::top_n(logits, k, &mut v);
+    v.into_iter().map(|t| (t.id, t.logit)).collect()
 }

@@ -264,6 +264,38 @@ impl Backend {
         }
     }
 
+    /// Runs `tokens` after what `cache` holds and returns the top `k` of the last token's logits
+    /// (`(id, logit)`, see `cuda::TopLogits`) found by the backend, without sending the logits
+    /// back (CUDA's `forward_top`, with `MOLLA_CUDA_PICK=1` while it is an experiment); None,
+    /// having run nothing, where the backend does not (or not for this `k`): the caller then
+    /// samples from [`forward_with`](Self::forward_with). Use it only for the `k` of
+    /// `Sampler::top_k_only`.
+    pub fn forward_top(
+        &self,
+        tokens: &[u32],
+        cache: &mut Cache,
+        k: usize,
+    ) -> Option<Result<Vec<(u32, f32)>, ServerError>> {
+        match (self, cache) {
+            #[cfg(feature = "cuda")]
+            (Backend::Cuda(m), Cache::Cuda(c))
+                if cuda_pick_on() && cuda::top_k_fits(m.hparams().n_vocab, k) =>
+            {
+                Some(match m.forward_top(tokens, c, k) {
+                    Ok(cuda::TopLogits::Top(top)) => Ok(top),
+                    Ok(cuda::TopLogits::BadLogit { index, value }) => {
+                        Err(sampler::SamplerError::BadLogit { index, value }.into())
+                    }
+                    Err(e) => Err(e.into()),
+                })
+            }
+            _ => {
+                let _ = (tokens, k);
+                None
+            }
+        }
+    }
+
     /// One engine step: several tokens for each of several sequences in one pass (`seqs[i].0`
     /// after what cache `seqs[i].1` holds: a decode token or a prompt chunk), `n_vocab` logits
     /// of each sequence's last token, in order, read by `f` where they land (CUDA: the pinned

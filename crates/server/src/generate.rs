@@ -61,15 +61,21 @@ pub fn generate(
             None => prompt,
         };
         let len = cache.len() + input.len();
-        // A plain greedy pick may be made by the backend (no logits sent back), else sampled.
-        let picked = if seq.backend_may_pick() {
-            backend.forward_pick(input, cache)
+        // A plain greedy pick, or the top-k candidates of a sampler that draws from those
+        // alone, may come from the backend (no logits sent back), else the row is sampled.
+        let out = if let Some(id) = seq
+            .backend_may_pick()
+            .then(|| backend.forward_pick(input, cache))
+            .flatten()
+        {
+            seq.accept(id?, len)?
+        } else if let Some(top) = seq
+            .backend_top_k()
+            .and_then(|k| backend.forward_top(input, cache, k))
+        {
+            seq.accept_top(&top?, len)?
         } else {
-            None
-        };
-        let out = match picked {
-            Some(id) => seq.accept(id?, len)?,
-            None => backend.forward_with(input, cache, Logits::Last, |l| seq.step(l, len))??,
+            backend.forward_with(input, cache, Logits::Last, |l| seq.step(l, len))??
         };
         if prefill.is_none() {
             prefill = Some(t0.elapsed());

@@ -109,6 +109,27 @@ impl<'t, S: BorrowMut<Sampler>> Seq<'t, S> {
         self.top_logprobs.is_none() && self.sampler.borrow().is_plain_greedy()
     }
 
+    /// The `k` of the row's top-k candidates the next token may be sampled from by
+    /// [`accept_top`](Self::accept_top) (see [`Sampler::top_k_only`]), when no
+    /// log-probabilities are asked for.
+    pub fn backend_top_k(&self) -> Option<usize> {
+        if self.top_logprobs.is_some() {
+            return None;
+        }
+        self.sampler.borrow().top_k_only()
+    }
+
+    /// Samples the next token from `top`, the row's top-k candidates for
+    /// [`backend_top_k`](Self::backend_top_k)'s k (found by the backend), as
+    /// [`step`](Self::step) samples it from the whole row.
+    pub fn accept_top(&mut self, top: &[(u32, f32)], cache_len: usize) -> Result<Out, ServerError> {
+        if self.end.is_some() {
+            return Ok(Out::default());
+        }
+        let id = self.sampler.borrow_mut().sample_top(top)?;
+        self.accept(id, cache_len)
+    }
+
     /// Goes on with `id` as the next token, picked by the caller as [`step`](Self::step) would
     /// have sampled it (the cache now holds `cache_len` positions).
     pub fn accept(&mut self, id: u32, cache_len: usize) -> Result<Out, ServerError> {

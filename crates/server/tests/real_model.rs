@@ -72,3 +72,49 @@ fn accepting_the_greedy_pick_equals_sampling_it() {
     assert_eq!(a.ids(), b.ids());
     assert!(!a.ids().is_empty());
 }
+
+/// Sampling from the top-k candidates alone (the path CUDA's device top-k takes: `accept_top`)
+/// gives what sampling the whole row gives, step by step, with llama.cpp's default sampler.
+#[test]
+fn sampling_from_the_top_k_equals_sampling_the_row() {
+    let p = common::models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models (or set MOLLA_MODELS)",
+        p.display()
+    );
+    let model = model::Model::open(&p).unwrap();
+    let tok = tokenizer::Tokenizer::from_gguf(&model.file).unwrap();
+    let vocab = model.hp.n_vocab;
+    let backend = server::backend::Backend::new(model, server::Device::Cpu).unwrap();
+    let prompt = tok.encode("Once upon a time", true, false);
+    let cfg = sampler::SamplerConfig {
+        seed: Some(11),
+        ..sampler::SamplerConfig::default()
+    };
+    let sampler = || sampler::Sampler::new(cfg.clone(), vocab).unwrap();
+    let mut a = server::seq::Seq::new(&tok, sampler(), &prompt, 40, &[], 256, None);
+    let mut b = server::seq::Seq::new(&tok, sampler(), &prompt, 40, &[], 256, None);
+    let k = b
+        .backend_top_k()
+        .expect("the default sampler draws from its top 40");
+    let mut cache = backend.new_cache(256).unwrap();
+    let mut input = prompt.clone();
+    for step in 0..40 {
+        let len = cache.len() + input.len();
+        let logits = backend
+            .forward(&input, &mut cache, cpu::Logits::Last)
+            .unwrap();
+        let sa = a.step(&logits, len).unwrap();
+        let sb = b
+            .accept_top(&sampler::top_candidates(&logits, k), len)
+            .unwrap();
+        assert_eq!((&sa.text, sa.next), (&sb.text, sb.next), "step {step}");
+        match sa.next {
+            Some(id) => input = vec![id],
+            None => break,
+        }
+    }
+    assert_eq!(a.ids(), b.ids());
+    assert!(a.ids().len() > 5);
+}

@@ -42,6 +42,10 @@ pub struct Args {
     /// copies the logits back, as the default here).
     #[arg(long)]
     pick: bool,
+    /// Generate as sampling with top-k = K does where the backend finds the top K on the device
+    /// (CUDA with `MOLLA_CUDA_PICK=1`: K candidates back a token instead of the logits).
+    #[arg(long, value_name = "K")]
+    top: Option<usize>,
 }
 
 /// Median and (min, max) of a sample.
@@ -116,11 +120,12 @@ pub fn run(a: Args) -> Result<()> {
             // Each step's logits land on the host and are left there, as llama-bench's are
             // (generation reads them in place, `server::generate`).
             for &tok in &toks {
-                match a.pick.then(|| m.forward_pick(&[tok], &mut kv)).flatten() {
-                    Some(id) => {
-                        id?;
-                    }
-                    None => m.forward_with(&[tok], &mut kv, Logits::Last, |_| ())?,
+                if let Some(id) = a.pick.then(|| m.forward_pick(&[tok], &mut kv)).flatten() {
+                    id?;
+                } else if let Some(top) = a.top.and_then(|k| m.forward_top(&[tok], &mut kv, k)) {
+                    top?;
+                } else {
+                    m.forward_with(&[tok], &mut kv, Logits::Last, |_| ())?
                 }
             }
             if rep > 0 {
@@ -136,7 +141,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.json {
         let out = serde_json::json!({
             "model": a.model.display().to_string(), "device": dev, "threads": threads,
-            "decode_path": path, "pick": a.pick,
+            "decode_path": path, "pick": a.pick, "top": a.top,
             "n_prompt": a.n_prompt, "n_gen": a.n_gen, "n_depth": a.depth, "repetitions": reps,
             "pp_tok_s": pp_med, "pp_tok_s_min": pp_min, "pp_tok_s_max": pp_max,
             "tg_tok_s": tg_med, "tg_tok_s_min": tg_min, "tg_tok_s_max": tg_max,

@@ -69,6 +69,16 @@ impl Pick {
     }
 }
 
+/// What a decode step returns: the logits, the greedy pick (this file), or the top k logits
+/// (forward/top.rs), each made on the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Reduce {
+    #[default]
+    Logits,
+    Pick,
+    Top(usize),
+}
+
 /// Words of the pick kernel's result (status, index, value, flag).
 pub(crate) const PICK_WORDS: usize = 4;
 
@@ -110,9 +120,9 @@ pub(crate) unsafe fn launch_pick(
 
 impl CudaModel {
     /// Where a decode step's result is read from, and how many words of it `f` reads: the
-    /// `n_vocab` logits, or in pick mode the pick's three words (the pick launched here). With
-    /// `flag`, one more word follows them: the persistent kernel's error flag after the logits,
-    /// which the pick copies to its fourth word.
+    /// `n_vocab` logits, or the words of the pick or top-k kernel (launched here) as `kv.reduce`
+    /// says. With `flag`, one more word follows them: the persistent kernel's error flag after
+    /// the logits, which the kernels copy after their result.
     ///
     /// # Safety
     /// `kv` is this model's cache, its logits written by the step just launched.
@@ -122,13 +132,21 @@ impl CudaModel {
         flag: bool,
     ) -> Result<(&'a CudaSlice<f32>, usize)> {
         let (g, vocab) = (&self.gpu, self.hp.n_vocab);
-        if !kv.pick_mode {
-            return Ok((&kv.decode.logits, vocab));
+        let x = g.ptr(&kv.decode.logits);
+        // SAFETY: the logits hold n_vocab values and the flag; pick holds the larger of
+        // pick_buffer_words(n_vocab) and top_buffer_words(n_vocab), zeroed at allocation, and
+        // Reduce::Top's k is one top_k_fits allows.
+        match kv.reduce {
+            Reduce::Logits => Ok((&kv.decode.logits, vocab)),
+            Reduce::Pick => {
+                unsafe { launch_pick(g, x, vocab, flag, &kv.pick)? };
+                Ok((&kv.pick, PICK_WORDS - 1))
+            }
+            Reduce::Top(k) => {
+                unsafe { super::top::launch_top(g, x, vocab, k, flag, &kv.pick)? };
+                Ok((&kv.pick, super::top::top_words(k)))
+            }
         }
-        // SAFETY: the logits hold n_vocab values and the flag; pick holds
-        // pick_buffer_words(n_vocab), zeroed at allocation.
-        unsafe { launch_pick(g, g.ptr(&kv.decode.logits), vocab, flag, &kv.pick)? };
-        Ok((&kv.pick, PICK_WORDS - 1))
     }
 
     /// [`forward`](Self::forward) of `tokens` with the greedy pick of the last token's logits
@@ -138,9 +156,9 @@ impl CudaModel {
         if tokens.len() != 1 {
             return self.forward_with(tokens, kv, Logits::Last, Pick::of);
         }
-        kv.pick_mode = true;
+        kv.reduce = Reduce::Pick;
         let r = self.forward_with(tokens, kv, Logits::Last, Pick::from_words);
-        kv.pick_mode = false;
+        kv.reduce = Reduce::Logits;
         r
     }
 }
