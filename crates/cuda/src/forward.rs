@@ -297,25 +297,25 @@ impl CudaModel {
             return format!("{base} (f32 KV cache: the persistent kernel reads f16 caches)");
         }
         let base = if self.persistent.load(Ordering::Relaxed) {
+            let max = self.pk_max_pos.load(Ordering::Relaxed);
+            let after = if max < usize::MAX && self.graphs.load(Ordering::Relaxed) {
+                format!("; graph from position {max}")
+            } else {
+                String::new()
+            };
             if grid > 0 {
                 let head = if self.head_outside() {
                     ", head on matvec_wide"
                 } else {
                     ""
                 };
-                let max = self.pk_max_pos.load(Ordering::Relaxed);
-                let after = if max < usize::MAX && self.graphs.load(Ordering::Relaxed) {
-                    format!("; graph from position {max}")
-                } else {
-                    String::new()
-                };
                 return format!("persistent ({grid} blocks{head}){after}");
             }
-            "persistent"
+            format!("persistent{after}")
         } else if self.graphs.load(Ordering::Relaxed) {
-            "graph"
+            "graph".to_string()
         } else {
-            "launches"
+            "launches".to_string()
         };
         match &*self
             .persistent_off
@@ -323,7 +323,7 @@ impl CudaModel {
             .unwrap_or_else(|e| e.into_inner())
         {
             Some(why) => format!("{base} (persistent off: {why})"),
-            None => base.to_string(),
+            None => base,
         }
     }
 
