@@ -45,15 +45,8 @@ fn picks_what_the_host_sampler_picks() {
         v[n / 2 + 7] = m;
         rows.push(v);
     }
-    // Across the kernel's blocks (8192 logits each): bad logits in two blocks, the lower one
-    // first; a row masked but for its last logit; one with a block of all -inf.
-    let mut v = rng.vec(151936, 4.0);
-    v[100_000] = f32::NAN;
-    v[20_000] = inf;
-    rows.push(v);
-    let mut v = vec![-inf; 128256];
-    v[128255] = -3.0;
-    rows.push(v);
+    // Across the kernel's blocks (8192 logits each): a block of all -inf.
+    rows.extend(across_blocks(&mut rng));
     let mut v = rng.vec(49152, 4.0);
     v[8192..16384].fill(-inf);
     rows.push(v);
@@ -121,8 +114,7 @@ fn forward_pick_is_the_pick_of_the_logits_on_every_path() {
 }
 
 /// Rows for the top-k kernel: random rows of real vocabulary sizes, with ties (equal logits in
-/// different blocks, -0 and +0), masked stretches, bad logits in two blocks, a row masked but
-/// for two logits.
+/// different blocks, -0 and +0), masked stretches, and `across_blocks`.
 fn top_rows(rng: &mut Rng) -> Vec<Vec<f32>> {
     let inf = f32::INFINITY;
     let mut rows = vec![
@@ -144,15 +136,21 @@ fn top_rows(rng: &mut Rng) -> Vec<Vec<f32>> {
     }
     v[4096..8192].fill(-inf);
     rows.push(v);
-    let mut v = rng.vec(151936, 4.0);
-    v[100_000] = f32::NAN;
-    v[20_000] = inf;
-    rows.push(v);
-    let mut v = vec![-inf; 128256];
-    v[128255] = -3.0;
-    v[7] = -3.0;
-    rows.push(v);
+    rows.extend(across_blocks(rng));
     rows
+}
+
+/// Rows whose answer spans the kernels' blocks: bad logits in two blocks, the lower one
+/// first; a row masked but for two logits, the first and the last block's.
+fn across_blocks(rng: &mut Rng) -> [Vec<f32>; 2] {
+    let inf = f32::INFINITY;
+    let mut bad = rng.vec(151936, 4.0);
+    bad[100_000] = f32::NAN;
+    bad[20_000] = inf;
+    let mut masked = vec![-inf; 128256];
+    masked[128255] = -3.0;
+    masked[7] = -3.0;
+    [bad, masked]
 }
 
 #[test]

@@ -34,16 +34,7 @@ async fn smollm2_knows_paris() {
 /// (text, next token, end). Here both run on the CPU over the real SmolLM2.
 #[test]
 fn accepting_the_greedy_pick_equals_sampling_it() {
-    let p = common::models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models (or set MOLLA_MODELS)",
-        p.display()
-    );
-    let model = model::Model::open(&p).unwrap();
-    let tok = tokenizer::Tokenizer::from_gguf(&model.file).unwrap();
-    let vocab = model.hp.n_vocab;
-    let backend = server::backend::Backend::new(model, server::Device::Cpu).unwrap();
+    let (tok, vocab, backend) = smol_on_cpu();
     let prompt = tok.encode("The capital of France is", true, false);
     let greedy = || sampler::Sampler::new(sampler::SamplerConfig::greedy(), vocab).unwrap();
     assert!(greedy().is_plain_greedy());
@@ -77,16 +68,7 @@ fn accepting_the_greedy_pick_equals_sampling_it() {
 /// gives what sampling the whole row gives, step by step, with llama.cpp's default sampler.
 #[test]
 fn sampling_from_the_top_k_equals_sampling_the_row() {
-    let p = common::models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models (or set MOLLA_MODELS)",
-        p.display()
-    );
-    let model = model::Model::open(&p).unwrap();
-    let tok = tokenizer::Tokenizer::from_gguf(&model.file).unwrap();
-    let vocab = model.hp.n_vocab;
-    let backend = server::backend::Backend::new(model, server::Device::Cpu).unwrap();
+    let (tok, vocab, backend) = smol_on_cpu();
     let prompt = tok.encode("Once upon a time", true, false);
     let cfg = sampler::SamplerConfig {
         seed: Some(11),
@@ -117,4 +99,22 @@ fn sampling_from_the_top_k_equals_sampling_the_row() {
     }
     assert_eq!(a.ids(), b.ids());
     assert!(a.ids().len() > 5);
+}
+
+/// The real SmolLM2 on the CPU backend: its tokenizer, vocabulary size and backend.
+fn smol_on_cpu() -> (tokenizer::Tokenizer, usize, server::backend::Backend) {
+    let p = common::models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models (or set MOLLA_MODELS)",
+        p.display()
+    );
+    let model = model::Model::open(&p).unwrap();
+    let tok = tokenizer::Tokenizer::from_gguf(&model.file).unwrap();
+    let vocab = model.hp.n_vocab;
+    (
+        tok,
+        vocab,
+        server::backend::Backend::new(model, server::Device::Cpu).unwrap(),
+    )
 }

@@ -34,17 +34,19 @@ impl PartialEq for Pick {
     }
 }
 
+/// The first logit that is NaN or +infinity (which the host sampler refuses), and its value.
+pub(crate) fn first_bad(logits: &[f32]) -> Option<(usize, f32)> {
+    let index = logits
+        .iter()
+        .position(|&l| l.is_nan() || l == f32::INFINITY)?;
+    Some((index, logits[index]))
+}
+
 impl Pick {
     /// The pick of `logits` made on the host, by the device's rule.
     pub fn of(logits: &[f32]) -> Pick {
-        if let Some(index) = logits
-            .iter()
-            .position(|&l| l.is_nan() || l == f32::INFINITY)
-        {
-            return Pick::BadLogit {
-                index,
-                value: logits[index],
-            };
+        if let Some((index, value)) = first_bad(logits) {
+            return Pick::BadLogit { index, value };
         }
         let mut best: Option<(usize, f32)> = None;
         for (i, &l) in logits.iter().enumerate() {

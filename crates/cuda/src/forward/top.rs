@@ -69,14 +69,8 @@ fn order(a: &(u32, f32), b: &(u32, f32)) -> Ordering {
 impl TopLogits {
     /// The top `k` of `logits` found on the host, by the device's rule.
     pub fn of(logits: &[f32], k: usize) -> TopLogits {
-        if let Some(index) = logits
-            .iter()
-            .position(|&l| l.is_nan() || l == f32::INFINITY)
-        {
-            return TopLogits::BadLogit {
-                index,
-                value: logits[index],
-            };
+        if let Some((index, value)) = super::pick::first_bad(logits) {
+            return TopLogits::BadLogit { index, value };
         }
         let mut v: Vec<(u32, f32)> = logits
             .iter()
