@@ -116,6 +116,14 @@ def collect(a):
         row["molla_raw"], row["llama_raw"] = mj, lj
         fill_rates(row)
         row["errors"] = [e for e in (lerr and "llama-bench: " + lerr, merr and "molla bench: " + merr) if e]
+        if os.path.exists(os.path.join(a.raw, name + ".molla-d.json")):
+            dl, _ = load(os.path.join(a.raw, name + ".llama-d.json"))
+            dm, _ = load(os.path.join(a.raw, name + ".molla-d.json"))
+            row["depth"] = (dm or {}).get("n_depth")
+            row["llama_tg_d"] = llama_rates(dl).get("tg")
+            row["molla_tg_d"] = (dm or {}).get("tg_tok_s")
+            row["tg_d_ratio"] = (row["molla_tg_d"] / row["llama_tg_d"]
+                                 if row["molla_tg_d"] and row["llama_tg_d"] else None)
         rows.append(row)
         for i, toks in enumerate(lists):
             cpu, cerr = load(os.path.join(a.raw, f"{name}.L{i}.cpu.json"))
@@ -155,6 +163,12 @@ def render(res, reproduce=None):
     for r in res["rows"]:
         lines.append(f"| {r['model']} | {f1(r['molla_pp'])} | {f1(r['llama_pp'])} | {rat(r['pp_ratio'], PP_GOAL)} "
                      f"| {f1(r['molla_tg'])} | {f1(r['llama_tg'])} | {rat(r['tg_ratio'], TG_GOAL)} |")
+    deep = [r for r in res["rows"] if "molla_tg_d" in r]
+    if deep:
+        lines += ["", f"Generation after cached tokens (`-d`: llama-bench -d and molla bench -d, -p 0 -n {N}):", "",
+                  "| model | depth | tg molla | tg llama.cpp | ratio |", "|---|---|---|---|---|"]
+        lines += [f"| {r['model']} | {r['depth']} | {f1(r['molla_tg_d'])} | {f1(r['llama_tg_d'])} "
+                  f"| {rat(r['tg_d_ratio'], 0)} |" for r in deep]
     errs = [f"- {r['model']}: {e}" for r in res["rows"] for e in r.get("errors", [])]
     if errs:
         lines += ["", "Errors:"] + errs
