@@ -162,7 +162,6 @@ impl CudaKvCache {
         })
     }
 
-    /// Bytes of one cached element (2 for f16, 4 for f32).
     /// The split decode attention runs with on this cache.
     pub(crate) fn split(&self, gpu: &Gpu) -> launch::AttSplit {
         self.att_split
@@ -170,6 +169,7 @@ impl CudaKvCache {
             .map_or(launch::AttSplit::NONE, |s| s.split(gpu))
     }
 
+    /// Bytes of one cached element (2 for f16, 4 for f32).
     pub(crate) fn elem_bytes(&self) -> usize {
         if self.f32 { 4 } else { 2 }
     }

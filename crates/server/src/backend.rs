@@ -240,7 +240,7 @@ impl Backend {
 impl Backend {
     /// Runs `tokens` after what `cache` holds and returns the greedy pick of the last token's
     /// logits made by the backend, without sending the logits back (CUDA's `forward_pick`, with
-    /// `MOLLA_CUDA_PICK=1` while it is an experiment); None, having run nothing, where the
+    /// `MOLLA_CUDA_PICK=1`); None, having run nothing, where the
     /// backend does not pick: the caller then samples from [`forward_with`](Self::forward_with).
     /// Use it only for a sampler that is plain greedy (`Sampler::is_plain_greedy`).
     pub fn forward_pick(
@@ -260,13 +260,16 @@ impl Backend {
                     Err(e) => Err(e.into()),
                 })
             }
-            _ => None,
+            _ => {
+                let _ = tokens;
+                None
+            }
         }
     }
 
     /// Runs `tokens` after what `cache` holds and returns the top `k` of the last token's logits
     /// (`(id, logit)`, see `cuda::TopLogits`) found by the backend, without sending the logits
-    /// back (CUDA's `forward_top`, with `MOLLA_CUDA_PICK=1` while it is an experiment); None,
+    /// back (CUDA's `forward_top`, with `MOLLA_CUDA_PICK=1`); None,
     /// having run nothing, where the backend does not (or not for this `k`): the caller then
     /// samples from [`forward_with`](Self::forward_with). Use it only for the `k` of
     /// `Sampler::top_k_only`.
@@ -420,8 +423,9 @@ impl Cache {
     }
 }
 
-/// Whether CUDA picks greedy tokens on the device (`MOLLA_CUDA_PICK=1`, an experiment until it
-/// has run on a GPU; read once).
+/// Whether CUDA makes the greedy pick and the top-k candidates on the device (`MOLLA_CUDA_PICK=1`;
+/// read once). Off by default: on the H200 neither was faster than copying the logits back
+/// (docs/cuda-persistent.md, session 11).
 #[cfg(feature = "cuda")]
 fn cuda_pick_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

@@ -1,6 +1,7 @@
 //! Input preparations folded into the kernel before them, on the graph path's one-token decode
-//! (experiments, off by default; not yet measured). A `matvec_wide` reads its input as a q16 row
-//! that `matvec_prep_wide` writes in a launch of its own, four times a layer. Two of the four
+//! (experiments, off by default: on the H200 they sped up plain launches but not the graph path
+//! the 8B decodes on, docs/cuda-persistent.md session 11). A `matvec_wide` reads its input as a
+//! q16 row that `matvec_prep_wide` writes in a launch of its own, four times a layer. Two of the four
 //! inputs are quantized block by block (32 values) with no reduction over the whole row, so
 //! the kernel that computes them can quantize them too, with the same bits:
 //! - `MOLLA_ATT_PREP=1`: `rope_attention` quantizes each head's output for wo;
