@@ -9,7 +9,11 @@
 
 #define ATT_THREADS 256
 #define ATT_WARPS 8
-#define ATT_TILE 1024
+// Positions a tile: the host passes its choice (launch/split.rs att_tile, MOLLA_ATT_TILE), as the
+// split decode's scratch is sized by it. Small tiles let a long cache split over many blocks.
+#ifndef ATT_TILE
+#define ATT_TILE 256
+#endif
 
 // The barrier of attend's ATT_THREADS threads (named barrier 1): in a wider block (the persistent
 // kernel) only the first ATT_THREADS threads call attend.
@@ -199,6 +203,9 @@ __device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __r
     att_sync();  // the caller may reuse o's memory
 }
 
+// Tile partials a split attention's last block loads at once before folding them.
+#define ATT_FOLD_BATCH 8
+
 // Tiles of the cache a query at `end` positions attends over.
 __device__ __forceinline__ int att_tiles(int end) { return (end + ATT_TILE - 1) / ATT_TILE; }
 
@@ -252,11 +259,21 @@ __device__ bool attend_split(const float* qs, const KT* __restrict__ kc, const K
     att_sync();
     if (!last) return false;
     __threadfence();
+    // The partials ATT_FOLD_BATCH tiles at a time into registers (their loads in flight together),
+    // then folded in tile order.
     float m = -__int_as_float(0x7f800000), l = 0.f, acc = 0.f;
-    for (int j = 0; j < nt; j++) {
-        const float* pj = pb + (size_t)j * (hdv + 2);
-        float tv = (int)threadIdx.x < hdv ? __ldcg(pj + 2 + threadIdx.x) : 0.f;
-        att_fold(m, l, acc, __ldcg(pj), __ldcg(pj + 1), tv);
+    for (int j0 = 0; j0 < nt; j0 += ATT_FOLD_BATCH) {
+        float tm[ATT_FOLD_BATCH], tl[ATT_FOLD_BATCH], tv[ATT_FOLD_BATCH];
+#pragma unroll
+        for (int u = 0; u < ATT_FOLD_BATCH; u++) {
+            const float* pj = pb + (size_t)min(j0 + u, nt - 1) * (hdv + 2);
+            tm[u] = __ldcg(pj);
+            tl[u] = __ldcg(pj + 1);
+            tv[u] = (int)threadIdx.x < hdv ? __ldcg(pj + 2 + threadIdx.x) : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < ATT_FOLD_BATCH; u++)
+            if (j0 + u < nt) att_fold(m, l, acc, tm[u], tl[u], tv[u]);
     }
     if ((int)threadIdx.x < hdv) o[threadIdx.x] = acc / l;
     att_sync();

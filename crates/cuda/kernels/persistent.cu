@@ -168,7 +168,7 @@ struct PkCursor {
 __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* bufs) {
     PkCursor k = {0, 0, 0};
     if (st.op == PK_OP_ATTN) {
-        pk_stage_kv(st, a, bufs);
+        if (!(a.knobs & PK_SKIP_ATTN)) pk_stage_kv(st, a, bufs);
         return k;
     }
     if (st.op != PK_OP_MATVEC) return k;
@@ -179,7 +179,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
         u32 dst = smem_u32(nw);
         for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
     }
-    int cur = r0;
+    int cur = (a.knobs & PK_SKIP_ROWS) ? r1 : r0;
     if (cur >= r1) cp_commit();
     for (; k.issued < a.stages && cur < r1; k.issued++)
         pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), pk_buf(a, bufs, k.issued));
@@ -215,6 +215,8 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         load_row(st.x, xs, n);
         __syncthreads();
     }
+    pk_stamp(a, 3);
+    if (a.knobs & PK_SKIP_PREP) return true;
     if (st.prep != PK_PREP_PLAIN) {
         float scale = rms_scale(xs, n, st.eps, PK_NORM_THREADS);
         cp_wait_n(after_norm);
@@ -236,6 +238,19 @@ __device__ __forceinline__ void pk_out(const PkStep& st, float* y, int r, float 
     else y[r] = v;
 }
 
+// Measurement (MOLLA_PK_SKIP's PK_SKIP_ROWS): the block's output values without the work, 0 or
+// the residual row, so the steps hand over as before and the time left is synchronisation and
+// input loads.
+__device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1, u32 tag) {
+    for (int cur = r0; cur < r1;) {
+        PkChunk c = pk_next_chunk(st, cur, r1, 1 << 30);
+        float* y = st.y[c.seg];
+        const bool accumulate = !st.pair && st.accumulate[c.seg] != 0;
+        for (int r = c.ra + (int)threadIdx.x; r < c.rb; r += PK_THREADS) pk_out(st, y, r, accumulate ? xraw[r] : 0.f, tag);
+    }
+    __syncthreads();
+}
+
 __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
                           PkCursor staged, int step) {
     int r0, r1;
@@ -249,6 +264,10 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
+    if (a.knobs & PK_SKIP_ROWS) {
+        pk_skip_rows(st, xraw, r0, r1, tag);
+        return true;
+    }
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int k = 0; cur < r1; k++) {
         PkChunk c = pk_next_chunk(st, cur, r1, a.chunk);
@@ -342,6 +361,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
                 for (int d = threadIdx.x; d < segs[j].n; d += PK_THREADS) segs[j].dst[d] = __ldcg(src[j] + at[j] + d);
             __syncthreads();
         }
+        if (h == (int)blockIdx.x) pk_stamp(a, 3);
         u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) {
             u16 h16 = f2h(rv[d]);
@@ -374,7 +394,9 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         pk_stamp(a, 2);
         if (threadIdx.x < ATT_THREADS) {
             // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
-            if (staged) attend(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+            if (a.knobs & PK_SKIP_ATTN) {
+                // Measurement: the head's output is its roped q.
+            } else if (staged) attend(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
             else attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
         }
         __syncthreads();
@@ -404,6 +426,7 @@ __device__ void pk_body(const PkArgs& a) {
         pk_stamp(a, 0);
         pk_stamp(a, 1);
         pk_stamp(a, 2);
+        pk_stamp(a, 3);
         bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, staged, s)
                                         : pk_attention(st, a, sm, cs, bufs, s);
         if (!ok) {
@@ -421,6 +444,7 @@ __device__ void pk_body(const PkArgs& a) {
                 t[2] = (u64)(pk_stamps[1] - pk_stamps[0]);
                 t[3] = (u64)(pk_stamps[2] - pk_stamps[1]);
                 t[4] = (u64)(c - pk_stamps[2]);
+                t[5] = (u64)(pk_stamps[3] - pk_stamps[0]);
             }
         }
     }

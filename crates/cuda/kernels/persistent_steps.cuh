@@ -45,6 +45,14 @@
 #define PK_OP_MATVEC 0
 #define PK_OP_ATTN 1
 
+// Measurement knobs (PkArgs::knobs, MOLLA_PK_SKIP): leave a stage's work out, keep its
+// hand-over. Rows: matvec steps store 0 (or the residual) without weights or row dots. Attention:
+// the head's output is its roped q, without the cached keys and values. Prep (with rows): the
+// matvec input is loaded but not normalised or quantized.
+#define PK_SKIP_ROWS 1
+#define PK_SKIP_ATTN 2
+#define PK_SKIP_PREP 4
+
 #define PK_PREP_PLAIN 0
 #define PK_PREP_RMSNORM 1
 // The embedding row of the token, then RMSNorm (every block looks it up).
@@ -94,7 +102,8 @@ struct PkArgs {
     const double* freqs;
     u64* trace;    // measurement, or null: per step and block, 8 words: global-timer ns when the
                    // step starts (weights issued) and ends; SM cycles spent on the input (its
-                   // wait included), waiting for the first weights, and on the rest
+                   // wait included), waiting for the first weights, and on the rest; then SM
+                   // cycles from the start until the input had arrived (the wait alone)
     u32* counters; // per step: arrivals, for steps with plain outputs (epoch * gridDim.x when done)
     int nsteps;
     u32 token;
@@ -111,7 +120,8 @@ struct PkArgs {
     u32 timeout_ms;
     int chunk;     // bytes of weights per shared-memory chunk (stages buffers of chunk + 64 bytes)
     int xs_bytes;  // shared memory before the chunk buffers (the input row)
-    int knobs;     // measurement: bits 8..15: ns to sleep between polls (0: spin)
+    int knobs;     // measurement: bits 8..15: ns to sleep between polls (0: spin); bits 0..2:
+                   // PK_SKIP_* (stages left out, to take time differences)
     int nw_bytes;  // shared memory after the input row for the RMSNorm weights, then as much for
                    // the raw (unnormalised) input row
     int xq_off;    // shared memory offset of the quantized input row (q16.cuh)

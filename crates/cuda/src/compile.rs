@@ -83,6 +83,7 @@ fn options(cc: (i32, i32)) -> Vec<String> {
     if pdl(cc) {
         opts.push("-DMOLLA_PDL".to_string());
     }
+    opts.push(format!("-DATT_TILE={}", crate::launch::att_tile()));
     opts.extend(experiment_defines());
     opts
 }

@@ -10,6 +10,7 @@ use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 mod fused;
 mod split;
 pub(crate) use fused::{att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, prepare};
+pub use split::att_tile;
 pub(crate) use split::{AttSplit, SplitScratch, split_blocks};
 
 /// A weight matrix on the device, in its GGUF block layout.

@@ -396,6 +396,16 @@ fn l2_ahead() -> i32 {
     env_i32("MOLLA_PK_L2", 2).clamp(0, 64)
 }
 
+/// Measurement only (`MOLLA_PK_SKIP`, bits, default 0): stages of the persistent kernel left
+/// out while their hand-overs stay, so that time differences split a token into matvec work,
+/// attention work, input preparation and synchronisation (kernels/persistent_steps.cuh
+/// PK_SKIP_*: 1 rows, 2 attention, 4 input preparation, which implies 1). The logits are then
+/// meaningless.
+fn skip_knobs() -> i32 {
+    let k = env_i32("MOLLA_PK_SKIP", 0) & 7;
+    if k & 4 != 0 { k | 1 } else { k }
+}
+
 /// A wait longer than this is a hang: the kernel stops and reports it.
 const TIMEOUT_MS: u32 = 2000;
 
@@ -471,15 +481,16 @@ impl Persistent {
             xq_off,
             stages,
             nw_bytes,
-            knobs: env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8,
+            knobs: env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8 | skip_knobs(),
             l2_ahead: l2_ahead(),
             head_x: None,
         })
     }
 
     /// With tracing on, after a launch: the op of each step (0 matvec, 1 attention) and, per
-    /// step and block, four global-timer stamps (ns): work starts (after the wait), input ready,
-    /// first weights ready, work ends.
+    /// step and block, eight words: the global timer (ns) when the step starts (its weights
+    /// issued) and when it ends, then SM cycles spent on the input (its wait included), waiting
+    /// for the first weights, on the rest, and from the start until the input had arrived.
     pub fn read_trace(&self, gpu: &Gpu) -> Result<Option<Trace>> {
         let Some(t) = &self.trace else {
             return Ok(None);

@@ -43,11 +43,12 @@ fn shape(name: &str, ty: GgmlType) -> SynthSpec {
 
 /// A persistent step's trace by kind of step (the five of a layer, then the head), means in us:
 /// wake = first block's start less the previous step's last end (the barrier), skew = last
-/// start less first start; then per block (mean over blocks): input = start to input ready,
-/// weights = to first weights ready, rest = to the end; work = last end less first start.
+/// start less first start; then per block (mean over blocks): arrive = start until the input
+/// had arrived (the wait), input = start to input ready (prepared: RMSNorm, q16), weights = to
+/// first weights ready, rest = to the end; work = last end less first start.
 fn print_trace(tag: &str, t: &cuda::Trace) {
     let names = ["qkv", "attention", "wo", "gate/up", "down", "head"];
-    let mut sum = [[0f64; 7]; 6];
+    let mut sum = [[0f64; 8]; 6];
     let (g, n) = (t.grid, t.ops.len());
     let st = |s: usize, b: usize, j: usize| t.stamps[8 * (s * g + b) + j] as f64;
     let t0 = (0..g).map(|b| st(0, b, 0)).fold(f64::MAX, f64::min);
@@ -62,6 +63,7 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
         let row = [
             lo - prev_end,
             hi - lo,
+            mean(5),
             mean(2),
             mean(3),
             mean(4),
@@ -79,18 +81,19 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
         t.host_us[0],
         t.host_us[1]
     );
-    println!("| step | count | wake | skew | input | weights | rest | work |");
+    println!("| step | count | wake | skew | arrive | input | weights | rest | work |");
     for (name, s) in names.iter().zip(sum) {
-        let c = s[6].max(1.0);
+        let c = s[7].max(1.0);
         let f = |i: usize| s[i] / c / 1e3;
         println!(
-            "| {name} | {c} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {name} | {c} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
             f(0),
             f(1),
             f(2),
             f(3),
             f(4),
-            f(5)
+            f(5),
+            f(6)
         );
     }
 }

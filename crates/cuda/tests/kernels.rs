@@ -603,8 +603,8 @@ fn attention_decode_prefill_and_long_cache() {
 }
 
 /// Decode attention split over several blocks a head (launch/split.rs) gives the bits of one
-/// block: at one tile (nothing to split), just past it, and over several tiles, with more and
-/// fewer blocks than tiles; `attention` over f16 and f32 caches, and `rope_attention` with its
+/// block: at one tile (nothing to split), just past it, and over several tiles (up to 17 of the
+/// default 256 positions), with more and fewer blocks than tiles; `attention` over f16 and f32 caches, and `rope_attention` with its
 /// stores and its q16 row. Each split run launches twice on the same buffers (testing checks
 /// that the second gives the same bits: the tickets reset).
 #[test]
@@ -614,7 +614,8 @@ fn split_attention_gives_the_bits_of_one_block() {
     // (n_head, n_head_kv, head_dim)
     for (nh, nkv, hd) in [(9, 3, 64), (14, 2, 64), (32, 8, 128), (8, 8, 96)] {
         let (rope, s) = rope_case(nh, nkv, hd, hd, false, 10000.0, None);
-        for pos in [1023usize, 1024, 2500, 4200] {
+        let t = cuda::att_tile();
+        for pos in [t - 1, t, 1023, 2500, 4200] {
             let len = pos + 1;
             let q = rng.vec(nh * hd, 1.0);
             let keys = rng.vec(len * nkv * hd, 1.0);

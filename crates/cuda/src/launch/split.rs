@@ -1,16 +1,28 @@
 //! Decode attention split over several blocks a head (flash-decoding, kernels/attention.cu
-//! `attend_split`). Attention walks the cache in tiles of [`ATT_TILE`] positions; one block a
+//! `attend_split`). Attention walks the cache in tiles of [`att_tile`] positions; one block a
 //! head folds them in order. Split, block s of a head takes tiles s, s + S, ..., writes each
 //! tile's maximum, sum and value sums to a scratch buffer, and the last block of the head to
 //! finish folds all of them in the same order: the same bits as one block. So a cache of up to
-//! `ATT_TILE` positions attends exactly as before, and a long one uses S times as many blocks.
+//! one tile attends exactly as before, and a long one uses S times as many blocks.
 
 use crate::device::Gpu;
 use crate::error::Result;
 use cudarc::driver::CudaSlice;
 
-/// Positions of an attention tile (kernels/attention.cu `ATT_TILE`).
-const ATT_TILE: usize = 1024;
+/// Positions of an attention tile (kernels/attention.cu `ATT_TILE`, passed to NVRTC by
+/// compile.rs): 256, or `MOLLA_ATT_TILE` (a multiple of 32 from 32 to 1024; read once). The
+/// tile is the unit of the split, so it sets how many blocks a long cache spreads over (4096
+/// positions: 16 tiles); a cache of one tile attends in one block.
+pub fn att_tile() -> usize {
+    static TILE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *TILE.get_or_init(|| {
+        std::env::var("MOLLA_ATT_TILE")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|t| t % 32 == 0 && (32..=1024).contains(t))
+            .unwrap_or(256)
+    })
+}
 
 /// The split a decode attention launch runs with: `blocks` blocks a head, tile partials in
 /// `part` (`max_tiles * (head_dim_v + 2)` floats a head), the heads' tickets in `count`.
@@ -51,7 +63,7 @@ impl SplitScratch {
         capacity: usize,
         blocks: usize,
     ) -> Result<Option<SplitScratch>> {
-        let max_tiles = capacity.div_ceil(ATT_TILE);
+        let max_tiles = capacity.div_ceil(att_tile());
         let blocks = blocks.min(max_tiles);
         if blocks <= 1 {
             return Ok(None);
