@@ -16,10 +16,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Position from which one-token decode leaves the persistent kernel for the graph path by
 /// default. The persistent kernel attends with one block a head, the graph path splits a long
-/// cache over several (launch/split.rs). Measured on the H200 (session 11, in process, tok/s
-/// persistent / graph): SmolLM2 Q4_1 1286 / 918 at ~80 positions, 431 / 690 at ~4160; Qwen
-/// Q5_0 1175 / 807 and 500 / 623. The lines through those cross at about 1100 and 2000.
-pub const PK_MAX_POS: usize = 1536;
+/// cache over several (launch/split.rs). Measured on the H200 with attention tiles of 256
+/// (session 12, `molla bench -d D -n 128`, tg tok/s persistent / graph): SmolLM2 Q4_1 1105 / 933
+/// at D = 256, 985 / 926 at 512, 716 / 927 at 1024; Qwen2.5-0.5B Q4_K_M 977 / 776 at 512, 791 /
+/// 782 at 1024, 681 / 776 at 1536. They cross between 640 and 1024 positions.
+pub const PK_MAX_POS: usize = 768;
 
 /// Largest head width the attention kernel handles.
 const MAX_HEAD_DIM: usize = 256;
