@@ -168,7 +168,7 @@ struct PkCursor {
 __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* bufs) {
     PkCursor k = {0, 0, 0};
     if (st.op == PK_OP_ATTN) {
-        if (!(a.knobs & PK_SKIP_ATTN)) pk_stage_kv(st, a, bufs);
+        if (!PK_SKIPS(a, PK_SKIP_ATTN)) pk_stage_kv(st, a, bufs);
         return k;
     }
     if (st.op != PK_OP_MATVEC) return k;
@@ -179,7 +179,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
         u32 dst = smem_u32(nw);
         for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
     }
-    int cur = (a.knobs & PK_SKIP_ROWS) ? r1 : r0;
+    int cur = PK_SKIPS(a, PK_SKIP_ROWS) ? r1 : r0;
     if (cur >= r1) cp_commit();
     for (; k.issued < a.stages && cur < r1; k.issued++)
         pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), pk_buf(a, bufs, k.issued));
@@ -215,8 +215,8 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         load_row(st.x, xs, n);
         __syncthreads();
     }
-    pk_stamp(a, 3);
-    if (a.knobs & PK_SKIP_PREP) return true;
+    pk_stamp_arrive(a);
+    if (PK_SKIPS(a, PK_SKIP_PREP)) return true;
     if (st.prep != PK_PREP_PLAIN) {
         float scale = rms_scale(xs, n, st.eps, PK_NORM_THREADS);
         cp_wait_n(after_norm);
@@ -264,7 +264,7 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
-    if (a.knobs & PK_SKIP_ROWS) {
+    if (PK_SKIPS(a, PK_SKIP_ROWS)) {
         pk_skip_rows(st, xraw, r0, r1, tag);
         return true;
     }
@@ -361,7 +361,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
                 for (int d = threadIdx.x; d < segs[j].n; d += PK_THREADS) segs[j].dst[d] = __ldcg(src[j] + at[j] + d);
             __syncthreads();
         }
-        if (h == (int)blockIdx.x) pk_stamp(a, 3);
+        if (h == (int)blockIdx.x) pk_stamp_arrive(a);
         u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) {
             u16 h16 = f2h(rv[d]);
@@ -394,7 +394,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         pk_stamp(a, 2);
         if (threadIdx.x < ATT_THREADS) {
             // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
-            if (a.knobs & PK_SKIP_ATTN) {
+            if (PK_SKIPS(a, PK_SKIP_ATTN)) {
                 // Measurement: the head's output is its roped q.
             } else if (staged) attend(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
             else attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
@@ -426,7 +426,7 @@ __device__ void pk_body(const PkArgs& a) {
         pk_stamp(a, 0);
         pk_stamp(a, 1);
         pk_stamp(a, 2);
-        pk_stamp(a, 3);
+        pk_stamp_arrive(a);
         bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, staged, s)
                                         : pk_attention(st, a, sm, cs, bufs, s);
         if (!ok) {
@@ -444,7 +444,9 @@ __device__ void pk_body(const PkArgs& a) {
                 t[2] = (u64)(pk_stamps[1] - pk_stamps[0]);
                 t[3] = (u64)(pk_stamps[2] - pk_stamps[1]);
                 t[4] = (u64)(c - pk_stamps[2]);
+#ifdef MOLLA_X_PKMEASURE
                 t[5] = (u64)(pk_stamps[3] - pk_stamps[0]);
+#endif
             }
         }
     }
