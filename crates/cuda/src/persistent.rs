@@ -400,7 +400,8 @@ fn l2_ahead() -> i32 {
 /// out while their hand-overs stay, so that time differences split a token into matvec work,
 /// attention work, input preparation and synchronisation (kernels/persistent_steps.cuh
 /// PK_SKIP_*: 1 rows, 2 attention, 4 input preparation, which implies 1). The logits are then
-/// meaningless.
+/// meaningless. It acts only in kernels built with `MOLLA_KDEFS=PKMEASURE`: the default kernel
+/// leaves the code out, which measured 4-6% faster decode (session 12).
 fn skip_knobs() -> i32 {
     let k = env_i32("MOLLA_PK_SKIP", 0) & 7;
     if k & 4 != 0 { k | 1 } else { k }
