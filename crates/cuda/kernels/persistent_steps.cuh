@@ -112,7 +112,8 @@ struct PkArgs {
     u64* trace;    // measurement, or null: per step and block, 8 words: global-timer ns when the
                    // step starts (weights issued) and ends; SM cycles spent on the input (its
                    // wait included), waiting for the first weights, and on the rest; then SM
-                   // cycles from the start until the input had arrived (the wait alone)
+                   // cycles from the start until the input had arrived (the wait alone; only
+                   // with MOLLA_X_PKMEASURE, else 0)
     u32* counters; // per step: arrivals, for steps with plain outputs (epoch * gridDim.x when done)
     int nsteps;
     u32 token;

@@ -44,8 +44,9 @@ fn shape(name: &str, ty: GgmlType) -> SynthSpec {
 /// A persistent step's trace by kind of step (the five of a layer, then the head), means in us:
 /// wake = first block's start less the previous step's last end (the barrier), skew = last
 /// start less first start; then per block (mean over blocks): arrive = start until the input
-/// had arrived (the wait; 0 unless the kernels are built with `MOLLA_KDEFS=PKMEASURE`), input = start to input ready (prepared: RMSNorm, q16), weights = to
-/// first weights ready, rest = to the end; work = last end less first start.
+/// had arrived (the wait; 0 unless the kernels are built with `MOLLA_KDEFS=PKMEASURE`), input =
+/// start to input ready (prepared: RMSNorm, q16), weights = to first weights ready, rest = to
+/// the end; work = last end less first start.
 fn print_trace(tag: &str, t: &cuda::Trace) {
     let names = ["qkv", "attention", "wo", "gate/up", "down", "head"];
     let mut sum = [[0f64; 8]; 6];
