@@ -124,74 +124,33 @@ __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return
 
 // Whether an attention step reads its kv head's cached keys and values (positions 0 .. pos-1)
 // from a copy in the chunk buffers, staged before its q, k, v are ready: when the block has one
-// head, the rows are whole 16-byte units and they fit. Keys kb bytes into bufs (a multiple of
-// 16: after a head step's weights), values after them (*voff bytes in).
-__device__ __forceinline__ bool pk_kv_staged(const PkStep& st, const PkArgs& a, int kb, int& voff) {
+// head, the rows are whole 16-byte units and they fit. Keys at bufs, values after them
+// (*voff bytes in).
+__device__ __forceinline__ bool pk_kv_staged(const PkStep& st, const PkArgs& a, int& voff) {
     int rowk = 2 * a.hd, rowv = 2 * a.hdv, kv_dim = a.n_head_kv * a.hd, v_dim = a.n_head_kv * a.hdv;
-    voff = kb + (((a.pos + 1) * rowk + 15) & ~15);
+    voff = ((a.pos + 1) * rowk + 15) & ~15;
     return a.n_head <= (int)gridDim.x && (rowk & 15) == 0 && (rowv & 15) == 0 && ((2 * kv_dim) & 15) == 0 &&
            ((2 * v_dim) & 15) == 0 && (((size_t)st.kc | (size_t)st.vc) & 15) == 0 &&
            (size_t)voff + (size_t)(a.pos + 1) * rowv <= (size_t)a.stages * (a.chunk + 64);
 }
 
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
-// buffers kb bytes in (one cp.async group), if they fit (pk_kv_staged). Whether it staged them.
-__device__ bool pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs, int kb) {
+// buffers (one cp.async group), if they fit (pk_kv_staged).
+__device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
     int voff;
-    if ((int)blockIdx.x >= a.n_head || !pk_kv_staged(st, a, kb, voff)) return false;
+    if ((int)blockIdx.x >= a.n_head || !pk_kv_staged(st, a, voff)) return;
     int kvh = blockIdx.x / (a.n_head / a.n_head_kv);
     int uk = a.hd >> 3, uv = a.hdv >> 3;  // 16-byte units a row
-    const u16* kg = st.kc + (size_t)kvh * a.hd;
-    const u16* vg = st.vc + (size_t)kvh * a.hdv;
+    const u16* kb = st.kc + (size_t)kvh * a.hd;
+    const u16* vb = st.vc + (size_t)kvh * a.hdv;
     size_t kv_dim = (size_t)a.n_head_kv * a.hd, v_dim = (size_t)a.n_head_kv * a.hdv;
-    u32 ks = smem_u32(bufs + kb), vs = smem_u32(bufs + voff);
+    u32 ks = smem_u32(bufs), vs = smem_u32(bufs + voff);
     for (int i = threadIdx.x; i < a.pos * uk; i += PK_THREADS)
-        cp_async16(ks + 16 * i, kg + (size_t)(i / uk) * kv_dim + 8 * (i % uk));
+        cp_async16(ks + 16 * i, kb + (size_t)(i / uk) * kv_dim + 8 * (i % uk));
     for (int i = threadIdx.x; i < a.pos * uv; i += PK_THREADS)
-        cp_async16(vs + 16 * i, vg + (size_t)(i / uv) * v_dim + 8 * (i % uv));
+        cp_async16(vs + 16 * i, vb + (size_t)(i / uv) * v_dim + 8 * (i % uv));
     cp_commit();
-    return true;
 }
-
-// Head steps (PK_OP_HEAD) only in a kernel built with MOLLA_KDEFS=PKHEAD: measured slower than
-// a q/k/v step and an attention step (docs/cuda-persistent.md, session 13), and their code in the
-// kernel cost the other steps 2-3%.
-#ifdef MOLLA_X_PKHEAD
-// A head step's rows for block h < n_head, in the step's row numbering (q, k, v laid end to end):
-// its head's q rows, then its kv head's k and v rows; the block's q, k, v values keep that order.
-struct PkRanges {
-    int lo[3];
-    int hi[3];
-    int len;  // rows in all
-};
-
-__device__ __forceinline__ PkRanges pk_head_ranges(const PkStep& st, const PkArgs& a) {
-    int h = blockIdx.x, kvh = h / (a.n_head / a.n_head_kv);
-    PkRanges R;
-    R.lo[0] = h * a.hd;
-    R.lo[1] = st.rows[0] + kvh * a.hd;
-    R.lo[2] = st.rows[0] + st.rows[1] + kvh * a.hdv;
-    R.hi[0] = R.lo[0] + a.hd;
-    R.hi[1] = R.lo[1] + a.hd;
-    R.hi[2] = R.lo[2] + a.hdv;
-    R.len = 2 * a.hd + a.hdv;
-    return R;
-}
-
-// The chunk at the block's v-th row of R (v counts rows over the ranges in order); advances v.
-__device__ __forceinline__ PkChunk pk_next_v(const PkStep& st, const PkRanges& R, int& v, int chunk) {
-    int i = 0, off = 0;
-    while (i < 2 && v >= off + R.hi[i] - R.lo[i]) {
-        off += R.hi[i] - R.lo[i];
-        i++;
-    }
-    int cur = R.lo[i] + (v - off);
-    PkChunk c = pk_next_chunk(st, cur, R.hi[i], chunk);
-    v = off + (cur - R.lo[i]);
-    return c;
-}
-
-#endif
 
 // How far pk_stage got with a matvec step's rows: the cp.async groups it committed (at least one:
 // the first also holds the norm weights), the first row not yet copied, the first row not yet
@@ -202,42 +161,6 @@ struct PkCursor {
     int l2;
 };
 
-#ifdef MOLLA_X_PKHEAD
-// A head step before its input is ready (every block prepares the input; see pk_head): the
-// RMSNorm weights, then for a head's block all of its rows, one chunk after the other in the
-// buffers (one cp.async group each; the host checked that they fit), then its kv head's cached
-// keys and values after them if they fit too.
-__device__ PkCursor pk_stage_head(const PkStep& st, const PkArgs& a, float* nw, u8* bufs) {
-    PkCursor k = {0, 0, 0};
-    u32 dst = smem_u32(nw);
-    for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
-    if ((int)blockIdx.x < a.n_head) {
-        const PkRanges R = pk_head_ranges(st, a);
-        int off = 0;
-        for (int v = 0; v < R.len;) {
-            PkChunk c = pk_next_v(st, R, v, a.chunk);
-            int n16;
-            pk_span(st, c.seg, c.ra, c.rb, n16);
-            if (!PK_SKIPS(a, PK_SKIP_ROWS)) {
-                pk_issue(st, c, bufs + off);
-                k.issued++;
-            }
-            off += 16 * n16;
-        }
-        if (k.issued == 0) {
-            cp_commit();
-            k.issued = 1;
-        }
-        if (!PK_SKIPS(a, PK_SKIP_ATTN) && pk_stage_kv(st, a, bufs, off)) k.issued++;
-    } else {
-        cp_commit();
-        k.issued = 1;
-    }
-    return k;
-}
-
-#endif
-
 // Before the input is ready: the RMSNorm weights and the first chunks of step st, one cp.async
 // group a chunk (the first group also holds the norm weights; it is empty of chunks when the block
 // has no rows), then the L2 prefetch of the next a.l2_ahead chunks. Attention steps stage their
@@ -245,12 +168,9 @@ __device__ PkCursor pk_stage_head(const PkStep& st, const PkArgs& a, float* nw, 
 __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* bufs) {
     PkCursor k = {0, 0, 0};
     if (st.op == PK_OP_ATTN) {
-        if (!PK_SKIPS(a, PK_SKIP_ATTN)) pk_stage_kv(st, a, bufs, 0);
+        if (!PK_SKIPS(a, PK_SKIP_ATTN)) pk_stage_kv(st, a, bufs);
         return k;
     }
-#ifdef MOLLA_X_PKHEAD
-    if (st.op == PK_OP_HEAD) return pk_stage_head(st, a, nw, bufs);
-#endif
     if (st.op != PK_OP_MATVEC) return k;
     int r0, r1;
     pk_rows(st.total, r0, r1);
@@ -331,35 +251,6 @@ __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1
     __syncthreads();
 }
 
-// Rows [c.ra, c.rb) of a chunk of a step that is not a pair step (base0: its first row), two
-// consecutive rows a warp sharing each unit's input, or one when the chunk has no more rows than
-// warps (wide rows: the 8B's down projection has 6 a chunk); bias and the residual added. Into
-// y (tagged or plain), or with dst into shared memory at dst[r - c.ra] (a head step).
-__device__ __forceinline__ void pk_rows_dot(const PkStep& st, const PkChunk& c, int si, int cols, int ty0, size_t rb0,
-                                            const u8* base0, float* y, const float* xs, const Xq& xq,
-                                            const float* xraw, u32 tag, float* dst) {
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const float* bias = st.bias[si];
-    const bool accumulate = st.accumulate[si] != 0;
-    const int per = c.rb - c.ra > PK_WARPS ? 2 : 1;
-    for (int r = c.ra + per * warp; r < c.rb; r += per * PK_WARPS) {
-        int nr = min(per, c.rb - r);
-        const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
-        float acc[2];
-        rows_dot_ty<2>(ty0, w2, nr, xs, xq, cols, lane, 32, acc);
-        acc[0] = warp_sum(acc[0]);
-        acc[1] = warp_sum(acc[1]);
-        if (lane < nr) {
-            int rr = r + lane;
-            float v = lane == 0 ? acc[0] : acc[1];
-            if (bias) v += bias[rr];
-            if (accumulate) v += xraw[rr];
-            if (dst) dst[rr - c.ra] = v;
-            else pk_out(st, y, rr, v, tag);
-        }
-    }
-}
-
 __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
                           PkCursor staged, int step) {
     int r0, r1;
@@ -409,7 +300,26 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
                 if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
             }
         } else {
-            pk_rows_dot(st, c, si, cols, ty0, rb0, base0, y, xs, xq, xraw, tag, nullptr);
+            // Two consecutive rows a warp, sharing each unit's input; one when the chunk has no
+            // more rows than warps (wide rows: the 8B's down projection has 6 a chunk).
+            const float* bias = st.bias[si];
+            const bool accumulate = st.accumulate[si] != 0;
+            const int per = c.rb - c.ra > PK_WARPS ? 2 : 1;
+            for (int r = c.ra + per * warp; r < c.rb; r += per * PK_WARPS) {
+                int nr = min(per, c.rb - r);
+                const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
+                float acc[2];
+                rows_dot_ty<2>(ty0, w2, nr, xs, xq, cols, lane, 32, acc);
+                acc[0] = warp_sum(acc[0]);
+                acc[1] = warp_sum(acc[1]);
+                if (lane < nr) {
+                    int rr = r + lane;
+                    float v = lane == 0 ? acc[0] : acc[1];
+                    if (bias) v += bias[rr];
+                    if (accumulate) v += xraw[rr];
+                    pk_out(st, y, rr, v, tag);
+                }
+            }
         }
         __syncthreads();
         if (ahead < r1) {
@@ -421,73 +331,20 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
     return true;
 }
 
-// Head h's attention once its raw q, k (rq, rk: hd values) and v (rv: hdv) are in shared memory:
-// rope of q (into qs) and k, the store of k and v at a.pos (every block of a kv group writes the
-// same bytes), attention over positions 0 ..= pos, the output (tagged or plain) at st.out. With
-// `staged`, the kv head's cached rows are in the chunk buffers (pk_stage_kv: keys kb bytes in,
-// values voff bytes in), and this position's row is added there too. `stamps`: the trace's input
-// and weights stamps after the rope (an attention step's).
-__device__ __noinline__ void pk_head_attend(const PkStep& st, const PkArgs& a, int h, float* rq, float* rk, float* qs,
-                               const float* rv, const float* cs, u8* bufs, bool staged, int kb, int voff, u32 tag,
-                               bool stamps) {
-    int hd = a.hd, hdv = a.hdv, kv_dim = a.n_head_kv * hd, v_dim = a.n_head_kv * hdv;
-    int kvh = h / (a.n_head / a.n_head_kv), half = a.n_rot >> 1;
-    u16* ks = (u16*)(bufs + kb);  // staged: keys then values of positions 0 ..= pos, one row each
-    u16* vs = (u16*)(bufs + voff);
-    u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
-    for (int d = threadIdx.x; d < hdv; d += PK_THREADS) {
-        u16 h16 = f2h(rv[d]);
-        vd[d] = h16;
-        if (staged) vs[(size_t)a.pos * hdv + d] = h16;
-    }
-    u16* kd = st.kc + (size_t)a.pos * kv_dim + (size_t)kvh * hd;
-    u16* kds = ks + (size_t)a.pos * hd;
-    for (int i = threadIdx.x; i < (hd >> 1); i += PK_THREADS) {
-        int p, r;
-        rope_idx(i, a.n_rot, a.neox, p, r);
-        float q0 = rq[p], q1 = rq[r], k0 = rk[p], k1 = rk[r];
-        if (i < half) {
-            rope_rot(rq[p], rq[r], cs[2 * i], cs[2 * i + 1], q0, q1);
-            rope_rot(rk[p], rk[r], cs[2 * i], cs[2 * i + 1], k0, k1);
-        }
-        qs[p] = q0;
-        qs[r] = q1;
-        u16 h0 = f2h(k0), h1 = f2h(k1);
-        kd[p] = h0;
-        kd[r] = h1;
-        if (staged) {
-            kds[p] = h0;
-            kds[r] = h1;
-        }
-    }
-    if (staged) cp_wait<0>();
-    __syncthreads();
-    if (stamps) {
-        pk_stamp(a, 1);
-        pk_stamp(a, 2);
-    }
-    if (threadIdx.x < ATT_THREADS) {
-        // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
-        if (PK_SKIPS(a, PK_SKIP_ATTN)) {
-            // Measurement: the head's output is its roped q.
-        } else if (staged) attend(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
-        else attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
-    }
-    __syncthreads();
-    for (int d = threadIdx.x; d < hdv; d += PK_THREADS) pk_out(st, st.out, h * hdv + d, rq[d], tag);
-}
-
-// An attention step: each block takes heads blockIdx.x, + gridDim.x, ...: it loads the head's q
-// and its kv head's k and v (the q/k/v step's outputs), then pk_head_attend. False when the
-// kernel must stop.
+// Rope of q and k, the store of k and v at a.pos (every block of a kv group writes the same
+// bytes), then attention over positions 0 ..= pos; one head per block. False when the kernel must
+// stop.
 __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const float* cs, u8* bufs, int step) {
-    int hd = a.hd, hdv = a.hdv;
+    int hd = a.hd, hdv = a.hdv, kv_dim = a.n_head_kv * hd, v_dim = a.n_head_kv * hdv;
     int voff;
-    const bool staged = pk_kv_staged(st, a, 0, voff);
+    const bool staged = pk_kv_staged(st, a, voff);
+    u16* ks = (u16*)bufs;  // staged: keys then values of positions 0 ..= pos, one row each
+    u16* vs = (u16*)(bufs + voff);
     float* rq = sm;          // hd: the head's raw q; then the head's output
     float* rk = sm + 256;    // hd: raw k of its kv head
     float* qs = sm + 512;    // hd: rotated q
     float* rv = sm + 768;    // hdv: v of its kv head
+    int half = a.n_rot >> 1;
     const u32 tag = pk_tag(a, step);
     for (int h = blockIdx.x; h < a.n_head; h += gridDim.x) {
         int kvh = h / (a.n_head / a.n_head_kv);
@@ -505,57 +362,49 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
             __syncthreads();
         }
         if (h == (int)blockIdx.x) pk_stamp_arrive(a);
-        pk_head_attend(st, a, h, rq, rk, qs, rv, cs, bufs, staged, 0, voff, tag, true);
+        u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
+        for (int d = threadIdx.x; d < hdv; d += PK_THREADS) {
+            u16 h16 = f2h(rv[d]);
+            vd[d] = h16;
+            if (staged) vs[(size_t)a.pos * hdv + d] = h16;
+        }
+        u16* kd = st.kc + (size_t)a.pos * kv_dim + (size_t)kvh * hd;
+        u16* kds = ks + (size_t)a.pos * hd;
+        for (int i = threadIdx.x; i < (hd >> 1); i += PK_THREADS) {
+            int p, r;
+            rope_idx(i, a.n_rot, a.neox, p, r);
+            float q0 = rq[p], q1 = rq[r], k0 = rk[p], k1 = rk[r];
+            if (i < half) {
+                rope_rot(rq[p], rq[r], cs[2 * i], cs[2 * i + 1], q0, q1);
+                rope_rot(rk[p], rk[r], cs[2 * i], cs[2 * i + 1], k0, k1);
+            }
+            qs[p] = q0;
+            qs[r] = q1;
+            u16 h0 = f2h(k0), h1 = f2h(k1);
+            kd[p] = h0;
+            kd[r] = h1;
+            if (staged) {
+                kds[p] = h0;
+                kds[r] = h1;
+            }
+        }
+        if (staged) cp_wait<0>();
+        __syncthreads();
+        pk_stamp(a, 1);
+        pk_stamp(a, 2);
+        if (threadIdx.x < ATT_THREADS) {
+            // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
+            if (PK_SKIPS(a, PK_SKIP_ATTN)) {
+                // Measurement: the head's output is its roped q.
+            } else if (staged) attend(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+            else attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
+        }
+        __syncthreads();
+        for (int d = threadIdx.x; d < hdv; d += PK_THREADS) pk_out(st, st.out, h * hdv + d, rq[d], tag);
         __syncthreads();  // rq is reloaded for the block's next head
     }
     return true;
 }
-
-#ifdef MOLLA_X_PKHEAD
-// A head step (PK_OP_HEAD): every block loads and prepares the input (RMSNorm, q16; the raw row
-// stays in xraw for the residual step after it); block h < n_head then computes its head's q
-// rows and its kv head's k and v rows from the weights pk_stage_head staged (the same row dots
-// as a q/k/v matvec step, so the same bits), into shared memory where the norm weights were,
-// and attends at once. False when the kernel must stop.
-__device__ __noinline__ bool pk_head(const PkStep& st, const PkArgs& a, float* xs, float* nw, float* xraw, u8* bufs,
-                        PkCursor staged, const float* cs, int step) {
-    if (!pk_input(st, a, xs, nw, xraw, max(staged.issued - 1, 0), (u8*)xs + a.xq_off, step)) return false;
-    pk_stamp(a, 1);
-    const int h = blockIdx.x;
-    if (h >= a.n_head) {
-        pk_stamp(a, 2);
-        return true;
-    }
-    const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
-    const u32 tag = pk_tag(a, step);
-    const PkRanges R = pk_head_ranges(st, a);
-    // The head's q, k, v (2 hd + hdv values, in that order), then its rotated q: the norm
-    // weights are no longer needed (the host sized nw for both).
-    float* hs = nw;
-    int off = 0;
-    for (int k = 0, v = 0; v < R.len; k++) {
-        const int v0 = v;
-        PkChunk c = pk_next_v(st, R, v, a.chunk);
-        int n16;
-        pk_span(st, c.seg, c.ra, c.rb, n16);
-        cp_wait_n(max(staged.issued - (k + 1), 0));
-        __syncthreads();
-        if (k == 0) pk_stamp(a, 2);
-        const int si = c.seg;
-        if (!PK_SKIPS(a, PK_SKIP_ROWS))
-            pk_rows_dot(st, c, si, st.cols, st.ty[si], (size_t)st.row_bytes[si], pk_row(st, c, bufs + off, 0, c.ra),
-                        nullptr, xs, xq, xraw, tag, hs + v0);
-        off += 16 * n16;
-    }
-    __syncthreads();
-    int voff;
-    const bool kv = !PK_SKIPS(a, PK_SKIP_ATTN) && pk_kv_staged(st, a, off, voff);
-    pk_head_attend(st, a, h, hs, hs + a.hd, hs + 2 * a.hd + a.hdv, hs + 2 * a.hd, cs, bufs, kv, off, voff, tag,
-                   false);
-    return true;
-}
-
-#endif
 
 __device__ void pk_body(const PkArgs& a) {
     extern __shared__ float4 pk_smem4[];
@@ -578,14 +427,8 @@ __device__ void pk_body(const PkArgs& a) {
         pk_stamp(a, 1);
         pk_stamp(a, 2);
         pk_stamp_arrive(a);
-#ifdef MOLLA_X_PKHEAD
-        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, staged, s)
-                  : st.op == PK_OP_HEAD ? pk_head(st, a, sm, nw, xraw, bufs, staged, cs, s)
-                                        : pk_attention(st, a, sm, cs, bufs, s);
-#else
         bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, staged, s)
                                         : pk_attention(st, a, sm, cs, bufs, s);
-#endif
         if (!ok) {
             cp_wait<0>();
             return;

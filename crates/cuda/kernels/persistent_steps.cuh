@@ -44,9 +44,6 @@
 
 #define PK_OP_MATVEC 0
 #define PK_OP_ATTN 1
-// q/k/v rows of one head (and of its kv head) computed by the head's block, then attention at once
-// (persistent.cu pk_head): one step and one hand-over a layer fewer than PK_OP_MATVEC + PK_OP_ATTN.
-#define PK_OP_HEAD 2
 
 // Measurement knobs (PkArgs::knobs, MOLLA_PK_SKIP): leave a stage's work out, keep its
 // hand-over. Rows: matvec steps store 0 (or the residual) without weights or row dots. Attention:

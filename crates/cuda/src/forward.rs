@@ -91,8 +91,6 @@ pub struct CudaModel {
     pk_trace: Mutex<Option<crate::persistent::Trace>>,
     /// Blocks of the last persistent launch grid built.
     pk_grid: std::sync::atomic::AtomicU32,
-    /// Steps a layer of the last persistent step list built (4 with head steps, else 5).
-    pk_layer_steps: std::sync::atomic::AtomicU32,
     /// Positions from which decode leaves the persistent kernel for the graph path, whose
     /// attention splits over several blocks a head (see `set_persistent_max_pos`).
     pk_max_pos: std::sync::atomic::AtomicUsize,
@@ -224,7 +222,6 @@ impl CudaModel {
             persistent_off: Mutex::new(why_not),
             blas: Mutex::new(BlasState::Untried),
             pk_grid: std::sync::atomic::AtomicU32::new(0),
-            pk_layer_steps: std::sync::atomic::AtomicU32::new(0),
             pk_max_pos: std::sync::atomic::AtomicUsize::new(
                 std::env::var("MOLLA_PK_MAX_POS")
                     .ok()
@@ -286,6 +283,49 @@ impl CudaModel {
     /// kernel reads f16 caches only). Batched steps (the server) take f16 caches only.
     pub fn set_cache_f32(&self, on: bool) {
         self.cache_f32.store(on, Ordering::Relaxed);
+    }
+
+    /// How decode steps run: "persistent" (one launch a token), "graph" (a replayed CUDA graph)
+    /// or "launches"; with the reason when the persistent kernel was tried and refused.
+    pub fn decode_path(&self) -> String {
+        let grid = self.pk_grid.load(Ordering::Relaxed);
+        if self.cache_f32.load(Ordering::Relaxed) {
+            let base = if self.graphs.load(Ordering::Relaxed) {
+                "graph"
+            } else {
+                "launches"
+            };
+            return format!("{base} (f32 KV cache: the persistent kernel reads f16 caches)");
+        }
+        let base = if self.persistent.load(Ordering::Relaxed) {
+            let max = self.pk_max_pos.load(Ordering::Relaxed);
+            let after = if max < usize::MAX && self.graphs.load(Ordering::Relaxed) {
+                format!("; graph from position {max}")
+            } else {
+                String::new()
+            };
+            if grid > 0 {
+                let head = if self.head_outside() {
+                    ", head on matvec_wide"
+                } else {
+                    ""
+                };
+                return format!("persistent ({grid} blocks{head}){after}");
+            }
+            format!("persistent{after}")
+        } else if self.graphs.load(Ordering::Relaxed) {
+            "graph".to_string()
+        } else {
+            "launches".to_string()
+        };
+        match &*self
+            .persistent_off
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+        {
+            Some(why) => format!("{base} (persistent off: {why})"),
+            None => base,
+        }
     }
 
     /// How prefill matmuls ran: "cublas f16 hi+lo" (tensor cores, activations split in two f16

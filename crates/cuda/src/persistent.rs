@@ -9,7 +9,6 @@ use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 pub(crate) const PK_THREADS: u32 = 256;
 const OP_MATVEC: i32 = 0;
 const OP_ATTN: i32 = 1;
-const OP_HEAD: i32 = 2;
 const PREP_PLAIN: i32 = 0;
 const PREP_RMSNORM: i32 = 1;
 const PREP_EMBED_RMSNORM: i32 = 2;
@@ -121,30 +120,6 @@ pub(crate) struct Steps {
     ll_max: usize,
     /// A read of a buffer no step wrote, or an accumulation the kernel does not do.
     bad: Option<String>,
-    /// What the list's head steps need of the launch (the largest of them).
-    head: Option<HeadNeed>,
-}
-
-/// What a head step (q/k/v rows and attention in a head's block) needs: a block for each of
-/// `n_head` heads, shared memory for its three ranges of rows at once (bytes of each) and for
-/// `floats` values of q, k, v and rotated q.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct HeadNeed {
-    n_head: usize,
-    range_bytes: [usize; 3],
-    floats: usize,
-}
-
-impl HeadNeed {
-    /// Why the rows do not fit `stages` chunk buffers of `chunk` bytes (each range one chunk, all
-    /// at once: a range's span can take 16 bytes more than its rows), if they do not.
-    fn misfit(&self, chunk: usize, stages: usize) -> Option<String> {
-        let spans = self.range_bytes.map(|b| b + 16);
-        let all: usize = spans.iter().sum();
-        (spans.iter().any(|&b| b > chunk) || all > stages * (chunk + 64)).then(|| {
-            format!("a head's q/k/v rows ({all} bytes) do not fit {stages} x {chunk} bytes")
-        })
-    }
 }
 
 impl Steps {
@@ -305,58 +280,6 @@ impl Steps {
         self.push(st, &[gate.y], gate.w.rows, true);
     }
 
-    /// q/k/v (`qkv`: q, k, v with their biases), rope, cache store and attention of one layer in
-    /// one step: block h computes head h's q rows and its kv head's k and v rows, then attends
-    /// (kernels/persistent.cu `pk_head`). Output `out_len` values at `out`.
-    pub fn head_attention(
-        &mut self,
-        qkv: &[Out; 3],
-        input: Input,
-        (kc, vc): (u64, u64),
-        (out, out_len): (u64, usize),
-        h: &Heads,
-    ) {
-        let mut st = PkStep {
-            op: OP_HEAD,
-            nseg: 3,
-            kc,
-            vc,
-            out,
-            ..PkStep::default()
-        };
-        self.input(&mut st, input, qkv[0].w.cols);
-        if matches!(input, Input::Plain(_)) {
-            self.bad
-                .get_or_insert_with(|| "a head step's input is RMS-normalised".into());
-        }
-        for (i, o) in qkv.iter().enumerate() {
-            self.seg(&mut st, i, o);
-            self.max_row = self.max_row.max(o.w.row_bytes);
-            if o.accumulate {
-                self.bad
-                    .get_or_insert_with(|| "a head step does not accumulate".into());
-            }
-        }
-        st.total = qkv.iter().map(|o| o.w.rows as i32).sum();
-        let (hd, hdv) = (h.head_dim, h.head_dim_v);
-        let need = HeadNeed {
-            n_head: h.n_head,
-            range_bytes: [
-                hd * qkv[0].w.row_bytes,
-                hd * qkv[1].w.row_bytes,
-                hdv * qkv[2].w.row_bytes,
-            ],
-            floats: 3 * hd + hdv,
-        };
-        let old = self.head.unwrap_or_default();
-        self.head = Some(HeadNeed {
-            n_head: old.n_head.max(need.n_head),
-            range_bytes: std::array::from_fn(|i| old.range_bytes[i].max(need.range_bytes[i])),
-            floats: old.floats.max(need.floats),
-        });
-        self.push(st, &[out], out_len, true);
-    }
-
     /// Rope, cache store and attention of one layer: (q, k, v) raw (one step wrote all three),
     /// caches, output (`out_len` values).
     pub fn attention(
@@ -392,7 +315,7 @@ impl Steps {
 pub struct Trace {
     /// Blocks of the launch.
     pub grid: usize,
-    /// Op of each step: 0 matvec, 1 attention, 2 q/k/v and attention in one (a head step).
+    /// Op of each step: 0 matvec, 1 attention.
     pub ops: Vec<i32>,
     /// Per step, per block, 8 words: global-timer ns when the work starts (after the wait) and
     /// ends; SM cycles spent on the input, waiting for the first weights, and on the rest.
@@ -431,8 +354,6 @@ pub(crate) struct Persistent {
     /// kernel through `matvec_wide`, and whether the kernel left it as tagged words (else plain
     /// f32: models wider than `ll_max`) (forward/persistent_decode.rs).
     pub(crate) head_x: Option<(u64, bool)>,
-    /// Whether the list has head steps (q/k/v and attention in one step: four steps a layer).
-    pub(crate) fused: bool,
 }
 
 fn env_i32(name: &str, default: i32) -> i32 {
@@ -503,9 +424,7 @@ impl Persistent {
         // quantization, then the chunk buffers with 64 bytes of alignment slack each.
         let xq_off = (steps.max_cols * 4).max(4096).next_multiple_of(128);
         let xs_bytes = (xq_off + launch::xq_bytes(steps.max_cols)).next_multiple_of(128);
-        // The RMSNorm weights' room, which head steps reuse for their q, k, v.
-        let head_floats = steps.head.map_or(0, |h| h.floats);
-        let nw_bytes = (steps.max_norm_cols.max(head_floats) * 4).next_multiple_of(128);
+        let nw_bytes = (steps.max_norm_cols * 4).next_multiple_of(128);
         let free = gpu.pk_max_smem.saturating_sub(xs_bytes + 2 * nw_bytes);
         // As many buffers as asked for (`MOLLA_PK_STAGES`) while a row still fits one.
         let mut stages = stages();
@@ -522,9 +441,6 @@ impl Persistent {
                 "persistent decode: rows of {} bytes and inputs of {} values do not fit shared memory",
                 steps.max_row, steps.max_cols
             )));
-        }
-        if let Some(why) = steps.head.and_then(|h| h.misfit(chunk, stages)) {
-            return Err(CudaError::Unsupported(format!("persistent decode: {why}")));
         }
         let smem = xs_bytes + 2 * nw_bytes + stages * (chunk + 64);
         let f = &gpu.k.decode_persistent;
@@ -546,15 +462,6 @@ impl Persistent {
         // Every block must own rows of every matvec step: a block that only read a step's input
         // would not hold back the next writer of that input (kernels/persistent_steps.cuh).
         let grid = grid.min(steps.min_rows().max(1) as u32);
-        // A head step takes one block a head.
-        if let Some(h) = steps.head
-            && (grid as usize) < h.n_head
-        {
-            return Err(CudaError::Unsupported(format!(
-                "persistent decode: {} heads on {grid} blocks",
-                h.n_head
-            )));
-        }
         let trace = if env_i32("MOLLA_PK_TRACE", 0) != 0 {
             Some(gpu.zeros(8 * steps.list.len() * grid as usize)?)
         } else {
@@ -578,7 +485,6 @@ impl Persistent {
             knobs: env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8 | skip_knobs(),
             l2_ahead: l2_ahead(),
             head_x: None,
-            fused: false,
         })
     }
 

@@ -41,28 +41,21 @@ fn shape(name: &str, ty: GgmlType) -> SynthSpec {
     }
 }
 
-/// A persistent step's trace by kind of step (the five or four of a layer, then the head), means in us:
+/// A persistent step's trace by kind of step (the five of a layer, then the head), means in us:
 /// wake = first block's start less the previous step's last end (the barrier), skew = last
 /// start less first start; then per block (mean over blocks): arrive = start until the input
 /// had arrived (the wait; 0 unless the kernels are built with `MOLLA_KDEFS=PKMEASURE`), input =
 /// start to input ready (prepared: RMSNorm, q16), weights = to first weights ready, rest = to
 /// the end; work = last end less first start.
 fn print_trace(tag: &str, t: &cuda::Trace) {
-    // Five steps a layer, or four when q/k/v and attention are one head step (op 2).
-    let fused = t.ops.contains(&2);
-    let names: &[&str] = if fused {
-        &["qkv+attention", "wo", "gate/up", "down", "head"]
-    } else {
-        &["qkv", "attention", "wo", "gate/up", "down", "head"]
-    };
-    let per = names.len() - 1;
+    let names = ["qkv", "attention", "wo", "gate/up", "down", "head"];
     let mut sum = [[0f64; 8]; 6];
     let (g, n) = (t.grid, t.ops.len());
     let st = |s: usize, b: usize, j: usize| t.stamps[8 * (s * g + b) + j] as f64;
     let t0 = (0..g).map(|b| st(0, b, 0)).fold(f64::MAX, f64::min);
     let mut prev_end = t0;
     for s in 0..n {
-        let k = if s + 1 == n { per } else { s % per };
+        let k = if s + 1 == n { 5 } else { s % 5 };
         let lo = (0..g).map(|b| st(s, b, 0)).fold(f64::MAX, f64::min);
         let hi = (0..g).map(|b| st(s, b, 0)).fold(0.0, f64::max);
         let end = (0..g).map(|b| st(s, b, 1)).fold(0.0, f64::max);

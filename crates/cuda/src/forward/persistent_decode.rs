@@ -20,50 +20,6 @@ impl CudaModel {
             .clone()
     }
 
-    /// How decode steps run: "persistent" (one launch a token), "graph" (a replayed CUDA graph)
-    /// or "launches"; with the reason when the persistent kernel was tried and refused.
-    pub fn decode_path(&self) -> String {
-        let grid = self.pk_grid.load(Ordering::Relaxed);
-        if self.cache_f32.load(Ordering::Relaxed) {
-            let base = if self.graphs.load(Ordering::Relaxed) {
-                "graph"
-            } else {
-                "launches"
-            };
-            return format!("{base} (f32 KV cache: the persistent kernel reads f16 caches)");
-        }
-        let base = if self.persistent.load(Ordering::Relaxed) {
-            let max = self.pk_max_pos.load(Ordering::Relaxed);
-            let after = if max < usize::MAX && self.graphs.load(Ordering::Relaxed) {
-                format!("; graph from position {max}")
-            } else {
-                String::new()
-            };
-            if grid > 0 {
-                let head = if self.head_outside() {
-                    ", head on matvec_wide"
-                } else {
-                    ""
-                };
-                let steps = self.pk_layer_steps.load(Ordering::Relaxed);
-                return format!("persistent ({grid} blocks, {steps} steps a layer{head}){after}");
-            }
-            format!("persistent{after}")
-        } else if self.graphs.load(Ordering::Relaxed) {
-            "graph".to_string()
-        } else {
-            "launches".to_string()
-        };
-        match &*self
-            .persistent_off
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-        {
-            Some(why) => format!("{base} (persistent off: {why})"),
-            None => base,
-        }
-    }
-
     pub(super) fn persistent_fails(&self, why: String) {
         self.persistent.store(false, Ordering::Relaxed);
         *self
@@ -84,19 +40,9 @@ impl CudaModel {
     ) -> Result<std::result::Result<R, F>> {
         let (g, vocab) = (&self.gpu, self.hp.n_vocab);
         if kv.pk.is_none() {
-            // The fused layout (q/k/v with attention, four steps a layer) where it fits, else
-            // five steps a layer.
-            let built = match head_steps() {
-                true => self
-                    .build_persistent(kv, true)
-                    .or_else(|_| self.build_persistent(kv, false)),
-                false => self.build_persistent(kv, false),
-            };
-            match built {
+            match self.build_persistent(kv) {
                 Ok(pk) => {
                     self.pk_grid.store(pk.grid(), Ordering::Relaxed);
-                    let steps = if pk.fused { 4 } else { 5 };
-                    self.pk_layer_steps.store(steps, Ordering::Relaxed);
                     kv.pk = Some(pk);
                 }
                 Err(e) => {
@@ -160,11 +106,8 @@ impl CudaModel {
 
     /// The persistent kernel's step list for `kv`: per layer q/k/v (RMSNorm in the input, the
     /// embedding lookup too in the first layer), rope + cache store + attention, wo (+= x),
-    /// gate/up with SwiGLU, down (+= x); then the head. `fused`: q/k/v and attention as one
-    /// head step, and wo's output into a second x buffer (x2 = x + wo, x = x2 + down): a block
-    /// without a head reads x in the head step but writes nothing the wo step needs, so the wo
-    /// step must not overwrite x (kernels/persistent_steps.cuh, reuse of buffers).
-    fn build_persistent(&self, kv: &CudaKvCache, fused: bool) -> Result<Persistent> {
+    /// gate/up with SwiGLU, down (+= x); then the head.
+    fn build_persistent(&self, kv: &CudaKvCache) -> Result<Persistent> {
         let (g, hp, s) = (&self.gpu, &self.hp, &kv.decode);
         if self.layers.is_empty() {
             return Err(CudaError::Unsupported("a model without layers".into()));
@@ -174,7 +117,6 @@ impl CudaModel {
         // The tagged buffers the steps pass values through: 8 bytes a value, each 16-byte aligned.
         let sizes = [
             hp.n_embd,
-            hp.n_embd,
             hp.n_head * hp.head_dim,
             hp.kv_dim(),
             hp.v_dim(),
@@ -183,7 +125,7 @@ impl CudaModel {
         ];
         let ll = g.zeros::<u64>(sizes.iter().map(|n| n.next_multiple_of(2)).sum())?;
         let mut at = g.ptr(&ll);
-        let [x, x2, q, k, v, att, gate] = sizes.map(|n| {
+        let [x, q, k, v, att, gate] = sizes.map(|n| {
             let a = at;
             at += 8 * n.next_multiple_of(2) as u64;
             a
@@ -207,23 +149,25 @@ impl CudaModel {
                 out(&l.wk, k, self.opt(&l.bk), false),
                 out(&l.wv, v, self.opt(&l.bv), false),
             ];
-            let att_len = hp.n_head * hp.head_dim_v;
-            if fused {
-                let caches = self.cache_ptrs(kv, li);
-                st.head_attention(&qkv, input, caches, (att, att_len), &self.heads);
-            } else {
-                st.matvec(&qkv, hp.n_embd, input);
-                st.attention((q, k, v), self.cache_ptrs(kv, li), att, att_len);
-            }
-            // wo and down add onto the row the q/k/v and gate/up steps before them read.
-            let xo = if fused { x2 } else { x };
-            st.residual(&out(&l.wo, xo, 0, true), att_len, Input::Plain(att));
+            st.matvec(&qkv, hp.n_embd, input);
+            st.attention(
+                (q, k, v),
+                self.cache_ptrs(kv, li),
+                att,
+                hp.n_head * hp.head_dim_v,
+            );
+            // wo and down add onto x, which the q/k/v and gate/up steps before them read.
+            st.residual(
+                &out(&l.wo, x, 0, true),
+                hp.n_head * hp.head_dim_v,
+                Input::Plain(att),
+            );
             // The pair step writes silu(gate) * up into gate's buffer only.
             st.gate_up(
                 &out(&l.w_gate, gate, 0, false),
                 &out(&l.w_up, gate, 0, false),
                 hp.n_embd,
-                Input::RmsNorm(xo, p(&l.ffn_norm), eps),
+                Input::RmsNorm(x, p(&l.ffn_norm), eps),
             );
             st.residual(&out(&l.w_down, x, 0, true), hp.n_ff, Input::Plain(gate));
         }
@@ -241,7 +185,6 @@ impl CudaModel {
         let tagged = st.tagged(x);
         let mut pk = Persistent::new(g, st, ll)?;
         pk.head_x = outside.then_some((x, tagged));
-        pk.fused = fused;
         Ok(pk)
     }
 
@@ -268,13 +211,6 @@ impl CudaModel {
             accumulate: false,
         }
     }
-}
-
-/// Whether the persistent kernel computes q/k/v in the heads' blocks and attends in the same
-/// step where it can: only in a kernel built with `MOLLA_KDEFS=PKHEAD` (measured slower, session
-/// 13: docs/cuda-persistent.md).
-fn head_steps() -> bool {
-    crate::compile::experiment("PKHEAD")
 }
 
 /// Heads of this many bytes and more run after the persistent kernel. Measured on the H200
