@@ -239,8 +239,8 @@ __device__ __forceinline__ void pk_out(const PkStep& st, float* y, int r, float 
 }
 
 // Measurement (MOLLA_PK_SKIP's PK_SKIP_ROWS): the block's output values without the work, 0 or
-// the residual row (stale with PK_SKIP_PREP, which leaves it unloaded), so the steps hand over as before and the time left is synchronisation and
-// input loads.
+// the residual row (stale with PK_SKIP_PREP, which leaves it unloaded), so the steps hand over
+// as before and the time left is synchronisation and input loads.
 __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1, u32 tag) {
     for (int cur = r0; cur < r1;) {
         PkChunk c = pk_next_chunk(st, cur, r1, 1 << 30);
