@@ -120,13 +120,11 @@ __device__ float rms_scale(const float* x, int n, float eps, int nt) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (lane == 0) red[warp] = ss;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0.0;
-        for (int i = 0; i < (nt >> 5); i++) t += red[i];
-        red[0] = t;
-    }
-    __syncthreads();
-    float scale = (float)(1.0 / sqrt(red[0] / n + (double)eps));
+    // Every thread adds the warps' sums in the same order (one barrier fewer than one thread
+    // adding them for the others).
+    double t = 0.0;
+    for (int i = 0; i < (nt >> 5); i++) t += red[i];
+    float scale = (float)(1.0 / sqrt(t / n + (double)eps));
     __syncthreads();  // red is reused by the next call
     return scale;
 }

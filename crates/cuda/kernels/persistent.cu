@@ -175,20 +175,22 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
     int r0, r1;
     pk_rows(st.total, r0, r1);
     if (!pk_busy(st, r0, r1)) return k;
+    // The norm weights in a group of their own, so that the input's preparation waits for them
+    // alone, not for the first chunk of rows as well.
     if (st.prep != PK_PREP_PLAIN) {
         u32 dst = smem_u32(nw);
         for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
     }
+    cp_commit();
     int cur = PK_SKIPS(a, PK_SKIP_ROWS) ? r1 : r0;
-    if (cur >= r1) cp_commit();
     for (; k.issued < a.stages && cur < r1; k.issued++)
         pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), pk_buf(a, bufs, k.issued));
     k.ahead = cur;
     for (int i = 0; i < a.l2_ahead && cur < r1; i++) pk_l2(st, pk_next_chunk(st, cur, r1, a.chunk));
     k.l2 = cur;
-    k.issued = max(k.issued, 1);  // a block without rows still committed the norm weights' group
     return k;
 }
+
 
 // The input of a matvec step, prepared in shared memory (all threads take part). `after_norm`:
 // the cp.async groups this thread committed after the one holding the norm weights. Ends with
@@ -221,14 +223,11 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         float scale = rms_scale(xs, n, st.eps, PK_NORM_THREADS);
         cp_wait_n(after_norm);
         __syncthreads();
-        for (int i = threadIdx.x; i < n; i += PK_THREADS) {
-            float v = xs[i];
-            xraw[i] = v;
-            xs[i] = v * scale * nw[i];
-        }
-        __syncthreads();
+        // Normalised (v * scale * w, as the graph path's preparation) and quantized in one pass.
+        quantize_q16_norm(xs, n, xq, scale, nw, xraw);
+    } else {
+        quantize_q16(xs, n, xq);
     }
-    quantize_q16(xs, n, xq);
     return true;
 }
 
@@ -260,7 +259,7 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
     // goes into chunk k's buffer once chunk k is done, and each such copy prefetches one more
     // chunk into L2.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
-    if (!pk_input(st, a, xs, nw, xraw, max(issued - 1, 0), (u8*)xs + a.xq_off, step)) return false;
+    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
@@ -412,15 +411,21 @@ __device__ void pk_body(const PkArgs& a) {
     float* nw = (float*)((u8*)pk_smem4 + a.xs_bytes);
     float* xraw = (float*)((u8*)pk_smem4 + a.xs_bytes + a.nw_bytes);
     u8* bufs = (u8*)pk_smem4 + a.xs_bytes + 2 * a.nw_bytes;
-    __shared__ PkStep st;
+    // Steps s and s + 1 in shared memory (slots s % 2 and (s + 1) % 2); step s + 2 is loaded
+    // into a register of each of the first 64 threads while step s runs (one 4-byte word a
+    // thread) and stored over step s's slot after it, so no step waits on its own record.
+    __shared__ PkStep sts[2];
+    constexpr int W = (int)(sizeof(PkStep) / 4);
     // cos, sin of every rotated pair at this position, as rope_pair computes them.
     __shared__ float cs[256];
     for (int i = threadIdx.x; i < (a.n_rot >> 1); i += PK_THREADS) rope_cs(i, a.pos, a.freqs, cs[2 * i], cs[2 * i + 1]);
+    for (int j = 0; j < 2 && j < a.nsteps; j++)
+        if (threadIdx.x < W) ((u32*)&sts[j])[threadIdx.x] = __ldg((const u32*)(a.steps + j) + threadIdx.x);
+    __syncthreads();
     for (int s = 0; s < a.nsteps; s++) {
-        // The step into shared memory (one 4-byte word a thread).
-        __syncthreads();
-        if (threadIdx.x < sizeof(PkStep) / 4) ((u32*)&st)[threadIdx.x] = ((const u32*)(a.steps + s))[threadIdx.x];
-        __syncthreads();
+        const PkStep& st = sts[s & 1];
+        const bool ld = threadIdx.x < W && s + 2 < a.nsteps;
+        u32 next2 = ld ? __ldg((const u32*)(a.steps + s + 2) + threadIdx.x) : 0u;
         PkCursor staged = pk_stage(st, a, nw, bufs);
         u64 g0 = a.trace ? global_ns() : 0;
         pk_stamp(a, 0);
@@ -434,8 +439,11 @@ __device__ void pk_body(const PkArgs& a) {
             return;
         }
         if (st.arrive) pk_arrive(a.counters + s);
+        // Step s + 2's record over step s's, once every thread is done with it.
+        __syncthreads();
+        if (ld) ((u32*)&sts[s & 1])[threadIdx.x] = next2;
+        __syncthreads();
         if (a.trace) {
-            __syncthreads();
             if (threadIdx.x == 0) {
                 u64* t = a.trace + 8 * ((size_t)s * gridDim.x + blockIdx.x);
                 long long c = clock64();

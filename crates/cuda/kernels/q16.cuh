@@ -113,6 +113,36 @@ __device__ void quantize_q16(const float* xs, int cols, u8* base) {
     __syncthreads();
 }
 
+// quantize_q16 of the RMS-normalised row: each value v of xs becomes v * scale * w[i] (the
+// graph path's preparation, the same bits) before it is quantized, in the same pass; the raw
+// values go to raw, the normalised ones back to xs. Ends with a barrier.
+__device__ void quantize_q16_norm(float* xs, int cols, u8* base, float scale, const float* w, float* raw) {
+    int nb = cols >> 5, part = threadIdx.x & 3;
+    int per = blockDim.x >> 2, trips = (nb + per - 1) / per;
+    for (int it = 0; it < trips; it++) {
+        int b0 = it * per + (threadIdx.x >> 2);
+        bool live = b0 < nb;
+        int b = live ? b0 : 0;
+        int i0 = 32 * b + 8 * part;
+        float4 va = ((const float4*)(xs + i0))[0], vb = ((const float4*)(xs + i0))[1];
+        float4 wa = ((const float4*)(w + i0))[0], wb = ((const float4*)(w + i0))[1];
+        float r[8] = {va.x, va.y, va.z, va.w, vb.x, vb.y, vb.z, vb.w};
+        float ww[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = __fmul_rn(__fmul_rn(r[j], scale), ww[j]);
+        // Every thread has read its values before any is overwritten (a thread writes only its own).
+        if (live) {
+            ((float4*)(raw + i0))[0] = va;
+            ((float4*)(raw + i0))[1] = vb;
+            ((float4*)(xs + i0))[0] = make_float4(v[0], v[1], v[2], v[3]);
+            ((float4*)(xs + i0))[1] = make_float4(v[4], v[5], v[6], v[7]);
+        }
+        q16_block(v, b, part, live, cols, base);
+    }
+    __syncthreads();
+}
+
 __device__ __forceinline__ int dp2a_lo(int a, u32 b, int c) {
     int d;
     asm("dp2a.lo.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));

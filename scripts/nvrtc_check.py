@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Compiles the CUDA kernels here, with no GPU, as the engine does on the device (one NVRTC
+program, crates/cuda/src/compile.rs's file order and options), and prints ptxas's resource
+report (registers, stack, spills) for the kernels named on the command line (default: the
+persistent kernel). Catches compile errors before a device call.
+
+NVRTC comes from the PyPI wheel nvidia-cuda-nvrtc (a zip): unpack its nvidia/cu13/lib folder and
+point NVRTC_LIB at it (default ~/.cache/molla/nvrtc-lib). Extra -D options: MOLLA_KDEFS as the
+engine reads it.
+
+    python3 scripts/nvrtc_check.py [KERNEL ...]
+"""
+import ctypes
+import os
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "crates/cuda/src/compile.rs"
+KERNELS = ROOT / "crates/cuda/kernels"
+
+
+def sources():
+    """The kernel files in compile.rs's order."""
+    text = SRC.read_text()
+    block = text[text.index("const SOURCES"):text.index("];", text.index("const SOURCES"))]
+    return re.findall(r'include_str!\("\.\./kernels/([^"]+)"\)', block)
+
+
+def main():
+    lib_dir = Path(os.environ.get("NVRTC_LIB", Path.home() / ".cache/molla/nvrtc-lib"))
+    libs = sorted(lib_dir.glob("libnvrtc.so*"))
+    if not libs:
+        print(f"no libnvrtc in {lib_dir}: skipped (see this script's doc)")
+        return 0
+    nv = ctypes.CDLL(str(libs[0]))
+    src = "".join(f'#line 1 "{n}"\n' + (KERNELS / n).read_text() + "\n" for n in sources())
+    att_tile = os.environ.get("MOLLA_ATT_TILE", "256")
+    opts = ["--gpu-architecture=sm_90", "--std=c++17", f"-DATT_TILE={att_tile}", "--ptxas-options=-v"]
+    opts += [f"-DMOLLA_X_{d}" for d in os.environ.get("MOLLA_KDEFS", "").split() if re.fullmatch(r"\w+(=\w+)?", d)]
+    prog = ctypes.c_void_p()
+    rc = nv.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"molla.cu", 0, None, None)
+    assert rc == 0, rc
+    arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+    rc = nv.nvrtcCompileProgram(prog, len(opts), arr)
+    size = ctypes.c_size_t()
+    nv.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    nv.nvrtcGetProgramLog(prog, log)
+    text = log.value.decode(errors="replace")
+    if rc != 0:
+        print(text)
+        print(f"compile failed ({rc})")
+        return 1
+    names = sys.argv[1:] or ["decode_persistent"]
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "Compiling entry function" in line and any(f"'{n}'" in line for n in names):
+            print("\n".join(lines[i:i + 4]))
+    warn = [l for l in lines if "warning" in l.lower()]
+    if warn:
+        print("\n".join(warn[:20]))
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
