@@ -8,7 +8,10 @@ NVRTC comes from the PyPI wheel nvidia-cuda-nvrtc (a zip): unpack its nvidia/cu1
 point NVRTC_LIB at it (default ~/.cache/molla/nvrtc-lib). Extra -D options: MOLLA_KDEFS as the
 engine reads it.
 
-    python3 scripts/nvrtc_check.py [KERNEL ...]
+    python3 scripts/nvrtc_check.py [--cubin FILE] [KERNEL ...]
+
+--cubin writes the CUBIN: two builds whose CUBINs are the same bytes have the same machine code
+(for checking that an experiment behind MOLLA_KDEFS leaves the default kernels untouched).
 """
 import ctypes
 import os
@@ -53,7 +56,15 @@ def main():
         print(text)
         print(f"compile failed ({rc})")
         return 1
-    names = sys.argv[1:] or ["decode_persistent"]
+    args = sys.argv[1:]
+    if args[:1] == ["--cubin"] and len(args) > 1:
+        size = ctypes.c_size_t()
+        nv.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+        buf = ctypes.create_string_buffer(size.value)
+        nv.nvrtcGetCUBIN(prog, buf)
+        Path(args[1]).write_bytes(buf.raw)
+        args = args[2:]
+    names = args or ["decode_persistent"]
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if "Compiling entry function" in line and any(f"'{n}'" in line for n in names):

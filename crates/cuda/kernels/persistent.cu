@@ -119,6 +119,40 @@ __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
     return r0 < r1 || st.prep != PK_PREP_PLAIN;
 }
 
+#ifdef MOLLA_X_PKTOUCH
+// Experiment (MOLLA_KDEFS=PKTOUCH): one step ahead, the block's last thread loads one word of
+// each segment's first row of step nx (and of its norm weights, or of an attention step's
+// caches), a real load whose value is never used: the address translation and the L2 line are
+// then warm when pk_stage copies the rows a step later. (A bulk L2 prefetch of the whole chunk
+// measured slower, and may not warm the translation.)
+__device__ __forceinline__ void pk_touch1(const void* p) {
+    u32 v;
+    asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    (void)v;
+}
+
+__device__ void pk_touch(const PkStep& nx, const PkArgs& a) {
+    if (threadIdx.x != PK_THREADS - 1) return;
+    if (nx.op == PK_OP_ATTN) {
+        if ((int)blockIdx.x < a.n_head && a.pos > 0) {
+            pk_touch1(nx.kc);
+            pk_touch1(nx.vc);
+        }
+        return;
+    }
+    int r0, r1;
+    pk_rows(nx.total, r0, r1);
+    if (nx.prep != PK_PREP_PLAIN) pk_touch1(nx.norm_w);
+    if (r0 >= r1) return;
+    int cur = r0;
+    PkChunk c = pk_next_chunk(nx, cur, r1, a.chunk);
+    for (int j = 0; j < (nx.pair ? 2 : 1); j++) {
+        int s = nx.pair ? j : c.seg;
+        pk_touch1(nx.w[s] + (size_t)c.ra * nx.row_bytes[s]);
+    }
+}
+#endif
+
 // Chunk buffer k (of a.stages, cycled).
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
 
@@ -427,6 +461,9 @@ __device__ void pk_body(const PkArgs& a) {
         const bool ld = threadIdx.x < W && s + 2 < a.nsteps;
         u32 next2 = ld ? __ldg((const u32*)(a.steps + s + 2) + threadIdx.x) : 0u;
         PkCursor staged = pk_stage(st, a, nw, bufs);
+#ifdef MOLLA_X_PKTOUCH
+        if (s + 1 < a.nsteps) pk_touch(sts[(s + 1) & 1], a);
+#endif
         u64 g0 = a.trace ? global_ns() : 0;
         pk_stamp(a, 0);
         pk_stamp(a, 1);

@@ -1,0 +1,407 @@
+// Hand-over microbenchmark for the GPU machine: the latency floor of one inter-block "step" of a
+// persistent decode kernel (crates/cuda/kernels/persistent_steps.cuh), by hand-over protocol.
+//
+//   nvcc -O3 -arch=sm_90 -o /tmp/syncbench scripts/syncbench/syncbench.cu && /tmp/syncbench [S]
+//
+// A kernel of G blocks (256 threads, one block an SM, all co-resident) runs a chain of S steps
+// (default 2000) over a vector of N floats: step s waits for the whole of step s-1's vector, copies
+// it into shared memory, and block b writes rows [N*b/G, N*(b+1)/G) of step s's vector:
+//   out[r] = in[(r*5 + s) % N] + (1 + r % 8)
+// (5 is coprime to every N used, so each step is a permutation: a stale value read anywhere
+// reaches the final vector; values are integers below 2^24, so the float sums are exact and the
+// host's simulation must match bit for bit). Step 0 reads a plain init vector; step s writes
+// buffer s % 2 and reads buffer (s-1) % 2. Launch e (1, 2, ...) of a config uses tags
+// e*S + s + 1 and counter targets e*G, so a launch never takes an earlier launch's words as its
+// own; the buffers, counters and flags are zeroed once a config.
+//
+// Buffer reuse (2 buffers, every variant): block b overwrites buffer s%2 (step s-2's vector) only
+// after it saw all of step s-1's vector, and each block wrote its share of that only after
+// finishing its load of step s-2's vector (its loads were in shared memory before a barrier).
+// Likewise a flag word of step s-2 is overwritten only after every block finished waiting on it.
+//
+// Prints a markdown table, us a step = median of 5 launches (after 2 warm-ups, cudaEvent) / S;
+// check = every launch's final vector (and tags) equal the host's, and no wait timed out. Every
+// wait gives up after 1 s (globaltimer) or 2^26 polls, setting an error word. Exits 1 on a failure.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include <algorithm>
+#include <cuda_runtime.h>
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define CK(x)                                                                              \
+    do {                                                                                   \
+        cudaError_t e = (x);                                                               \
+        if (e != cudaSuccess) {                                                            \
+            printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));       \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+#define NT 256
+#define MAXN 2048  // tagged loads: at most 4 pairs a thread
+#define TIMEOUT_NS 1000000000ull
+
+// Variants. TAGGED_NOWORK (only one warp stores a block's share) is left out: a block's share is
+// at most 47 rows here, stored by threads lo..hi-1, so warp 0 (and part of warp 1 at N=1536,
+// G=33) already does every store.
+enum { TAGGED, TAGGED_RELAXED, TAGGED_BATCH, COUNTER, FLAGS, GRIDBAR, NVAR };
+static const char* vname[NVAR] = {"tagged", "tagged_relaxed", "tagged_batch", "counter", "flags", "gridbar"};
+
+struct Args {
+    u64* ll;            // tagged: 2 buffers of N words {f32 bits, tag}
+    float* plain;       // others: 2 buffers of N floats (the same memory as ll)
+    const float* init;  // step 0's input
+    u32* ctr;           // counter: one a step (S words); gridbar: ctr[S]
+    u32* flags;         // flags: 2 buffers of G words
+    u32* err;           // 1 + step of the first wait that gave up
+    int* smid;          // the SM of each block
+    int n, steps;
+    u32 epoch;          // 1, 2, ... for the launches of a config
+};
+
+__device__ __forceinline__ u64 global_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ u32 ld_relaxed(const u32* p) {
+    u32 v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ u32 ld_acquire(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Two tagged words {value, tag, value, tag} (16-byte aligned), one load: volatile as the engine's
+// ld_ll2, or relaxed at gpu scope. (PTX models a vector access as per-element accesses either
+// way; the hardware does an aligned 16-byte access whole, which the engine relies on.)
+template <int V>
+__device__ __forceinline__ uint4 ld2(const u64* p) {
+    uint4 v;
+    if (V != TAGGED)
+        asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    else
+        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+
+template <int V>
+__device__ __forceinline__ void st1(u64* p, float v, u32 tag) {
+    if (V != TAGGED)
+        asm volatile("st.relaxed.gpu.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(__float_as_uint(v)), "r"(tag) : "memory");
+    else
+        asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(__float_as_uint(v)), "r"(tag) : "memory");
+}
+
+// Whether a wait of step `step` begun at t0 must stop (another block's error, 1 s, or 2^26 polls).
+__device__ __forceinline__ bool give_up(u32* err, u64 t0, u32 it, int step) {
+    if (*(volatile u32*)err != 0u) return true;
+    bool out = global_ns() - t0 > TIMEOUT_NS || it > (1u << 26);
+    if (out) atomicCAS(err, 0u, (u32)step + 1u);
+    return out;
+}
+
+// Polls the pair at p until both words carry `tag`, as the engine's pk_spin.
+template <int V>
+__device__ __noinline__ bool spin_ll(const u64* p, u32 tag, int step, u32* err, uint4& v) {
+    u64 t0 = global_ns();
+    for (u32 it = 1;; it++) {
+        v = ld2<V>(p);
+        if (v.y == tag && v.w == tag) return true;
+        if ((it & 63) == 0 && give_up(err, t0, it, step)) return false;
+    }
+}
+
+// As pk_load_ll since c5d12f2: every poll reloads all of the thread's pairs not yet tagged at
+// once (relaxed at GPU scope).
+template <int V>
+__device__ __forceinline__ bool load_ll_batch(const u64* src, float* x, int n, u32 tag, int step, u32* err) {
+    const int np = n >> 1;
+    constexpr int K = MAXN / 2 / NT;
+    {
+        u32 pend = 0;
+        for (int k = 0; k < K; k++)
+            if (threadIdx.x + k * NT < np) pend |= 1u << k;
+        u64 t0 = 0;
+        for (u32 it = 1; pend; it++) {
+            uint4 v[K];
+#pragma unroll
+            for (int k = 0; k < K; k++)
+                if ((pend >> k) & 1) v[k] = ld2<V>(src + 2 * (threadIdx.x + k * NT));
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                int i = threadIdx.x + k * NT;
+                if (((pend >> k) & 1) && v[k].y == tag && v[k].w == tag) {
+                    x[2 * i] = __uint_as_float(v[k].x);
+                    x[2 * i + 1] = __uint_as_float(v[k].z);
+                    pend &= ~(1u << k);
+                }
+            }
+            if (it == 1) t0 = global_ns();
+            if (pend && (it & 63) == 0 && give_up(err, t0, it, step)) return false;
+        }
+    }
+    return true;
+}
+
+// The tagged vector into shared memory, as pk_load_ll was before c5d12f2: all of a thread's
+// pair loads issued, then a poll of the pairs not yet tagged, one pair at a time. No barrier
+// here (the caller's follows).
+template <int V>
+__device__ __forceinline__ bool load_ll(const u64* src, float* x, int n, u32 tag, int step, u32* err) {
+    const int np = n >> 1;
+    uint4 v[MAXN / 2 / NT];
+#pragma unroll
+    for (int k = 0; k < MAXN / 2 / NT; k++) {
+        int i = threadIdx.x + k * NT;
+        v[k] = i < np ? ld2<V>(src + 2 * i) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    bool ok = true;
+#pragma unroll
+    for (int k = 0; k < MAXN / 2 / NT; k++) {
+        int i = threadIdx.x + k * NT;
+        if (i < np && ok) {
+            if ((v[k].y != tag || v[k].w != tag) && !spin_ll<V>(src + 2 * i, tag, step, err, v[k])) ok = false;
+            x[2 * i] = __uint_as_float(v[k].x);
+            x[2 * i + 1] = __uint_as_float(v[k].z);
+        }
+    }
+    return ok;
+}
+
+// Polls *p (relaxed) until it reaches `target` (eq: equals it; else: signed difference >= 0),
+// then one acquire load. One thread.
+__device__ bool wait_word(const u32* p, u32 target, bool eq, int step, u32* err) {
+    u64 t0 = 0;
+    for (u32 it = 1;; it++) {
+        u32 v = ld_relaxed(p);
+        if (eq ? v == target : (int)(v - target) >= 0) break;
+        if (it == 1) t0 = global_ns();
+        if ((it & 63) == 0 && give_up(err, t0, it, step)) return false;
+    }
+    ld_acquire(p);
+    return true;
+}
+
+// The reference grid barrier (thread 0): fence, one add to a single counter, spin (volatile)
+// until it reaches target, fence.
+__device__ bool grid_arrive(u32* c, u32 target, int step, u32* err) {
+    __threadfence();
+    atomicAdd(c, 1u);
+    u64 t0 = global_ns();
+    for (u32 it = 1; (int)(*(volatile u32*)c - target) < 0; it++)
+        if ((it & 63) == 0 && give_up(err, t0, it, step)) return false;
+    __threadfence();
+    return true;
+}
+
+// The chain of S steps by variant V. Barriers a step: tagged 1 (after the load); counter and
+// flags 3 (after the wait, after the load, before publishing); gridbar 3 (after the load, and
+// the grid barrier's two).
+template <int V>
+__global__ void __launch_bounds__(NT, 1) chain(Args a) {
+    extern __shared__ float xs[];  // 2 x N: step s's input in half s % 2 (no barrier before a load)
+    const int tid = threadIdx.x, nb = gridDim.x, n = a.n;
+    const int lo = (int)((long long)n * blockIdx.x / nb), hi = (int)((long long)n * (blockIdx.x + 1) / nb);
+    int id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    if (tid == 0) a.smid[blockIdx.x] = id;
+    for (int s = 0; s < a.steps; s++) {
+        float* x = xs + (s & 1) * n;
+        const u32 tag = a.epoch * (u32)a.steps + (u32)s + 1u;  // step s's; step s-1's is tag - 1
+        const int ib = (s + 1) & 1, ob = s & 1;                // buffers of step s-1 and step s
+        int fail = 0;
+        // Wait for step s-1's vector and copy it into shared memory.
+        if (s == 0) {
+            for (int i = tid; i < n; i += NT) x[i] = __ldcg(a.init + i);
+        } else if (V == TAGGED || V == TAGGED_RELAXED || V == TAGGED_BATCH) {
+            fail = V == TAGGED_BATCH ? !load_ll_batch<V>(a.ll + ib * n, x, n, tag - 1u, s, a.err)
+                                     : !load_ll<V>(a.ll + ib * n, x, n, tag - 1u, s, a.err);
+        } else {
+            // counter: thread 0 waits for every block's arrival; flags: thread t < G waits for
+            // block t's flag; gridbar: the previous step's grid barrier was the wait.
+            if (V == COUNTER && tid == 0) fail = !wait_word(a.ctr + s - 1, a.epoch * (u32)nb, false, s, a.err);
+            if (V == FLAGS && tid < nb) fail = !wait_word(a.flags + ib * nb + tid, tag - 1u, true, s, a.err);
+            if (V != GRIDBAR && __syncthreads_or(fail)) return;
+            for (int i = tid; i < n; i += NT) x[i] = __ldcg(a.plain + ib * n + i);
+        }
+        if (__syncthreads_or(fail)) return;
+        // This block's rows of step s, each from a value of the whole input.
+        for (int r = lo + tid; r < hi; r += NT) {
+            float v = x[(r * 5 + s) % n] + (float)(1 + (r & 7));
+            if (V == TAGGED || V == TAGGED_RELAXED || V == TAGGED_BATCH) st1<V>(a.ll + ob * n + r, v, tag);
+            else a.plain[ob * n + r] = v;
+        }
+        // Publish (tagged words publish themselves).
+        if (V == COUNTER || V == FLAGS || V == GRIDBAR) {
+            __syncthreads();
+            if (tid == 0) {
+                if (V == COUNTER) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.ctr + s) : "memory");
+                if (V == FLAGS) asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(a.flags + ob * nb + blockIdx.x), "r"(tag) : "memory");
+                if (V == GRIDBAR) fail = !grid_arrive(a.ctr + a.steps, ((a.epoch - 1u) * (u32)a.steps + (u32)s + 1u) * (u32)nb, s, a.err);
+            }
+            if (V == GRIDBAR && __syncthreads_or(fail)) return;
+        }
+    }
+}
+
+// Reference: one thread chasing pointers over 64 cache lines (8 KiB, resident in L2 after the
+// first pass) with dependent ld.volatile loads. out: ns, cycles of the timed pass.
+__global__ void chase(const u32* next, int hops, u64* out) {
+    u32 j = 0;
+    for (int h = 0; h < hops; h++) j = *(const volatile u32*)(next + j);
+    u64 t0 = global_ns(), c0 = clock64();
+    for (int h = 0; h < hops; h++) j = *(const volatile u32*)(next + j);
+    u64 c1 = clock64(), t1 = global_ns();
+    out[0] = t1 - t0, out[1] = c1 - c0, out[2] = j;
+}
+
+// Reference: __syncthreads of one block of NT threads, back to back. out: ns, cycles.
+__global__ void bar_cost(int iters, u64* out) {
+    __syncthreads();
+    u64 t0 = global_ns(), c0 = clock64();
+    for (int i = 0; i < iters; i++) __syncthreads();
+    u64 c1 = clock64(), t1 = global_ns();
+    if (threadIdx.x == 0) out[0] = t1 - t0, out[1] = c1 - c0;
+}
+
+int main(int argc, char** argv) {
+    int steps = argc > 1 ? atoi(argv[1]) : 2000;
+    if (steps < 2 || steps > 1000000) {
+        printf("usage: syncbench [S]   (steps a launch, 2 .. 1000000; default 2000)\n");
+        return 2;
+    }
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    const int sms = prop.multiProcessorCount;
+    printf("device %s, %d SMs, L2 %d MiB, S = %d steps a launch\n\n", prop.name, sms, prop.l2CacheSize >> 20, steps);
+
+    u64 *ref, o[3];
+    u32* next;
+    CK(cudaMalloc(&ref, sizeof o));
+    {
+        const int hops = 1000, iters = 100000;
+        std::vector<u32> h(64 * 32, 0);
+        for (int l = 0; l < 64; l++) h[l * 32] = ((l + 17) % 64) * 32;  // one cycle over the 64 lines
+        CK(cudaMalloc(&next, h.size() * 4));
+        CK(cudaMemcpy(next, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+        chase<<<1, 1>>>(next, hops, ref);
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(o, ref, sizeof o, cudaMemcpyDeviceToHost));
+        printf("L2 round trip (one thread, dependent ld.volatile, %d hops): %.1f ns a hop (%.0f SM cycles)\n", hops,
+               (double)o[0] / hops, (double)o[1] / hops);
+        bar_cost<<<1, NT>>>(iters, ref);
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(o, ref, sizeof o, cudaMemcpyDeviceToHost));
+        printf("__syncthreads (one block of %d threads, back to back): %.2f ns (%.1f SM cycles)\n\n", NT,
+               (double)o[0] / iters, (double)o[1] / iters);
+    }
+
+    // One allocation for the vectors (tagged or plain), one for the words (counters, flags, error).
+    Args a;
+    const size_t vbytes = 2 * MAXN * sizeof(u64), wbytes = (steps + 1 + 2 * NT + 1) * sizeof(u32);
+    float* init;
+    CK(cudaMalloc(&a.ll, vbytes));
+    CK(cudaMalloc(&a.ctr, wbytes));
+    CK(cudaMalloc(&init, MAXN * sizeof(float)));
+    CK(cudaMalloc(&a.smid, NT * sizeof(int)));
+    a.plain = (float*)a.ll, a.flags = a.ctr + steps + 1, a.err = a.flags + 2 * NT, a.init = init, a.steps = steps;
+    std::vector<float> hinit(MAXN);
+    u32 rnd = 12345;
+    for (float& v : hinit) rnd = rnd * 1664525u + 1013904223u, v = (float)(rnd >> 12);  // integers below 2^20
+    CK(cudaMemcpy(init, hinit.data(), MAXN * sizeof(float), cudaMemcpyHostToDevice));
+    // One block an SM: more than half an SM's shared memory a block.
+    const int smem = (int)prop.sharedMemPerMultiprocessor / 2 + 1024;
+    if (smem < 2 * MAXN * 4 || smem > (int)prop.sharedMemPerBlockOptin) {
+        printf("shared memory sizing failed (%d bytes)\n", smem);
+        return 1;
+    }
+    void (*kern[NVAR])(Args) = {chain<TAGGED>, chain<TAGGED_RELAXED>, chain<TAGGED_BATCH>,
+                                 chain<COUNTER>, chain<FLAGS>, chain<GRIDBAR>};
+    const int ns[] = {576, 896, 1536}, gs[] = {sms, sms / 2, sms / 4};
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    bool all_ok = true;
+    printf("| variant | N | G | us/step | check |\n|---|---|---|---|---|\n");
+    for (int v = 0; v < NVAR; v++) {
+        const bool tagged = v == TAGGED || v == TAGGED_RELAXED || v == TAGGED_BATCH;
+        CK(cudaFuncSetAttribute(kern[v], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        int occ = 0;
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern[v], NT, smem));
+        for (int n : ns) {
+            // The host's chain (exact: integers below 2^24).
+            std::vector<float> want(hinit.begin(), hinit.begin() + n), nxt(n);
+            for (int s = 0; s < steps; s++) {
+                for (int r = 0; r < n; r++) nxt[r] = want[(r * 5 + s) % n] + (float)(1 + (r & 7));
+                want.swap(nxt);
+            }
+            for (int g : gs) {
+                printf("| %s | %d | %d | ", vname[v], n, g);
+                if (occ < 1 || g > occ * sms || g > NT || g < 1 || n > MAXN || n % 2) {
+                    printf("- | REFUSED (occupancy %d a SM) |\n", occ);
+                    all_ok = false;
+                    continue;
+                }
+                a.n = n;
+                CK(cudaMemset(a.ll, 0, vbytes));
+                CK(cudaMemset(a.ctr, 0, wbytes));
+                CK(cudaMemset(a.smid, 0xff, NT * sizeof(int)));
+                std::vector<float> ms;
+                std::vector<u64> got(n);
+                char why[128] = "";
+                for (int e = 1; e <= 7 && !why[0]; e++) {
+                    a.epoch = (u32)e;
+                    CK(cudaEventRecord(e0));
+                    kern[v]<<<g, NT, smem>>>(a);
+                    CK(cudaGetLastError());
+                    CK(cudaEventRecord(e1));
+                    CK(cudaEventSynchronize(e1));
+                    float t;
+                    CK(cudaEventElapsedTime(&t, e0, e1));
+                    if (e > 2) ms.push_back(t);
+                    u32 err;
+                    CK(cudaMemcpy(&err, a.err, sizeof err, cudaMemcpyDeviceToHost));
+                    if (err) {
+                        snprintf(why, sizeof why, "FAIL (launch %d: a wait of step %u timed out)", e, err - 1);
+                        break;
+                    }
+                    // The last step's vector (buffer (S-1) % 2): values, and tags of step S-1.
+                    const int fb = (steps - 1) & 1, esz = tagged ? 8 : 4;
+                    const u32 ftag = (u32)e * (u32)steps + (u32)steps;
+                    CK(cudaMemcpy(got.data(), (char*)a.ll + (size_t)fb * n * esz, (size_t)n * esz, cudaMemcpyDeviceToHost));
+                    int bad = 0;
+                    for (int r = 0; r < n; r++) {
+                        u32 bits = tagged ? (u32)got[r] : ((const u32*)got.data())[r], wbits;
+                        memcpy(&wbits, &want[r], 4);
+                        bad += bits != wbits || (tagged && (u32)(got[r] >> 32) != ftag);
+                    }
+                    if (bad) snprintf(why, sizeof why, "FAIL (launch %d: %d of %d values wrong)", e, bad, n);
+                }
+                std::vector<int> sm(g);
+                CK(cudaMemcpy(sm.data(), a.smid, g * sizeof(int), cudaMemcpyDeviceToHost));
+                std::sort(sm.begin(), sm.end());
+                bool shared = std::unique(sm.begin(), sm.end()) != sm.end();
+                if (why[0]) {
+                    all_ok = false;
+                    printf("- | %s |\n", why);
+                } else {
+                    std::sort(ms.begin(), ms.end());
+                    printf("%.3f | ok%s |\n", ms[ms.size() / 2] * 1e3 / steps, shared ? " (blocks shared an SM)" : "");
+                }
+                fflush(stdout);
+            }
+        }
+    }
+    if (!all_ok) printf("\nFAILED: see the check column\n");
+    return all_ok ? 0 : 1;
+}
