@@ -56,6 +56,7 @@ struct int4 { int x, y, z, w; };
 struct uint4 { unsigned x, y, z, w; };
 struct uint2 { unsigned x, y; };
 struct float4 { float x, y, z, w; };
+static float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 struct Dim { int x; };
 static Dim threadIdx{0}, blockDim{256};
 static float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
