@@ -22,14 +22,7 @@
 #include "../../crates/cuda/kernels/q16.cuh"
 #include "../../crates/cuda/kernels/matvec.cu"
 
-#define CK(x)                                                                              \
-    do {                                                                                   \
-        cudaError_t e = (x);                                                               \
-        if (e != cudaSuccess) {                                                            \
-            printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));       \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "../cuda_check.h"
 
 // The input row quantized once (one block), as matvec's load_input leaves it in shared memory.
 __global__ void prep_xq(const float* x, int cols, u8* out) {

@@ -279,14 +279,7 @@ __global__ void fill(u32* p, u64 n) {
 }
 
 #ifndef __CUDACC_RTC__
-#define CK(x)                                                                              \
-    do {                                                                                   \
-        cudaError_t e = (x);                                                               \
-        if (e != cudaSuccess) {                                                            \
-            printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));       \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "../cuda_check.h"
 
 // A launch of `grid` blocks of NT threads in clusters of `cluster` blocks (0: no cluster
 // attribute). Not copyable: cfg.attrs points into it.

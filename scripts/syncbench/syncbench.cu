@@ -29,17 +29,11 @@
 #include <algorithm>
 #include <cuda_runtime.h>
 
-typedef unsigned int u32;
-typedef unsigned long long u64;
+// The engine's types and its global-timer and relaxed / acquire loads.
+#include "../../crates/cuda/kernels/common.cuh"
+#include "../../crates/cuda/kernels/persistent_steps.cuh"
 
-#define CK(x)                                                                              \
-    do {                                                                                   \
-        cudaError_t e = (x);                                                               \
-        if (e != cudaSuccess) {                                                            \
-            printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));       \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "../cuda_check.h"
 
 #define NT 256
 #define MAXN 2048  // tagged loads: at most 4 pairs a thread
@@ -62,24 +56,6 @@ struct Args {
     int n, steps;
     u32 epoch;          // 1, 2, ... for the launches of a config
 };
-
-__device__ __forceinline__ u64 global_ns() {
-    u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-__device__ __forceinline__ u32 ld_relaxed(const u32* p) {
-    u32 v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ u32 ld_acquire(const u32* p) {
-    u32 v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 
 // Two tagged words {value, tag, value, tag} (16-byte aligned), one load: volatile as the engine's
 // ld_ll2, or relaxed at gpu scope. (PTX models a vector access as per-element accesses either

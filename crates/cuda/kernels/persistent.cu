@@ -73,15 +73,21 @@ __device__ __forceinline__ const u8* pk_span(const PkStep& st, int s, int ra, in
     return a0;
 }
 
-// Chunk c into buf by the block's threads; each of them commits one cp.async group.
-__device__ void pk_issue(const PkStep& st, const PkChunk& c, u8* buf) {
-    u32 dst = smem_u32(buf);
+// Chunk c's copies into buf by the block's threads (no commit); the bytes it takes there.
+__device__ __forceinline__ int pk_copy(const PkStep& st, const PkChunk& c, u8* buf) {
+    u32 dst = smem_u32(buf), d0 = dst;
     for (int j = 0; j < (st.pair ? 2 : 1); j++) {
         int n16;
         const u8* src = pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
         for (int i = threadIdx.x; i < n16; i += PK_THREADS) cp_async16(dst + 16 * i, src + 16 * i);
         dst += 16 * n16;
     }
+    return (int)(dst - d0);
+}
+
+// Chunk c into buf by the block's threads; each of them commits one cp.async group.
+__device__ void pk_issue(const PkStep& st, const PkChunk& c, u8* buf) {
+    pk_copy(st, c, buf);
     cp_commit();
 }
 
@@ -273,17 +279,7 @@ __device__ bool pk_issue_all(const PkStep& nx, const PkArgs& a, u8* dst, int cap
     int total = 0;
     for (int cur = r0; cur < r1;) total += pk_chunk_bytes(nx, pk_next_chunk(nx, cur, r1, a.chunk));
     if (total > cap) return false;
-    for (int cur = r0; cur < r1;) {
-        PkChunk c = pk_next_chunk(nx, cur, r1, a.chunk);
-        u32 d = smem_u32(dst);
-        for (int j = 0; j < (nx.pair ? 2 : 1); j++) {
-            int n16;
-            const u8* src = pk_span(nx, nx.pair ? j : c.seg, c.ra, c.rb, n16);
-            for (int i = threadIdx.x; i < n16; i += PK_THREADS) cp_async16(d + 16 * i, src + 16 * i);
-            d += 16 * n16;
-        }
-        dst += pk_chunk_bytes(nx, c);
-    }
+    for (int cur = r0; cur < r1;) dst += pk_copy(nx, pk_next_chunk(nx, cur, r1, a.chunk), dst);
     cp_commit();
     return true;
 }

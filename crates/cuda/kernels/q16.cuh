@@ -92,43 +92,45 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
     }
 }
 
-// Quantizes xs[0..cols) (whole blocks of 32) into the Xq at `base`: four threads a block of 32,
-// eight values each (two 16-byte loads, one 16-byte store), every thread of the block takes part
-// and the result is ready after the final barrier. The same bits as Q16Acts::quantize for q and
-// dx; sx is summed in a different order.
-__device__ void quantize_q16(const float* xs, int cols, u8* base) {
+// The trips of a row's quantization: four threads a block of 32, eight values each, which
+// load(i, live, v) gives (values i .. i+8; live: the block is in the row). Every thread takes
+// every trip (the shuffles need whole warps); past the end it computes on block 0 and stores
+// nothing. Ends with a barrier.
+template <class Load>
+__device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
     int nb = cols >> 5, part = threadIdx.x & 3;
-    // Every thread takes every trip (the shuffles need whole warps); past the end it computes on
-    // block 0 and stores nothing.
     int per = blockDim.x >> 2, trips = (nb + per - 1) / per;
     for (int it = 0; it < trips; it++) {
         int b0 = it * per + (threadIdx.x >> 2);
         bool live = b0 < nb;
         int b = live ? b0 : 0;
-        const float4* src = (const float4*)(xs + 32 * b + 8 * part);
-        float4 va = src[0], vb = src[1];
-        float v[8] = {va.x, va.y, va.z, va.w, vb.x, vb.y, vb.z, vb.w};
+        float v[8];
+        load(32 * b + 8 * part, live, v);
         q16_block(v, b, part, live, cols, base);
     }
     __syncthreads();
+}
+
+// Quantizes xs[0..cols) (whole blocks of 32) into the Xq at `base` (two 16-byte loads, one
+// 16-byte store a thread), ready after the final barrier. The same bits as Q16Acts::quantize
+// for q and dx; sx is summed in a different order.
+__device__ void quantize_q16(const float* xs, int cols, u8* base) {
+    quantize_trips(cols, base, [&](int i, bool, float* v) {
+        const float4* src = (const float4*)(xs + i);
+        float4 va = src[0], vb = src[1];
+        v[0] = va.x, v[1] = va.y, v[2] = va.z, v[3] = va.w, v[4] = vb.x, v[5] = vb.y, v[6] = vb.z, v[7] = vb.w;
+    });
 }
 
 // quantize_q16 of the RMS-normalised row: each value v of xs becomes v * scale * w[i] (the
 // graph path's preparation, the same bits) before it is quantized, in the same pass; the raw
 // values go to raw, the normalised ones back to xs. Ends with a barrier.
 __device__ void quantize_q16_norm(float* xs, int cols, u8* base, float scale, const float* w, float* raw) {
-    int nb = cols >> 5, part = threadIdx.x & 3;
-    int per = blockDim.x >> 2, trips = (nb + per - 1) / per;
-    for (int it = 0; it < trips; it++) {
-        int b0 = it * per + (threadIdx.x >> 2);
-        bool live = b0 < nb;
-        int b = live ? b0 : 0;
-        int i0 = 32 * b + 8 * part;
+    quantize_trips(cols, base, [&](int i0, bool live, float* v) {
         float4 va = ((const float4*)(xs + i0))[0], vb = ((const float4*)(xs + i0))[1];
         float4 wa = ((const float4*)(w + i0))[0], wb = ((const float4*)(w + i0))[1];
         float r[8] = {va.x, va.y, va.z, va.w, vb.x, vb.y, vb.z, vb.w};
         float ww[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
-        float v[8];
 #pragma unroll
         for (int j = 0; j < 8; j++) v[j] = __fmul_rn(__fmul_rn(r[j], scale), ww[j]);
         // Every thread has read its values before any is overwritten (a thread writes only its own).
@@ -138,9 +140,7 @@ __device__ void quantize_q16_norm(float* xs, int cols, u8* base, float scale, co
             ((float4*)(xs + i0))[0] = make_float4(v[0], v[1], v[2], v[3]);
             ((float4*)(xs + i0))[1] = make_float4(v[4], v[5], v[6], v[7]);
         }
-        q16_block(v, b, part, live, cols, base);
-    }
-    __syncthreads();
+    });
 }
 
 __device__ __forceinline__ int dp2a_lo(int a, u32 b, int c) {
