@@ -39,7 +39,10 @@
 #define MAXN 2048  // tagged loads: at most 4 pairs a thread
 #define TIMEOUT_NS 1000000000ull
 
-// Variants. TAGGED_NOWORK (only one warp stores a block's share) is left out: a block's share is
+// Variants: tagged words {value, tag} polled a pair at a time (volatile, as the engine before
+// c5d12f2; relaxed at GPU scope), or all of a thread's untagged pairs reloaded in each poll
+// (tagged_batch, as the engine since); one counter a step; a flag a block; a grid barrier.
+// TAGGED_NOWORK (only one warp stores a block's share) is left out: a block's share is
 // at most 47 rows here, stored by threads lo..hi-1, so warp 0 (and part of warp 1 at N=1536,
 // G=33) already does every store.
 enum { TAGGED, TAGGED_RELAXED, TAGGED_BATCH, COUNTER, FLAGS, GRIDBAR, NVAR };
