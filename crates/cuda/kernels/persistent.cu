@@ -213,9 +213,18 @@ struct PkCursor {
 #endif
 };
 
-// Before the input is ready: the RMSNorm weights and the first chunks of step st, one cp.async
-// group a chunk (the first group also holds the norm weights; it is empty of chunks when the block
-// has no rows), then the L2 prefetch of the next a.l2_ahead chunks. Attention steps stage their
+// The RMSNorm weights of step st into nw (none for a plain input) as one cp.async group of their
+// own, so that the input's preparation waits for them alone, not for rows as well.
+__device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
+    if (st.prep != PK_PREP_PLAIN) {
+        u32 dst = smem_u32(nw);
+        for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
+    }
+    cp_commit();
+}
+
+// Before the input is ready: the RMSNorm weights (pk_stage_norm) and the first chunks of step
+// st, one cp.async group a chunk, then the L2 prefetch of the next a.l2_ahead chunks. Attention steps stage their
 // cached keys and values instead (pk_stage_kv).
 __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* bufs) {
     PkCursor k = {};
@@ -227,13 +236,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
     int r0, r1;
     pk_rows(st.total, r0, r1);
     if (!pk_busy(st, r0, r1)) return k;
-    // The norm weights in a group of their own, so that the input's preparation waits for them
-    // alone, not for the first chunk of rows as well.
-    if (st.prep != PK_PREP_PLAIN) {
-        u32 dst = smem_u32(nw);
-        for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
-    }
-    cp_commit();
+    pk_stage_norm(st, nw);
     int cur = PK_SKIPS(a, PK_SKIP_ROWS) ? r1 : r0;
     for (; k.issued < a.stages && cur < r1; k.issued++)
         pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), pk_buf(a, bufs, k.issued));
@@ -301,11 +304,7 @@ __device__ PkCursor pk_stage_ahead(const PkStep& st, const PkStep& nx, int s, co
         pk_rows(st.total, r0, r1);
         if (on && s == h.step) {
             // The rows are in flight since the step before: only the norm weights now.
-            if (st.prep != PK_PREP_PLAIN) {
-                u32 dst = smem_u32(nw);
-                for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
-            }
-            cp_commit();
+            pk_stage_norm(st, nw);
             k.pre = bufs + h.buf * half;
             k.ahead = k.l2 = r1;
             mine = h.buf;

@@ -12,8 +12,8 @@
 // zeroes the buffers). A reader polls the words it needs until each carries the tag of the step
 // that produces them, so such a hand-over needs no barrier, fence or counter: a block
 // waits for exactly the values it reads (an attention block for its head's q, k, v rows), and the
-// wait and the load are one round trip. Words are stored and loaded with 8- or 16-byte volatile
-// accesses, which the GPU performs whole, so a value is never seen without its tag. A writer
+// wait and the load are one round trip. Words are stored and loaded with 8- or 16-byte accesses
+// (relaxed at GPU scope; MOLLA_KDEFS=LLVOL: volatile), which the GPU performs whole, so a value is never seen without its tag. A writer
 // overwrites a buffer only after reading an input that every reader of the old contents helped
 // produce (each step's input depends on all of the previous step), so no reader can miss a value.
 // Wide vectors (the 8B's 14336-value FFN row) cost twice their bytes in tagged form and every
@@ -212,9 +212,9 @@ __device__ __forceinline__ void pk_arrive(u32* c) {
 
 __device__ __forceinline__ u32 pk_tag(const PkArgs& a, int step) { return a.tag_base + (u32)step + 1u; }
 
-// Two tagged words (16-byte aligned): {value, tag, value, tag}.
-// Relaxed at GPU scope (volatile is relaxed at system scope; syncbench measured the GPU scope's
-// hand-over of 1536 values 2.45 -> 2.26 us on the H200). MOLLA_KDEFS=LLVOL keeps volatile.
+// Tagged words are loaded and stored relaxed at GPU scope (volatile is relaxed at system scope;
+// syncbench measured the GPU scope's hand-over of 1536 values 2.45 -> 2.26 us on the H200).
+// MOLLA_KDEFS=LLVOL keeps volatile.
 #ifdef MOLLA_X_LLVOL
 #define PK_LL_LD "ld.volatile.global.v4.u32"
 #define PK_LL_ST "st.volatile.global.v2.u32"
@@ -223,6 +223,7 @@ __device__ __forceinline__ u32 pk_tag(const PkArgs& a, int step) { return a.tag_
 #define PK_LL_ST "st.relaxed.gpu.global.v2.u32"
 #endif
 
+// Two tagged words (16-byte aligned): {value, tag, value, tag}.
 __device__ __forceinline__ uint4 ld_ll2(const u64* p) {
     uint4 v;
     asm volatile(PK_LL_LD " {%0, %1, %2, %3}, [%4];"
