@@ -86,8 +86,8 @@ __device__ __forceinline__ int pk_copy(const PkStep& st, const PkChunk& c, u8* b
 }
 
 // Chunk c into buf by the block's threads; each of them commits one cp.async group.
-__device__ void pk_issue(const PkStep& st, const PkChunk& c, u8* buf) {
-    pk_copy(st, c, buf);
+__device__ void pk_issue(const PkStep& st, const PkArgs& a, const PkChunk& c, u8* buf) {
+    if (!PK_SKIPS(a, PK_SKIP_FETCH)) pk_copy(st, c, buf);
     cp_commit();
 }
 
@@ -239,9 +239,10 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
     pk_stage_norm(st, nw);
     int cur = PK_SKIPS(a, PK_SKIP_ROWS) ? r1 : r0;
     for (; k.issued < a.stages && cur < r1; k.issued++)
-        pk_issue(st, pk_next_chunk(st, cur, r1, a.chunk), pk_buf(a, bufs, k.issued));
+        pk_issue(st, a, pk_next_chunk(st, cur, r1, a.chunk), pk_buf(a, bufs, k.issued));
     k.ahead = cur;
-    for (int i = 0; i < a.l2_ahead && cur < r1; i++) pk_l2(st, pk_next_chunk(st, cur, r1, a.chunk));
+    for (int i = 0; i < a.l2_ahead && cur < r1 && !PK_SKIPS(a, PK_SKIP_FETCH); i++)
+        pk_l2(st, pk_next_chunk(st, cur, r1, a.chunk));
     k.l2 = cur;
     return k;
 }
@@ -350,9 +351,11 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         __syncthreads();
     }
     pk_stamp_arrive(a);
+    pk_stamp_m(a, 5);
     if (PK_SKIPS(a, PK_SKIP_PREP)) return true;
     if (st.prep != PK_PREP_PLAIN) {
         float scale = rms_scale(xs, n, st.eps, PK_NORM_THREADS);
+        pk_stamp_m(a, 5);
         cp_wait_n(after_norm);
         __syncthreads();
         // Normalised (v * scale * w, as the graph path's preparation) and quantized in one pass.
@@ -372,13 +375,14 @@ __device__ __forceinline__ void pk_out(const PkStep& st, float* y, int r, float 
 // Measurement (MOLLA_PK_SKIP's PK_SKIP_ROWS): the block's output values without the work, 0 or
 // the residual row (stale with PK_SKIP_PREP, which leaves it unloaded), so the steps hand over
 // as before and the time left is synchronisation and input loads.
+__device__ void pk_skip_chunk(const PkStep& st, const PkChunk& c, const float* xraw, u32 tag) {
+    float* y = st.y[c.seg];
+    const bool accumulate = !st.pair && st.accumulate[c.seg] != 0;
+    for (int r = c.ra + (int)threadIdx.x; r < c.rb; r += PK_THREADS) pk_out(st, y, r, accumulate ? xraw[r] : 0.f, tag);
+}
+
 __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1, u32 tag) {
-    for (int cur = r0; cur < r1;) {
-        PkChunk c = pk_next_chunk(st, cur, r1, 1 << 30);
-        float* y = st.y[c.seg];
-        const bool accumulate = !st.pair && st.accumulate[c.seg] != 0;
-        for (int r = c.ra + (int)threadIdx.x; r < c.rb; r += PK_THREADS) pk_out(st, y, r, accumulate ? xraw[r] : 0.f, tag);
-    }
+    for (int cur = r0; cur < r1;) pk_skip_chunk(st, pk_next_chunk(st, cur, r1, 1 << 30), xraw, tag);
     __syncthreads();
 }
 
@@ -424,7 +428,9 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
         const size_t rb0 = (size_t)st.row_bytes[si], rb1 = (size_t)st.row_bytes[1];
         const u8* base0 = pk_row(st, c, buf, 0, c.ra);
         float* y = st.y[si];
-        if (st.pair) {
+        if (PK_SKIPS(a, PK_SKIP_DOT)) {
+            pk_skip_chunk(st, c, xraw, tag);
+        } else if (st.pair) {
             // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
             // type).
             const u8* base1 = pk_row(st, c, buf, 1, c.ra);
@@ -468,11 +474,12 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
         if (pre) pre += pk_chunk_bytes(st, c);
 #endif
         if (ahead < r1) {
-            pk_issue(st, pk_next_chunk(st, ahead, r1, a.chunk), buf);
+            pk_issue(st, a, pk_next_chunk(st, ahead, r1, a.chunk), buf);
             issued++;
-            if (l2 < r1) pk_l2(st, pk_next_chunk(st, l2, r1, a.chunk));
+            if (l2 < r1 && !PK_SKIPS(a, PK_SKIP_FETCH)) pk_l2(st, pk_next_chunk(st, l2, r1, a.chunk));
         }
     }
+    pk_stamp_m(a, 7);
     return true;
 }
 
@@ -510,7 +517,10 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
                 for (int d = threadIdx.x; d < segs[j].n; d += PK_THREADS) segs[j].dst[d] = __ldcg(src[j] + at[j] + d);
             __syncthreads();
         }
-        if (h == (int)blockIdx.x) pk_stamp_arrive(a);
+        if (h == (int)blockIdx.x) {
+            pk_stamp_arrive(a);
+            pk_stamp_m(a, 5);
+        }
         u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) {
             u16 h16 = f2h(rv[d]);
@@ -553,6 +563,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
             else attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
         }
         __syncthreads();
+        pk_stamp_m(a, 7);
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) pk_out(st, st.out, h * hdv + d, rq[d], tag);
         __syncthreads();  // rq is reloaded for the block's next head
     }
@@ -583,6 +594,10 @@ __device__ void pk_body(const PkArgs& a) {
         const PkStep& st = sts[s & 1];
         const bool ld = threadIdx.x < W && s + 2 < a.nsteps;
         u32 next2 = ld ? __ldg((const u32*)(a.steps + s + 2) + threadIdx.x) : 0u;
+#ifdef MOLLA_X_PKMEASURE
+        u64 g0 = a.trace ? global_ns() : 0;
+        pk_stamp(a, 4);
+#endif
 #ifdef MOLLA_X_PKAHEAD
         u8* kvb = bufs;
         PkCursor staged = pk_stage_ahead(st, sts[(s + 1) & 1], s, a, nw, bufs, ah, kvb);
@@ -594,11 +609,15 @@ __device__ void pk_body(const PkArgs& a) {
 #ifdef MOLLA_X_PKTOUCH
         if (s + 1 < a.nsteps) pk_touch(sts[(s + 1) & 1], a);
 #endif
+#ifndef MOLLA_X_PKMEASURE
         u64 g0 = a.trace ? global_ns() : 0;
+#endif
         pk_stamp(a, 0);
         pk_stamp(a, 1);
         pk_stamp(a, 2);
         pk_stamp_arrive(a);
+        pk_stamp_m(a, 5);
+        pk_stamp_m(a, 7);
         bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, staged, s)
 #ifdef MOLLA_X_PKAHEAD
                                         : pk_attention(st, a, sm, cs, kvb, s, newer);
@@ -620,11 +639,21 @@ __device__ void pk_body(const PkArgs& a) {
                 long long c = clock64();
                 t[0] = g0;
                 t[1] = global_ns();
+#ifdef MOLLA_X_PKMEASURE
+                // SM cycles: staging, the wait, the RMSNorm sum, the rest of the input's
+                // preparation, waiting for the first weights, the rows; the end's ns in t[1].
+                const long long* p = pk_stamps;
+                t[2] = (u64)(p[0] - p[4]);
+                t[3] = (u64)(p[3] - p[0]);
+                t[4] = (u64)(p[5] - p[3]);
+                t[5] = (u64)(p[1] - p[5]);
+                t[6] = (u64)(p[2] - p[1]);
+                t[7] = (u64)(p[7] - p[2]);
+                (void)c;
+#else
                 t[2] = (u64)(pk_stamps[1] - pk_stamps[0]);
                 t[3] = (u64)(pk_stamps[2] - pk_stamps[1]);
                 t[4] = (u64)(c - pk_stamps[2]);
-#ifdef MOLLA_X_PKMEASURE
-                t[5] = (u64)(pk_stamps[3] - pk_stamps[0]);
 #endif
             }
         }

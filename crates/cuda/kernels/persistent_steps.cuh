@@ -52,14 +52,23 @@
 #define PK_SKIP_ROWS 1
 #define PK_SKIP_ATTN 2
 #define PK_SKIP_PREP 4
+// Weights: matvec rows are computed on whatever the chunk buffers hold (no copies, no L2
+// prefetch; the cp.async groups are still committed, empty). Dots: the weights are copied and
+// waited for, the rows store 0 (or the residual) instead of their dots.
+#define PK_SKIP_FETCH 8
+#define PK_SKIP_DOT 16
 // Only in a kernel built with MOLLA_KDEFS=PKMEASURE (as the trace's arrive stamp): the default
 // kernel has none of this code, which measured 4-6% slower decode on the H200 when always in.
 #ifdef MOLLA_X_PKMEASURE
 #define PK_SKIPS(a, bit) (((a).knobs & (bit)) != 0)
 #define pk_stamp_arrive(a) pk_stamp(a, 3)
+// The measurement build's finer trace (see pk_body): 4 the step's start, before its staging;
+// 5 after the RMSNorm's sum; 7 after the rows (or the attention).
+#define pk_stamp_m(a, k) pk_stamp(a, k)
 #else
 #define PK_SKIPS(a, bit) false
 #define pk_stamp_arrive(a) ((void)0)
+#define pk_stamp_m(a, k) ((void)0)
 #endif
 
 #define PK_PREP_PLAIN 0
@@ -113,7 +122,8 @@ struct PkArgs {
                    // step starts (weights issued) and ends; SM cycles spent on the input (its
                    // wait included), waiting for the first weights, and on the rest; then SM
                    // cycles from the start until the input had arrived (the wait alone; only
-                   // with MOLLA_X_PKMEASURE, else 0)
+                   // with MOLLA_X_PKMEASURE, else 0). MOLLA_X_PKMEASURE has a finer layout:
+                   // see the end of pk_body
     u32* counters; // per step: arrivals, for steps with plain outputs (epoch * gridDim.x when done)
     int nsteps;
     u32 token;
@@ -145,7 +155,11 @@ __device__ __forceinline__ u64 global_ns() {
     return t;
 }
 
+#ifdef MOLLA_X_PKMEASURE
+__shared__ long long pk_stamps[8];
+#else
 __shared__ long long pk_stamps[4];
+#endif
 
 // Trace stamp k of the current step (thread 0, after a barrier): SM clock cycles.
 __device__ __forceinline__ void pk_stamp(const PkArgs& a, int k) {

@@ -323,6 +323,12 @@ pub struct Trace {
     /// Host time of that step: in the launch call, and from its return until the logits were
     /// copied back (kernel, copy, stream sync), in us.
     pub host_us: [f64; 2],
+    /// The measurement build's layout (`MOLLA_KDEFS=PKMEASURE`): per step and block, the global
+    /// timer (ns) at the step's start (before its staging) and end, then SM cycles of the
+    /// staging, the wait for the input, the RMSNorm sum, the rest of the input's preparation
+    /// (attention: rope and the cache store), the wait for the first weights, the rows (the
+    /// attention itself).
+    pub fine: bool,
 }
 
 /// A cache's persistent decode: its step list and tagged buffers on the device.
@@ -399,11 +405,12 @@ fn l2_ahead() -> i32 {
 /// Measurement only (`MOLLA_PK_SKIP`, bits, default 0): stages of the persistent kernel left
 /// out while their hand-overs stay, so that time differences split a token into matvec work,
 /// attention work, input preparation and synchronisation (kernels/persistent_steps.cuh
-/// PK_SKIP_*: 1 rows, 2 attention, 4 input preparation, which implies 1). The logits are then
+/// PK_SKIP_*: 1 rows, 2 attention, 4 input preparation, which implies 1; 8 the rows' weight
+/// copies, 16 the rows' dots, each leaving the rest of the rows' work in). The logits are then
 /// meaningless. It acts only in kernels built with `MOLLA_KDEFS=PKMEASURE`: the default kernel
 /// leaves the code out, which measured 4-6% faster decode (session 12).
 fn skip_knobs() -> i32 {
-    let k = env_i32("MOLLA_PK_SKIP", 0) & 7;
+    let k = env_i32("MOLLA_PK_SKIP", 0) & 31;
     if k & 4 != 0 { k | 1 } else { k }
 }
 
@@ -503,6 +510,7 @@ impl Persistent {
             ops: self.ops.clone(),
             stamps,
             host_us: [0.0; 2],
+            fine: crate::compile::experiment("PKMEASURE"),
         }))
     }
 

@@ -48,6 +48,9 @@ fn shape(name: &str, ty: GgmlType) -> SynthSpec {
 /// start to input ready (prepared: RMSNorm, q16), weights = to first weights ready, rest = to
 /// the end; work = last end less first start.
 fn print_trace(tag: &str, t: &cuda::Trace) {
+    if t.fine {
+        return print_fine_trace(tag, t);
+    }
     let names = ["qkv", "attention", "wo", "gate/up", "down", "head"];
     let mut sum = [[0f64; 8]; 6];
     let (g, n) = (t.grid, t.ops.len());
@@ -96,6 +99,65 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
             f(5),
             f(6)
         );
+    }
+}
+
+/// The measurement build's trace (`cuda::Trace::fine`) by kind of step, means in us: for the
+/// mean block and for the block that ended the step last (the one the next step waited for),
+/// its start less the previous step's last end, then staging, wait for the input, RMSNorm sum,
+/// the rest of the preparation (attention: rope and cache store), wait for the first weights,
+/// rows (attention: the attention), the rest until its end, and start to end.
+fn print_fine_trace(tag: &str, t: &cuda::Trace) {
+    let names = ["qkv", "attention", "wo", "gate/up", "down", "head"];
+    let mut sum = [[[0f64; 9]; 2]; 6];
+    let mut count = [0f64; 6];
+    let (g, n) = (t.grid, t.ops.len());
+    let st = |s: usize, b: usize, j: usize| t.stamps[8 * (s * g + b) + j] as f64;
+    // Block b's row at step s: cycles to us at the H200's 1.98 GHz boost clock.
+    let row = |s: usize, b: usize, prev_end: f64| {
+        let mut r = [0f64; 9];
+        r[0] = (st(s, b, 0) - prev_end) / 1e3;
+        for j in 0..6 {
+            r[1 + j] = st(s, b, 2 + j) / 1.98 / 1e3;
+        }
+        r[8] = (st(s, b, 1) - st(s, b, 0)) / 1e3;
+        r[7] = r[8] - r[1..7].iter().sum::<f64>();
+        r
+    };
+    let t0 = (0..g).map(|b| st(0, b, 0)).fold(f64::MAX, f64::min);
+    let mut prev_end = t0;
+    for s in 0..n {
+        let k = if s + 1 == n { 5 } else { s % 5 };
+        let last = (0..g)
+            .max_by(|&a, &b| st(s, a, 1).total_cmp(&st(s, b, 1)))
+            .unwrap_or(0);
+        for b in 0..g {
+            for (a, v) in sum[k][0].iter_mut().zip(row(s, b, prev_end)) {
+                *a += v / g as f64;
+            }
+        }
+        for (a, v) in sum[k][1].iter_mut().zip(row(s, last, prev_end)) {
+            *a += v;
+        }
+        count[k] += 1.0;
+        prev_end = st(s, last, 1);
+    }
+    println!(
+        "{tag}: fine trace, total {:.1} us; host: launch call {:.1} us, then {:.1} us until the logits are back",
+        (prev_end - t0) / 1e3,
+        t.host_us[0],
+        t.host_us[1]
+    );
+    println!(
+        "| step | block | start | stage | arrive | rms | prep | weights | rows | tail | total |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (k, name) in names.iter().enumerate() {
+        for (i, who) in ["mean", "last"].iter().enumerate() {
+            let c = count[k].max(1.0);
+            let cells: Vec<String> = sum[k][i].iter().map(|v| format!("{:.2}", v / c)).collect();
+            println!("| {name} | {who} | {} |", cells.join(" | "));
+        }
     }
 }
 
