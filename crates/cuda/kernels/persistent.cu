@@ -118,57 +118,14 @@ __device__ __forceinline__ const u8* pk_row(const PkStep& st, const PkChunk& c, 
     return p + (a & 15) + (size_t)(r - c.ra) * st.row_bytes[s];
 }
 
-
 // Whether this block has work in matvec step st: rows, or an RMSNorm input, which every block
 // loads (each keeps the raw row for a later residual step).
 __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
     return r0 < r1 || st.prep != PK_PREP_PLAIN;
 }
 
-#ifdef MOLLA_X_PKTOUCH
-// Experiment (MOLLA_KDEFS=PKTOUCH): one step ahead, the block's last thread loads one word of
-// each segment's first row of step nx (and of its norm weights, or of an attention step's
-// caches), a real load whose value is never used: the address translation and the L2 line are
-// then warm when pk_stage copies the rows a step later. (A bulk L2 prefetch of the whole chunk
-// measured slower, and may not warm the translation.)
-__device__ __forceinline__ void pk_touch1(const void* p) {
-    u32 v;
-    asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
-    (void)v;
-}
-
-__device__ void pk_touch(const PkStep& nx, const PkArgs& a) {
-    if (threadIdx.x != PK_THREADS - 1) return;
-    if (nx.op == PK_OP_ATTN) {
-        if ((int)blockIdx.x < a.n_head && a.pos > 0) {
-            pk_touch1(nx.kc);
-            pk_touch1(nx.vc);
-        }
-        return;
-    }
-    int r0, r1;
-    pk_rows(nx.total, r0, r1);
-    if (nx.prep != PK_PREP_PLAIN) pk_touch1(nx.norm_w);
-    if (r0 >= r1) return;
-    int cur = r0;
-    PkChunk c = pk_next_chunk(nx, cur, r1, a.chunk);
-    for (int j = 0; j < (nx.pair ? 2 : 1); j++) {
-        int s = nx.pair ? j : c.seg;
-        pk_touch1(nx.w[s] + (size_t)c.ra * nx.row_bytes[s]);
-    }
-}
-#endif
-
 // Chunk buffer k (of a.stages, cycled).
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
-
-// Bytes of the chunk buffers an attention step may stage its keys and values in (PKAHEAD: one of
-// the two buffers, the other may hold the next step's rows).
-#ifdef MOLLA_X_PKAHEAD
-#define PK_KV_CAP(a) ((size_t)(a).chunk + 64)
-#else
-#define PK_KV_CAP(a) ((size_t)(a).stages * ((a).chunk + 64))
-#endif
 
 // Whether an attention step reads its kv head's cached keys and values (positions 0 .. pos-1)
 // from a copy in the chunk buffers, staged before its q, k, v are ready: when the block has one
@@ -179,7 +136,7 @@ __device__ __forceinline__ bool pk_kv_staged(const PkStep& st, const PkArgs& a, 
     voff = ((a.pos + 1) * rowk + 15) & ~15;
     return a.n_head <= (int)gridDim.x && (rowk & 15) == 0 && (rowv & 15) == 0 && ((2 * kv_dim) & 15) == 0 &&
            ((2 * v_dim) & 15) == 0 && (((size_t)st.kc | (size_t)st.vc) & 15) == 0 &&
-           (size_t)voff + (size_t)(a.pos + 1) * rowv <= PK_KV_CAP(a);
+           (size_t)voff + (size_t)(a.pos + 1) * rowv <= (size_t)a.stages * (a.chunk + 64);
 }
 
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
@@ -207,10 +164,6 @@ struct PkCursor {
     int issued;
     int ahead;
     int l2;
-#ifdef MOLLA_X_PKAHEAD
-    int newer;  // cp.async groups committed after this step's (the next step's rows: 0 or 1)
-    u8* pre;    // the step's rows, all chunks back to back, issued a step earlier (or null)
-#endif
 };
 
 // The RMSNorm weights of step st into nw (none for a plain input) as one cp.async group of their
@@ -247,83 +200,6 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
     return k;
 }
 
-
-#ifdef MOLLA_X_PKAHEAD
-// Experiment (MOLLA_KDEFS=PKAHEAD with MOLLA_PK_STAGES=2): a matvec step's rows are copied into
-// shared memory one step early, while the step before runs. The two chunk buffers take turns:
-// a step whose rows were issued early sits in one, the next step's rows go into the other as
-// one cp.async group (all its chunks back to back, when they fit one buffer), committed after
-// the step's own groups. An attention step stages its keys and values in the buffer of the
-// matvec step before it and issues the next step's rows into the other. A step whose rows were
-// not issued early takes the usual path (pk_stage); when that path uses one chunk (buffer 0),
-// the next step's rows still go early into buffer 1.
-struct PkAhead {
-    int step;  // the step whose rows were issued early (-1: none)
-    int buf;   // the buffer holding them
-    int last;  // the buffer the last matvec step's rows were in (-1: both or none)
-};
-
-// Bytes chunk c takes in shared memory (pk_issue's layout).
-__device__ __forceinline__ int pk_chunk_bytes(const PkStep& st, const PkChunk& c) {
-    int total = 0;
-    for (int j = 0; j < (st.pair ? 2 : 1); j++) {
-        int n16;
-        pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
-        total += 16 * n16;
-    }
-    return total;
-}
-
-// All of the block's rows of matvec step nx into dst as one cp.async group, chunk after chunk,
-// if they fit `cap` bytes (else nothing is issued). Every thread decides alike.
-__device__ bool pk_issue_all(const PkStep& nx, const PkArgs& a, u8* dst, int cap) {
-    int r0, r1;
-    pk_rows(nx.total, r0, r1);
-    if (nx.op != PK_OP_MATVEC || r0 >= r1 || PK_SKIPS(a, PK_SKIP_ROWS)) return false;
-    int total = 0;
-    for (int cur = r0; cur < r1;) total += pk_chunk_bytes(nx, pk_next_chunk(nx, cur, r1, a.chunk));
-    if (total > cap) return false;
-    for (int cur = r0; cur < r1;) dst += pk_copy(nx, pk_next_chunk(nx, cur, r1, a.chunk), dst);
-    cp_commit();
-    return true;
-}
-
-// pk_stage with rows a step ahead (see PkAhead); *kvb: where an attention step stages its keys
-// and values.
-__device__ PkCursor pk_stage_ahead(const PkStep& st, const PkStep& nx, int s, const PkArgs& a, float* nw, u8* bufs,
-                                   PkAhead& h, u8*& kvb) {
-    const int half = a.chunk + 64;
-    const bool on = a.stages == 2;
-    PkCursor k = {};
-    int mine = -1;  // the buffer this step's rows (or keys and values) are in
-    if (st.op == PK_OP_ATTN) {
-        mine = on && h.last >= 0 ? h.last : -1;
-        kvb = bufs + (mine >= 0 ? mine : 0) * half;
-        if (!PK_SKIPS(a, PK_SKIP_ATTN)) pk_stage_kv(st, a, kvb);
-    } else if (st.op == PK_OP_MATVEC) {
-        int r0, r1;
-        pk_rows(st.total, r0, r1);
-        if (on && s == h.step) {
-            // The rows are in flight since the step before: only the norm weights now.
-            pk_stage_norm(st, nw);
-            k.pre = bufs + h.buf * half;
-            k.ahead = k.l2 = r1;
-            mine = h.buf;
-        } else {
-            k = pk_stage(st, a, nw, bufs);
-            mine = k.issued == 1 && k.ahead >= r1 && r0 < r1 ? 0 : -1;
-        }
-        h.last = mine;
-    }
-    h.step = -1;
-    if (on && mine >= 0 && s + 1 < a.nsteps && pk_issue_all(nx, a, bufs + (mine ^ 1) * half, half)) {
-        h.step = s + 1;
-        h.buf = mine ^ 1;
-        k.newer = 1;
-    }
-    return k;
-}
-#endif
 
 // The input of a matvec step, prepared in shared memory (all threads take part). `after_norm`:
 // the cp.async groups this thread committed after the one holding the norm weights. Ends with
@@ -395,13 +271,7 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
     // goes into chunk k's buffer once chunk k is done, and each such copy prefetches one more
     // chunk into L2.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
-#ifdef MOLLA_X_PKAHEAD
-    const int newer = staged.newer;
-    u8* pre = staged.pre;
-    if (!pk_input(st, a, xs, nw, xraw, issued + newer, (u8*)xs + a.xq_off, step)) return false;
-#else
     if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step)) return false;
-#endif
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
@@ -412,13 +282,8 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int k = 0; cur < r1; k++) {
         PkChunk c = pk_next_chunk(st, cur, r1, a.chunk);
-#ifdef MOLLA_X_PKAHEAD
-        u8* buf = pre ? pre : pk_buf(a, bufs, k);
-        cp_wait_n(pre ? newer : issued - (k + 1) + newer);
-#else
         u8* buf = pk_buf(a, bufs, k);
         cp_wait_n(issued - (k + 1));
-#endif
         __syncthreads();
         if (k == 0) pk_stamp(a, 2);
         // The chunk's constants in registers: stores through y may alias the step list, so the
@@ -470,9 +335,6 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
             }
         }
         __syncthreads();
-#ifdef MOLLA_X_PKAHEAD
-        if (pre) pre += pk_chunk_bytes(st, c);
-#endif
         if (ahead < r1) {
             pk_issue(st, a, pk_next_chunk(st, ahead, r1, a.chunk), buf);
             issued++;
@@ -487,9 +349,6 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
 // bytes), then attention over positions 0 ..= pos; one head per block. False when the kernel must
 // stop.
 __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const float* cs, u8* bufs, int step
-#ifdef MOLLA_X_PKAHEAD
-                             , int newer
-#endif
 ) {
     int hd = a.hd, hdv = a.hdv, kv_dim = a.n_head_kv * hd, v_dim = a.n_head_kv * hdv;
     int voff;
@@ -547,11 +406,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
                 kds[r] = h1;
             }
         }
-#ifdef MOLLA_X_PKAHEAD
-        if (staged) cp_wait_n(newer);  // groups committed after the keys and values: not theirs
-#else
         if (staged) cp_wait<0>();
-#endif
         __syncthreads();
         pk_stamp(a, 1);
         pk_stamp(a, 2);
@@ -587,9 +442,6 @@ __device__ void pk_body(const PkArgs& a) {
     for (int j = 0; j < 2 && j < a.nsteps; j++)
         if (threadIdx.x < W) ((u32*)&sts[j])[threadIdx.x] = __ldg((const u32*)(a.steps + j) + threadIdx.x);
     __syncthreads();
-#ifdef MOLLA_X_PKAHEAD
-    PkAhead ah = {-1, 0, -1};
-#endif
     for (int s = 0; s < a.nsteps; s++) {
         const PkStep& st = sts[s & 1];
         const bool ld = threadIdx.x < W && s + 2 < a.nsteps;
@@ -598,17 +450,7 @@ __device__ void pk_body(const PkArgs& a) {
         u64 g0 = a.trace ? global_ns() : 0;
         pk_stamp(a, 4);
 #endif
-#ifdef MOLLA_X_PKAHEAD
-        u8* kvb = bufs;
-        PkCursor staged = pk_stage_ahead(st, sts[(s + 1) & 1], s, a, nw, bufs, ah, kvb);
-        const int newer = staged.newer;
-#else
         PkCursor staged = pk_stage(st, a, nw, bufs);
-        u8* const kvb = bufs;
-#endif
-#ifdef MOLLA_X_PKTOUCH
-        if (s + 1 < a.nsteps) pk_touch(sts[(s + 1) & 1], a);
-#endif
 #ifndef MOLLA_X_PKMEASURE
         u64 g0 = a.trace ? global_ns() : 0;
 #endif
@@ -619,11 +461,7 @@ __device__ void pk_body(const PkArgs& a) {
         pk_stamp_m(a, 5);
         pk_stamp_m(a, 7);
         bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, staged, s)
-#ifdef MOLLA_X_PKAHEAD
-                                        : pk_attention(st, a, sm, cs, kvb, s, newer);
-#else
-                                        : pk_attention(st, a, sm, cs, kvb, s);
-#endif
+                                        : pk_attention(st, a, sm, cs, bufs, s);
         if (!ok) {
             cp_wait<0>();
             return;
