@@ -107,8 +107,9 @@ __device__ __forceinline__ void rows_dot_ty(int ty, const u8* const* w, int nr, 
 
 // 1 / sqrt(mean(x^2) + eps) of x[0..n), summed in f64 by the block's first `nt` threads (a multiple
 // of 32, at most blockDim.x) in a fixed order, so any kernel that calls it with the same `nt` gets
-// the same bits. Every thread of the block must call it.
-__device__ float rms_scale(const float* x, int n, float eps, int nt) {
+// the same bits. Every thread of the block must call it. No final barrier: the block must pass
+// one before it calls again (its warp sums' buffer is reused); rms_scale adds it.
+__device__ __forceinline__ float rms_scale_unsynced(const float* x, int n, float eps, int nt) {
     __shared__ double red[32];
     double ss = 0.0;
     if ((int)threadIdx.x < nt)
@@ -124,7 +125,11 @@ __device__ float rms_scale(const float* x, int n, float eps, int nt) {
     // adding them for the others).
     double t = 0.0;
     for (int i = 0; i < (nt >> 5); i++) t += red[i];
-    float scale = (float)(1.0 / sqrt(t / n + (double)eps));
+    return (float)(1.0 / sqrt(t / n + (double)eps));
+}
+
+__device__ float rms_scale(const float* x, int n, float eps, int nt) {
+    float scale = rms_scale_unsynced(x, n, eps, nt);
     __syncthreads();  // red is reused by the next call
     return scale;
 }

@@ -157,10 +157,13 @@ __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
     cp_commit();
 }
 
-// How far pk_stage got with a matvec step's rows: the cp.async groups it committed (at least one:
-// the first also holds the norm weights), the first row not yet copied, the first row not yet
-// prefetched into L2.
+// What pk_stage did for a matvec step: the block's rows [r0, r1), the first chunk, the chunk
+// groups it committed (after the norm weights' group), the first row not yet copied, the first
+// row not yet prefetched into L2.
 struct PkCursor {
+    int r0;
+    int r1;
+    PkChunk first;
     int issued;
     int ahead;
     int l2;
@@ -188,11 +191,16 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
     if (st.op != PK_OP_MATVEC) return k;
     int r0, r1;
     pk_rows(st.total, r0, r1);
+    k.r0 = r0;
+    k.r1 = r1;
     if (!pk_busy(st, r0, r1)) return k;
     pk_stage_norm(st, nw);
     int cur = PK_SKIPS(a, PK_SKIP_ROWS) ? r1 : r0;
-    for (; k.issued < a.stages && cur < r1; k.issued++)
-        pk_issue(st, a, pk_next_chunk(st, cur, r1, a.chunk), pk_buf(a, bufs, k.issued));
+    for (; k.issued < a.stages && cur < r1; k.issued++) {
+        PkChunk c = pk_next_chunk(st, cur, r1, a.chunk);
+        if (k.issued == 0) k.first = c;
+        pk_issue(st, a, c, pk_buf(a, bufs, k.issued));
+    }
     k.ahead = cur;
     for (int i = 0; i < a.l2_ahead && cur < r1 && !PK_SKIPS(a, PK_SKIP_FETCH); i++)
         pk_l2(st, pk_next_chunk(st, cur, r1, a.chunk));
@@ -201,9 +209,11 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
 }
 
 
-// The input of a matvec step, prepared in shared memory (all threads take part). `after_norm`:
-// the cp.async groups this thread committed after the one holding the norm weights. Ends with
-// the row quantized to 16 bits at xq (q16.cuh). False when the kernel must stop.
+// The input of a matvec step, prepared in shared memory (all threads take part), and the step's
+// first chunk of rows landed. `after_norm`: the cp.async groups this thread committed after the
+// one holding the norm weights (the first is the first chunk). Ends with a barrier, the row
+// quantized to 16 bits at xq (q16.cuh) and the first chunk in shared memory. False when the
+// kernel must stop.
 __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int after_norm,
                          u8* xq, int step) {
     int n = st.cols;
@@ -230,15 +240,19 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     pk_stamp_m(a, 5);
     if (PK_SKIPS(a, PK_SKIP_PREP)) return true;
     if (st.prep != PK_PREP_PLAIN) {
-        float scale = rms_scale(xs, n, st.eps, PK_NORM_THREADS);
-        pk_stamp_m(a, 5);
+        // This thread's copies of the norm weights (issued as the step began), published to the
+        // block by the sum's barrier (its last: the next call is steps and barriers away).
         cp_wait_n(after_norm);
-        __syncthreads();
+        float scale = rms_scale_unsynced(xs, n, st.eps, PK_NORM_THREADS);
+        pk_stamp_m(a, 5);
         // Normalised (v * scale * w, as the graph path's preparation) and quantized in one pass.
         quantize_q16_norm(xs, n, xq, scale, nw, xraw);
     } else {
-        quantize_q16(xs, n, xq);
+        quantize_q16_unsynced(xs, n, xq);
     }
+    // The first chunk's copies (pk_matvec reads it after this barrier without another).
+    cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
+    __syncthreads();
     return true;
 }
 
@@ -264,8 +278,7 @@ __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1
 
 __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
                           PkCursor staged, int step) {
-    int r0, r1;
-    pk_rows(st.total, r0, r1);
+    const int r0 = staged.r0, r1 = staged.r1;
     if (!pk_busy(st, r0, r1)) return true;
     // pk_stage issued the first chunks and prefetched the next l2_ahead into L2; chunk k + stages
     // goes into chunk k's buffer once chunk k is done, and each such copy prefetches one more
@@ -281,11 +294,18 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
     }
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int k = 0; cur < r1; k++) {
-        PkChunk c = pk_next_chunk(st, cur, r1, a.chunk);
+        PkChunk c;
+        if (k == 0) {
+            // Landed in pk_input.
+            c = staged.first;
+            cur = r0 + (c.rb - c.ra);
+            pk_stamp(a, 2);
+        } else {
+            c = pk_next_chunk(st, cur, r1, a.chunk);
+            cp_wait_n(issued - (k + 1));
+            __syncthreads();
+        }
         u8* buf = pk_buf(a, bufs, k);
-        cp_wait_n(issued - (k + 1));
-        __syncthreads();
-        if (k == 0) pk_stamp(a, 2);
         // The chunk's constants in registers: stores through y may alias the step list, so the
         // loop does not read the step again.
         const int si = c.seg, cols = st.cols;
@@ -334,8 +354,8 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
                 }
             }
         }
-        __syncthreads();
         if (ahead < r1) {
+            __syncthreads();  // every warp is done with buf (else the step's end barrier follows)
             pk_issue(st, a, pk_next_chunk(st, ahead, r1, a.chunk), buf);
             issued++;
             if (l2 < r1 && !PK_SKIPS(a, PK_SKIP_FETCH)) pk_l2(st, pk_next_chunk(st, l2, r1, a.chunk));
@@ -420,7 +440,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         __syncthreads();
         pk_stamp_m(a, 7);
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) pk_out(st, st.out, h * hdv + d, rq[d], tag);
-        __syncthreads();  // rq is reloaded for the block's next head
+        if (h + (int)gridDim.x < a.n_head) __syncthreads();  // rq is reloaded for the block's next head
     }
     return true;
 }
@@ -431,10 +451,12 @@ __device__ void pk_body(const PkArgs& a) {
     float* nw = (float*)((u8*)pk_smem4 + a.xs_bytes);
     float* xraw = (float*)((u8*)pk_smem4 + a.xs_bytes + a.nw_bytes);
     u8* bufs = (u8*)pk_smem4 + a.xs_bytes + 2 * a.nw_bytes;
-    // Steps s and s + 1 in shared memory (slots s % 2 and (s + 1) % 2); step s + 2 is loaded
-    // into a register of each of the first 64 threads while step s runs (one 4-byte word a
-    // thread) and stored over step s's slot after it, so no step waits on its own record.
-    __shared__ PkStep sts[2];
+    // Step records in a ring of four slots (step s in slot s % 4): step s + 2's is loaded into a
+    // register of each of the first 64 threads while step s runs (one 4-byte word a thread) and
+    // stored into its slot as step s ends, so no step waits on its own record. That slot held
+    // step s - 2's, which every thread finished with before the barrier that ended step s - 1;
+    // the barrier ending step s makes the new record visible.
+    __shared__ PkStep sts[4];
     constexpr int W = (int)(sizeof(PkStep) / 4);
     // cos, sin of every rotated pair at this position, as rope_pair computes them.
     __shared__ float cs[256];
@@ -443,7 +465,7 @@ __device__ void pk_body(const PkArgs& a) {
         if (threadIdx.x < W) ((u32*)&sts[j])[threadIdx.x] = __ldg((const u32*)(a.steps + j) + threadIdx.x);
     __syncthreads();
     for (int s = 0; s < a.nsteps; s++) {
-        const PkStep& st = sts[s & 1];
+        const PkStep& st = sts[s & 3];
         const bool ld = threadIdx.x < W && s + 2 < a.nsteps;
         u32 next2 = ld ? __ldg((const u32*)(a.steps + s + 2) + threadIdx.x) : 0u;
 #ifdef MOLLA_X_PKMEASURE
@@ -467,9 +489,9 @@ __device__ void pk_body(const PkArgs& a) {
             return;
         }
         if (st.arrive) pk_arrive(a.counters + s);
-        // Step s + 2's record over step s's, once every thread is done with it.
-        __syncthreads();
-        if (ld) ((u32*)&sts[s & 1])[threadIdx.x] = next2;
+        if (ld) ((u32*)&sts[(s + 2) & 3])[threadIdx.x] = next2;
+        // The step's end: its chunk buffers, input row and record are free, step s + 2's
+        // record is visible.
         __syncthreads();
         if (a.trace) {
             if (threadIdx.x == 0) {

@@ -95,7 +95,7 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
 // The trips of a row's quantization: four threads a block of 32, eight values each, which
 // load(i, live, v) gives (values i .. i+8; live: the block is in the row). Every thread takes
 // every trip (the shuffles need whole warps); past the end it computes on block 0 and stores
-// nothing. Ends with a barrier.
+// nothing. No barrier: the caller's makes the row visible to the block.
 template <class Load>
 __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
     int nb = cols >> 5, part = threadIdx.x & 3;
@@ -108,13 +108,12 @@ __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
         load(32 * b + 8 * part, live, v);
         q16_block(v, b, part, live, cols, base);
     }
-    __syncthreads();
 }
 
 // Quantizes xs[0..cols) (whole blocks of 32) into the Xq at `base` (two 16-byte loads, one
-// 16-byte store a thread), ready after the final barrier. The same bits as Q16Acts::quantize
-// for q and dx; sx is summed in a different order.
-__device__ void quantize_q16(const float* xs, int cols, u8* base) {
+// 16-byte store a thread); no barrier (quantize_q16 adds it). The same bits as
+// Q16Acts::quantize for q and dx; sx is summed in a different order.
+__device__ __forceinline__ void quantize_q16_unsynced(const float* xs, int cols, u8* base) {
     quantize_trips(cols, base, [&](int i, bool, float* v) {
         const float4* src = (const float4*)(xs + i);
         float4 va = src[0], vb = src[1];
@@ -122,9 +121,15 @@ __device__ void quantize_q16(const float* xs, int cols, u8* base) {
     });
 }
 
+// quantize_q16_unsynced, then a barrier: the row is ready for the block.
+__device__ void quantize_q16(const float* xs, int cols, u8* base) {
+    quantize_q16_unsynced(xs, cols, base);
+    __syncthreads();
+}
+
 // quantize_q16 of the RMS-normalised row: each value v of xs becomes v * scale * w[i] (the
 // graph path's preparation, the same bits) before it is quantized, in the same pass; the raw
-// values go to raw, the normalised ones back to xs. Ends with a barrier.
+// values go to raw, the normalised ones back to xs. No barrier: the caller's.
 __device__ void quantize_q16_norm(float* xs, int cols, u8* base, float scale, const float* w, float* raw) {
     quantize_trips(cols, base, [&](int i0, bool live, float* v) {
         float4 va = ((const float4*)(xs + i0))[0], vb = ((const float4*)(xs + i0))[1];
