@@ -64,6 +64,18 @@ __device__ __forceinline__ PkChunk pk_next_chunk(const PkStep& st, int& cur, int
     return c;
 }
 
+// A packed step's next chunk (PkStep::packed): from the step's row `cur` (< r1) to the end of its
+// segment or r1, whichever is first; advances cur.
+__device__ __forceinline__ PkChunk pk_seg_chunk(const PkStep& st, int& cur, int r1) {
+    int si = 0, r = cur;
+    if (!st.pair)
+        while (si < st.nseg - 1 && r >= st.rows[si]) r -= st.rows[si++];
+    int end = min(r1, cur - r + st.rows[si]);
+    PkChunk c = {si, r, r + (end - cur)};
+    cur = end;
+    return c;
+}
+
 // The 16-byte-aligned span holding rows [ra, rb) of segment s: start and length in 16-byte units.
 __device__ __forceinline__ const u8* pk_span(const PkStep& st, int s, int ra, int rb, int& n16) {
     const u8* a = st.w[s] + (size_t)ra * st.row_bytes[s];
@@ -71,6 +83,17 @@ __device__ __forceinline__ const u8* pk_span(const PkStep& st, int s, int ra, in
     const u8* a0 = (const u8*)((size_t)a & ~(size_t)15);
     n16 = (int)((b - a0 + 15) >> 4);
     return a0;
+}
+
+// Bytes chunk c takes in a chunk buffer (pk_copy's layout).
+__device__ __forceinline__ int pk_chunk_bytes(const PkStep& st, const PkChunk& c) {
+    int total = 0;
+    for (int j = 0; j < (st.pair ? 2 : 1); j++) {
+        int n16;
+        pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
+        total += 16 * n16;
+    }
+    return total;
 }
 
 // Chunk c's copies into buf by the block's threads (no commit); the bytes it takes there.
@@ -139,21 +162,24 @@ __device__ __forceinline__ bool pk_kv_staged(const PkStep& st, const PkArgs& a, 
            (size_t)voff + (size_t)(a.pos + 1) * rowv <= (size_t)a.stages * (a.chunk + 64);
 }
 
+// Rows 0 .. n-1 of u 16-byte units each, `stride` halves apart from src, into dst back to back (no
+// commit). Thread t copies unit t % u of every (PK_THREADS / u)-th row: two divisions a thread,
+// not two a unit.
+__device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t stride, int u, int n) {
+    const int per = PK_THREADS / u, j = threadIdx.x % u;
+    if ((int)threadIdx.x >= per * u) return;
+    for (int p = threadIdx.x / u; p < n; p += per) cp_async16(dst + 16 * (p * u + j), src + (size_t)p * stride + 8 * j);
+}
+
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
 // buffers (one cp.async group), if they fit (pk_kv_staged).
 __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
     int voff;
     if ((int)blockIdx.x >= a.n_head || !pk_kv_staged(st, a, voff)) return;
     int kvh = blockIdx.x / (a.n_head / a.n_head_kv);
-    int uk = a.hd >> 3, uv = a.hdv >> 3;  // 16-byte units a row
-    const u16* kb = st.kc + (size_t)kvh * a.hd;
-    const u16* vb = st.vc + (size_t)kvh * a.hdv;
     size_t kv_dim = (size_t)a.n_head_kv * a.hd, v_dim = (size_t)a.n_head_kv * a.hdv;
-    u32 ks = smem_u32(bufs), vs = smem_u32(bufs + voff);
-    for (int i = threadIdx.x; i < a.pos * uk; i += PK_THREADS)
-        cp_async16(ks + 16 * i, kb + (size_t)(i / uk) * kv_dim + 8 * (i % uk));
-    for (int i = threadIdx.x; i < a.pos * uv; i += PK_THREADS)
-        cp_async16(vs + 16 * i, vb + (size_t)(i / uv) * v_dim + 8 * (i % uv));
+    pk_stage_rows(smem_u32(bufs), st.kc + (size_t)kvh * a.hd, kv_dim, a.hd >> 3, a.pos);
+    pk_stage_rows(smem_u32(bufs + voff), st.vc + (size_t)kvh * a.hdv, v_dim, a.hdv >> 3, a.pos);
     cp_commit();
 }
 
@@ -196,6 +222,19 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
     if (!pk_busy(st, r0, r1)) return k;
     pk_stage_norm(st, nw);
     int cur = PK_SKIPS(a, PK_SKIP_ROWS) ? r1 : r0;
+    if (st.packed) {
+        // All of the rows, one group.
+        for (u8* dst = bufs; cur < r1;) {
+            PkChunk c = pk_seg_chunk(st, cur, r1);
+            if (dst == bufs) k.first = c;
+            if (!PK_SKIPS(a, PK_SKIP_FETCH)) pk_copy(st, c, dst);
+            dst += pk_chunk_bytes(st, c);
+        }
+        cp_commit();
+        k.issued = 1;
+        k.ahead = k.l2 = r1;
+        return k;
+    }
     for (; k.issued < a.stages && cur < r1; k.issued++) {
         PkChunk c = pk_next_chunk(st, cur, r1, a.chunk);
         if (k.issued == 0) k.first = c;
@@ -293,19 +332,27 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
         return true;
     }
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const bool packed = st.packed != 0;
+    u8* pbuf = bufs;  // packed: the next chunk's place
     for (int k = 0; cur < r1; k++) {
         PkChunk c;
+        u8* buf;
         if (k == 0) {
-            // Landed in pk_input.
+            // Landed in pk_input (packed: with every other chunk).
             c = staged.first;
             cur = r0 + (c.rb - c.ra);
+            buf = bufs;
             pk_stamp(a, 2);
+        } else if (packed) {
+            c = pk_seg_chunk(st, cur, r1);
+            buf = pbuf;
         } else {
             c = pk_next_chunk(st, cur, r1, a.chunk);
             cp_wait_n(issued - (k + 1));
             __syncthreads();
+            buf = pk_buf(a, bufs, k);
         }
-        u8* buf = pk_buf(a, bufs, k);
+        if (packed) pbuf = buf + pk_chunk_bytes(st, c);
         // The chunk's constants in registers: stores through y may alias the step list, so the
         // loop does not read the step again.
         const int si = c.seg, cols = st.cols;

@@ -111,7 +111,8 @@ struct PkStep {
     int in_ll;     // 1: the input is tagged words; 0: plain f32, ready once counters[in_step]
                    // has every block's arrival
     int arrive;    // 1: every block adds 1 to counters[this step] when done with it
-    int pad;
+    int packed;    // 1: a block's rows fit its chunk buffers whole: copied at once, segment after
+                   // segment, as the step begins (one cp.async group)
 };
 
 struct PkArgs {

@@ -48,7 +48,9 @@ pub(crate) struct PkStep {
     out_ll: i32,
     in_ll: i32,
     arrive: i32,
-    pad: i32,
+    /// 1: every block's rows of this matvec step fit its chunk buffers at once (see
+    /// [`mark_packed`]): they are copied in one go, each segment's share after the last.
+    packed: i32,
 }
 
 // SAFETY: plain #[repr(C)] data whose layout matches the CUDA struct (checked in tests below).
@@ -414,6 +416,38 @@ fn skip_knobs() -> i32 {
     if k & 4 != 0 { k | 1 } else { k }
 }
 
+/// Marks the matvec steps whose rows fit each block's `room` bytes of chunk buffers whole
+/// (`PkStep::packed`): then a block copies all of them as the step begins, each segment's share
+/// (as kernels/persistent.cu `pk_span` lays it out: whole 16-byte units, at most 32 bytes more
+/// than its rows) after the last, and computes them with no further wait. Block b of `grid` owns
+/// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`.
+fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
+    for st in list.iter_mut().filter(|s| s.op == 0) {
+        let total = st.total as usize;
+        let fits = (0..grid).all(|b| {
+            let (r0, r1) = (total * b / grid, total * (b + 1) / grid);
+            let mut bytes = 0;
+            if st.pair != 0 {
+                for j in 0..2 {
+                    bytes += (r1 - r0) * st.row_bytes[j] as usize + 32;
+                }
+            } else {
+                let mut start = 0;
+                for j in 0..st.nseg as usize {
+                    let end = start + st.rows[j] as usize;
+                    let n = r1.min(end).saturating_sub(r0.max(start));
+                    if n > 0 {
+                        bytes += n * st.row_bytes[j] as usize + 32;
+                    }
+                    start = end;
+                }
+            }
+            bytes <= room
+        });
+        st.packed = (fits && std::env::var("MOLLA_PK_PACKED").map_or(true, |v| v != "0")) as i32;
+    }
+}
+
 /// A wait longer than this is a hang: the kernel stops and reports it.
 const TIMEOUT_MS: u32 = 2000;
 
@@ -469,6 +503,8 @@ impl Persistent {
         // Every block must own rows of every matvec step: a block that only read a step's input
         // would not hold back the next writer of that input (kernels/persistent_steps.cuh).
         let grid = grid.min(steps.min_rows().max(1) as u32);
+        let mut steps = steps;
+        mark_packed(&mut steps.list, grid as usize, stages * (chunk + 64));
         let trace = if env_i32("MOLLA_PK_TRACE", 0) != 0 {
             Some(gpu.zeros(8 * steps.list.len() * grid as usize)?)
         } else {
