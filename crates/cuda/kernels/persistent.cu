@@ -315,6 +315,50 @@ __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1
     __syncthreads();
 }
 
+// The row dots of pk_matvec (xs, xq, cols and lane in scope): pk_rows_dot2 as rows_dot_ty<2>,
+// pk_row_dot as row_dot_ty.
+#ifdef MOLLA_X_TYMASK
+// Experiment (MOLLA_KDEFS=TYMASK=<mask>, bit t: ggml type t): code only for the q16 formats in
+// the mask (others give NaN), so the kernel's machine code shrinks to what one model runs:
+// does the step's time depend on the instruction cache?
+#define PK_TY_ON(T) (((unsigned long long)(MOLLA_X_TYMASK) >> (T)) & 1ull)
+template <int R>
+__device__ __forceinline__ void pk_rows_dot_masked(int ty, const u8* const* w, int nr, const Xq& xq, int cols, int lane,
+                                                   float* acc) {
+#define PK_TY_CASE(T)                                           \
+    case T:                                                     \
+        if (PK_TY_ON(T)) {                                      \
+            rows_dot_q16<T, R>(w, nr, xq, cols, lane, 32, acc); \
+            return;                                             \
+        }                                                       \
+        break;
+    switch (ty) {
+        PK_TY_CASE(T_Q4_0)
+        PK_TY_CASE(T_Q4_1)
+        PK_TY_CASE(T_Q5_0)
+        PK_TY_CASE(T_Q5_1)
+        PK_TY_CASE(T_Q8_0)
+        PK_TY_CASE(T_Q4_K)
+        PK_TY_CASE(T_Q5_K)
+        PK_TY_CASE(T_Q6_K)
+        default: break;
+    }
+#undef PK_TY_CASE
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = __int_as_float(0x7fc00000);
+}
+__device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq& xq, int cols, int lane) {
+    float v;
+    pk_rows_dot_masked<1>(ty, &w, 1, xq, cols, lane, &v);
+    return v;
+}
+#define pk_rows_dot2(ty, w2, nr, acc) pk_rows_dot_masked<2>(ty, w2, nr, xq, cols, lane, acc)
+#define pk_row_dot(ty, w) pk_row_dot_masked(ty, w, xq, cols, lane)
+#else
+#define pk_rows_dot2(ty, w2, nr, acc) rows_dot_ty<2>(ty, w2, nr, xs, xq, cols, lane, 32, acc)
+#define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
+#endif
+
 __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
                           PkCursor staged, int step) {
     const int r0 = staged.r0, r1 = staged.r1;
@@ -370,10 +414,10 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
                 float gu[2];
                 if (ty0 == ty1) {
-                    rows_dot_ty<2>(ty0, w2, 2, xs, xq, cols, lane, 32, gu);
+                    pk_rows_dot2(ty0, w2, 2, gu);
                 } else {
-                    gu[0] = row_dot_ty(ty0, w2[0], xs, xq, cols, lane, 32);
-                    gu[1] = row_dot_ty(ty1, w2[1], xs, xq, cols, lane, 32);
+                    gu[0] = pk_row_dot(ty0, w2[0]);
+                    gu[1] = pk_row_dot(ty1, w2[1]);
                 }
                 float g = warp_sum(gu[0]);
                 float u = warp_sum(gu[1]);
@@ -389,7 +433,7 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
                 int nr = min(per, c.rb - r);
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
                 float acc[2];
-                rows_dot_ty<2>(ty0, w2, nr, xs, xq, cols, lane, 32, acc);
+                pk_rows_dot2(ty0, w2, nr, acc);
                 acc[0] = warp_sum(acc[0]);
                 acc[1] = warp_sum(acc[1]);
                 if (lane < nr) {
