@@ -74,8 +74,9 @@ pub(crate) fn pdl(cc: (i32, i32)) -> bool {
     cc.0 >= 9 && std::env::var("MOLLA_PDL").is_ok_and(|v| v == "1")
 }
 
-/// NVRTC options for compute capability `cc`.
-fn options(cc: (i32, i32)) -> Vec<String> {
+/// NVRTC options for compute capability `cc`; `pk_types`: the persistent kernel built for those
+/// weight types only (bit t: ggml type t; kernels/persistent.cu `PK_TYMASK`).
+fn options(cc: (i32, i32), pk_types: Option<u64>) -> Vec<String> {
     let mut opts = vec![
         format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
         "--std=c++17".to_string(),
@@ -84,6 +85,9 @@ fn options(cc: (i32, i32)) -> Vec<String> {
         opts.push("-DMOLLA_PDL".to_string());
     }
     opts.push(format!("-DATT_TILE={}", crate::launch::att_tile()));
+    if let Some(m) = pk_types {
+        opts.push(format!("-DPK_TYMASK={m}ull"));
+    }
     opts.extend(experiment_defines());
     opts
 }
@@ -118,9 +122,13 @@ fn parse_defines(v: &str) -> Vec<String> {
 
 /// A CUBIN of the kernels for compute capability `cc`, from the disk cache when present.
 /// Returns the bytes and the cache path they were read from, if any.
-pub(crate) fn cubin(cc: (i32, i32), driver_version: i32) -> Result<(Vec<u8>, Option<PathBuf>)> {
+pub(crate) fn cubin(
+    cc: (i32, i32),
+    driver_version: i32,
+    pk_types: Option<u64>,
+) -> Result<(Vec<u8>, Option<PathBuf>)> {
     let src = program_source();
-    let opts = options(cc);
+    let opts = options(cc, pk_types);
     let (nv_major, nv_minor) = nvrtc_version();
     let meta = format!("{opts:?} driver {driver_version} nvrtc {nv_major}.{nv_minor}");
     let key = fnv1a(&[src.as_bytes(), meta.as_bytes()]);
@@ -139,8 +147,12 @@ pub(crate) fn cubin(cc: (i32, i32), driver_version: i32) -> Result<(Vec<u8>, Opt
 }
 
 /// Compiles without looking at the cache (after a cached CUBIN failed to load), and refreshes it.
-pub(crate) fn recompile(cc: (i32, i32), stale: &std::path::Path) -> Result<Vec<u8>> {
-    let opts = options(cc);
+pub(crate) fn recompile(
+    cc: (i32, i32),
+    stale: &std::path::Path,
+    pk_types: Option<u64>,
+) -> Result<Vec<u8>> {
+    let opts = options(cc, pk_types);
     let bin = compile(&program_source(), &opts)?;
     store(stale, &bin);
     Ok(bin)

@@ -102,13 +102,22 @@ pub struct Gpu {
     pub(crate) q6pad: bool,
     /// Streaming multiprocessors.
     pub(crate) sm_count: usize,
+    /// The weight types the persistent kernel was built for (None: all).
+    pub(crate) pk_types: Option<u64>,
 }
 
 impl Gpu {
     /// Opens device `ordinal`, compiles (or loads from the disk cache) the kernels for its
     /// architecture. A clear error, never a panic, when there is no driver or device.
     pub fn new(ordinal: usize) -> Result<Gpu> {
-        std::panic::catch_unwind(|| Gpu::open(ordinal)).unwrap_or_else(|_| {
+        Gpu::with_types(ordinal, None)
+    }
+
+    /// [`Gpu::new`] with the persistent decode kernel built for the weight types in `pk_types`
+    /// only (bit t: ggml type t, all of them q16 formats; see `persistent::pk_types`): a kernel a
+    /// third the size. Its step lists must use no other type (`Persistent::new` checks).
+    pub fn with_types(ordinal: usize, pk_types: Option<u64>) -> Result<Gpu> {
+        std::panic::catch_unwind(|| Gpu::open(ordinal, pk_types)).unwrap_or_else(|_| {
             Err(CudaError::Driver {
                 what: "initialisation",
                 msg: "the driver panicked".into(),
@@ -116,7 +125,7 @@ impl Gpu {
         })
     }
 
-    fn open(ordinal: usize) -> Result<Gpu> {
+    fn open(ordinal: usize, pk_types: Option<u64>) -> Result<Gpu> {
         // SAFETY: only tries to open the shared libraries.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(CudaError::NoDriver);
@@ -143,13 +152,13 @@ impl Gpu {
         let mut driver_version = 0;
         // SAFETY: out-parameter.
         let _ = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) };
-        let (bin, cached) = compile::cubin(cc, driver_version)?;
+        let (bin, cached) = compile::cubin(cc, driver_version, pk_types)?;
         let module = match ctx.load_module(Ptx::from_binary(bin)) {
             Ok(m) => m,
             Err(e) => match cached {
                 // A stale or damaged cache entry: compile afresh.
                 Some(path) => ctx
-                    .load_module(Ptx::from_binary(compile::recompile(cc, &path)?))
+                    .load_module(Ptx::from_binary(compile::recompile(cc, &path, pk_types)?))
                     .map_err(drv("module load"))?,
                 None => return Err(drv("module load")(e)),
             },
@@ -236,6 +245,7 @@ impl Gpu {
             pdl,
             q6pad,
             sm_count,
+            pk_types,
         })
     }
 

@@ -448,6 +448,41 @@ fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
     }
 }
 
+/// The ggml types of `model`'s matrices that persistent decode steps multiply by (every layer's
+/// and the output's), as a mask (bit t: type t) for a kernel built for them alone, when
+/// `MOLLA_PK_TYMASK=1` and all of them are q16 formats (kernels/persistent.cu `PK_TYMASK`); else
+/// None (a kernel for every type). Off by default until it is measured on a GPU.
+pub(crate) fn pk_types(model: &model::Model) -> Option<u64> {
+    if std::env::var("MOLLA_PK_TYMASK").map_or(true, |v| v != "1") {
+        return None;
+    }
+    // The output head (the embedding matrix itself when the file ties them).
+    let mut mask = 1u64 << model.output.ty.id();
+    for l in &model.layers {
+        for w in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
+            mask |= 1u64 << w.ty.id();
+        }
+    }
+    (mask & !Q16_TYPES == 0).then_some(mask)
+}
+
+/// The formats the q16 row dots cover (kernels/q16.cuh): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
+/// Q5_K, Q6_K.
+const Q16_TYPES: u64 = 1 << 2 | 1 << 3 | 1 << 6 | 1 << 7 | 1 << 8 | 1 << 12 | 1 << 13 | 1 << 14;
+
+/// Whether every type that matvec step `st` multiplies by is in `mask` (a kernel built with
+/// `pk_types`).
+fn types_in(st: &PkStep, mask: u64) -> bool {
+    let n = if st.pair != 0 {
+        2
+    } else {
+        st.nseg.clamp(0, 3) as usize
+    };
+    st.ty[..n]
+        .iter()
+        .all(|&t| (0..64).contains(&t) && mask >> t & 1 == 1)
+}
+
 /// A wait longer than this is a hang: the kernel stops and reports it.
 const TIMEOUT_MS: u32 = 2000;
 
@@ -460,6 +495,14 @@ impl Persistent {
         }
         if let Some(why) = steps.bad {
             return Err(CudaError::Unsupported(format!("persistent decode: {why}")));
+        }
+        if let Some(mask) = gpu.pk_types
+            && let Some(st) = steps.list.iter().find(|s| s.op == 0 && !types_in(s, mask))
+        {
+            return Err(CudaError::Unsupported(format!(
+                "persistent decode: the kernel was built for types {mask:#x}, a step has {:?}",
+                st.ty
+            )));
         }
         // Shared memory: the input row (at least the 512 floats attention uses) and its q16
         // quantization, then the chunk buffers with 64 bytes of alignment slack each.
@@ -696,6 +739,40 @@ mod tests {
         assert!(st.tagged(0x10));
         assert!(!layer(0, 256).tagged(0x10));
         assert!(!st.tagged(0x70), "the logits are plain");
+    }
+
+    #[test]
+    fn steps_are_packed_when_every_block_s_rows_fit() {
+        // Rows of 68 bytes (Q8_0, 64 columns); 4 blocks. q/k/v: 96 rows, 24 a block, spanning
+        // up to two segments: 24 * 68 + 2 * 32 = 1696 bytes at most. gate/up: 256 pairs, 64 a
+        // block: 2 * (64 * 68 + 32) = 8768. The head: 100 rows, 25 a block: 1732.
+        let mut st = layer(2048, 256);
+        mark_packed(&mut st.list, 4, 1700);
+        let packed: Vec<i32> = st.list.iter().map(|s| s.packed).collect();
+        // wo and down: 16 rows a block (1120 bytes) fit; attention is never packed.
+        assert_eq!(packed, [1, 0, 1, 0, 1, 0]);
+        mark_packed(&mut st.list, 4, 8768);
+        let packed: Vec<i32> = st.list.iter().map(|s| s.packed).collect();
+        assert_eq!(packed, [1, 0, 1, 1, 1, 1]);
+        mark_packed(&mut st.list, 4, 1000);
+        assert!(st.list.iter().all(|s| s.packed == 0));
+    }
+
+    #[test]
+    fn a_kernel_built_for_some_types_takes_only_steps_of_those() {
+        let st = layer(2048, 256);
+        // Every matrix of the test layer is Q8_0 (type 8).
+        assert!(
+            st.list
+                .iter()
+                .filter(|s| s.op == 0)
+                .all(|s| types_in(s, 1 << 8))
+        );
+        assert!(!types_in(&st.list[0], 1 << 3));
+        assert!(
+            Q16_TYPES >> 8 & 1 == 1 && Q16_TYPES & 1 == 0,
+            "Q8_0 in, F32 out"
+        );
     }
 
     #[test]
