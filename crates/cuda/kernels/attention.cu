@@ -57,6 +57,22 @@ __device__ __forceinline__ float key_dot(const float* qs, const u16* kr, int hd)
     return s;
 }
 
+// key_dot of a key row staged in shared memory swizzled (SWZ, the persistent kernel's
+// MOLLA_KDEFS=KSWZ experiment; hd a multiple of 64): the row's 16-byte unit j at slot j ^ (row & 7),
+// so the lanes of a warp, one row each, read different banks. The same products in the same
+// order as key_dot.
+__device__ __forceinline__ float key_dot_swz(const float* qs, const u16* kr, int hd, int row) {
+    float s = 0.f;
+    for (int d = 0; d < hd; d += 8) {
+        uint4 u = *(const uint4*)(kr + 8 * ((d >> 3) ^ (row & 7)));
+        u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            s += qs[d + 2 * j] * h2f((u16)(w[j] & 0xffff)) + qs[d + 2 * j + 1] * h2f((u16)(w[j] >> 16));
+    }
+    return s;
+}
+
 __device__ __forceinline__ float key_dot(const float* qs, const float* kr, int hd) {
     float s = 0.f;
     if ((hd & 7) == 0) {
@@ -106,7 +122,7 @@ __device__ __forceinline__ void values_vec(const float* ps, const KT* vbase, int
 // the tile's maximum score `tm` and its sum of exp(score - tm) `tl`, and thread d < hdv the
 // tile's weighted sum of value dim d `tv` (0 for the others). The block's first ATT_THREADS
 // threads must all call it (and no others).
-template <typename KT>
+template <typename KT, bool SWZ = false>
 __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int p0, int np, int kvh,
                          int kv_dim, int v_dim, int hd, int hdv, float scale, float& tm, float& tl, float& tv) {
     __shared__ float ps[ATT_TILE];
@@ -117,7 +133,10 @@ __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc
     int lp = hdv == 64 ? 8 : hdv == 128 ? 16 : hdv == 256 ? 32 : 0;
     float tmax = -__int_as_float(0x7f800000);
     for (int i = threadIdx.x; i < np; i += ATT_THREADS) {
-        float s = key_dot(qs, kc + (size_t)(p0 + i) * kv_dim + (size_t)kvh * hd, hd) * scale;
+        const KT* kr = kc + (size_t)(p0 + i) * kv_dim + (size_t)kvh * hd;
+        float s;
+        if constexpr (SWZ) s = key_dot_swz(qs, kr, hd, p0 + i) * scale;
+        else s = key_dot(qs, kr, hd) * scale;
         ps[i] = s;
         tmax = fmaxf(tmax, s);
     }
@@ -189,14 +208,14 @@ __device__ __forceinline__ void att_fold(float& m, float& l, float& o, float tm,
 // hd floats, ready) against the cached keys and values, tile by tile (att_tile, att_fold);
 // writes hdv values to `o`. The block's first ATT_THREADS threads must all call it (and no
 // others).
-template <typename KT>
+template <typename KT, bool SWZ = false>
 __device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int end, int kvh,
                        int kv_dim, int v_dim, int hd, int hdv, float scale, float* o) {
     float m = -__int_as_float(0x7f800000), l = 0.f, acc = 0.f;
     att_sync();
     for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
         float tm, tl, tv;
-        att_tile(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl, tv);
+        att_tile<KT, SWZ>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl, tv);
         att_fold(m, l, acc, tm, tl, tv);
     }
     if ((int)threadIdx.x < hdv) o[threadIdx.x] = acc / l;

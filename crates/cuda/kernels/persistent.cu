@@ -165,11 +165,19 @@ __device__ __forceinline__ bool pk_kv_staged(const PkStep& st, const PkArgs& a, 
 // Rows 0 .. n-1 of u 16-byte units each, `stride` halves apart from src, into dst back to back (no
 // commit). Thread t copies unit t % u of every (PK_THREADS / u)-th row: two divisions a thread,
 // not two a unit.
-__device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t stride, int u, int n) {
+__device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t stride, int u, int n, bool swz = false) {
     const int per = PK_THREADS / u, j = threadIdx.x % u;
     if ((int)threadIdx.x >= per * u) return;
-    for (int p = threadIdx.x / u; p < n; p += per) cp_async16(dst + 16 * (p * u + j), src + (size_t)p * stride + 8 * j);
+    for (int p = threadIdx.x / u; p < n; p += per)
+        cp_async16(dst + 16 * (p * u + (swz ? j ^ (p & 7) : j)), src + (size_t)p * stride + 8 * j);
 }
+
+// Whether staged keys are swizzled (MOLLA_KDEFS=KSWZ, experiment: see attention.cu key_dot_swz).
+#ifdef MOLLA_X_KSWZ
+#define PK_KSWZ(a) (((a).hd & 63) == 0)
+#else
+#define PK_KSWZ(a) false
+#endif
 
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
 // buffers (one cp.async group), if they fit (pk_kv_staged).
@@ -178,7 +186,7 @@ __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
     if ((int)blockIdx.x >= a.n_head || !pk_kv_staged(st, a, voff)) return;
     int kvh = blockIdx.x / (a.n_head / a.n_head_kv);
     size_t kv_dim = (size_t)a.n_head_kv * a.hd, v_dim = (size_t)a.n_head_kv * a.hdv;
-    pk_stage_rows(smem_u32(bufs), st.kc + (size_t)kvh * a.hd, kv_dim, a.hd >> 3, a.pos);
+    pk_stage_rows(smem_u32(bufs), st.kc + (size_t)kvh * a.hd, kv_dim, a.hd >> 3, a.pos, PK_KSWZ(a));
     pk_stage_rows(smem_u32(bufs + voff), st.vc + (size_t)kvh * a.hdv, v_dim, a.hdv >> 3, a.pos);
     cp_commit();
 }
@@ -514,8 +522,14 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
             kd[p] = h0;
             kd[r] = h1;
             if (staged) {
-                kds[p] = h0;
-                kds[r] = h1;
+                if (PK_KSWZ(a)) {
+                    const int sw = a.pos & 7;
+                    kds[8 * ((p >> 3) ^ sw) + (p & 7)] = h0;
+                    kds[8 * ((r >> 3) ^ sw) + (r & 7)] = h1;
+                } else {
+                    kds[p] = h0;
+                    kds[r] = h1;
+                }
             }
         }
         if (staged) cp_wait<0>();
@@ -526,7 +540,8 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
             // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
             if (PK_SKIPS(a, PK_SKIP_ATTN)) {
                 // Measurement: the head's output is its roped q.
-            } else if (staged) attend(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+            } else if (staged && PK_KSWZ(a)) attend<u16, true>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+            else if (staged) attend(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
             else attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
         }
         __syncthreads();
