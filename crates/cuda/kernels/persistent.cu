@@ -96,13 +96,26 @@ __device__ __forceinline__ int pk_chunk_bytes(const PkStep& st, const PkChunk& c
     return total;
 }
 
+// The threads that issue a step's copies (rows, norm weights, keys and values): all of the block,
+// or (MOLLA_KDEFS=STAGEW0, experiment) warp 0 alone, so that the other warps start waiting for
+// the step's input at once instead of after their share of the staging. Every thread still
+// commits a group for each (empty for the others), so the group counts stay the same.
+#ifdef MOLLA_X_STAGEW0
+#define PK_CP_THREADS 32
+#define PK_CP_SKIP() (threadIdx.x >= 32)
+#else
+#define PK_CP_THREADS PK_THREADS
+#define PK_CP_SKIP() false
+#endif
+
 // Chunk c's copies into buf by the block's threads (no commit); the bytes it takes there.
 __device__ __forceinline__ int pk_copy(const PkStep& st, const PkChunk& c, u8* buf) {
     u32 dst = smem_u32(buf), d0 = dst;
     for (int j = 0; j < (st.pair ? 2 : 1); j++) {
         int n16;
         const u8* src = pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
-        for (int i = threadIdx.x; i < n16; i += PK_THREADS) cp_async16(dst + 16 * i, src + 16 * i);
+        if (!PK_CP_SKIP())
+            for (int i = threadIdx.x; i < n16; i += PK_CP_THREADS) cp_async16(dst + 16 * i, src + 16 * i);
         dst += 16 * n16;
     }
     return (int)(dst - d0);
@@ -162,11 +175,11 @@ __device__ __forceinline__ bool pk_kv_staged(const PkStep& st, const PkArgs& a, 
            (size_t)voff + (size_t)(a.pos + 1) * rowv <= (size_t)a.stages * (a.chunk + 64);
 }
 
-// Rows 0 .. n-1 of u 16-byte units each, `stride` halves apart from src, into dst back to back (no
-// commit). Thread t copies unit t % u of every (PK_THREADS / u)-th row: two divisions a thread,
-// not two a unit.
+// Rows 0 .. n-1 of u (<= 32) 16-byte units each, `stride` halves apart from src, into dst back to
+// back (no commit). Thread t copies unit t % u of every (PK_CP_THREADS / u)-th row: two divisions
+// a thread, not two a unit.
 __device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t stride, int u, int n, bool swz = false) {
-    const int per = PK_THREADS / u, j = threadIdx.x % u;
+    const int per = PK_CP_THREADS / u, j = threadIdx.x % u;
     if ((int)threadIdx.x >= per * u) return;
     for (int p = threadIdx.x / u; p < n; p += per)
         cp_async16(dst + 16 * (p * u + (swz ? j ^ (p & 7) : j)), src + (size_t)p * stride + 8 * j);
@@ -208,7 +221,8 @@ struct PkCursor {
 __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
     if (st.prep != PK_PREP_PLAIN) {
         u32 dst = smem_u32(nw);
-        for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
+        if (!PK_CP_SKIP())
+            for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_CP_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
     }
     cp_commit();
 }
