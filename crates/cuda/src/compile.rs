@@ -100,7 +100,7 @@ pub(crate) fn experiment(name: &str) -> bool {
         .any(|d| d == &var || d.starts_with(&format!("{var}=")))
 }
 
-/// Kernel variants under measurement: `MOLLA_KDEFS` names preprocessor symbols (space-separated,
+/// Kernel variants under measurement: `MOLLA_KDEFS` names preprocessor symbols (separated by spaces or commas,
 /// `NAME` or `NAME=VALUE`, letters, digits and `_` only), each passed to NVRTC as `-DMOLLA_X_NAME`
 /// so that only symbols the kernels mean for experiments can be set (docs/cuda-persistent.md
 /// names those that exist). Part of the cache key as every option.
@@ -111,7 +111,8 @@ fn experiment_defines() -> Vec<String> {
 /// `MOLLA_KDEFS`'s value as NVRTC options (see [`experiment_defines`]); malformed items dropped.
 fn parse_defines(v: &str) -> Vec<String> {
     let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    v.split_whitespace()
+    v.split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|d| !d.is_empty())
         .filter(|d| {
             let (name, val) = d.split_once('=').unwrap_or((d, "1"));
             ok(name) && ok(val)
@@ -223,6 +224,10 @@ mod tests {
             ["-DMOLLA_X_Q6PAD", "-DMOLLA_X_N=4"]
         );
         assert!(parse_defines("").is_empty());
+        assert_eq!(
+            parse_defines("KSWZ,STAGEW0, ,A=1"),
+            ["-DMOLLA_X_KSWZ", "-DMOLLA_X_STAGEW0", "-DMOLLA_X_A=1"]
+        );
     }
 
     #[test]
