@@ -6,7 +6,7 @@ persistent kernel). Catches compile errors before a device call.
 
 NVRTC comes from the PyPI wheel nvidia-cuda-nvrtc (a zip): unpack its nvidia/cu13/lib folder and
 point NVRTC_LIB at it (default ~/.cache/molla/nvrtc-lib). Extra -D options: MOLLA_KDEFS as the
-engine reads it.
+engine reads it, and PK_TYMASK=<decimal mask> for the kernel built for those weight types.
 
     python3 scripts/nvrtc_check.py [--cubin FILE] [KERNEL ...]
 
@@ -41,7 +41,11 @@ def main():
     src = "".join(f'#line 1 "{n}"\n' + (KERNELS / n).read_text() + "\n" for n in sources())
     att_tile = os.environ.get("MOLLA_ATT_TILE", "256")
     opts = ["--gpu-architecture=sm_90", "--std=c++17", f"-DATT_TILE={att_tile}", "--ptxas-options=-v"]
-    opts += [f"-DMOLLA_X_{d}" for d in os.environ.get("MOLLA_KDEFS", "").split() if re.fullmatch(r"\w+(=\w+)?", d)]
+    kdefs = re.split(r"[\s,]+", os.environ.get("MOLLA_KDEFS", ""))
+    opts += [f"-DMOLLA_X_{d}" for d in kdefs if re.fullmatch(r"\w+(=\w+)?", d)]
+    if re.fullmatch(r"\d+", os.environ.get("PK_TYMASK", "")):
+        # The persistent kernel for those weight types only (the engine: MOLLA_PK_TYMASK=1).
+        opts.append(f"-DPK_TYMASK={os.environ['PK_TYMASK']}ull")
     prog = ctypes.c_void_p()
     rc = nv.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"molla.cu", 0, None, None)
     assert rc == 0, rc

@@ -376,9 +376,11 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
     return v;
 }
 #define pk_rows_dot2(ty, w2, nr, acc) pk_rows_dot_masked<2>(ty, w2, nr, xq, cols, lane, acc)
+#define pk_rows_dot4(ty, w4, nr, acc) pk_rows_dot_masked<4>(ty, w4, nr, xq, cols, lane, acc)
 #define pk_row_dot(ty, w) pk_row_dot_masked(ty, w, xq, cols, lane)
 #else
 #define pk_rows_dot2(ty, w2, nr, acc) rows_dot_ty<2>(ty, w2, nr, xs, xq, cols, lane, 32, acc)
+#define pk_rows_dot4(ty, w4, nr, acc) rows_dot_ty<4>(ty, w4, nr, xs, xq, cols, lane, 32, acc)
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
 #endif
 
@@ -429,7 +431,47 @@ __device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const fl
         float* y = st.y[si];
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
             pk_skip_chunk(st, c, xraw, tag);
-        } else if (st.pair) {
+        }
+#ifdef MOLLA_X_ROWS4
+        // Experiment (MOLLA_KDEFS=ROWS4): four rows a warp at once where a chunk has the rows
+        // (gate/up: two pairs), for more independent work in each warp's dependent chain. Each
+        // row's dot is summed as with two (the same bits).
+        else if (st.pair && ty0 == ty1) {
+            const u8* base1 = pk_row(st, c, buf, 1, c.ra);
+            for (int r = c.ra + 2 * warp; r < c.rb; r += 2 * PK_WARPS) {
+                const int n2 = min(2, c.rb - r);
+                const size_t o0 = (size_t)(r - c.ra), o1 = o0 + 1;
+                const u8* w4[4] = {base0 + o0 * rb0, base1 + o0 * rb1, base0 + o1 * rb0, base1 + o1 * rb1};
+                float a4[4];
+                pk_rows_dot4(ty0, w4, 2 * n2, a4);
+                float g0 = warp_sum(a4[0]), u0 = warp_sum(a4[1]), g1 = warp_sum(a4[2]), u1 = warp_sum(a4[3]);
+                if (lane == 0) pk_out(st, y, r, silu_mul(g0, u0), tag);
+                if (lane == 1 && n2 > 1) pk_out(st, y, r + 1, silu_mul(g1, u1), tag);
+            }
+        } else if (!st.pair && c.rb - c.ra > 2 * PK_WARPS) {
+            const float* bias = st.bias[si];
+            const bool accumulate = st.accumulate[si] != 0;
+            for (int r = c.ra + 4 * warp; r < c.rb; r += 4 * PK_WARPS) {
+                int nr = min(4, c.rb - r);
+                const size_t o = (size_t)(r - c.ra);
+                const u8* w4[4] = {base0 + o * rb0, base0 + (o + 1) * rb0, base0 + (o + 2) * rb0, base0 + (o + 3) * rb0};
+                float acc[4];
+                pk_rows_dot4(ty0, w4, nr, acc);
+                acc[0] = warp_sum(acc[0]);
+                acc[1] = warp_sum(acc[1]);
+                acc[2] = warp_sum(acc[2]);
+                acc[3] = warp_sum(acc[3]);
+                if (lane < nr) {
+                    int rr = r + lane;
+                    float v = lane == 0 ? acc[0] : lane == 1 ? acc[1] : lane == 2 ? acc[2] : acc[3];
+                    if (bias) v += bias[rr];
+                    if (accumulate) v += xraw[rr];
+                    pk_out(st, y, rr, v, tag);
+                }
+            }
+        }
+#endif
+        else if (st.pair) {
             // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
             // type).
             const u8* base1 = pk_row(st, c, buf, 1, c.ra);
@@ -641,4 +683,11 @@ __device__ void pk_body(const PkArgs& a) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(PK_THREADS) decode_persistent(const PkArgs a) { pk_body(a); }
+// One block an SM (the host sizes the grid so): all registers are the block's. The kernel built
+// for a model's types (PK_TYMASK) says so, or ptxas holds it to 128 registers and spills.
+#ifdef PK_TYMASK
+#define PK_BOUNDS __launch_bounds__(PK_THREADS, 1)
+#else
+#define PK_BOUNDS __launch_bounds__(PK_THREADS)
+#endif
+extern "C" __global__ void PK_BOUNDS decode_persistent(const PkArgs a) { pk_body(a); }
