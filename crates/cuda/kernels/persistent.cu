@@ -384,7 +384,16 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
 #endif
 
-__device__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
+// Experiment (MOLLA_KDEFS=PKINLINE): pk_matvec and pk_body inlined into the kernel. ptxas keeps
+// pk_matvec a call, which takes the kernel's argument by reference: a copy in local memory, read
+// with a local load for every field it uses, where inlined code reads the constant bank.
+#ifdef MOLLA_X_PKINLINE
+#define PK_MATVEC_INLINE __forceinline__
+#else
+#define PK_MATVEC_INLINE
+#endif
+
+__device__ PK_MATVEC_INLINE bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
                           PkCursor staged, int step) {
     const int r0 = staged.r0, r1 = staged.r1;
     if (!pk_busy(st, r0, r1)) return true;
@@ -608,7 +617,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
     return true;
 }
 
-__device__ void pk_body(const PkArgs& a) {
+__device__ PK_MATVEC_INLINE void pk_body(const PkArgs& a) {
     extern __shared__ float4 pk_smem4[];
     float* sm = (float*)pk_smem4;
     float* nw = (float*)((u8*)pk_smem4 + a.xs_bytes);
