@@ -267,7 +267,18 @@ __device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
     j = i - (s == 0 ? 0 : s == 1 ? n0 : n0 + n1);
 }
 
+#ifdef MOLLA_X_PKINLINE
+// PKINLINE (experiment): the segments in registers, picked by selects, where indexing the
+// caller's array by a computed segment kept it in local memory (a local load for every pair).
+#define PK_SEG(s) ((s) == 0 ? g0 : (s) == 1 ? g1 : g2)
+#else
+#define PK_SEG(s) segs[s]
+#endif
+
 __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
+#ifdef MOLLA_X_PKINLINE
+    const LlSeg g0 = segs[0], g1 = nseg > 1 ? segs[1] : segs[0], g2 = nseg > 2 ? segs[2] : segs[0];
+#endif
     int n0 = segs[0].n >> 1, n1 = nseg > 1 ? segs[1].n >> 1 : 0, n2 = nseg > 2 ? segs[2].n >> 1 : 0;
     int np = n0 + n1 + n2, ok = 1;
     for (int i0 = threadIdx.x; i0 < np && ok; i0 += 8 * PK_THREADS) {
@@ -285,15 +296,15 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
             for (int u = 0; u < 8; u++) {
                 int s, j;
                 ll_pair(i0 + u * PK_THREADS, n0, n1, s, j);
-                if ((pend >> u) & 1) v[u] = ld_ll2(segs[s].src + 2 * j);
+                if ((pend >> u) & 1) v[u] = ld_ll2(PK_SEG(s).src + 2 * j);
             }
 #pragma unroll
             for (int u = 0; u < 8; u++) {
                 int s, j;
                 ll_pair(i0 + u * PK_THREADS, n0, n1, s, j);
                 if (((pend >> u) & 1) && v[u].y == tag && v[u].w == tag) {
-                    segs[s].dst[2 * j] = __uint_as_float(v[u].x);
-                    segs[s].dst[2 * j + 1] = __uint_as_float(v[u].z);
+                    PK_SEG(s).dst[2 * j] = __uint_as_float(v[u].x);
+                    PK_SEG(s).dst[2 * j + 1] = __uint_as_float(v[u].z);
                     pend &= ~(1u << u);
                 }
             }
