@@ -401,6 +401,22 @@ __device__ PK_MATVEC_INLINE bool pk_matvec(const PkStep& st, const PkArgs& a, fl
     // goes into chunk k's buffer once chunk k is done, and each such copy prefetches one more
     // chunk into L2.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
+#ifdef MOLLA_X_PKBIAS
+    // Experiment (MOLLA_KDEFS=PKBIAS): the bias this lane adds in its warp's first round of the
+    // first chunk (non-pair steps), loaded before the input's wait rather than after the dot,
+    // where it was an L2 round trip on the step's critical path (Qwen's q/k/v).
+    float bias_pre = 0.f;
+    int bias_row = -1;
+    if (!st.pair && r0 < r1 && st.bias[staged.first.seg]) {
+        const PkChunk& f = staged.first;
+        const int per = f.rb - f.ra > PK_WARPS ? 2 : 1, l = threadIdx.x & 31;
+        const int rr = f.ra + per * (int)(threadIdx.x >> 5) + l;
+        if (l < per && rr < f.rb) {
+            bias_row = rr;
+            bias_pre = __ldg(st.bias[f.seg] + rr);
+        }
+    }
+#endif
     if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
@@ -513,7 +529,11 @@ __device__ PK_MATVEC_INLINE bool pk_matvec(const PkStep& st, const PkArgs& a, fl
                 if (lane < nr) {
                     int rr = r + lane;
                     float v = lane == 0 ? acc[0] : acc[1];
+#ifdef MOLLA_X_PKBIAS
+                    if (bias) v += k == 0 && rr == bias_row ? bias_pre : bias[rr];
+#else
                     if (bias) v += bias[rr];
+#endif
                     if (accumulate) v += xraw[rr];
                     pk_out(st, y, rr, v, tag);
                 }
