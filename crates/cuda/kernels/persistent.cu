@@ -376,11 +376,11 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
     return v;
 }
 #define pk_rows_dot2(ty, w2, nr, acc) pk_rows_dot_masked<2>(ty, w2, nr, xq, cols, lane, acc)
-#define pk_rows_dot4(ty, w4, nr, acc) pk_rows_dot_masked<4>(ty, w4, nr, xq, cols, lane, acc)
+#define pk_rows_dotn(R, ty, w, nr, acc) pk_rows_dot_masked<R>(ty, w, nr, xq, cols, lane, acc)
 #define pk_row_dot(ty, w) pk_row_dot_masked(ty, w, xq, cols, lane)
 #else
 #define pk_rows_dot2(ty, w2, nr, acc) rows_dot_ty<2>(ty, w2, nr, xs, xq, cols, lane, 32, acc)
-#define pk_rows_dot4(ty, w4, nr, acc) rows_dot_ty<4>(ty, w4, nr, xs, xq, cols, lane, 32, acc)
+#define pk_rows_dotn(R, ty, w, nr, acc) rows_dot_ty<R>(ty, w, nr, xs, xq, cols, lane, 32, acc)
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
 #endif
 
@@ -457,23 +457,38 @@ __device__ PK_MATVEC_INLINE bool pk_matvec(const PkStep& st, const PkArgs& a, fl
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
             pk_skip_chunk(st, c, xraw, tag);
         }
-#ifdef MOLLA_X_ROWS4
+#if defined(MOLLA_X_ROWS4) || defined(MOLLA_X_ROWS8)
         // Experiment (MOLLA_KDEFS=ROWS4): four rows a warp at once where a chunk has the rows
-        // (gate/up: two pairs), for more independent work in each warp's dependent chain. Each
-        // row's dot is summed as with two (the same bits).
+        // (gate/up: two pairs; ROWS8: four pairs), for more independent work in each warp's
+        // dependent chain. Each row's dot is summed as with two (the same bits).
         else if (st.pair && ty0 == ty1) {
+#ifdef MOLLA_X_ROWS8
+            constexpr int NP = 4;
+#else
+            constexpr int NP = 2;
+#endif
             const u8* base1 = pk_row(st, c, buf, 1, c.ra);
-            for (int r = c.ra + 2 * warp; r < c.rb; r += 2 * PK_WARPS) {
-                const int n2 = min(2, c.rb - r);
-                const size_t o0 = (size_t)(r - c.ra), o1 = o0 + 1;
-                const u8* w4[4] = {base0 + o0 * rb0, base1 + o0 * rb1, base0 + o1 * rb0, base1 + o1 * rb1};
-                float a4[4];
-                pk_rows_dot4(ty0, w4, 2 * n2, a4);
-                float g0 = warp_sum(a4[0]), u0 = warp_sum(a4[1]), g1 = warp_sum(a4[2]), u1 = warp_sum(a4[3]);
-                if (lane == 0) pk_out(st, y, r, silu_mul(g0, u0), tag);
-                if (lane == 1 && n2 > 1) pk_out(st, y, r + 1, silu_mul(g1, u1), tag);
+            for (int r = c.ra + NP * warp; r < c.rb; r += NP * PK_WARPS) {
+                const int np = min(NP, c.rb - r);
+                const u8* w[2 * NP];
+#pragma unroll
+                for (int j = 0; j < NP; j++) {
+                    const size_t o = (size_t)(r + j - c.ra);
+                    w[2 * j] = base0 + o * rb0;
+                    w[2 * j + 1] = base1 + o * rb1;
+                }
+                float a[2 * NP];
+                pk_rows_dotn(2 * NP, ty0, w, 2 * np, a);
+#pragma unroll
+                for (int j = 0; j < NP; j++) {
+                    float g = warp_sum(a[2 * j]), u = warp_sum(a[2 * j + 1]);
+                    if (lane == j && j < np) pk_out(st, y, r + j, silu_mul(g, u), tag);
+                }
             }
-        } else if (!st.pair && c.rb - c.ra > 2 * PK_WARPS) {
+        }
+#endif
+#ifdef MOLLA_X_ROWS4
+        else if (!st.pair && c.rb - c.ra > 2 * PK_WARPS) {
             const float* bias = st.bias[si];
             const bool accumulate = st.accumulate[si] != 0;
             for (int r = c.ra + 4 * warp; r < c.rb; r += 4 * PK_WARPS) {
@@ -481,7 +496,7 @@ __device__ PK_MATVEC_INLINE bool pk_matvec(const PkStep& st, const PkArgs& a, fl
                 const size_t o = (size_t)(r - c.ra);
                 const u8* w4[4] = {base0 + o * rb0, base0 + (o + 1) * rb0, base0 + (o + 2) * rb0, base0 + (o + 3) * rb0};
                 float acc[4];
-                pk_rows_dot4(ty0, w4, nr, acc);
+                pk_rows_dotn(4, ty0, w4, nr, acc);
                 acc[0] = warp_sum(acc[0]);
                 acc[1] = warp_sum(acc[1]);
                 acc[2] = warp_sum(acc[2]);
