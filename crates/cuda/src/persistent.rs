@@ -6,6 +6,12 @@ use crate::error::{CudaError, Result, drv};
 use crate::launch::{self, Heads, Out, WeightRef};
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
+mod config;
+use config::{
+    blocks_per_sm_cap, chunk_bytes, env_i32, l2_ahead, mark_packed, skip_knobs, stages, types_in,
+};
+pub(crate) use config::{ll_max, pk_types};
+
 pub(crate) const PK_THREADS: u32 = 256;
 const OP_MATVEC: i32 = 0;
 const OP_ATTN: i32 = 1;
@@ -364,125 +370,6 @@ pub(crate) struct Persistent {
     pub(crate) head_x: Option<(u64, bool)>,
 }
 
-fn env_i32(name: &str, default: i32) -> i32 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Blocks per SM to use at most (`MOLLA_PK_BPS`, default 1).
-fn blocks_per_sm_cap() -> u32 {
-    env_i32("MOLLA_PK_BPS", 1).max(1) as u32
-}
-
-/// Bytes of weights a block stages in shared memory at a time (`MOLLA_PK_CHUNK`, default: all
-/// that shared memory leaves; `stages()` such buffers).
-fn chunk_bytes() -> usize {
-    env_i32("MOLLA_PK_CHUNK", 1 << 20).clamp(1024, 1 << 20) as usize
-}
-
-/// Chunk buffers a block cycles through (`MOLLA_PK_STAGES`, 1 to 4, default 1): how many
-/// chunks of weights are in flight while one is decoded. One buffer as large as shared memory
-/// allows measured fastest (session 5, H200, in-process tg128: 8B shape 1551 with two 48 KiB
-/// buffers, 1780 with one of 107 KiB; Qwen shape 1145 / 1180; SmolLM2 Q4_1 1329 / 1334): the
-/// 8B's decode is bound by the row decoders and each chunk ends in a block barrier, so fewer,
-/// larger chunks beat overlapping the copy.
-fn stages() -> usize {
-    env_i32("MOLLA_PK_STAGES", 1).clamp(1, 4) as usize
-}
-
-/// Widest output (values) a step hands over in tagged words (`MOLLA_PK_LL_MAX`, default 2048);
-/// wider ones go plain with a counter: tagged words double the bytes every block reads.
-pub(crate) fn ll_max() -> usize {
-    env_i32("MOLLA_PK_LL_MAX", 2048).max(0) as usize
-}
-
-/// Chunks of a block's rows prefetched into L2 ahead of their copy into shared memory
-/// (`MOLLA_PK_L2`, default 2; 0 turns it off).
-fn l2_ahead() -> i32 {
-    env_i32("MOLLA_PK_L2", 2).clamp(0, 64)
-}
-
-/// Measurement only (`MOLLA_PK_SKIP`, bits, default 0): stages of the persistent kernel left
-/// out while their hand-overs stay, so that time differences split a token into matvec work,
-/// attention work, input preparation and synchronisation (kernels/persistent_steps.cuh
-/// PK_SKIP_*: 1 rows, 2 attention, 4 input preparation, which implies 1; 8 the rows' weight
-/// copies, 16 the rows' dots, each leaving the rest of the rows' work in). The logits are then
-/// meaningless. It acts only in kernels built with `MOLLA_KDEFS=PKMEASURE`: the default kernel
-/// leaves the code out, which measured 4-6% faster decode (session 12).
-fn skip_knobs() -> i32 {
-    let k = env_i32("MOLLA_PK_SKIP", 0) & 31;
-    if k & 4 != 0 { k | 1 } else { k }
-}
-
-/// Marks the matvec steps whose rows fit each block's `room` bytes of chunk buffers whole
-/// (`PkStep::packed`): then a block copies all of them as the step begins, each segment's share
-/// (as kernels/persistent.cu `pk_span` lays it out: whole 16-byte units, at most 32 bytes more
-/// than its rows) after the last, and computes them with no further wait. Block b of `grid` owns
-/// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`.
-fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
-    for st in list.iter_mut().filter(|s| s.op == 0) {
-        let total = st.total as usize;
-        let fits = (0..grid).all(|b| {
-            let (r0, r1) = (total * b / grid, total * (b + 1) / grid);
-            let mut bytes = 0;
-            if st.pair != 0 {
-                for j in 0..2 {
-                    bytes += (r1 - r0) * st.row_bytes[j] as usize + 32;
-                }
-            } else {
-                let mut start = 0;
-                for j in 0..st.nseg as usize {
-                    let end = start + st.rows[j] as usize;
-                    let n = r1.min(end).saturating_sub(r0.max(start));
-                    if n > 0 {
-                        bytes += n * st.row_bytes[j] as usize + 32;
-                    }
-                    start = end;
-                }
-            }
-            bytes <= room
-        });
-        st.packed = (fits && std::env::var("MOLLA_PK_PACKED").map_or(true, |v| v != "0")) as i32;
-    }
-}
-
-/// The ggml types of `model`'s matrices that persistent decode steps multiply by (every layer's
-/// and the output's), as a mask (bit t: type t) for a kernel built for them alone, when
-/// `MOLLA_PK_TYMASK=1` and all of them are q16 formats (kernels/persistent.cu `PK_TYMASK`); else
-/// None (a kernel for every type). Off by default until it is measured on a GPU.
-pub(crate) fn pk_types(model: &model::Model) -> Option<u64> {
-    if std::env::var("MOLLA_PK_TYMASK").map_or(true, |v| v != "1") {
-        return None;
-    }
-    // The output head (the embedding matrix itself when the file ties them).
-    let mut mask = 1u64 << model.output.ty.id();
-    for l in &model.layers {
-        for w in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
-            mask |= 1u64 << w.ty.id();
-        }
-    }
-    (mask & !Q16_TYPES == 0).then_some(mask)
-}
-
-/// The formats the q16 row dots cover (kernels/q16.cuh): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
-/// Q5_K, Q6_K.
-const Q16_TYPES: u64 = 1 << 2 | 1 << 3 | 1 << 6 | 1 << 7 | 1 << 8 | 1 << 12 | 1 << 13 | 1 << 14;
-
-/// Whether every type that matvec step `st` multiplies by is in `mask` (a kernel built with
-/// `pk_types`).
-fn types_in(st: &PkStep, mask: u64) -> bool {
-    let n = if st.pair != 0 {
-        2
-    } else {
-        st.nseg.clamp(0, 3) as usize
-    };
-    st.ty[..n]
-        .iter()
-        .all(|&t| (0..64).contains(&t) && mask >> t & 1 == 1)
-}
-
 /// A wait longer than this is a hang: the kernel stops and reports it.
 const TIMEOUT_MS: u32 = 2000;
 
@@ -780,7 +667,11 @@ mod tests {
             G::Q5_K,
             G::Q6_K,
         ];
-        assert_eq!(named.iter().fold(0, |m, t| m | 1u64 << t.id()), Q16_TYPES);
+        // pk_types admits exactly these (launch::is_q16).
+        let q16 = (0..64)
+            .filter(|&t| launch::is_q16(t))
+            .fold(0, |m, t| m | 1u64 << t);
+        assert_eq!(named.iter().fold(0, |m, t| m | 1u64 << t.id()), q16);
     }
 
     #[test]
