@@ -337,8 +337,8 @@ __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1
     __syncthreads();
 }
 
-// The row dots of pk_matvec (xs, xq, cols and lane in scope): pk_rows_dot2 as rows_dot_ty<2>,
-// pk_row_dot as row_dot_ty.
+// The row dots of pk_matvec (xs, xq, cols and lane in scope): pk_rows_dotn(R, ...) as
+// rows_dot_ty<R>, pk_row_dot as row_dot_ty.
 #ifdef PK_TYMASK
 // A kernel built for one model's types (PK_TYMASK, bit t: ggml type t; the host defines it, see
 // crates/cuda/src/compile.rs, and refuses a step list with other types): code only for the q16
@@ -348,25 +348,11 @@ __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1
 template <int R>
 __device__ __forceinline__ void pk_rows_dot_masked(int ty, const u8* const* w, int nr, const Xq& xq, int cols, int lane,
                                                    float* acc) {
-#define PK_TY_CASE(T)                                           \
-    case T:                                                     \
-        if (PK_TY_ON(T)) {                                      \
-            rows_dot_q16<T, R>(w, nr, xq, cols, lane, 32, acc); \
-            return;                                             \
-        }                                                       \
-        break;
-    switch (ty) {
-        PK_TY_CASE(T_Q4_0)
-        PK_TY_CASE(T_Q4_1)
-        PK_TY_CASE(T_Q5_0)
-        PK_TY_CASE(T_Q5_1)
-        PK_TY_CASE(T_Q8_0)
-        PK_TY_CASE(T_Q4_K)
-        PK_TY_CASE(T_Q5_K)
-        PK_TY_CASE(T_Q6_K)
-        default: break;
-    }
-#undef PK_TY_CASE
+#define PK_TY_CALL(T)         \
+    if (!PK_TY_ON(T)) break; \
+    rows_dot_q16<T, R>(w, nr, xq, cols, lane, 32, acc)
+    Q16_DISPATCH(ty, PK_TY_CALL)
+#undef PK_TY_CALL
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = __int_as_float(0x7fc00000);
 }
@@ -375,11 +361,9 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
     pk_rows_dot_masked<1>(ty, &w, 1, xq, cols, lane, &v);
     return v;
 }
-#define pk_rows_dot2(ty, w2, nr, acc) pk_rows_dot_masked<2>(ty, w2, nr, xq, cols, lane, acc)
 #define pk_rows_dotn(R, ty, w, nr, acc) pk_rows_dot_masked<R>(ty, w, nr, xq, cols, lane, acc)
 #define pk_row_dot(ty, w) pk_row_dot_masked(ty, w, xq, cols, lane)
 #else
-#define pk_rows_dot2(ty, w2, nr, acc) rows_dot_ty<2>(ty, w2, nr, xs, xq, cols, lane, 32, acc)
 #define pk_rows_dotn(R, ty, w, nr, acc) rows_dot_ty<R>(ty, w, nr, xs, xq, cols, lane, 32, acc)
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
 #endif
@@ -519,7 +503,7 @@ __device__ PK_MATVEC_INLINE bool pk_matvec(const PkStep& st, const PkArgs& a, fl
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
                 float gu[2];
                 if (ty0 == ty1) {
-                    pk_rows_dot2(ty0, w2, 2, gu);
+                    pk_rows_dotn(2, ty0, w2, 2, gu);
                 } else {
                     gu[0] = pk_row_dot(ty0, w2[0]);
                     gu[1] = pk_row_dot(ty1, w2[1]);
@@ -538,7 +522,7 @@ __device__ PK_MATVEC_INLINE bool pk_matvec(const PkStep& st, const PkArgs& a, fl
                 int nr = min(per, c.rb - r);
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
                 float acc[2];
-                pk_rows_dot2(ty0, w2, nr, acc);
+                pk_rows_dotn(2, ty0, w2, nr, acc);
                 acc[0] = warp_sum(acc[0]);
                 acc[1] = warp_sum(acc[1]);
                 if (lane < nr) {
