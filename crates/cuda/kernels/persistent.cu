@@ -333,7 +333,7 @@ __device__ void pk_skip_chunk(const PkStep& st, const PkChunk& c, const float* x
 }
 
 __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1, u32 tag) {
-    for (int cur = r0; cur < r1;) pk_skip_chunk(st, pk_next_chunk(st, cur, r1, 1 << 30), xraw, tag);
+    for (int cur = r0; cur < r1;) pk_skip_chunk(st, pk_seg_chunk(st, cur, r1), xraw, tag);
     __syncthreads();
 }
 
@@ -461,11 +461,11 @@ __device__ PK_MATVEC_INLINE bool pk_matvec(const PkStep& st, const PkArgs& a, fl
                     w[2 * j] = base0 + o * rb0;
                     w[2 * j + 1] = base1 + o * rb1;
                 }
-                float a[2 * NP];
-                pk_rows_dotn(2 * NP, ty0, w, 2 * np, a);
+                float dots[2 * NP];
+                pk_rows_dotn(2 * NP, ty0, w, 2 * np, dots);
 #pragma unroll
                 for (int j = 0; j < NP; j++) {
-                    float g = warp_sum(a[2 * j]), u = warp_sum(a[2 * j + 1]);
+                    float g = warp_sum(dots[2 * j]), u = warp_sum(dots[2 * j + 1]);
                     if (lane == j && j < np) pk_out(st, y, r + j, silu_mul(g, u), tag);
                 }
             }
