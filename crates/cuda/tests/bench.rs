@@ -41,6 +41,14 @@ fn shape(name: &str, ty: GgmlType) -> SynthSpec {
     }
 }
 
+/// The kinds of a persistent step list's steps: a layer's five, then the head.
+const STEP_KINDS: [&str; 6] = ["qkv", "attention", "wo", "gate/up", "down", "head"];
+
+/// Step s's kind (index into STEP_KINDS) in a list of n steps.
+fn step_kind(s: usize, n: usize) -> usize {
+    if s + 1 == n { 5 } else { s % 5 }
+}
+
 /// A persistent step's trace by kind of step (the five of a layer, then the head), means in us:
 /// wake = first block's start less the previous step's last end (the barrier), skew = last
 /// start less first start; then per block (mean over blocks): arrive = start until the input
@@ -51,14 +59,13 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
     if t.fine {
         return print_fine_trace(tag, t);
     }
-    let names = ["qkv", "attention", "wo", "gate/up", "down", "head"];
     let mut sum = [[0f64; 8]; 6];
     let (g, n) = (t.grid, t.ops.len());
     let st = |s: usize, b: usize, j: usize| t.stamps[8 * (s * g + b) + j] as f64;
     let t0 = (0..g).map(|b| st(0, b, 0)).fold(f64::MAX, f64::min);
     let mut prev_end = t0;
     for s in 0..n {
-        let k = if s + 1 == n { 5 } else { s % 5 };
+        let k = step_kind(s, n);
         let lo = (0..g).map(|b| st(s, b, 0)).fold(f64::MAX, f64::min);
         let hi = (0..g).map(|b| st(s, b, 0)).fold(0.0, f64::max);
         let end = (0..g).map(|b| st(s, b, 1)).fold(0.0, f64::max);
@@ -86,7 +93,7 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
         t.host_us[1]
     );
     println!("| step | count | wake | skew | arrive | input | weights | rest | work |");
-    for (name, s) in names.iter().zip(sum) {
+    for (name, s) in STEP_KINDS.iter().zip(sum) {
         let c = s[7].max(1.0);
         let f = |i: usize| s[i] / c / 1e3;
         println!(
@@ -108,7 +115,6 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
 /// the rest of the preparation (attention: rope and cache store), wait for the first weights,
 /// rows (attention: the attention), the rest until its end, and start to end.
 fn print_fine_trace(tag: &str, t: &cuda::Trace) {
-    let names = ["qkv", "attention", "wo", "gate/up", "down", "head"];
     let mut sum = [[[0f64; 9]; 2]; 6];
     let mut count = [0f64; 6];
     let (g, n) = (t.grid, t.ops.len());
@@ -127,7 +133,7 @@ fn print_fine_trace(tag: &str, t: &cuda::Trace) {
     let t0 = (0..g).map(|b| st(0, b, 0)).fold(f64::MAX, f64::min);
     let mut prev_end = t0;
     for s in 0..n {
-        let k = if s + 1 == n { 5 } else { s % 5 };
+        let k = step_kind(s, n);
         let last = (0..g)
             .max_by(|&a, &b| st(s, a, 1).total_cmp(&st(s, b, 1)))
             .unwrap_or(0);
@@ -152,7 +158,7 @@ fn print_fine_trace(tag: &str, t: &cuda::Trace) {
         "| step | block | start | stage | arrive | rms | prep | weights | rows | tail | total |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for (k, name) in names.iter().enumerate() {
+    for (k, name) in STEP_KINDS.iter().enumerate() {
         for (i, who) in ["mean", "last"].iter().enumerate() {
             let c = count[k].max(1.0);
             let cells: Vec<String> = sum[k][i].iter().map(|v| format!("{:.2}", v / c)).collect();
