@@ -69,6 +69,14 @@ __device__ __forceinline__ void key_unit(const u16* r, float* e) {
 }
 __device__ __forceinline__ void key_unit(const float* r, float* e) { kv_ld8(r, e); }
 
+// s plus q[0..8) (shared) against a key unit's 8 elements e, in key_dot's order (the experiments
+// below; key_dot spells the same sum out, and its code is left as measured).
+__device__ __forceinline__ float key_dot8(const float* q, const float* e, float s) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) s += q[2 * j] * e[2 * j] + q[2 * j + 1] * e[2 * j + 1];
+    return s;
+}
+
 // key_dot of a key row staged in shared memory swizzled (SWZ, the persistent kernel's
 // MOLLA_KDEFS=KSWZ experiment; hd a multiple of 64): the row's 16-byte unit j at slot j ^ (row & 7),
 // so the lanes of a warp, one row each, read different banks. The same products in the same
@@ -76,11 +84,9 @@ __device__ __forceinline__ void key_unit(const float* r, float* e) { kv_ld8(r, e
 __device__ __forceinline__ float key_dot_swz(const float* qs, const u16* kr, int hd, int row) {
     float s = 0.f;
     for (int d = 0; d < hd; d += 8) {
-        uint4 u = *(const uint4*)(kr + 8 * ((d >> 3) ^ (row & 7)));
-        u32 w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            s += qs[d + 2 * j] * h2f((u16)(w[j] & 0xffff)) + qs[d + 2 * j + 1] * h2f((u16)(w[j] >> 16));
+        float e[8];
+        key_unit(kr + 8 * ((d >> 3) ^ (row & 7)), e);
+        s = key_dot8(qs + d, e, s);
     }
     return s;
 }
@@ -157,8 +163,7 @@ __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc
             if (i < np) {
                 float e[8];
                 key_unit(kc + (size_t)(p0 + i) * kv_dim + (size_t)kvh * hd + 8 * u, e);
-#pragma unroll
-                for (int j = 0; j < 4; j++) part += qs[8 * u + 2 * j] * e[2 * j] + qs[8 * u + 2 * j + 1] * e[2 * j + 1];
+                part = key_dot8(qs + 8 * u, e, 0.f);
             }
             for (int off = 1; off < g; off <<= 1) part += __shfl_xor_sync(0xffffffffu, part, off);
             if (u == 0 && i < np) {
