@@ -69,16 +69,16 @@ __device__ __forceinline__ void key_unit(const u16* r, float* e) {
 }
 __device__ __forceinline__ void key_unit(const float* r, float* e) { kv_ld8(r, e); }
 
-// s plus q[0..8) (shared) against a key unit's 8 elements e, in key_dot's order (the experiments
-// below; key_dot spells the same sum out, and its code is left as measured).
+// s plus q[0..8) (shared) against a key unit's 8 elements e, in key_dot's order (key_dot_swz;
+// key_dot spells the same sum out, and its code is left as measured).
 __device__ __forceinline__ float key_dot8(const float* q, const float* e, float s) {
 #pragma unroll
     for (int j = 0; j < 4; j++) s += q[2 * j] * e[2 * j] + q[2 * j + 1] * e[2 * j + 1];
     return s;
 }
 
-// key_dot of a key row staged in shared memory swizzled (SWZ, the persistent kernel's
-// MOLLA_KDEFS=KSWZ experiment; hd a multiple of 64): the row's 16-byte unit j at slot j ^ (row & 7),
+// key_dot of a key row staged in shared memory swizzled (SWZ, the persistent kernel's staged
+// keys when hd is a multiple of 64): the row's 16-byte unit j at slot j ^ (row & 7),
 // so the lanes of a warp, one row each, read different banks. The same products in the same
 // order as key_dot.
 __device__ __forceinline__ float key_dot_swz(const float* qs, const u16* kr, int hd, int row) {
@@ -150,30 +150,6 @@ __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc
     // Value layout: LP lanes per position when hdv is 64, 128 or 256; else one lane per dim.
     int lp = hdv == 64 ? 8 : hdv == 128 ? 16 : hdv == 256 ? 32 : 0;
     float tmax = -__int_as_float(0x7f800000);
-#ifdef MOLLA_X_KEYLANES
-    // Experiment (MOLLA_KDEFS=KEYLANES; every attention kernel alike, so the paths keep one
-    // another's bits): a key row's hd / 8 units over as many lanes (8 products each), summed
-    // across them by shuffles, instead of one thread walking the row: a short dependent chain,
-    // and a warp reads whole rows (no bank conflicts on staged keys, coalesced cache rows).
-    if (const int g = hd >> 3; (hd & 7) == 0 && g <= 32 && (g & (g - 1)) == 0 && !SWZ) {
-        const int per = 32 / g, sub = lane / g, u = lane % g;
-        for (int i0 = warp * per; i0 < np; i0 += ATT_WARPS * per) {
-            int i = i0 + sub;
-            float part = 0.f;
-            if (i < np) {
-                float e[8];
-                key_unit(kc + (size_t)(p0 + i) * kv_dim + (size_t)kvh * hd + 8 * u, e);
-                part = key_dot8(qs + 8 * u, e, 0.f);
-            }
-            for (int off = 1; off < g; off <<= 1) part += __shfl_xor_sync(0xffffffffu, part, off);
-            if (u == 0 && i < np) {
-                float sc = part * scale;
-                ps[i] = sc;
-                tmax = fmaxf(tmax, sc);
-            }
-        }
-    } else
-#endif
     for (int i = threadIdx.x; i < np; i += ATT_THREADS) {
         const KT* kr = kc + (size_t)(p0 + i) * kv_dim + (size_t)kvh * hd;
         float s;

@@ -96,26 +96,13 @@ __device__ __forceinline__ int pk_chunk_bytes(const PkStep& st, const PkChunk& c
     return total;
 }
 
-// The threads that issue a step's copies (rows, norm weights, keys and values): all of the block,
-// or (MOLLA_KDEFS=STAGEW0, experiment) warp 0 alone, so that the other warps start waiting for
-// the step's input at once instead of after their share of the staging. Every thread still
-// commits a group for each (empty for the others), so the group counts stay the same.
-#ifdef MOLLA_X_STAGEW0
-#define PK_CP_THREADS 32
-#define PK_CP_SKIP() (threadIdx.x >= 32)
-#else
-#define PK_CP_THREADS PK_THREADS
-#define PK_CP_SKIP() false
-#endif
-
 // Chunk c's copies into buf by the block's threads (no commit); the bytes it takes there.
 __device__ __forceinline__ int pk_copy(const PkStep& st, const PkChunk& c, u8* buf) {
     u32 dst = smem_u32(buf), d0 = dst;
     for (int j = 0; j < (st.pair ? 2 : 1); j++) {
         int n16;
         const u8* src = pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
-        if (!PK_CP_SKIP())
-            for (int i = threadIdx.x; i < n16; i += PK_CP_THREADS) cp_async16(dst + 16 * i, src + 16 * i);
+        for (int i = threadIdx.x; i < n16; i += PK_THREADS) cp_async16(dst + 16 * i, src + 16 * i);
         dst += 16 * n16;
     }
     return (int)(dst - d0);
@@ -176,21 +163,19 @@ __device__ __forceinline__ bool pk_kv_staged(const PkStep& st, const PkArgs& a, 
 }
 
 // Rows 0 .. n-1 of u (<= 32) 16-byte units each, `stride` halves apart from src, into dst back to
-// back (no commit). Thread t copies unit t % u of every (PK_CP_THREADS / u)-th row: two divisions
+// back (no commit). Thread t copies unit t % u of every (PK_THREADS / u)-th row: two divisions
 // a thread, not two a unit.
 __device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t stride, int u, int n, bool swz = false) {
-    const int per = PK_CP_THREADS / u, j = threadIdx.x % u;
+    const int per = PK_THREADS / u, j = threadIdx.x % u;
     if ((int)threadIdx.x >= per * u) return;
     for (int p = threadIdx.x / u; p < n; p += per)
         cp_async16(dst + 16 * (p * u + (swz ? j ^ (p & 7) : j)), src + (size_t)p * stride + 8 * j);
 }
 
-// Whether staged keys are swizzled (MOLLA_KDEFS=KSWZ, experiment: see attention.cu key_dot_swz).
-#ifdef MOLLA_X_KSWZ
+// Whether staged keys are swizzled (attention.cu key_dot_swz): when hd is a multiple of 64, so
+// that the eight threads reading unit j of eight rows hit eight bank groups, not one (measured
+// +3% tokens/s on SmolLM2 and Qwen shapes, session 16).
 #define PK_KSWZ(a) (((a).hd & 63) == 0)
-#else
-#define PK_KSWZ(a) false
-#endif
 
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
 // buffers (one cp.async group), if they fit (pk_kv_staged).
@@ -221,8 +206,7 @@ struct PkCursor {
 __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
     if (st.prep != PK_PREP_PLAIN) {
         u32 dst = smem_u32(nw);
-        if (!PK_CP_SKIP())
-            for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_CP_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
+        for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
     }
     cp_commit();
 }
@@ -368,16 +352,10 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
 #endif
 
-// Experiment (MOLLA_KDEFS=PKINLINE): pk_matvec and pk_body inlined into the kernel. ptxas keeps
-// pk_matvec a call, which takes the kernel's argument by reference: a copy in local memory, read
-// with a local load for every field it uses, where inlined code reads the constant bank.
-#ifdef MOLLA_X_PKINLINE
-#define PK_MATVEC_INLINE __forceinline__
-#else
-#define PK_MATVEC_INLINE
-#endif
-
-__device__ PK_MATVEC_INLINE bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
+// pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
+// reference, a copy in local memory read with a local load for every field used, where inlined
+// code reads the constant bank.
+__device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
                           PkCursor staged, int step) {
     const int r0 = staged.r0, r1 = staged.r1;
     if (!pk_busy(st, r0, r1)) return true;
@@ -441,60 +419,6 @@ __device__ PK_MATVEC_INLINE bool pk_matvec(const PkStep& st, const PkArgs& a, fl
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
             pk_skip_chunk(st, c, xraw, tag);
         }
-#if defined(MOLLA_X_ROWS4) || defined(MOLLA_X_ROWS8)
-        // Experiment (MOLLA_KDEFS=ROWS4): four rows a warp at once where a chunk has the rows
-        // (gate/up: two pairs; ROWS8: four pairs), for more independent work in each warp's
-        // dependent chain. Each row's dot is summed as with two (the same bits).
-        else if (st.pair && ty0 == ty1) {
-#ifdef MOLLA_X_ROWS8
-            constexpr int NP = 4;
-#else
-            constexpr int NP = 2;
-#endif
-            const u8* base1 = pk_row(st, c, buf, 1, c.ra);
-            for (int r = c.ra + NP * warp; r < c.rb; r += NP * PK_WARPS) {
-                const int np = min(NP, c.rb - r);
-                const u8* w[2 * NP];
-#pragma unroll
-                for (int j = 0; j < NP; j++) {
-                    const size_t o = (size_t)(r + j - c.ra);
-                    w[2 * j] = base0 + o * rb0;
-                    w[2 * j + 1] = base1 + o * rb1;
-                }
-                float dots[2 * NP];
-                pk_rows_dotn(2 * NP, ty0, w, 2 * np, dots);
-#pragma unroll
-                for (int j = 0; j < NP; j++) {
-                    float g = warp_sum(dots[2 * j]), u = warp_sum(dots[2 * j + 1]);
-                    if (lane == j && j < np) pk_out(st, y, r + j, silu_mul(g, u), tag);
-                }
-            }
-        }
-#endif
-#ifdef MOLLA_X_ROWS4
-        else if (!st.pair && c.rb - c.ra > 2 * PK_WARPS) {
-            const float* bias = st.bias[si];
-            const bool accumulate = st.accumulate[si] != 0;
-            for (int r = c.ra + 4 * warp; r < c.rb; r += 4 * PK_WARPS) {
-                int nr = min(4, c.rb - r);
-                const size_t o = (size_t)(r - c.ra);
-                const u8* w4[4] = {base0 + o * rb0, base0 + (o + 1) * rb0, base0 + (o + 2) * rb0, base0 + (o + 3) * rb0};
-                float acc[4];
-                pk_rows_dotn(4, ty0, w4, nr, acc);
-                acc[0] = warp_sum(acc[0]);
-                acc[1] = warp_sum(acc[1]);
-                acc[2] = warp_sum(acc[2]);
-                acc[3] = warp_sum(acc[3]);
-                if (lane < nr) {
-                    int rr = r + lane;
-                    float v = lane == 0 ? acc[0] : lane == 1 ? acc[1] : lane == 2 ? acc[2] : acc[3];
-                    if (bias) v += bias[rr];
-                    if (accumulate) v += xraw[rr];
-                    pk_out(st, y, rr, v, tag);
-                }
-            }
-        }
-#endif
         else if (st.pair) {
             // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
             // type).
@@ -636,7 +560,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
     return true;
 }
 
-__device__ PK_MATVEC_INLINE void pk_body(const PkArgs& a) {
+__device__ __forceinline__ void pk_body(const PkArgs& a) {
     extern __shared__ float4 pk_smem4[];
     float* sm = (float*)pk_smem4;
     float* nw = (float*)((u8*)pk_smem4 + a.xs_bytes);

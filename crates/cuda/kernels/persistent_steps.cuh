@@ -267,24 +267,14 @@ __device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
     j = i - (s == 0 ? 0 : s == 1 ? n0 : n0 + n1);
 }
 
-#ifdef MOLLA_X_PKINLINE
-// PKINLINE (experiment): the segments in registers, picked by selects, where indexing the
-// caller's array by a computed segment kept it in local memory (a local load for every pair).
+// The segments are copied to registers and picked by selects: indexing the caller's array by a
+// computed segment kept it in local memory (a local load for every pair).
 #define PK_SEG(s) ((s) == 0 ? g0 : (s) == 1 ? g1 : g2)
-#else
-#define PK_SEG(s) segs[s]
-#endif
 
 __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
-#ifdef MOLLA_X_PKINLINE
     const LlSeg g0 = segs[0], g1 = nseg > 1 ? segs[1] : segs[0], g2 = nseg > 2 ? segs[2] : segs[0];
-    // The nap read once: the polls' loads clobber memory, so `a.knobs` was reloaded after each
-    // (a local load where `a` is a copy in local memory).
+    // The nap read once: the polls' loads clobber memory, so `a.knobs` would be reloaded after each.
     const u32 nap = pk_nap(a);
-#define PK_NAP nap
-#else
-#define PK_NAP pk_nap(a)
-#endif
     int n0 = segs[0].n >> 1, n1 = nseg > 1 ? segs[1].n >> 1 : 0, n2 = nseg > 2 ? segs[2].n >> 1 : 0;
     int np = n0 + n1 + n2, ok = 1;
     for (int i0 = threadIdx.x; i0 < np && ok; i0 += 8 * PK_THREADS) {
@@ -316,7 +306,7 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
             }
             if (pend) {
                 if (it == 0) t0 = global_ns();
-                if (PK_NAP) __nanosleep(PK_NAP);
+                if (nap) __nanosleep(nap);
                 if ((it & 63) == 63 && pk_give_up(a, t0, step)) ok = 0;
                 if (!ok) break;
             }
@@ -324,4 +314,4 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
     }
     return __syncthreads_and(ok) != 0;
 }
-#undef PK_NAP
+#undef PK_SEG
