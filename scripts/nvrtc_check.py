@@ -7,8 +7,10 @@ persistent kernel). Catches compile errors before a device call.
 NVRTC comes from the PyPI wheel nvidia-cuda-nvrtc (a zip): unpack its nvidia/cu13/lib folder and
 point NVRTC_LIB at it (default ~/.cache/molla/nvrtc-lib). Extra -D options: MOLLA_KDEFS as the
 engine reads it, and PK_TYMASK=<decimal mask> for the kernel built for those weight types.
+PROGRAM=main compiles the main program (every kernel but the persistent one), else the
+persistent kernel's own program (compile.rs `Program`).
 
-    python3 scripts/nvrtc_check.py [--cubin FILE] [KERNEL ...]
+    [PROGRAM=main] python3 scripts/nvrtc_check.py [--cubin FILE] [KERNEL ...]
 
 --cubin writes the CUBIN: two builds whose CUBINs are the same bytes have the same machine code
 (for checking that an experiment behind MOLLA_KDEFS leaves the default kernels untouched).
@@ -24,11 +26,13 @@ SRC = ROOT / "crates/cuda/src/compile.rs"
 KERNELS = ROOT / "crates/cuda/kernels"
 
 
-def sources():
-    """The kernel files in compile.rs's order."""
+def sources(main):
+    """The kernel files in compile.rs's order (the main program: without the persistent kernel's)."""
     text = SRC.read_text()
     block = text[text.index("const SOURCES"):text.index("];", text.index("const SOURCES"))]
-    return re.findall(r'include_str!\("\.\./kernels/([^"]+)"\)', block)
+    names = re.findall(r'include_str!\("\.\./kernels/([^"]+)"\)', block)
+    own = re.findall(r'"([^"]+)"', text[text.index("const PERSISTENT_ONLY"):].split(";")[0])
+    return [n for n in names if not (main and n in own)]
 
 
 def main():
@@ -38,12 +42,15 @@ def main():
         print(f"no libnvrtc in {lib_dir}: skipped (see this script's doc)")
         return 0
     nv = ctypes.CDLL(str(libs[0]))
-    src = "".join(f'#line 1 "{n}"\n' + (KERNELS / n).read_text() + "\n" for n in sources())
+    main_prog = os.environ.get("PROGRAM") == "main"
+    src = "".join(f'#line 1 "{n}"\n' + (KERNELS / n).read_text() + "\n" for n in sources(main_prog))
     att_tile = os.environ.get("MOLLA_ATT_TILE", "256")
     opts = ["--gpu-architecture=sm_90", "--std=c++17", f"-DATT_TILE={att_tile}", "--ptxas-options=-v"]
     kdefs = re.split(r"[\s,]+", os.environ.get("MOLLA_KDEFS", ""))
     opts += [f"-DMOLLA_X_{d}" for d in kdefs if re.fullmatch(r"\w+(=\w+)?", d)]
-    if re.fullmatch(r"\d+", os.environ.get("PK_TYMASK", "")):
+    if not main_prog:
+        opts.append("-DMOLLA_PK_ONLY")
+    if not main_prog and re.fullmatch(r"\d+", os.environ.get("PK_TYMASK", "")):
         # The persistent kernel for those weight types only (the engine: MOLLA_PK_TYMASK=1).
         opts.append(f"-DPK_TYMASK={os.environ['PK_TYMASK']}ull")
     prog = ctypes.c_void_p()
@@ -68,7 +75,7 @@ def main():
         nv.nvrtcGetCUBIN(prog, buf)
         Path(args[1]).write_bytes(buf.raw)
         args = args[2:]
-    names = args or ["decode_persistent"]
+    names = args or (["matvec"] if main_prog else ["decode_persistent"])
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if "Compiling entry function" in line and any(f"'{n}'" in line for n in names):

@@ -339,7 +339,7 @@ __device__ __forceinline__ void attention_body(const float* __restrict__ q, KT* 
                  out + (size_t)t * n_head * hdv + (size_t)h * hdv, part, count, t * n_head + h, max_tiles);
 }
 
-extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention(const float* __restrict__ q, const u16* __restrict__ kc,
+MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) attention(const float* __restrict__ q, const u16* __restrict__ kc,
                                                                     const u16* __restrict__ vc, float* __restrict__ out,
                                                                     const int* pos0p, int n_head, int n_head_kv, int hd,
                                                                     int hdv, float scale, const KvRow* rows, int layer,
@@ -349,7 +349,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention(const float*
 }
 
 // The same over an f32 cache (one sequence: rows is null).
-extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention_f32(const float* __restrict__ q, const float* __restrict__ kc,
+MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) attention_f32(const float* __restrict__ q, const float* __restrict__ kc,
                                                                         const float* __restrict__ vc, float* __restrict__ out,
                                                                         const int* pos0p, int n_head, int n_head_kv, int hd,
                                                                         int hdv, float scale, const KvRow* rows, int layer,
@@ -369,7 +369,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attention_f32(const fl
 // that writes head h's output also quantizes it into the q16 row at prep + 4 * n_head * hdv, as
 // matvec_prep_wide would for the next matvec (the same bits: q16_block on the same values), so
 // that matvec_wide reads it without a preparation launch.
-extern "C" __global__ void __launch_bounds__(ATT_THREADS) rope_attention(const float* __restrict__ q, const float* __restrict__ k,
+MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __restrict__ q, const float* __restrict__ k,
                                                                          const float* __restrict__ v, u16* kc, u16* vc,
                                                                          const int* pos0p, const double* __restrict__ freqs,
                                                                          float* __restrict__ out, int n_head, int n_head_kv,

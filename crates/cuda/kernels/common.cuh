@@ -7,6 +7,16 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
+// A kernel of the main program. The persistent decode kernel is compiled as a program of its own,
+// built for one model's weight types (crates/cuda/src/compile.rs): that program defines
+// MOLLA_PK_ONLY and reads the same files for their device functions, and there every other
+// kernel is an uninstantiated template, so that it costs no compile time and no code.
+#ifdef MOLLA_PK_ONLY
+#define MOLLA_KERNEL template <int = 0> __global__
+#else
+#define MOLLA_KERNEL extern "C" __global__
+#endif
+
 // ggml type ids (ggml.h).
 #define T_F32 0
 #define T_F16 1

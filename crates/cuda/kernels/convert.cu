@@ -2,7 +2,7 @@
 // GGUF blocks, activations rounded to f16, and the bias added to the f32 product afterwards.
 
 // out[r][8c .. 8c+8] = row r's chunk c, as f16 (round to nearest even).
-extern "C" __global__ void dequant_f16(const u8* __restrict__ w, int ty, int rows, int cols, int row_bytes,
+MOLLA_KERNEL void dequant_f16(const u8* __restrict__ w, int ty, int rows, int cols, int row_bytes,
                                        u16* __restrict__ out) {
     long long per_row = cols >> 3, n = (long long)rows * per_row;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -20,7 +20,7 @@ extern "C" __global__ void dequant_f16(const u8* __restrict__ w, int ty, int row
 
 // out = f16(x); with lo (not null) also lo = f16(x - out), so that out + lo carries about 22 bits
 // of x (the split prefill: two GEMMs, the second adding W·lo).
-extern "C" __global__ void to_f16(const float* __restrict__ x, u16* __restrict__ out, u16* __restrict__ lo, long long n) {
+MOLLA_KERNEL void to_f16(const float* __restrict__ x, u16* __restrict__ out, u16* __restrict__ lo, long long n) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         u16 h = f2h(x[i]);
         out[i] = h;
@@ -29,7 +29,7 @@ extern "C" __global__ void to_f16(const float* __restrict__ x, u16* __restrict__
 }
 
 // y[t][r] += b[r] for t < n, r < rows.
-extern "C" __global__ void add_bias_rows(float* y, const float* __restrict__ b, int rows, long long n) {
+MOLLA_KERNEL void add_bias_rows(float* y, const float* __restrict__ b, int rows, long long n) {
     long long total = (long long)rows * n;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x)
         y[i] += b[i % rows];

@@ -3,7 +3,7 @@
 
 // out[t] = row tokens[t] of w, dequantized; one block per token. An out-of-range id (the host
 // checks ids first) leaves its row untouched.
-extern "C" __global__ void embed(const u8* __restrict__ w, int ty, int rows, int cols, int row_bytes,
+MOLLA_KERNEL void embed(const u8* __restrict__ w, int ty, int rows, int cols, int row_bytes,
                                  const u32* __restrict__ tokens, float* __restrict__ out) {
     pdl_trigger();
     pdl_wait();
@@ -20,7 +20,7 @@ extern "C" __global__ void embed(const u8* __restrict__ w, int ty, int rows, int
 }
 
 // g = silu(g) * u.
-extern "C" __global__ void swiglu(float* g, const float* __restrict__ u, int n) {
+MOLLA_KERNEL void swiglu(float* g, const float* __restrict__ u, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         g[i] = silu_mul(g[i], u[i]);
@@ -29,7 +29,7 @@ extern "C" __global__ void swiglu(float* g, const float* __restrict__ u, int n) 
 
 // out[t] = x[idx[t]] (rows of `cols` values); one block per output row. The rows of a batch
 // whose logits are wanted, gathered before the head.
-extern "C" __global__ void gather_rows(const float* __restrict__ x, const int* __restrict__ idx, float* __restrict__ out,
+MOLLA_KERNEL void gather_rows(const float* __restrict__ x, const int* __restrict__ idx, float* __restrict__ out,
                                        int cols) {
     const float* src = x + (size_t)idx[blockIdx.x] * cols;
     float* dst = out + (size_t)blockIdx.x * cols;
@@ -39,7 +39,7 @@ extern "C" __global__ void gather_rows(const float* __restrict__ x, const int* _
 // Holds the stream for `ns` nanoseconds (one thread spinning on the global timer), so that the
 // launches queued behind it run back to back, as in a graph: the kernel timeline
 // (testing::timeline) measures the device, not the host's launch pace.
-extern "C" __global__ void hold(u64 ns) {
+MOLLA_KERNEL void hold(u64 ns) {
     u64 t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do {

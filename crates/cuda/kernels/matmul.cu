@@ -8,7 +8,7 @@
 #define MM_BK 32
 #define MM_PAD 4
 
-extern "C" __global__ void __launch_bounds__(256) matmul(const u8* __restrict__ w, int ty, int rows, int cols, int row_bytes,
+MOLLA_KERNEL void __launch_bounds__(256) matmul(const u8* __restrict__ w, int ty, int rows, int cols, int row_bytes,
                                                          const float* __restrict__ x, int n, float* y,
                                                          const float* __restrict__ bias, int accumulate) {
     __shared__ __align__(16) float ws[MM_BK][MM_BR + MM_PAD];

@@ -205,7 +205,7 @@ __device__ __forceinline__ int mv_total(const MvArgs& a) {
     return total;
 }
 
-extern "C" __global__ void matvec(const MvArgs a) {
+MOLLA_KERNEL void matvec(const MvArgs a) {
     extern __shared__ float4 smem4[];
     pdl_trigger();
     pdl_wait();
@@ -246,7 +246,7 @@ __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w,
 // quantize_q16 quantizes them, into prep + cols * 4 (the f32 row before it is not written).
 // Mode 3, for this kernel only: RMSNorm as mode 1 over the persistent kernel's tagged words (the
 // value in each word's low half), for a head that runs after that kernel.
-extern "C" __global__ void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* prep) {
+MOLLA_KERNEL void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* prep) {
     extern __shared__ float4 smem4[];
     pdl_trigger();
     float* xs = (float*)smem4;
@@ -296,7 +296,7 @@ extern "C" __global__ void __launch_bounds__(128) matvec_prep_wide(const MvArgs 
 // that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
 // in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
 // 3.0 TB/s; scripts/mvbench).
-extern "C" __global__ void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
     extern __shared__ float4 smem4[];
     pdl_trigger();
 #ifdef MOLLA_PDL
@@ -336,7 +336,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) matvec_wide(const MvArgs a,
 // does, then quantizes silu(gate) * up of those 32 rows into the q16 row at out + 4 * rows (the
 // bits matvec_prep_wide's SwiGLU mode gives), so that the down matvec needs no preparation
 // launch. `out` must not overlap `prep` (blocks still copying their input would read it).
-extern "C" __global__ void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, const u8* prep, u8* out) {
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, const u8* prep, u8* out) {
     extern __shared__ float4 smem4[];
     __shared__ float glu[32];
     pdl_trigger();
@@ -393,7 +393,7 @@ __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, 
 // Batched decode, first pass: input row blockIdx.x of the batch prepared exactly as `matvec`
 // prepares it (the block is as wide, so RMSNorm sums in the same order), then stored at
 // prep + blockIdx.x * stride bytes: the f32 row, then its q16 quantization.
-extern "C" __global__ void matvec_prep(const MvArgs a, u8* prep, int stride) {
+MOLLA_KERNEL void matvec_prep(const MvArgs a, u8* prep, int stride) {
     extern __shared__ float4 smem4[];
     float* xs = (float*)smem4;
     load_input(a, xs, blockIdx.x);
@@ -407,7 +407,7 @@ extern "C" __global__ void matvec_prep(const MvArgs a, u8* prep, int stride) {
 // gridDim.x: the block copies its inputs into shared memory and reads each weight row once for
 // all of them. Output row r of input t goes to y + t * rows of its segment, with the bits
 // `matvec` gives it for that input alone.
-extern "C" __global__ void matvec_multi(const MvArgs a, int n, int per_block, const u8* prep, int stride) {
+MOLLA_KERNEL void matvec_multi(const MvArgs a, int n, int per_block, const u8* prep, int stride) {
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.y * per_block, ng = min(per_block, n - t0);
     const int4* src = (const int4*)(prep + (size_t)t0 * stride);

@@ -1,7 +1,7 @@
 // RMSNorm over rows: out = x / sqrt(mean(x^2) + eps) * w, one block per row, the sum of squares
 // in f64 as the CPU reference does.
 
-extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
+MOLLA_KERNEL void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
                                     int n, float eps) {
     __shared__ double red[32];
     const float* xr = x + (size_t)blockIdx.x * n;

@@ -41,7 +41,7 @@ __device__ __forceinline__ void pick_block(float& best, int& bi, int& bad) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(PICK_THREADS) pick_greedy(const float* __restrict__ x, int n, int flag,
+MOLLA_KERNEL void __launch_bounds__(PICK_THREADS) pick_greedy(const float* __restrict__ x, int n, int flag,
                                                                        u32* __restrict__ out) {
     pdl_trigger();
     pdl_wait();
@@ -136,7 +136,7 @@ __device__ void topk_sort(u64* s, int n) {
         }
 }
 
-extern "C" __global__ void __launch_bounds__(1024) pick_top(const float* __restrict__ x, int n, int k, int flag,
+MOLLA_KERNEL void __launch_bounds__(1024) pick_top(const float* __restrict__ x, int n, int k, int flag,
                                                             u32* __restrict__ out) {
     pdl_trigger();
     pdl_wait();

@@ -107,14 +107,14 @@ __device__ __forceinline__ void rope_store_body(float* q, const float* __restric
     }
 }
 
-extern "C" __global__ void rope_store(float* q, const float* __restrict__ k, const float* __restrict__ v, u16* kc, u16* vc,
+MOLLA_KERNEL void rope_store(float* q, const float* __restrict__ k, const float* __restrict__ v, u16* kc, u16* vc,
                                       const int* pos0p, const double* __restrict__ freqs, int n_head, int n_head_kv, int hd,
                                       int hdv, int n_rot, int neox, const KvRow* rows, int layer) {
     rope_store_body(q, k, v, kc, vc, pos0p, freqs, n_head, n_head_kv, hd, hdv, n_rot, neox, rows, layer);
 }
 
 // The same into an f32 cache (one sequence: rows is null).
-extern "C" __global__ void rope_store_f32(float* q, const float* __restrict__ k, const float* __restrict__ v, float* kc,
+MOLLA_KERNEL void rope_store_f32(float* q, const float* __restrict__ k, const float* __restrict__ v, float* kc,
                                           float* vc, const int* pos0p, const double* __restrict__ freqs, int n_head,
                                           int n_head_kv, int hd, int hdv, int n_rot, int neox, const KvRow* rows,
                                           int layer) {

@@ -59,7 +59,27 @@ pub(crate) struct Kernels {
     pub dequant_f16: CudaFunction,
     pub to_f16: CudaFunction,
     pub add_bias_rows: CudaFunction,
-    _module: Arc<CudaModule>,
+    _modules: [Arc<CudaModule>; 2],
+}
+
+/// `program` compiled for compute capability `cc` (or read from the disk cache) and loaded.
+fn load_program(
+    ctx: &Arc<CudaContext>,
+    cc: (i32, i32),
+    driver_version: i32,
+    program: compile::Program,
+) -> Result<Arc<CudaModule>> {
+    let (bin, cached) = compile::cubin(cc, driver_version, program)?;
+    match ctx.load_module(Ptx::from_binary(bin)) {
+        Ok(m) => Ok(m),
+        Err(e) => match cached {
+            // A stale or damaged cache entry: compile afresh.
+            Some(path) => ctx
+                .load_module(Ptx::from_binary(compile::recompile(cc, &path, program)?))
+                .map_err(drv("module load")),
+            None => Err(drv("module load")(e)),
+        },
+    }
 }
 
 /// Page-locked host memory that downloads go through: the driver stages a copy into pageable
@@ -152,17 +172,13 @@ impl Gpu {
         let mut driver_version = 0;
         // SAFETY: out-parameter.
         let _ = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) };
-        let (bin, cached) = compile::cubin(cc, driver_version, pk_types)?;
-        let module = match ctx.load_module(Ptx::from_binary(bin)) {
-            Ok(m) => m,
-            Err(e) => match cached {
-                // A stale or damaged cache entry: compile afresh.
-                Some(path) => ctx
-                    .load_module(Ptx::from_binary(compile::recompile(cc, &path, pk_types)?))
-                    .map_err(drv("module load"))?,
-                None => return Err(drv("module load")(e)),
-            },
-        };
+        let module = load_program(&ctx, cc, driver_version, compile::Program::Main)?;
+        let pk_module = load_program(
+            &ctx,
+            cc,
+            driver_version,
+            compile::Program::Persistent { types: pk_types },
+        )?;
         let f = |name: &str| module.load_function(name).map_err(drv("kernel lookup"));
         let k = Kernels {
             matvec: f("matvec")?,
@@ -184,11 +200,13 @@ impl Gpu {
             gather_rows: f("gather_rows")?,
             pick_greedy: f("pick_greedy")?,
             pick_top: f("pick_top")?,
-            decode_persistent: f("decode_persistent")?,
+            decode_persistent: pk_module
+                .load_function("decode_persistent")
+                .map_err(drv("kernel lookup"))?,
             dequant_f16: f("dequant_f16")?,
             to_f16: f("to_f16")?,
             add_bias_rows: f("add_bias_rows")?,
-            _module: module,
+            _modules: [module, pk_module],
         };
         let optin = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
