@@ -6,7 +6,9 @@ persistent kernel). Catches compile errors before a device call.
 
 NVRTC comes from the PyPI wheel nvidia-cuda-nvrtc (a zip): unpack its nvidia/cu13/lib folder and
 point NVRTC_LIB at it (default ~/.cache/molla/nvrtc-lib). Extra -D options: MOLLA_KDEFS as the
-engine reads it, and PK_TYMASK=<decimal mask> for the kernel built for those weight types.
+engine reads it, PK_TYMASK=<decimal mask> for the kernel built for those weight types, and
+PK_SHAPE=hd,hdv,n_head,n_head_kv for one built for that head shape (MOLLA_KDEFS=PKSHAPE).
+LINEINFO=1 adds line information (nvdisasm -g then names each instruction's source line).
 PROGRAM=main compiles the main program (every kernel but the persistent one), else the
 persistent kernel's own program (compile.rs `Program`).
 
@@ -46,6 +48,8 @@ def main():
     src = "".join(f'#line 1 "{n}"\n' + (KERNELS / n).read_text() + "\n" for n in sources(main_prog))
     att_tile = os.environ.get("MOLLA_ATT_TILE", "256")
     opts = ["--gpu-architecture=sm_90", "--std=c++17", f"-DATT_TILE={att_tile}", "--ptxas-options=-v"]
+    if os.environ.get("LINEINFO"):
+        opts.append("--generate-line-info")
     kdefs = re.split(r"[\s,]+", os.environ.get("MOLLA_KDEFS", ""))
     opts += [f"-DMOLLA_X_{d}" for d in kdefs if re.fullmatch(r"\w+(=\w+)?", d)]
     if not main_prog:
@@ -53,6 +57,8 @@ def main():
     if not main_prog and re.fullmatch(r"\d+", os.environ.get("PK_TYMASK", "")):
         # The persistent kernel for those weight types only (the engine: MOLLA_PK_TYMASK=1).
         opts.append(f"-DPK_TYMASK={os.environ['PK_TYMASK']}ull")
+    if not main_prog and re.fullmatch(r"\d+,\d+,\d+,\d+", os.environ.get("PK_SHAPE", "")):
+        opts += [f"-D{n}={v}" for n, v in zip(["PK_HD", "PK_HDV", "PK_NH", "PK_NKV"], os.environ["PK_SHAPE"].split(","))]
     prog = ctypes.c_void_p()
     rc = nv.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"molla.cu", 0, None, None)
     assert rc == 0, rc

@@ -140,9 +140,13 @@ __device__ __forceinline__ void values_vec(const float* ps, const KT* vbase, int
 // the tile's maximum score `tm` and its sum of exp(score - tm) `tl`, and thread d < hdv the
 // tile's weighted sum of value dim d `tv` (0 for the others). The block's first ATT_THREADS
 // threads must all call it (and no others).
-template <typename KT, bool SWZ = false>
+// HD, HDV: when not 0, hd and hdv known at compile time (the persistent kernel's PKSHAPE
+// experiment), so that its loops have known trip counts and the layout tests fold.
+template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0>
 __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int p0, int np, int kvh,
                          int kv_dim, int v_dim, int hd, int hdv, float scale, float& tm, float& tl, float& tv) {
+    if (HD) hd = HD;
+    if (HDV) hdv = HDV;
     __shared__ float ps[ATT_TILE];
     __shared__ float red[ATT_WARPS];
     __shared__ float sacc[ATT_WARPS][256];
@@ -226,17 +230,17 @@ __device__ __forceinline__ void att_fold(float& m, float& l, float& o, float tm,
 // hd floats, ready) against the cached keys and values, tile by tile (att_tile, att_fold);
 // writes hdv values to `o`. The block's first ATT_THREADS threads must all call it (and no
 // others).
-template <typename KT, bool SWZ = false>
+template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0>
 __device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int end, int kvh,
                        int kv_dim, int v_dim, int hd, int hdv, float scale, float* o) {
     float m = -__int_as_float(0x7f800000), l = 0.f, acc = 0.f;
     att_sync();
     for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
         float tm, tl, tv;
-        att_tile<KT, SWZ>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl, tv);
+        att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl, tv);
         att_fold(m, l, acc, tm, tl, tv);
     }
-    if ((int)threadIdx.x < hdv) o[threadIdx.x] = acc / l;
+    if ((int)threadIdx.x < (HDV ? HDV : hdv)) o[threadIdx.x] = acc / l;
     att_sync();  // the caller may reuse o's memory
 }
 

@@ -150,14 +150,35 @@ __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
 // Chunk buffer k (of a.stages, cycled).
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
 
+// The model's head shape: compiled in (MOLLA_KDEFS=PKSHAPE, experiment: the host defines PK_HD,
+// PK_HDV, PK_NH and PK_NKV for the model it builds the kernel for, and Persistent::new refuses
+// another), or read from the arguments. PK_HD_T / PK_HDV_T: the same as template arguments of
+// attend, 0 when not compiled in.
+#ifdef PK_HD
+#define PK_A_HD(a) PK_HD
+#define PK_A_HDV(a) PK_HDV
+#define PK_A_NH(a) PK_NH
+#define PK_A_NKV(a) PK_NKV
+#define PK_HD_T PK_HD
+#define PK_HDV_T PK_HDV
+#else
+#define PK_A_HD(a) ((a).hd)
+#define PK_A_HDV(a) ((a).hdv)
+#define PK_A_NH(a) ((a).n_head)
+#define PK_A_NKV(a) ((a).n_head_kv)
+#define PK_HD_T 0
+#define PK_HDV_T 0
+#endif
+
 // Whether an attention step reads its kv head's cached keys and values (positions 0 .. pos-1)
 // from a copy in the chunk buffers, staged before its q, k, v are ready: when the block has one
 // head, the rows are whole 16-byte units and they fit. Keys at bufs, values after them
 // (*voff bytes in).
 __device__ __forceinline__ bool pk_kv_staged(const PkStep& st, const PkArgs& a, int& voff) {
-    int rowk = 2 * a.hd, rowv = 2 * a.hdv, kv_dim = a.n_head_kv * a.hd, v_dim = a.n_head_kv * a.hdv;
+    int hd = PK_A_HD(a), hdv = PK_A_HDV(a), nkv = PK_A_NKV(a);
+    int rowk = 2 * hd, rowv = 2 * hdv, kv_dim = nkv * hd, v_dim = nkv * hdv;
     voff = ((a.pos + 1) * rowk + 15) & ~15;
-    return a.n_head <= (int)gridDim.x && (rowk & 15) == 0 && (rowv & 15) == 0 && ((2 * kv_dim) & 15) == 0 &&
+    return PK_A_NH(a) <= (int)gridDim.x && (rowk & 15) == 0 && (rowv & 15) == 0 && ((2 * kv_dim) & 15) == 0 &&
            ((2 * v_dim) & 15) == 0 && (((size_t)st.kc | (size_t)st.vc) & 15) == 0 &&
            (size_t)voff + (size_t)(a.pos + 1) * rowv <= (size_t)a.stages * (a.chunk + 64);
 }
@@ -175,17 +196,18 @@ __device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t st
 // Whether staged keys are swizzled (attention.cu key_dot_swz): when hd is a multiple of 64, so
 // that the eight threads reading unit j of eight rows hit eight bank groups, not one (measured
 // +3% tokens/s on SmolLM2 and Qwen shapes, session 16).
-#define PK_KSWZ(a) (((a).hd & 63) == 0)
+#define PK_KSWZ(a) ((PK_A_HD(a) & 63) == 0)
 
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
 // buffers (one cp.async group), if they fit (pk_kv_staged).
 __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
     int voff;
-    if ((int)blockIdx.x >= a.n_head || !pk_kv_staged(st, a, voff)) return;
-    int kvh = blockIdx.x / (a.n_head / a.n_head_kv);
-    size_t kv_dim = (size_t)a.n_head_kv * a.hd, v_dim = (size_t)a.n_head_kv * a.hdv;
-    pk_stage_rows(smem_u32(bufs), st.kc + (size_t)kvh * a.hd, kv_dim, a.hd >> 3, a.pos, PK_KSWZ(a));
-    pk_stage_rows(smem_u32(bufs + voff), st.vc + (size_t)kvh * a.hdv, v_dim, a.hdv >> 3, a.pos);
+    const int hd = PK_A_HD(a), hdv = PK_A_HDV(a), nh = PK_A_NH(a), nkv = PK_A_NKV(a);
+    if ((int)blockIdx.x >= nh || !pk_kv_staged(st, a, voff)) return;
+    int kvh = blockIdx.x / (nh / nkv);
+    size_t kv_dim = (size_t)nkv * hd, v_dim = (size_t)nkv * hdv;
+    pk_stage_rows(smem_u32(bufs), st.kc + (size_t)kvh * hd, kv_dim, hd >> 3, a.pos, PK_KSWZ(a));
+    pk_stage_rows(smem_u32(bufs + voff), st.vc + (size_t)kvh * hdv, v_dim, hdv >> 3, a.pos);
     cp_commit();
 }
 
@@ -478,7 +500,8 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, flo
 // stop.
 __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const float* cs, u8* bufs, int step
 ) {
-    int hd = a.hd, hdv = a.hdv, kv_dim = a.n_head_kv * hd, v_dim = a.n_head_kv * hdv;
+    const int hd = PK_A_HD(a), hdv = PK_A_HDV(a), nh = PK_A_NH(a), nkv = PK_A_NKV(a);
+    int kv_dim = nkv * hd, v_dim = nkv * hdv;
     int voff;
     const bool staged = pk_kv_staged(st, a, voff);
     u16* ks = (u16*)bufs;  // staged: keys then values of positions 0 ..= pos, one row each
@@ -489,8 +512,8 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
     float* rv = sm + 768;    // hdv: v of its kv head
     int half = a.n_rot >> 1;
     const u32 tag = pk_tag(a, step);
-    for (int h = blockIdx.x; h < a.n_head; h += gridDim.x) {
-        int kvh = h / (a.n_head / a.n_head_kv);
+    for (int h = blockIdx.x; h < nh; h += gridDim.x) {
+        int kvh = h / (nh / nkv);
         // Value offsets of the head's q and its kv head's k and v in their buffers.
         const size_t at[3] = {(size_t)h * hd, (size_t)kvh * hd, (size_t)kvh * hdv};
         const float* src[3] = {st.q, st.k, st.v};
@@ -548,14 +571,14 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
             // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
             if (PK_SKIPS(a, PK_SKIP_ATTN)) {
                 // Measurement: the head's output is its roped q.
-            } else if (staged && PK_KSWZ(a)) attend<u16, true>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
-            else if (staged) attend(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
-            else attend(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
+            } else if (staged && PK_KSWZ(a)) attend<u16, true, PK_HD_T, PK_HDV_T>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+            else if (staged) attend<u16, false, PK_HD_T, PK_HDV_T>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+            else attend<u16, false, PK_HD_T, PK_HDV_T>(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
         }
         __syncthreads();
         pk_stamp_m(a, 7);
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) pk_out(st, st.out, h * hdv + d, rq[d], tag);
-        if (h + (int)gridDim.x < a.n_head) __syncthreads();  // rq is reloaded for the block's next head
+        if (h + (int)gridDim.x < nh) __syncthreads();  // rq is reloaded for the block's next head
     }
     return true;
 }

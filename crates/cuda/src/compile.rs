@@ -34,15 +34,22 @@ const PERSISTENT_ONLY: &[&str] = &["persistent_steps.cuh", "persistent.cu"];
 /// is the same for every model; the persistent kernel's own program reads every file (for their
 /// device functions; kernels/common.cuh `MOLLA_KERNEL` leaves the other kernels out of it) and may
 /// be built for one model's weight types, so a new set of types compiles (and caches) only it:
-/// ~1-2 s instead of the whole source's ~20.
+/// ~3 s instead of the whole source's ~20.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Program {
     Main,
-    /// `types`: the persistent kernel built for those weight types only (bit t: ggml type t;
-    /// kernels/persistent.cu `PK_TYMASK`), or for all of them.
-    Persistent {
-        types: Option<u64>,
-    },
+    Persistent(PkBuild),
+}
+
+/// What the persistent kernel is built for (`persistent::pk_build`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PkBuild {
+    /// The weight types it multiplies by (bit t: ggml type t; kernels/persistent.cu
+    /// `PK_TYMASK`), or all of them.
+    pub(crate) types: Option<u64>,
+    /// The head shape (head_dim, head_dim_v, n_head, n_head_kv) compiled in (kernels/persistent.cu
+    /// `PK_HD`..., the PKSHAPE experiment), or read from the arguments.
+    pub(crate) shape: Option<[u32; 4]>,
 }
 
 /// The program's source, with `#line` markers so compiler messages name the original files.
@@ -105,10 +112,15 @@ fn options(cc: (i32, i32), program: Program) -> Vec<String> {
         opts.push("-DMOLLA_PDL".to_string());
     }
     opts.push(format!("-DATT_TILE={}", crate::launch::att_tile()));
-    if let Program::Persistent { types } = program {
+    if let Program::Persistent(pk) = program {
         opts.push("-DMOLLA_PK_ONLY".to_string());
-        if let Some(m) = types {
+        if let Some(m) = pk.types {
             opts.push(format!("-DPK_TYMASK={m}ull"));
+        }
+        if let Some(sh) = pk.shape {
+            for (name, v) in ["PK_HD", "PK_HDV", "PK_NH", "PK_NKV"].iter().zip(sh) {
+                opts.push(format!("-D{name}={v}"));
+            }
         }
     }
     opts.extend(experiment_defines());
@@ -255,7 +267,7 @@ mod tests {
 
     #[test]
     fn source_is_assembled_in_order_and_hash_is_stable() {
-        let s = program_source(Program::Persistent { types: None });
+        let s = program_source(Program::Persistent(PkBuild::default()));
         let common = s.find("common.cuh").unwrap();
         let matvec = s.find("\"matvec.cu\"").unwrap();
         let pk = s.find("\"persistent.cu\"").unwrap();
@@ -268,14 +280,31 @@ mod tests {
     }
 
     #[test]
-    fn only_the_persistent_program_takes_the_types() {
+    fn only_the_persistent_program_takes_the_types_and_shape() {
         let cc = (9, 0);
         let main = options(cc, Program::Main);
         assert!(!main.iter().any(|o| o.contains("PK_")));
-        let all = options(cc, Program::Persistent { types: None });
+        let all = options(cc, Program::Persistent(PkBuild::default()));
         assert!(all.contains(&"-DMOLLA_PK_ONLY".to_string()));
-        assert!(!all.iter().any(|o| o.starts_with("-DPK_TYMASK")));
-        let some = options(cc, Program::Persistent { types: Some(8) });
-        assert!(some.contains(&"-DPK_TYMASK=8ull".to_string()));
+        assert!(
+            !all.iter()
+                .any(|o| o.starts_with("-DPK_TYMASK") || o.starts_with("-DPK_HD"))
+        );
+        let some = options(
+            cc,
+            Program::Persistent(PkBuild {
+                types: Some(8),
+                shape: Some([64, 64, 9, 3]),
+            }),
+        );
+        for o in [
+            "-DPK_TYMASK=8ull",
+            "-DPK_HD=64",
+            "-DPK_HDV=64",
+            "-DPK_NH=9",
+            "-DPK_NKV=3",
+        ] {
+            assert!(some.contains(&o.to_string()), "{o}");
+        }
     }
 }

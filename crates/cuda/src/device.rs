@@ -122,22 +122,23 @@ pub struct Gpu {
     pub(crate) q6pad: bool,
     /// Streaming multiprocessors.
     pub(crate) sm_count: usize,
-    /// The weight types the persistent kernel was built for (None: all).
-    pub(crate) pk_types: Option<u64>,
+    /// What the persistent kernel was built for (weight types, head shape).
+    pub(crate) pk_build: compile::PkBuild,
 }
 
 impl Gpu {
     /// Opens device `ordinal`, compiles (or loads from the disk cache) the kernels for its
     /// architecture. A clear error, never a panic, when there is no driver or device.
     pub fn new(ordinal: usize) -> Result<Gpu> {
-        Gpu::with_types(ordinal, None)
+        Gpu::with_types(ordinal, compile::PkBuild::default())
     }
 
-    /// [`Gpu::new`] with the persistent decode kernel built for the weight types in `pk_types`
-    /// only (bit t: ggml type t, all of them q16 formats; see `persistent::pk_types`): a kernel a
-    /// third the size. Its step lists must use no other type (`Persistent::new` checks).
-    pub fn with_types(ordinal: usize, pk_types: Option<u64>) -> Result<Gpu> {
-        std::panic::catch_unwind(|| Gpu::open(ordinal, pk_types)).unwrap_or_else(|_| {
+    /// [`Gpu::new`] with the persistent decode kernel built for one model (`persistent::pk_build`):
+    /// its weight types only (a kernel a third the size), and with the PKSHAPE experiment its
+    /// head shape. Its step lists must use no other type (`Persistent::new` checks), its launches
+    /// no other shape (`Persistent::launch` checks).
+    pub(crate) fn with_types(ordinal: usize, pk_build: compile::PkBuild) -> Result<Gpu> {
+        std::panic::catch_unwind(|| Gpu::open(ordinal, pk_build)).unwrap_or_else(|_| {
             Err(CudaError::Driver {
                 what: "initialisation",
                 msg: "the driver panicked".into(),
@@ -145,7 +146,7 @@ impl Gpu {
         })
     }
 
-    fn open(ordinal: usize, pk_types: Option<u64>) -> Result<Gpu> {
+    fn open(ordinal: usize, pk_build: compile::PkBuild) -> Result<Gpu> {
         // SAFETY: only tries to open the shared libraries.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(CudaError::NoDriver);
@@ -177,7 +178,7 @@ impl Gpu {
             &ctx,
             cc,
             driver_version,
-            compile::Program::Persistent { types: pk_types },
+            compile::Program::Persistent(pk_build),
         )?;
         let f = |name: &str| module.load_function(name).map_err(drv("kernel lookup"));
         let k = Kernels {
@@ -263,7 +264,7 @@ impl Gpu {
             pdl,
             q6pad,
             sm_count,
-            pk_types,
+            pk_build,
         })
     }
 

@@ -154,7 +154,7 @@ impl CudaModel {
     /// compiles the kernels. Fails with a one-line error when there is no driver or device,
     /// or when a tensor type or shape is not supported.
     pub fn new(model: &Model, ordinal: usize) -> Result<CudaModel> {
-        let gpu = Gpu::with_types(ordinal, crate::persistent::pk_types(model))?;
+        let gpu = Gpu::with_types(ordinal, crate::persistent::pk_build(model))?;
         let hp = model.hp.clone();
         check_shape(&hp, gpu.max_smem)?;
         let f = &model.file;

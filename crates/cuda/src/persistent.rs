@@ -10,7 +10,7 @@ mod config;
 use config::{
     blocks_per_sm_cap, chunk_bytes, env_i32, l2_ahead, mark_packed, skip_knobs, stages, types_in,
 };
-pub(crate) use config::{ll_max, pk_types};
+pub(crate) use config::{ll_max, pk_build};
 
 pub(crate) const PK_THREADS: u32 = 256;
 const OP_MATVEC: i32 = 0;
@@ -383,7 +383,7 @@ impl Persistent {
         if let Some(why) = steps.bad {
             return Err(CudaError::Unsupported(format!("persistent decode: {why}")));
         }
-        if let Some(mask) = gpu.pk_types
+        if let Some(mask) = gpu.pk_build.types
             && let Some(st) = steps.list.iter().find(|s| s.op == 0 && !types_in(s, mask))
         {
             return Err(CudaError::Unsupported(format!(
@@ -499,6 +499,14 @@ impl Persistent {
         err: u64,
         freqs: u64,
     ) -> Result<()> {
+        let shape = [h.head_dim, h.head_dim_v, h.n_head, h.n_head_kv].map(|v| v as u32);
+        if let Some(built) = gpu.pk_build.shape
+            && built != shape
+        {
+            return Err(CudaError::Unsupported(format!(
+                "persistent decode: the kernel was built for heads {built:?}, not {shape:?}"
+            )));
+        }
         let n = self.nsteps as u64;
         let e = u64::from(self.epoch);
         if (e + 2) * n >= u64::from(u32::MAX) || (e + 2) * u64::from(self.grid) >= 1 << 31 {

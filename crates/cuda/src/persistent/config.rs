@@ -3,6 +3,7 @@
 //! types a kernel may be built for.
 
 use super::PkStep;
+use crate::compile::PkBuild;
 use crate::launch;
 
 pub(super) fn env_i32(name: &str, default: i32) -> i32 {
@@ -96,7 +97,7 @@ pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
 /// None (a kernel for every type). The smaller kernel measured 5-7% more tokens/s on the H200
 /// (SmolLM2 Q4_1 and Qwen Q5_0 shapes, session 16); the program is compiled (and cached) once
 /// per set of types.
-pub(crate) fn pk_types(model: &model::Model) -> Option<u64> {
+fn pk_types(model: &model::Model) -> Option<u64> {
     if std::env::var("MOLLA_PK_TYMASK").is_ok_and(|v| v == "0") {
         return None;
     }
@@ -115,6 +116,17 @@ pub(crate) fn pk_types(model: &model::Model) -> Option<u64> {
         mask |= 1u64 << t;
     }
     Some(mask)
+}
+
+/// What the persistent kernel is built for, for `model`: its weight types (`pk_types`), and
+/// with `MOLLA_KDEFS=PKSHAPE` (experiment) its head shape, compiled in.
+pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
+    let h = &model.hp;
+    PkBuild {
+        types: pk_types(model),
+        shape: crate::compile::experiment("PKSHAPE")
+            .then(|| [h.head_dim, h.head_dim_v, h.n_head, h.n_head_kv].map(|v| v as u32)),
+    }
 }
 
 /// Whether every type that matvec step `st` multiplies by is in `mask` (a kernel built with
