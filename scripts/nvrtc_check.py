@@ -7,7 +7,7 @@ persistent kernel). Catches compile errors before a device call.
 NVRTC comes from the PyPI wheel nvidia-cuda-nvrtc (a zip): unpack its nvidia/cu13/lib folder and
 point NVRTC_LIB at it (default ~/.cache/molla/nvrtc-lib). Extra -D options: MOLLA_KDEFS as the
 engine reads it, PK_TYMASK=<decimal mask> for the kernel built for those weight types, and
-PK_SHAPE=hd,hdv,n_head,n_head_kv for one built for that head shape (MOLLA_KDEFS=PKSHAPE).
+PK_SHAPE=hd,hdv,n_head,n_head_kv for one built for that head shape (as the engine builds it).
 LINEINFO=1 adds line information (nvdisasm -g then names each instruction's source line).
 PROGRAM=main compiles the main program (every kernel but the persistent one), else the
 persistent kernel's own program (compile.rs `Program`).

@@ -140,8 +140,8 @@ __device__ __forceinline__ void values_vec(const float* ps, const KT* vbase, int
 // the tile's maximum score `tm` and its sum of exp(score - tm) `tl`, and thread d < hdv the
 // tile's weighted sum of value dim d `tv` (0 for the others). The block's first ATT_THREADS
 // threads must all call it (and no others).
-// HD, HDV: when not 0, hd and hdv known at compile time (the persistent kernel's PKSHAPE
-// experiment), so that its loops have known trip counts and the layout tests fold.
+// HD, HDV: when not 0, hd and hdv known at compile time (the persistent kernel built for one
+// model's head shape), so that its loops have known trip counts and the layout tests fold.
 template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0>
 __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int p0, int np, int kvh,
                          int kv_dim, int v_dim, int hd, int hdv, float scale, float& tm, float& tl, float& tv) {

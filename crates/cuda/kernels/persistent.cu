@@ -150,9 +150,10 @@ __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
 // Chunk buffer k (of a.stages, cycled).
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
 
-// The model's head shape: compiled in (MOLLA_KDEFS=PKSHAPE, experiment: the host defines PK_HD,
-// PK_HDV, PK_NH and PK_NKV for the model it builds the kernel for, and Persistent::new refuses
-// another), or read from the arguments. PK_HD_T / PK_HDV_T: the same as template arguments of
+// The model's head shape: compiled in (the host defines PK_HD, PK_HDV, PK_NH and PK_NKV for the
+// model it builds the kernel for, and Persistent::launch refuses another; measured +4-7% tokens/s
+// on the H200, session 16: a fifth fewer instructions, known trip counts in attention), or read
+// from the arguments (MOLLA_PK_SHAPE=0). PK_HD_T / PK_HDV_T: the same as template arguments of
 // attend, 0 when not compiled in.
 #ifdef PK_HD
 #define PK_A_HD(a) PK_HD
@@ -385,22 +386,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, flo
     // goes into chunk k's buffer once chunk k is done, and each such copy prefetches one more
     // chunk into L2.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
-#ifdef MOLLA_X_PKBIAS
-    // Experiment (MOLLA_KDEFS=PKBIAS): the bias this lane adds in its warp's first round of the
-    // first chunk (non-pair steps), loaded before the input's wait rather than after the dot,
-    // where it was an L2 round trip on the step's critical path (Qwen's q/k/v).
-    float bias_pre = 0.f;
-    int bias_row = -1;
-    if (!st.pair && r0 < r1 && st.bias[staged.first.seg]) {
-        const PkChunk& f = staged.first;
-        const int per = f.rb - f.ra > PK_WARPS ? 2 : 1, l = threadIdx.x & 31;
-        const int rr = f.ra + per * (int)(threadIdx.x >> 5) + l;
-        if (l < per && rr < f.rb) {
-            bias_row = rr;
-            bias_pre = __ldg(st.bias[f.seg] + rr);
-        }
-    }
-#endif
     if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
@@ -474,11 +459,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, flo
                 if (lane < nr) {
                     int rr = r + lane;
                     float v = lane == 0 ? acc[0] : acc[1];
-#ifdef MOLLA_X_PKBIAS
-                    if (bias) v += k == 0 && rr == bias_row ? bias_pre : bias[rr];
-#else
                     if (bias) v += bias[rr];
-#endif
                     if (accumulate) v += xraw[rr];
                     pk_out(st, y, rr, v, tag);
                 }

@@ -638,11 +638,6 @@ __device__ __forceinline__ void rows_dot_q16(const u8* const* w, int nr, const X
     int nu = q16_units<T>(cols);
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = 0.f;
-#ifdef MOLLA_X_UNROLL
-    // Experiment (MOLLA_KDEFS=UNROLL): two units a round, so that one row's units overlap their
-    // loads (as row_dot_q16 does by hand); the sums keep their order, so the same bits.
-#pragma unroll 2
-#endif
     for (int u = lane; u < nu; u += lanes) {
         int4 xr[8];
         load_xu<T>(x, u, xr);

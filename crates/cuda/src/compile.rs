@@ -48,7 +48,7 @@ pub(crate) struct PkBuild {
     /// `PK_TYMASK`), or all of them.
     pub(crate) types: Option<u64>,
     /// The head shape (head_dim, head_dim_v, n_head, n_head_kv) compiled in (kernels/persistent.cu
-    /// `PK_HD`..., the PKSHAPE experiment), or read from the arguments.
+    /// `PK_HD`...), or read from the arguments.
     pub(crate) shape: Option<[u32; 4]>,
 }
 

@@ -130,14 +130,14 @@ impl Gpu {
     /// Opens device `ordinal`, compiles (or loads from the disk cache) the kernels for its
     /// architecture. A clear error, never a panic, when there is no driver or device.
     pub fn new(ordinal: usize) -> Result<Gpu> {
-        Gpu::with_types(ordinal, compile::PkBuild::default())
+        Gpu::with_build(ordinal, compile::PkBuild::default())
     }
 
     /// [`Gpu::new`] with the persistent decode kernel built for one model (`persistent::pk_build`):
-    /// its weight types only (a kernel a third the size), and with the PKSHAPE experiment its
-    /// head shape. Its step lists must use no other type (`Persistent::new` checks), its launches
-    /// no other shape (`Persistent::launch` checks).
-    pub(crate) fn with_types(ordinal: usize, pk_build: compile::PkBuild) -> Result<Gpu> {
+    /// its weight types only (a kernel a third the size) and its head shape. Its step lists must
+    /// use no other type (`Persistent::new` checks), its launches no other shape
+    /// (`Persistent::launch` checks).
+    pub(crate) fn with_build(ordinal: usize, pk_build: compile::PkBuild) -> Result<Gpu> {
         std::panic::catch_unwind(|| Gpu::open(ordinal, pk_build)).unwrap_or_else(|_| {
             Err(CudaError::Driver {
                 what: "initialisation",

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub const PK_MAX_POS: usize = 768;
 
 /// Largest head width the attention kernel handles.
-const MAX_HEAD_DIM: usize = 256;
+pub(crate) const MAX_HEAD_DIM: usize = 256;
 
 struct DevLayer {
     attn_norm: CudaSlice<f32>,
@@ -154,7 +154,7 @@ impl CudaModel {
     /// compiles the kernels. Fails with a one-line error when there is no driver or device,
     /// or when a tensor type or shape is not supported.
     pub fn new(model: &Model, ordinal: usize) -> Result<CudaModel> {
-        let gpu = Gpu::with_types(ordinal, crate::persistent::pk_build(model))?;
+        let gpu = Gpu::with_build(ordinal, crate::persistent::pk_build(model))?;
         let hp = model.hp.clone();
         check_shape(&hp, gpu.max_smem)?;
         let f = &model.file;
