@@ -50,6 +50,9 @@ pub(crate) struct PkBuild {
     /// The head shape (head_dim, head_dim_v, n_head, n_head_kv) compiled in (kernels/persistent.cu
     /// `PK_HD`...), or read from the arguments.
     pub(crate) shape: Option<[u32; 4]>,
+    /// The token embedding's type compiled in (kernels/persistent.cu `PK_EMB_TY`, the PKEMB
+    /// experiment), or read from the step.
+    pub(crate) emb: Option<u32>,
 }
 
 /// The program's source, with `#line` markers so compiler messages name the original files.
@@ -116,6 +119,9 @@ fn options(cc: (i32, i32), program: Program) -> Vec<String> {
         opts.push("-DMOLLA_PK_ONLY".to_string());
         if let Some(m) = pk.types {
             opts.push(format!("-DPK_TYMASK={m}ull"));
+        }
+        if let Some(t) = pk.emb {
+            opts.push(format!("-DPK_EMB_TY={t}"));
         }
         if let Some(sh) = pk.shape {
             for (name, v) in ["PK_HD", "PK_HDV", "PK_NH", "PK_NKV"].iter().zip(sh) {
@@ -286,15 +292,13 @@ mod tests {
         assert!(!main.iter().any(|o| o.contains("PK_")));
         let all = options(cc, Program::Persistent(PkBuild::default()));
         assert!(all.contains(&"-DMOLLA_PK_ONLY".to_string()));
-        assert!(
-            !all.iter()
-                .any(|o| o.starts_with("-DPK_TYMASK") || o.starts_with("-DPK_HD"))
-        );
+        assert!(!all.iter().any(|o| o.starts_with("-DPK_")));
         let some = options(
             cc,
             Program::Persistent(PkBuild {
                 types: Some(8),
                 shape: Some([64, 64, 9, 3]),
+                emb: Some(3),
             }),
         );
         for o in [
@@ -303,6 +307,7 @@ mod tests {
             "-DPK_HDV=64",
             "-DPK_NH=9",
             "-DPK_NKV=3",
+            "-DPK_EMB_TY=3",
         ] {
             assert!(some.contains(&o.to_string()), "{o}");
         }
