@@ -234,6 +234,16 @@ __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
     cp_commit();
 }
 
+// Whether step st is packed (PkStep::packed). MOLLA_KDEFS=PKPACKED (experiment): every matvec
+// step is (Persistent::new refuses a list with another), so the chunked path is not compiled.
+#ifdef MOLLA_X_PKPACKED
+#define PK_ALL_PACKED 1
+#define PK_PACKED(st) true
+#else
+#define PK_ALL_PACKED 0
+#define PK_PACKED(st) ((st).packed != 0)
+#endif
+
 // Before the input is ready: the RMSNorm weights (pk_stage_norm) and the first chunks of step
 // st, one cp.async group a chunk, then the L2 prefetch of the next a.l2_ahead chunks. Attention steps stage their
 // cached keys and values instead (pk_stage_kv).
@@ -251,7 +261,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
     if (!pk_busy(st, r0, r1)) return k;
     pk_stage_norm(st, nw);
     int cur = PK_SKIPS(a, PK_SKIP_ROWS) ? r1 : r0;
-    if (st.packed) {
+    if (PK_PACKED(st)) {
         // All of the rows, one group.
         for (u8* dst = bufs; cur < r1;) {
             PkChunk c = pk_seg_chunk(st, cur, r1);
@@ -264,6 +274,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
         k.ahead = k.l2 = r1;
         return k;
     }
+#if !PK_ALL_PACKED
     for (; k.issued < a.stages && cur < r1; k.issued++) {
         PkChunk c = pk_next_chunk(st, cur, r1, a.chunk);
         if (k.issued == 0) k.first = c;
@@ -273,6 +284,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
     for (int i = 0; i < a.l2_ahead && cur < r1 && !PK_SKIPS(a, PK_SKIP_FETCH); i++)
         pk_l2(st, pk_next_chunk(st, cur, r1, a.chunk));
     k.l2 = cur;
+#endif
     return k;
 }
 
@@ -401,7 +413,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, flo
         return true;
     }
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const bool packed = st.packed != 0;
+    const bool packed = PK_PACKED(st);
     u8* pbuf = bufs;  // packed: the next chunk's place
     for (int k = 0; cur < r1; k++) {
         PkChunk c;
@@ -471,7 +483,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, flo
                 }
             }
         }
-        if (ahead < r1) {
+        if (!PK_ALL_PACKED && ahead < r1) {
             __syncthreads();  // every warp is done with buf (else the step's end barrier follows)
             pk_issue(st, a, pk_next_chunk(st, ahead, r1, a.chunk), buf);
             issued++;

@@ -449,6 +449,13 @@ impl Persistent {
         let grid = grid.min(steps.min_rows().max(1) as u32);
         let mut steps = steps;
         mark_packed(&mut steps.list, grid as usize, stages * (chunk + 64));
+        if crate::compile::experiment("PKPACKED")
+            && let Some(i) = steps.list.iter().position(|s| s.op == 0 && s.packed == 0)
+        {
+            return Err(CudaError::Unsupported(format!(
+                "persistent decode: built for packed steps only (PKPACKED), step {i}'s rows do not fit"
+            )));
+        }
         let trace = if env_i32("MOLLA_PK_TRACE", 0) != 0 {
             Some(gpu.zeros(8 * steps.list.len() * grid as usize)?)
         } else {
