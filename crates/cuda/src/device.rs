@@ -174,12 +174,17 @@ impl Gpu {
         // SAFETY: out-parameter.
         let _ = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) };
         let module = load_program(&ctx, cc, driver_version, compile::Program::Main)?;
-        let pk_module = load_program(
-            &ctx,
-            cc,
-            driver_version,
-            compile::Program::Persistent(pk_build),
-        )?;
+        // A kernel built for the model that does not compile (a shape no test has met) falls back
+        // to the generic one, which every model can use.
+        let pk = |b| load_program(&ctx, cc, driver_version, compile::Program::Persistent(b));
+        let (pk_module, pk_build) = match pk(pk_build) {
+            Ok(m) => (m, pk_build),
+            Err(_) if pk_build != compile::PkBuild::default() => (
+                pk(compile::PkBuild::default())?,
+                compile::PkBuild::default(),
+            ),
+            Err(e) => return Err(e),
+        };
         let f = |name: &str| module.load_function(name).map_err(drv("kernel lookup"));
         let k = Kernels {
             matvec: f("matvec")?,
