@@ -285,6 +285,62 @@ mod tests {
         assert_ne!(fnv1a(&[b"ab", b""]), fnv1a(&[b"a", b"b"]));
     }
 
+    /// Compiles `program` for sm_90 with NVRTC alone (no GPU), with `extra` defines; false when
+    /// there is no libnvrtc to load (a skip, unless `MOLLA_REQUIRE_NVRTC=1`: scripts/test finds
+    /// the nvidia-cuda-nvrtc wheel's, and CI requires it).
+    fn compiles(program: Program, extra: &[&str]) -> bool {
+        // SAFETY: only tries to open the shared library.
+        if !unsafe { nvsys::is_culib_present() } {
+            let required = std::env::var("MOLLA_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
+            assert!(
+                !required,
+                "MOLLA_REQUIRE_NVRTC=1, but no libnvrtc was found"
+            );
+            eprintln!(
+                "skipped: no libnvrtc (scripts/requirements.txt's nvidia-cuda-nvrtc has one)"
+            );
+            return false;
+        }
+        let mut opts = options((9, 0), program);
+        opts.extend(extra.iter().map(|d| format!("-D{d}")));
+        if let Err(e) = compile(&program_source(program), &opts) {
+            panic!("{program:?} {extra:?}: {e}");
+        }
+        true
+    }
+
+    /// SmolLM2's build: Q4_1 and Q8_0 weights, 64-wide heads, 9 over 3.
+    const SMOL: PkBuild = PkBuild {
+        types: Some(1 << 3 | 1 << 8),
+        shape: Some([64, 64, 9, 3]),
+        emb: Some(3),
+    };
+
+    #[test]
+    fn the_main_program_compiles() {
+        if compiles(Program::Main, &[]) {
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_Q6FILE"]);
+        }
+    }
+
+    #[test]
+    fn the_generic_persistent_kernel_compiles() {
+        compiles(Program::Persistent(PkBuild::default()), &[]);
+    }
+
+    #[test]
+    fn the_persistent_kernel_compiles_for_a_model_and_its_experiments() {
+        if compiles(Program::Persistent(SMOL), &[]) {
+            let all = [
+                "MOLLA_X_PKMEASURE",
+                "MOLLA_X_PKSTAGED",
+                "MOLLA_X_PKPACKED",
+                "MOLLA_X_LLVOL",
+            ];
+            compiles(Program::Persistent(SMOL), &all);
+        }
+    }
+
     #[test]
     fn only_the_persistent_program_takes_the_types_and_shape() {
         let cc = (9, 0);
