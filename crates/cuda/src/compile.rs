@@ -107,6 +107,11 @@ pub(crate) fn pdl(cc: (i32, i32)) -> bool {
 
 /// NVRTC options of `program` for compute capability `cc`.
 fn options(cc: (i32, i32), program: Program) -> Vec<String> {
+    options_with(cc, program, experiment_defines())
+}
+
+/// [`options`] with the experiments' defines `experiments` (`-DMOLLA_X_...`).
+fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> Vec<String> {
     let mut opts = vec![
         format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
         "--std=c++17".to_string(),
@@ -129,7 +134,13 @@ fn options(cc: (i32, i32), program: Program) -> Vec<String> {
             }
         }
     }
-    opts.extend(experiment_defines());
+    // Only the experiments the program's source names: another one would change its cache key
+    // and compile it again for nothing (16 s for the main program, on each setting compared).
+    let src = program_source(program);
+    opts.extend(experiments.into_iter().filter(|d| {
+        let name = d.trim_start_matches("-D");
+        src.contains(name.split_once('=').map_or(name, |(n, _)| n))
+    }));
     opts
 }
 
@@ -339,6 +350,22 @@ mod tests {
             ];
             compiles(Program::Persistent(SMOL), &all);
         }
+    }
+
+    #[test]
+    fn a_program_takes_only_the_experiments_it_names() {
+        let defs = parse_defines("PKSTAGED,Q6FILE,NOSUCH");
+        let main = options_with((9, 0), Program::Main, defs.clone());
+        let pk = options_with((9, 0), Program::Persistent(PkBuild::default()), defs);
+        assert!(main.contains(&"-DMOLLA_X_Q6FILE".to_string()));
+        assert!(
+            !main
+                .iter()
+                .any(|o| o.contains("PKSTAGED") || o.contains("NOSUCH"))
+        );
+        assert!(pk.contains(&"-DMOLLA_X_PKSTAGED".to_string()));
+        assert!(pk.contains(&"-DMOLLA_X_Q6FILE".to_string()));
+        assert!(!pk.iter().any(|o| o.contains("NOSUCH")));
     }
 
     #[test]
