@@ -55,6 +55,29 @@ pub(crate) struct PkBuild {
     pub(crate) emb: Option<u32>,
 }
 
+impl PkBuild {
+    /// What the kernel was built for, for `decode_path`: "generic", or e.g. "built for Q4_1,
+    /// heads 64/64 x 9/3".
+    pub(crate) fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(m) = self.types {
+            let names: Vec<String> = (0..64u32)
+                .filter(|t| m >> t & 1 == 1)
+                .map(|t| gguf::GgmlType::from_id(t).map_or(format!("type {t}"), |g| g.to_string()))
+                .collect();
+            parts.push(names.join("+"));
+        }
+        if let Some([hd, hdv, nh, nkv]) = self.shape {
+            parts.push(format!("heads {hd}/{hdv} x {nh}/{nkv}"));
+        }
+        if parts.is_empty() {
+            "generic".into()
+        } else {
+            format!("built for {}", parts.join(", "))
+        }
+    }
+}
+
 /// The program's source, with `#line` markers so compiler messages name the original files.
 pub(crate) fn program_source(program: Program) -> String {
     let mut s = String::new();
@@ -350,6 +373,12 @@ mod tests {
             ];
             compiles(Program::Persistent(SMOL), &all);
         }
+    }
+
+    #[test]
+    fn a_build_describes_itself() {
+        assert_eq!(PkBuild::default().describe(), "generic");
+        assert_eq!(SMOL.describe(), "built for Q4_1+Q8_0, heads 64/64 x 9/3");
     }
 
     #[test]

@@ -310,7 +310,8 @@ impl CudaModel {
                 } else {
                     ""
                 };
-                return format!("persistent ({grid} blocks{head}){after}");
+                let build = self.gpu.pk_build.describe();
+                return format!("persistent ({grid} blocks{head}, {build}){after}");
             }
             format!("persistent{after}")
         } else if self.graphs.load(Ordering::Relaxed) {
