@@ -369,6 +369,7 @@ mod tests {
                 "MOLLA_X_PKMEASURE",
                 "MOLLA_X_PKSTAGED",
                 "MOLLA_X_PKPACKED",
+                "MOLLA_X_PKATTINL",
                 "MOLLA_X_LLVOL",
             ];
             compiles(Program::Persistent(SMOL), &all);
