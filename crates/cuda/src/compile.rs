@@ -78,13 +78,17 @@ impl PkBuild {
     }
 }
 
+/// The files of `program`, in order: (name, text).
+fn sources(program: Program) -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    SOURCES
+        .iter()
+        .filter(move |(name, _)| program != Program::Main || !PERSISTENT_ONLY.contains(name))
+}
+
 /// The program's source, with `#line` markers so compiler messages name the original files.
 pub(crate) fn program_source(program: Program) -> String {
     let mut s = String::new();
-    for (name, text) in SOURCES {
-        if program == Program::Main && PERSISTENT_ONLY.contains(name) {
-            continue;
-        }
+    for (name, text) in sources(program) {
         s.push_str(&format!("#line 1 \"{name}\"\n"));
         s.push_str(text);
         s.push('\n');
@@ -157,12 +161,12 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
             }
         }
     }
-    // Only the experiments the program's source names: another one would change its cache key
-    // and compile it again for nothing (16 s for the main program, on each setting compared).
-    let src = program_source(program);
+    // Only the experiments the program's files name: another one would change its cache key and
+    // compile it again for nothing (16 s for the main program, on each setting compared).
     opts.extend(experiments.into_iter().filter(|d| {
         let name = d.trim_start_matches("-D");
-        src.contains(name.split_once('=').map_or(name, |(n, _)| n))
+        let name = name.split_once('=').map_or(name, |(n, _)| n);
+        sources(program).any(|(_, text)| text.contains(name))
     }));
     opts
 }
