@@ -151,7 +151,7 @@ __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
 
 // The model's head shape: compiled in (the host defines PK_HD, PK_HDV, PK_NH and PK_NKV for the
-// model it builds the kernel for, and Persistent::launch refuses another; measured +4-7% tokens/s
+// model it builds the kernel for, and Persistent::new refuses another; measured +4-7% tokens/s
 // on the H200, session 16: a fifth fewer instructions, known trip counts in attention), or read
 // from the arguments (MOLLA_PK_SHAPE=0). PK_HD_T / PK_HDV_T: the same as template arguments of
 // attend, 0 when not compiled in.
@@ -443,8 +443,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, flo
         float* y = st.y[si];
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
             pk_skip_chunk(st, c, xraw, tag);
-        }
-        else if (st.pair) {
+        } else if (st.pair) {
             // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
             // type).
             const u8* base1 = pk_row(st, c, buf, 1, c.ra);
@@ -575,7 +574,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
 #ifdef MOLLA_X_PKSTAGED
             // Experiment (MOLLA_KDEFS=PKSTAGED): no attention from the cache itself (the host runs
             // the step on the graph path where the staged copy would not fit,
-            // Persistent::attends_staged). Should it come here: the error flag, and the host
+            // Persistent::runs_at). Should it come here: the error flag, and the host
             // reruns the step on the graph path.
             else if (threadIdx.x == 0) atomicCAS(a.err, 0u, (u32)(step + 1));
 #else

@@ -135,8 +135,7 @@ impl Gpu {
 
     /// [`Gpu::new`] with the persistent decode kernel built for one model (`persistent::pk_build`):
     /// its weight types only (a kernel a third the size) and its head shape. Its step lists must
-    /// use no other type (`Persistent::new` checks), its launches no other shape
-    /// (`Persistent::launch` checks).
+    /// use no other type and its launches no other head shape (`Persistent::new` checks).
     pub(crate) fn with_build(ordinal: usize, pk_build: compile::PkBuild) -> Result<Gpu> {
         std::panic::catch_unwind(|| Gpu::open(ordinal, pk_build)).unwrap_or_else(|_| {
             Err(CudaError::Driver {

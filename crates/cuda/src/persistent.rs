@@ -378,13 +378,22 @@ const TIMEOUT_MS: u32 = 2000;
 
 impl Persistent {
     /// Uploads `steps` and sizes the grid so that every block is resident at once (or refuses).
-    /// `ll` holds the tagged buffers the steps' addresses point into, zeroed.
-    pub fn new(gpu: &Gpu, steps: Steps, ll: CudaSlice<u64>) -> Result<Persistent> {
+    /// `ll` holds the tagged buffers the steps' addresses point into, zeroed; `h`: the heads the
+    /// launches will pass (a kernel built for another shape is refused).
+    pub fn new(gpu: &Gpu, steps: Steps, ll: CudaSlice<u64>, h: &Heads) -> Result<Persistent> {
         if steps.list.is_empty() {
             return Err(CudaError::Unsupported("empty step list".into()));
         }
         if let Some(why) = steps.bad {
             return Err(CudaError::Unsupported(format!("persistent decode: {why}")));
+        }
+        let shape = [h.head_dim, h.head_dim_v, h.n_head, h.n_head_kv].map(|v| v as u32);
+        if let Some(built) = gpu.pk_build.shape
+            && built != shape
+        {
+            return Err(CudaError::Unsupported(format!(
+                "persistent decode: the kernel was built for heads {built:?}, not {shape:?}"
+            )));
         }
         if let Some(t) = gpu.pk_build.emb
             && let Some(st) = steps
@@ -528,14 +537,6 @@ impl Persistent {
         err: u64,
         freqs: u64,
     ) -> Result<()> {
-        let shape = [h.head_dim, h.head_dim_v, h.n_head, h.n_head_kv].map(|v| v as u32);
-        if let Some(built) = gpu.pk_build.shape
-            && built != shape
-        {
-            return Err(CudaError::Unsupported(format!(
-                "persistent decode: the kernel was built for heads {built:?}, not {shape:?}"
-            )));
-        }
         let n = self.nsteps as u64;
         let e = u64::from(self.epoch);
         if (e + 2) * n >= u64::from(u32::MAX) || (e + 2) * u64::from(self.grid) >= 1 << 31 {

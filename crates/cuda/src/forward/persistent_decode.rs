@@ -183,7 +183,7 @@ impl CudaModel {
             );
         }
         let tagged = st.tagged(x);
-        let mut pk = Persistent::new(g, st, ll)?;
+        let mut pk = Persistent::new(g, st, ll, &self.heads)?;
         pk.head_x = outside.then_some((x, tagged));
         Ok(pk)
     }
