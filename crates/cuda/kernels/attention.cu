@@ -241,6 +241,7 @@ __device__ __forceinline__ void att_fold(float& m, float& l, float& o, float tm,
 template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0>
 __device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int end, int kvh,
                        int kv_dim, int v_dim, int hd, int hdv, float scale, float* o) {
+    if (HDV) hdv = HDV;
     float m = -__int_as_float(0x7f800000), l = 0.f, acc = 0.f;
     att_sync();
     for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
@@ -248,7 +249,7 @@ __device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __r
         att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl, tv);
         att_fold(m, l, acc, tm, tl, tv);
     }
-    if ((int)threadIdx.x < (HDV ? HDV : hdv)) o[threadIdx.x] = acc / l;
+    if ((int)threadIdx.x < hdv) o[threadIdx.x] = acc / l;
     att_sync();  // the caller may reuse o's memory
 }
 

@@ -1,6 +1,6 @@
 //! What the environment and the model choose for a persistent decode kernel's build and launch:
-//! the tuning and measurement knobs (`MOLLA_PK_*`), which steps are packed, and the weight
-//! types a kernel may be built for.
+//! the tuning and measurement knobs (`MOLLA_PK_*`), which steps are packed, what a kernel is
+//! built for (weight types, head shape), and where attention reads a staged copy of the cache.
 
 use super::PkStep;
 use crate::compile::PkBuild;
