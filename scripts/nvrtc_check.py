@@ -8,7 +8,6 @@ NVRTC comes from the PyPI wheel nvidia-cuda-nvrtc (a zip): unpack its nvidia/cu1
 point NVRTC_LIB at it (default ~/.cache/molla/nvrtc-lib). Extra -D options: MOLLA_KDEFS as the
 engine reads it, PK_TYMASK=<decimal mask> for the kernel built for those weight types, and
 PK_SHAPE=hd,hdv,n_head,n_head_kv for one built for that head shape (as the engine builds it),
-PK_EMB_TY=<ggml type> for the embedding type compiled in (MOLLA_KDEFS=PKEMB).
 LINEINFO=1 adds line information (nvdisasm -g then names each instruction's source line).
 PROGRAM=main compiles the main program (every kernel but the persistent one), else the
 persistent kernel's own program (compile.rs `Program`).
@@ -58,8 +57,6 @@ def main():
     if not main_prog and re.fullmatch(r"\d+", os.environ.get("PK_TYMASK", "")):
         # The persistent kernel for those weight types only (the engine: MOLLA_PK_TYMASK=1).
         opts.append(f"-DPK_TYMASK={os.environ['PK_TYMASK']}ull")
-    if not main_prog and re.fullmatch(r"\d+", os.environ.get("PK_EMB_TY", "")):
-        opts.append(f"-DPK_EMB_TY={os.environ['PK_EMB_TY']}")
     if not main_prog and re.fullmatch(r"\d+,\d+,\d+,\d+", os.environ.get("PK_SHAPE", "")):
         opts += [f"-D{n}={v}" for n, v in zip(["PK_HD", "PK_HDV", "PK_NH", "PK_NKV"], os.environ["PK_SHAPE"].split(","))]
     prog = ctypes.c_void_p()

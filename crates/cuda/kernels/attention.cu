@@ -142,16 +142,10 @@ __device__ __forceinline__ void values_vec(const float* ps, const KT* vbase, int
 // threads must all call it (and no others).
 // HD, HDV: when not 0, hd and hdv known at compile time (the persistent kernel built for one
 // model's head shape), so that its loops have known trip counts and the layout tests fold.
-// Kept a call (its code once for every tile loop that calls it), but inlined in the persistent
-// kernel with MOLLA_KDEFS=PKATTINL (experiment: with PKSTAGED its one tile loop is the only
-// caller; no call, no stack traffic around it).
-#if defined(MOLLA_PK_ONLY) && defined(MOLLA_X_PKATTINL)
-#define ATT_TILE_INLINE __forceinline__
-#else
-#define ATT_TILE_INLINE __noinline__
-#endif
+// Kept a call: its code once for every tile loop that calls it (inlining it in the persistent
+// kernel, PKATTINL, measured no faster: session 17).
 template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0>
-__device__ ATT_TILE_INLINE void att_tile(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int p0, int np, int kvh,
+__device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int p0, int np, int kvh,
                          int kv_dim, int v_dim, int hd, int hdv, float scale, float& tm, float& tl, float& tv) {
     if (HD) hd = HD;
     if (HDV) hdv = HDV;

@@ -302,13 +302,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
             const u8* row = st.emb + (size_t)a.token * st.emb_row_bytes;
             for (int c = threadIdx.x; c < (n >> 3); c += PK_THREADS) {
                 float v[8];
-#ifdef PK_EMB_TY
-                // Experiment (MOLLA_KDEFS=PKEMB): the embedding's type compiled in (the host
-                // defines PK_EMB_TY and Persistent::new refuses another).
-                dq8<PK_EMB_TY>(row, c, v);
-#else
                 dq8_rt(st.emb_ty, row, c, v);
-#endif
 #pragma unroll
                 for (int j = 0; j < 8; j++) xs[8 * c + j] = v[j];
             }
@@ -571,15 +565,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
                 // Measurement: the head's output is its roped q.
             } else if (staged && PK_KSWZ(a)) attend<u16, true, PK_HD_T, PK_HDV_T>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
             else if (staged) attend<u16, false, PK_HD_T, PK_HDV_T>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
-#ifdef MOLLA_X_PKSTAGED
-            // Experiment (MOLLA_KDEFS=PKSTAGED): no attention from the cache itself (the host runs
-            // the step on the graph path where the staged copy would not fit,
-            // Persistent::runs_at). Should it come here: the error flag, and the host
-            // reruns the step on the graph path.
-            else if (threadIdx.x == 0) atomicCAS(a.err, 0u, (u32)(step + 1));
-#else
             else attend<u16, false, PK_HD_T, PK_HDV_T>(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
-#endif
         }
         __syncthreads();
         pk_stamp_m(a, 7);

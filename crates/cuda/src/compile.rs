@@ -50,9 +50,6 @@ pub(crate) struct PkBuild {
     /// The head shape (head_dim, head_dim_v, n_head, n_head_kv) compiled in (kernels/persistent.cu
     /// `PK_HD`...), or read from the arguments.
     pub(crate) shape: Option<[u32; 4]>,
-    /// The token embedding's type compiled in (kernels/persistent.cu `PK_EMB_TY`, the PKEMB
-    /// experiment), or read from the step.
-    pub(crate) emb: Option<u32>,
 }
 
 impl PkBuild {
@@ -151,9 +148,6 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
         opts.push("-DMOLLA_PK_ONLY".to_string());
         if let Some(m) = pk.types {
             opts.push(format!("-DPK_TYMASK={m}ull"));
-        }
-        if let Some(t) = pk.emb {
-            opts.push(format!("-DPK_EMB_TY={t}"));
         }
         if let Some(sh) = pk.shape {
             for (name, v) in ["PK_HD", "PK_HDV", "PK_NH", "PK_NKV"].iter().zip(sh) {
@@ -351,7 +345,6 @@ mod tests {
     const SMOL: PkBuild = PkBuild {
         types: Some(1 << 3 | 1 << 8),
         shape: Some([64, 64, 9, 3]),
-        emb: Some(3),
     };
 
     #[test]
@@ -369,13 +362,7 @@ mod tests {
     #[test]
     fn the_persistent_kernel_compiles_for_a_model_and_its_experiments() {
         if compiles(Program::Persistent(SMOL), &[]) {
-            let all = [
-                "MOLLA_X_PKMEASURE",
-                "MOLLA_X_PKSTAGED",
-                "MOLLA_X_PKPACKED",
-                "MOLLA_X_PKATTINL",
-                "MOLLA_X_LLVOL",
-            ];
+            let all = ["MOLLA_X_PKMEASURE", "MOLLA_X_PKPACKED", "MOLLA_X_LLVOL"];
             compiles(Program::Persistent(SMOL), &all);
         }
     }
@@ -388,16 +375,16 @@ mod tests {
 
     #[test]
     fn a_program_takes_only_the_experiments_it_names() {
-        let defs = parse_defines("PKSTAGED,Q6FILE,NOSUCH");
+        let defs = parse_defines("PKPACKED,Q6FILE,NOSUCH");
         let main = options_with((9, 0), Program::Main, defs.clone());
         let pk = options_with((9, 0), Program::Persistent(PkBuild::default()), defs);
         assert!(main.contains(&"-DMOLLA_X_Q6FILE".to_string()));
         assert!(
             !main
                 .iter()
-                .any(|o| o.contains("PKSTAGED") || o.contains("NOSUCH"))
+                .any(|o| o.contains("PKPACKED") || o.contains("NOSUCH"))
         );
-        assert!(pk.contains(&"-DMOLLA_X_PKSTAGED".to_string()));
+        assert!(pk.contains(&"-DMOLLA_X_PKPACKED".to_string()));
         assert!(pk.contains(&"-DMOLLA_X_Q6FILE".to_string()));
         assert!(!pk.iter().any(|o| o.contains("NOSUCH")));
     }
@@ -415,7 +402,6 @@ mod tests {
             Program::Persistent(PkBuild {
                 types: Some(8),
                 shape: Some([64, 64, 9, 3]),
-                emb: Some(3),
             }),
         );
         for o in [
@@ -424,7 +410,6 @@ mod tests {
             "-DPK_HDV=64",
             "-DPK_NH=9",
             "-DPK_NKV=3",
-            "-DPK_EMB_TY=3",
         ] {
             assert!(some.contains(&o.to_string()), "{o}");
         }

@@ -368,9 +368,6 @@ pub(crate) struct Persistent {
     /// kernel through `matvec_wide`, and whether the kernel left it as tagged words (else plain
     /// f32: models wider than `ll_max`) (forward/persistent_decode.rs).
     pub(crate) head_x: Option<(u64, bool)>,
-    /// The kernel attends from staged copies of the cache only (`MOLLA_KDEFS=PKSTAGED`,
-    /// experiment): steps where they would not fit go to the graph path (`runs_at`).
-    staged_only: bool,
 }
 
 /// A wait longer than this is a hang: the kernel stops and reports it.
@@ -393,17 +390,6 @@ impl Persistent {
         {
             return Err(CudaError::Unsupported(format!(
                 "persistent decode: the kernel was built for heads {built:?}, not {shape:?}"
-            )));
-        }
-        if let Some(t) = gpu.pk_build.emb
-            && let Some(st) = steps
-                .list
-                .iter()
-                .find(|s| s.emb != 0 && s.emb_ty != t as i32)
-        {
-            return Err(CudaError::Unsupported(format!(
-                "persistent decode: the kernel was built for embedding type {t}, the model's is {}",
-                st.emb_ty
             )));
         }
         if let Some(mask) = gpu.pk_build.types
@@ -488,7 +474,6 @@ impl Persistent {
             knobs: env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8 | skip_knobs(),
             l2_ahead: l2_ahead(),
             head_x: None,
-            staged_only: crate::compile::experiment("PKSTAGED"),
         })
     }
 
@@ -514,13 +499,6 @@ impl Persistent {
     /// Blocks of the launch.
     pub fn grid(&self) -> u32 {
         self.grid
-    }
-
-    /// Whether a decode step at `pos` can run in this kernel (else on the graph path): always,
-    /// but with PKSTAGED only where attention reads a staged copy of the cache.
-    pub fn runs_at(&self, h: &Heads, pos: usize) -> bool {
-        !self.staged_only
-            || config::kv_staged(h, pos, self.stages * (self.chunk + 64), self.grid as usize)
     }
 
     /// Launches one decode step. `err` is a device u32 that must be 0; the kernel stores a nonzero

@@ -51,7 +51,7 @@ impl CudaModel {
                 }
             }
         }
-        let Some(pk) = kv.pk.as_mut().filter(|pk| pk.runs_at(&self.heads, kv.len)) else {
+        let Some(pk) = kv.pk.as_mut() else {
             return Ok(Err(f));
         };
         // The word after the logits is the kernel's error flag (zero).

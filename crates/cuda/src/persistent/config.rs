@@ -1,10 +1,10 @@
 //! What the environment and the model choose for a persistent decode kernel's build and launch:
 //! the tuning and measurement knobs (`MOLLA_PK_*`), which steps are packed, what a kernel is
-//! built for (weight types, head shape), and where attention reads a staged copy of the cache.
+//! built for (weight types, head shape).
 
 use super::PkStep;
 use crate::compile::PkBuild;
-use crate::launch::{self, Heads};
+use crate::launch;
 
 pub(super) fn env_i32(name: &str, default: i32) -> i32 {
     std::env::var(name)
@@ -133,24 +133,9 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         && h.n_head <= 1 << 16;
     PkBuild {
         types: pk_types(model),
-        emb: crate::compile::experiment("PKEMB").then(|| model.tok_embd.ty.id()),
         shape: (sane && std::env::var("MOLLA_PK_SHAPE").map_or(true, |v| v != "0"))
             .then(|| [h.head_dim, h.head_dim_v, h.n_head, h.n_head_kv].map(|v| v as u32)),
     }
-}
-
-/// Whether an attention step of heads `h` at position `pos` reads a staged copy of its kv head's
-/// cache (kernels/persistent.cu `pk_kv_staged`; the caches' pointers are aligned by their layout):
-/// `room` bytes of chunk buffers, `grid` blocks.
-pub(super) fn kv_staged(h: &Heads, pos: usize, room: usize, grid: usize) -> bool {
-    let (rowk, rowv) = (2 * h.head_dim, 2 * h.head_dim_v);
-    let whole = |b: usize| b.is_multiple_of(16);
-    h.n_head <= grid
-        && whole(rowk)
-        && whole(rowv)
-        && whole(rowk * h.n_head_kv)
-        && whole(rowv * h.n_head_kv)
-        && ((pos + 1) * rowk).next_multiple_of(16) + (pos + 1) * rowv <= room
 }
 
 /// Whether every type that matvec step `st` multiplies by is in `mask` (a kernel built with
@@ -196,32 +181,5 @@ mod tests {
         let b = pk_build(&m);
         assert_eq!(b.types, None);
         assert_eq!(b.shape, Some([16, 16, 4, 2]));
-    }
-
-    #[test]
-    fn staged_attention_fits_as_the_kernel_reckons() {
-        let h = Heads {
-            n_head: 9,
-            n_head_kv: 3,
-            head_dim: 64,
-            head_dim_v: 64,
-            n_rot: 64,
-            neox: false,
-        };
-        // Keys and values of pos + 1 positions, 128 bytes each.
-        assert!(kv_staged(&h, 99, 100 * 256, 132));
-        assert!(!kv_staged(&h, 100, 100 * 256, 132));
-        // One block a head, whole 16-byte units.
-        assert!(!kv_staged(&h, 0, 1 << 20, 8));
-        assert!(!kv_staged(
-            &Heads {
-                head_dim: 4,
-                head_dim_v: 4,
-                ..h
-            },
-            0,
-            1 << 20,
-            132
-        ));
     }
 }
