@@ -50,6 +50,9 @@ pub(crate) struct PkBuild {
     /// The head shape (head_dim, head_dim_v, n_head, n_head_kv) compiled in (kernels/persistent.cu
     /// `PK_HD`...), or read from the arguments.
     pub(crate) shape: Option<[u32; 4]>,
+    /// Only for step lists whose every matvec step is packed (kernels/persistent.cu
+    /// `PK_PACKED_ONLY`: the chunked row pipeline left out), or for any.
+    pub(crate) packed: bool,
 }
 
 impl PkBuild {
@@ -66,6 +69,9 @@ impl PkBuild {
         }
         if let Some([hd, hdv, nh, nkv]) = self.shape {
             parts.push(format!("heads {hd}/{hdv} x {nh}/{nkv}"));
+        }
+        if self.packed {
+            parts.push("packed steps".into());
         }
         if parts.is_empty() {
             "generic".into()
@@ -153,6 +159,9 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
             for (name, v) in ["PK_HD", "PK_HDV", "PK_NH", "PK_NKV"].iter().zip(sh) {
                 opts.push(format!("-D{name}={v}"));
             }
+        }
+        if pk.packed {
+            opts.push("-DPK_PACKED_ONLY".to_string());
         }
     }
     // Only the experiments the program's files name: another one would change its cache key and
@@ -345,6 +354,7 @@ mod tests {
     const SMOL: PkBuild = PkBuild {
         types: Some(1 << 3 | 1 << 8),
         shape: Some([64, 64, 9, 3]),
+        packed: false,
     };
 
     #[test]
@@ -362,8 +372,12 @@ mod tests {
     #[test]
     fn the_persistent_kernel_compiles_for_a_model_and_its_experiments() {
         if compiles(Program::Persistent(SMOL), &[]) {
-            let all = ["MOLLA_X_PKMEASURE", "MOLLA_X_PKPACKED", "MOLLA_X_LLVOL"];
-            compiles(Program::Persistent(SMOL), &all);
+            compiles(Program::Persistent(SMOL), &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL"]);
+            let packed = PkBuild {
+                packed: true,
+                ..SMOL
+            };
+            compiles(Program::Persistent(packed), &[]);
         }
     }
 
@@ -375,16 +389,16 @@ mod tests {
 
     #[test]
     fn a_program_takes_only_the_experiments_it_names() {
-        let defs = parse_defines("PKPACKED,Q6FILE,NOSUCH");
+        let defs = parse_defines("PKMEASURE,Q6FILE,NOSUCH");
         let main = options_with((9, 0), Program::Main, defs.clone());
         let pk = options_with((9, 0), Program::Persistent(PkBuild::default()), defs);
         assert!(main.contains(&"-DMOLLA_X_Q6FILE".to_string()));
         assert!(
             !main
                 .iter()
-                .any(|o| o.contains("PKPACKED") || o.contains("NOSUCH"))
+                .any(|o| o.contains("PKMEASURE") || o.contains("NOSUCH"))
         );
-        assert!(pk.contains(&"-DMOLLA_X_PKPACKED".to_string()));
+        assert!(pk.contains(&"-DMOLLA_X_PKMEASURE".to_string()));
         assert!(pk.contains(&"-DMOLLA_X_Q6FILE".to_string()));
         assert!(!pk.iter().any(|o| o.contains("NOSUCH")));
     }
@@ -402,6 +416,7 @@ mod tests {
             Program::Persistent(PkBuild {
                 types: Some(8),
                 shape: Some([64, 64, 9, 3]),
+                packed: true,
             }),
         );
         for o in [
@@ -410,6 +425,7 @@ mod tests {
             "-DPK_HDV=64",
             "-DPK_NH=9",
             "-DPK_NKV=3",
+            "-DPK_PACKED_ONLY",
         ] {
             assert!(some.contains(&o.to_string()), "{o}");
         }

@@ -7,7 +7,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
 };
 use cudarc::nvrtc::Ptx;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Whether the driver library loads and reports at least one device. Never panics.
 pub fn is_available() -> bool {
@@ -124,6 +124,11 @@ pub struct Gpu {
     pub(crate) sm_count: usize,
     /// What the persistent kernel was built for (weight types, head shape).
     pub(crate) pk_build: compile::PkBuild,
+    /// The same kernel for step lists whose every matvec step is packed, loaded on first use
+    /// (`persistent_packed`); None when it did not load.
+    pk_packed: OnceLock<Option<CudaFunction>>,
+    cc: (i32, i32),
+    driver_version: i32,
 }
 
 impl Gpu {
@@ -269,7 +274,34 @@ impl Gpu {
             q6pad,
             sm_count,
             pk_build,
+            pk_packed: OnceLock::new(),
+            cc,
+            driver_version,
         })
+    }
+
+    /// The persistent kernel built as `pk_build` is but for packed step lists only
+    /// (`PkBuild::packed`): compiled (or read from the disk cache) on first use, with the same
+    /// shared-memory allowance as the other. None when it does not build or load.
+    pub(crate) fn persistent_packed(&self) -> Option<&CudaFunction> {
+        self.pk_packed
+            .get_or_init(|| {
+                let build = compile::PkBuild {
+                    packed: true,
+                    ..self.pk_build
+                };
+                self.ctx.bind_to_thread().ok()?;
+                let program = compile::Program::Persistent(build);
+                let m = load_program(&self.ctx, self.cc, self.driver_version, program).ok()?;
+                let f = m.load_function("decode_persistent").ok()?;
+                f.set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    self.pk_max_smem as i32,
+                )
+                .ok()?;
+                Some(f)
+            })
+            .as_ref()
     }
 
     /// The device's name, as the driver reports it.

@@ -91,6 +91,8 @@ pub struct CudaModel {
     pk_trace: Mutex<Option<crate::persistent::Trace>>,
     /// Blocks of the last persistent launch grid built.
     pk_grid: std::sync::atomic::AtomicU32,
+    /// Whether the last persistent kernel chosen is the one built for packed steps only.
+    pk_packed: AtomicBool,
     /// Positions from which decode leaves the persistent kernel for the graph path, whose
     /// attention splits over several blocks a head (see `set_persistent_max_pos`).
     pk_max_pos: std::sync::atomic::AtomicUsize,
@@ -222,6 +224,7 @@ impl CudaModel {
             persistent_off: Mutex::new(why_not),
             blas: Mutex::new(BlasState::Untried),
             pk_grid: std::sync::atomic::AtomicU32::new(0),
+            pk_packed: AtomicBool::new(false),
             pk_max_pos: std::sync::atomic::AtomicUsize::new(
                 std::env::var("MOLLA_PK_MAX_POS")
                     .ok()
@@ -310,7 +313,11 @@ impl CudaModel {
                 } else {
                     ""
                 };
-                let build = self.gpu.pk_build.describe();
+                let build = crate::compile::PkBuild {
+                    packed: self.pk_packed.load(Ordering::Relaxed),
+                    ..self.gpu.pk_build
+                }
+                .describe();
                 return format!("persistent ({grid} blocks{head}, {build}){after}");
             }
             format!("persistent{after}")

@@ -4,7 +4,7 @@
 use crate::device::Gpu;
 use crate::error::{CudaError, Result, drv};
 use crate::launch::{self, Heads, Out, WeightRef};
-use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
 mod config;
 use config::{
@@ -341,6 +341,10 @@ pub struct Trace {
 
 /// A cache's persistent decode: its step list and tagged buffers on the device.
 pub(crate) struct Persistent {
+    /// The kernel: the one built for packed steps only (`Gpu::persistent_packed`) when every
+    /// matvec step is packed, else the model's.
+    f: CudaFunction,
+    packed_build: bool,
     steps: CudaSlice<PkStep>,
     /// The tagged buffers the steps pass values through (x, q, k, v, attention out, gate).
     ll: CudaSlice<u64>,
@@ -444,19 +448,28 @@ impl Persistent {
         let grid = grid.min(steps.min_rows().max(1) as u32);
         let mut steps = steps;
         mark_packed(&mut steps.list, grid as usize, stages * (chunk + 64));
-        if crate::compile::experiment("PKPACKED")
-            && let Some(i) = steps.list.iter().position(|s| s.op == 0 && s.packed == 0)
-        {
-            return Err(CudaError::Unsupported(format!(
-                "persistent decode: built for packed steps only (PKPACKED), step {i}'s rows do not fit"
-            )));
-        }
+        // Every matvec step packed: the kernel without the chunked pipeline, when it loads and
+        // fits as many blocks on an SM.
+        let packed = steps
+            .list
+            .iter()
+            .all(|s| s.op != OP_MATVEC || s.packed != 0)
+            .then(|| gpu.persistent_packed())
+            .flatten()
+            .filter(|p| {
+                p.occupancy_max_active_blocks_per_multiprocessor(PK_THREADS, smem, None)
+                    .is_ok_and(|o| o >= occ.min(blocks_per_sm_cap()))
+            });
+        let packed_build = packed.is_some();
+        let f = packed.unwrap_or(f).clone();
         let trace = if env_i32("MOLLA_PK_TRACE", 0) != 0 {
             Some(gpu.zeros(8 * steps.list.len() * grid as usize)?)
         } else {
             None
         };
         Ok(Persistent {
+            f,
+            packed_build,
             trace,
             ops: steps.list.iter().map(|s| s.op).collect(),
             ll,
@@ -499,6 +512,11 @@ impl Persistent {
     /// Blocks of the launch.
     pub fn grid(&self) -> u32 {
         self.grid
+    }
+
+    /// Whether it runs the kernel built for packed steps only.
+    pub fn packed_build(&self) -> bool {
+        self.packed_build
     }
 
     /// Launches one decode step. `err` is a device u32 that must be 0; the kernel stores a nonzero
@@ -552,7 +570,7 @@ impl Persistent {
             stages: self.stages as i32,
             l2_ahead: self.l2_ahead,
         };
-        let mut b = gpu.stream.launch_builder(&gpu.k.decode_persistent);
+        let mut b = gpu.stream.launch_builder(&self.f);
         b.arg(&a);
         launch::count_launch();
         let cfg = LaunchConfig {

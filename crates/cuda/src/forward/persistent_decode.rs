@@ -43,6 +43,7 @@ impl CudaModel {
             match self.build_persistent(kv) {
                 Ok(pk) => {
                     self.pk_grid.store(pk.grid(), Ordering::Relaxed);
+                    self.pk_packed.store(pk.packed_build(), Ordering::Relaxed);
                     kv.pk = Some(pk);
                 }
                 Err(e) => {

@@ -135,6 +135,7 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         types: pk_types(model),
         shape: (sane && std::env::var("MOLLA_PK_SHAPE").map_or(true, |v| v != "0"))
             .then(|| [h.head_dim, h.head_dim_v, h.n_head, h.n_head_kv].map(|v| v as u32)),
+        packed: false,
     }
 }
 
