@@ -69,18 +69,6 @@ __device__ __forceinline__ float group_sum(float v, int lanes) {
 
 __device__ __forceinline__ float warp_sum(float v) { return group_sum(v, 32); }
 
-// warp_sum of a and of b in one butterfly of five shuffles, not two of five: lanes 0-15 end with
-// a's sum, lanes 16-31 with b's, each with the same bits as warp_sum's (its first level adds
-// lane l's and lane l ^ 16's values; here each half keeps one of the two and hands the other
-// over, then the same levels follow within the half).
-__device__ __forceinline__ float warp_sum2(float a, float b) {
-    const bool hi = (threadIdx.x & 16) != 0;
-    float keep = hi ? b : a;
-    keep += __shfl_xor_sync(0xffffffffu, hi ? a : b, 16);
-    for (int off = 8; off > 0; off >>= 1) keep += __shfl_xor_sync(0xffffffffu, keep, off);
-    return keep;
-}
-
 // Programmatic dependent launch (sm_90, compiled in with MOLLA_PDL; crate::pdl): pdl_trigger lets
 // the next kernel's blocks be scheduled as this grid's finish; pdl_wait returns once the kernel
 // before this one has completed and its writes are visible. A kernel launched as a dependent

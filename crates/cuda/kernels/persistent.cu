@@ -458,9 +458,8 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, flo
                     gu[0] = pk_row_dot(ty0, w2[0]);
                     gu[1] = pk_row_dot(ty1, w2[1]);
                 }
-                // gate's sum in lanes 0-15, up's in 16-31 (warp_sum2), up's handed to lane 0.
-                float g = warp_sum2(gu[0], gu[1]);
-                float u = __shfl_sync(0xffffffffu, g, 16);
+                float g = warp_sum(gu[0]);
+                float u = warp_sum(gu[1]);
                 if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
             }
         } else {
@@ -474,10 +473,11 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, flo
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
                 float acc[2];
                 pk_rows_dotn(2, ty0, w2, nr, acc);
-                // Row r's sum in lanes 0-15, row r + 1's in 16-31: lanes 0 and 16 store them.
-                float v = warp_sum2(acc[0], acc[1]);
-                if ((lane & 15) == 0 && (lane >> 4) < nr) {
-                    int rr = r + (lane >> 4);
+                acc[0] = warp_sum(acc[0]);
+                acc[1] = warp_sum(acc[1]);
+                if (lane < nr) {
+                    int rr = r + lane;
+                    float v = lane == 0 ? acc[0] : acc[1];
                     if (bias) v += bias[rr];
                     if (accumulate) v += xraw[rr];
                     pk_out(st, y, rr, v, tag);
