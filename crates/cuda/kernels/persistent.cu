@@ -28,17 +28,10 @@ __device__ __forceinline__ void cp_wait_n(int n) {
     }
 }
 
-// Block b's rows [r0, r1) of a step with `total` rows (32-bit division when the products fit: a
-// 64-bit one is a called subroutine of ~70 instructions).
+// Block b's rows [r0, r1) of a step with `total` rows.
 __device__ __forceinline__ void pk_rows(int total, int& r0, int& r1) {
-    const unsigned b = blockIdx.x, g = gridDim.x;
-    if ((unsigned long long)total * g < (1ull << 32)) {
-        r0 = (int)((unsigned)total * b / g);
-        r1 = (int)((unsigned)total * (b + 1) / g);
-    } else {
-        r0 = (int)((long long)total * b / g);
-        r1 = (int)((long long)total * (b + 1) / g);
-    }
+    r0 = (int)((long long)total * blockIdx.x / gridDim.x);
+    r1 = (int)((long long)total * (blockIdx.x + 1) / gridDim.x);
 }
 
 // A block's rows of a matvec step go through shared memory in chunks: contiguous rows of one
@@ -302,8 +295,8 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
 // one holding the norm weights (the first is the first chunk). Ends with a barrier, the row
 // quantized to 16 bits at xq (q16.cuh) and the first chunk in shared memory. False when the
 // kernel must stop.
-__device__ __forceinline__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int after_norm,
-                         u8* xq, int step, bool pre, const PkPoll& first) {
+__device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int after_norm,
+                         u8* xq, int step) {
     int n = st.cols;
     if (st.prep == PK_PREP_EMBED_RMSNORM) {
         if (a.token < (u32)st.emb_rows) {
@@ -318,7 +311,7 @@ __device__ __forceinline__ bool pk_input(const PkStep& st, const PkArgs& a, floa
         __syncthreads();
     } else if (st.in_ll) {
         LlSeg seg = {(const u64*)st.x, xs, n};
-        if (!pk_load_ll(a, &seg, 1, pk_tag(a, st.in_step), step, pre, first)) return false;
+        if (!pk_load_ll(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
     } else {
         if (!pk_wait(a, st.in_step, step)) return false;
         load_row(st.x, xs, n);
@@ -399,14 +392,14 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 // reference, a copy in local memory read with a local load for every field used, where inlined
 // code reads the constant bank.
 __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
-                          PkCursor staged, int step, bool pre, const PkPoll& first) {
+                          PkCursor staged, int step) {
     const int r0 = staged.r0, r1 = staged.r1;
     if (!pk_busy(st, r0, r1)) return true;
     // pk_stage issued the first chunks and prefetched the next l2_ahead into L2; chunk k + stages
     // goes into chunk k's buffer once chunk k is done, and each such copy prefetches one more
     // chunk into L2.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
-    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, pre, first)) return false;
+    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
@@ -495,29 +488,11 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, flo
     return true;
 }
 
-// Where an attention block loads head h's q and its kv head's k and v from (tagged) into
-// shared memory (sm: see pk_attention).
-__device__ __forceinline__ void pk_att_segs(const PkStep& st, const PkArgs& a, int h, float* sm, LlSeg* segs) {
-    const int hd = PK_A_HD(a), hdv = PK_A_HDV(a), kvh = h / (PK_A_NH(a) / PK_A_NKV(a));
-    segs[0] = {(const u64*)st.q + (size_t)h * hd, sm, hd};
-    segs[1] = {(const u64*)st.k + (size_t)kvh * hd, sm + 256, hd};
-    segs[2] = {(const u64*)st.v + (size_t)kvh * hdv, sm + 768, hdv};
-}
-
-// Issues the first poll of a matvec step's tagged input row into p (pk_poll_issue; not the
-// embedding) before the step stages its weights. Whether it did. (An attention step's is not:
-// pk_attention is a call, and the poll would go through local memory.)
-__device__ __forceinline__ bool pk_poll_first(const PkStep& st, float* sm, PkPoll& p) {
-    if (!st.in_ll || st.op != PK_OP_MATVEC || st.prep == PK_PREP_EMBED_RMSNORM) return false;
-    LlSeg seg = {(const u64*)st.x, sm, st.cols};
-    pk_poll_issue(&seg, 1, p);
-    return true;
-}
-
 // Rope of q and k, the store of k and v at a.pos (every block of a kv group writes the same
 // bytes), then attention over positions 0 ..= pos; one head per block. False when the kernel must
 // stop.
-__device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const float* cs, u8* bufs, int step) {
+__device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const float* cs, u8* bufs, int step
+) {
     const int hd = PK_A_HD(a), hdv = PK_A_HDV(a), nh = PK_A_NH(a), nkv = PK_A_NKV(a);
     int kv_dim = nkv * hd, v_dim = nkv * hdv;
     int voff;
@@ -535,11 +510,10 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         // Value offsets of the head's q and its kv head's k and v in their buffers.
         const size_t at[3] = {(size_t)h * hd, (size_t)kvh * hd, (size_t)kvh * hdv};
         const float* src[3] = {st.q, st.k, st.v};
-        LlSeg segs[3];
-        pk_att_segs(st, a, h, sm, segs);
+        LlSeg segs[3] = {{(const u64*)src[0] + at[0], rq, hd}, {(const u64*)src[1] + at[1], rk, hd},
+                         {(const u64*)src[2] + at[2], rv, hdv}};
         if (st.in_ll) {
-            PkPoll none;
-            if (!pk_load_ll(a, segs, 3, pk_tag(a, st.in_step), step, false, none)) return false;
+            if (!pk_load_ll(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
         } else {
             if (h == (int)blockIdx.x && !pk_wait(a, st.in_step, step)) return false;
             for (int j = 0; j < 3; j++)
@@ -629,8 +603,6 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         u64 g0 = a.trace ? global_ns() : 0;
         pk_stamp(a, 4);
 #endif
-        PkPoll poll;
-        const bool pre = pk_poll_first(st, sm, poll);
         PkCursor staged = pk_stage(st, a, nw, bufs);
 #ifndef MOLLA_X_PKMEASURE
         u64 g0 = a.trace ? global_ns() : 0;
@@ -641,7 +613,7 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp_arrive(a);
         pk_stamp_m(a, 5);
         pk_stamp_m(a, 7);
-        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, staged, s, pre, poll)
+        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, staged, s)
                                         : pk_attention(st, a, sm, cs, bufs, s);
         if (!ok) {
             cp_wait<0>();

@@ -271,37 +271,7 @@ __device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
 // computed segment kept it in local memory (a local load for every pair).
 #define PK_SEG(s) ((s) == 0 ? g0 : (s) == 1 ? g1 : g2)
 
-// The first poll of a tagged input, issued before the step stages its weights so that the loads'
-// round trip overlaps the staging (measured: the block that ends a step last spent ~0.7 us
-// staging the next, then ~0.7 us on the poll's round trip): this thread's pairs of the first
-// round (bit u of pend: pair threadIdx.x + u * PK_THREADS) and what the loads return.
-struct PkPoll {
-    uint4 v[8];
-    u32 pend;
-};
-
-// Issues the first round's loads of the segments into p (pk_load_ll then takes them as its first
-// poll). p.pend = 0 stands for "not issued".
-__device__ __forceinline__ void pk_poll_issue(const LlSeg* segs, int nseg, PkPoll& p) {
-    const LlSeg g0 = segs[0], g1 = nseg > 1 ? segs[1] : segs[0], g2 = nseg > 2 ? segs[2] : segs[0];
-    int n0 = segs[0].n >> 1, n1 = nseg > 1 ? segs[1].n >> 1 : 0, n2 = nseg > 2 ? segs[2].n >> 1 : 0;
-    int np = n0 + n1 + n2, i0 = threadIdx.x;
-    p.pend = 0;
-#pragma unroll
-    for (int u = 0; u < 8; u++)
-        if (i0 + u * PK_THREADS < np) p.pend |= 1u << u;
-#pragma unroll
-    for (int u = 0; u < 8; u++) {
-        int s, j;
-        ll_pair(i0 + u * PK_THREADS, n0, n1, s, j);
-        if ((p.pend >> u) & 1) p.v[u] = ld_ll2(PK_SEG(s).src + 2 * j);
-    }
-}
-
-// `pre`: the first round's loads already issued into `first` (pk_poll_issue, the same segments).
-// Inlined, so that `first` stays in registers.
-__device__ __forceinline__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step, bool pre,
-                                           const PkPoll& first) {
+__device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
     const LlSeg g0 = segs[0], g1 = nseg > 1 ? segs[1] : segs[0], g2 = nseg > 2 ? segs[2] : segs[0];
     // The nap read once: the polls' loads clobber memory, so `a.knobs` would be reloaded after each.
     const u32 nap = pk_nap(a);
@@ -316,14 +286,13 @@ __device__ __forceinline__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, i
         for (int u = 0; u < 8; u++)
             if (i0 + u * PK_THREADS < np) pend |= 1u << u;
         u64 t0 = 0;
-        const bool pre0 = pre && i0 == (int)threadIdx.x;
         for (int it = 0; pend; it++) {
             uint4 v[8];
 #pragma unroll
             for (int u = 0; u < 8; u++) {
                 int s, j;
                 ll_pair(i0 + u * PK_THREADS, n0, n1, s, j);
-                if ((pend >> u) & 1) v[u] = it == 0 && pre0 ? first.v[u] : ld_ll2(PK_SEG(s).src + 2 * j);
+                if ((pend >> u) & 1) v[u] = ld_ll2(PK_SEG(s).src + 2 * j);
             }
 #pragma unroll
             for (int u = 0; u < 8; u++) {
