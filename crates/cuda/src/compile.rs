@@ -372,7 +372,10 @@ mod tests {
     #[test]
     fn the_persistent_kernel_compiles_for_a_model_and_its_experiments() {
         if compiles(Program::Persistent(SMOL), &[]) {
-            compiles(Program::Persistent(SMOL), &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL"]);
+            compiles(
+                Program::Persistent(SMOL),
+                &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL"],
+            );
             let packed = PkBuild {
                 packed: true,
                 ..SMOL
