@@ -28,8 +28,18 @@ __device__ __forceinline__ void cp_wait_n(int n) {
     }
 }
 
-// Block b's rows [r0, r1) of a step with `total` rows.
+// Block b's rows [r0, r1) of a step with `total` rows. MOLLA_KDEFS=ROWS32 (experiment): in 32
+// bits when the products fit (the 64-bit division is a called subroutine of ~70 instructions,
+// twice a step).
 __device__ __forceinline__ void pk_rows(int total, int& r0, int& r1) {
+#ifdef MOLLA_X_ROWS32
+    const unsigned b = blockIdx.x, g = gridDim.x;
+    if ((unsigned long long)total * g < (1ull << 32)) {
+        r0 = (int)((unsigned)total * b / g);
+        r1 = (int)((unsigned)total * (b + 1) / g);
+        return;
+    }
+#endif
     r0 = (int)((long long)total * blockIdx.x / gridDim.x);
     r1 = (int)((long long)total * (blockIdx.x + 1) / gridDim.x);
 }
@@ -311,7 +321,11 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         __syncthreads();
     } else if (st.in_ll) {
         LlSeg seg = {(const u64*)st.x, xs, n};
-        if (!pk_load_ll(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
+#ifdef MOLLA_X_LL1
+        if (!pk_load_ll<1>(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
+#else
+        if (!pk_load_ll<0>(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
+#endif
     } else {
         if (!pk_wait(a, st.in_step, step)) return false;
         load_row(st.x, xs, n);
@@ -513,7 +527,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         LlSeg segs[3] = {{(const u64*)src[0] + at[0], rq, hd}, {(const u64*)src[1] + at[1], rk, hd},
                          {(const u64*)src[2] + at[2], rv, hdv}};
         if (st.in_ll) {
-            if (!pk_load_ll(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
+            if (!pk_load_ll<0>(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
         } else {
             if (h == (int)blockIdx.x && !pk_wait(a, st.in_step, step)) return false;
             for (int j = 0; j < 3; j++)
@@ -600,12 +614,12 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         const bool ld = threadIdx.x < W && s + 2 < a.nsteps;
         u32 next2 = ld ? __ldg((const u32*)(a.steps + s + 2) + threadIdx.x) : 0u;
 #ifdef MOLLA_X_PKMEASURE
-        u64 g0 = a.trace ? global_ns() : 0;
+        u64 g0 = PK_TRACING(a) ? global_ns() : 0;
         pk_stamp(a, 4);
 #endif
         PkCursor staged = pk_stage(st, a, nw, bufs);
 #ifndef MOLLA_X_PKMEASURE
-        u64 g0 = a.trace ? global_ns() : 0;
+        u64 g0 = PK_TRACING(a) ? global_ns() : 0;
 #endif
         pk_stamp(a, 0);
         pk_stamp(a, 1);
@@ -624,7 +638,7 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         // The step's end: its chunk buffers, input row and record are free, step s + 2's
         // record is visible.
         __syncthreads();
-        if (a.trace) {
+        if (PK_TRACING(a)) {
             if (threadIdx.x == 0) {
                 u64* t = a.trace + 8 * ((size_t)s * gridDim.x + blockIdx.x);
                 long long c = clock64();

@@ -162,9 +162,18 @@ __shared__ long long pk_stamps[8];
 __shared__ long long pk_stamps[4];
 #endif
 
+// Whether this launch traces (PkArgs::trace). MOLLA_KDEFS=NOTRACE (experiment) leaves the
+// coarse trace's code out of the kernel (the measurement build, PKMEASURE, keeps it): its
+// stamps are ~20 issued instructions a warp and step even when off (predicated).
+#if defined(MOLLA_X_NOTRACE) && !defined(MOLLA_X_PKMEASURE)
+#define PK_TRACING(a) false
+#else
+#define PK_TRACING(a) ((a).trace != nullptr)
+#endif
+
 // Trace stamp k of the current step (thread 0, after a barrier): SM clock cycles.
 __device__ __forceinline__ void pk_stamp(const PkArgs& a, int k) {
-    if (a.trace && threadIdx.x == 0) pk_stamps[k] = clock64();
+    if (PK_TRACING(a) && threadIdx.x == 0) pk_stamps[k] = clock64();
 }
 
 __device__ __forceinline__ u32 ld_relaxed(const u32* p) {
@@ -262,7 +271,14 @@ struct LlSeg {
 };
 
 // Pair i of the segments laid end to end (n0, n1 pairs in the first two): segment s, pair j.
+// NSEG: the segment count when known at compile time (1: no selection at all), else 0.
+template <int NSEG>
 __device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
+    if (NSEG == 1) {
+        s = 0;
+        j = i;
+        return;
+    }
     s = i < n0 ? 0 : i < n0 + n1 ? 1 : 2;
     j = i - (s == 0 ? 0 : s == 1 ? n0 : n0 + n1);
 }
@@ -271,7 +287,11 @@ __device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
 // computed segment kept it in local memory (a local load for every pair).
 #define PK_SEG(s) ((s) == 0 ? g0 : (s) == 1 ? g1 : g2)
 
+// NSEG: the segment count when the caller knows it at compile time (MOLLA_KDEFS=LL1, experiment:
+// a matvec step's input is one segment, so its pairs need no segment selection), else 0.
+template <int NSEG>
 __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
+    if (NSEG) nseg = NSEG;
     const LlSeg g0 = segs[0], g1 = nseg > 1 ? segs[1] : segs[0], g2 = nseg > 2 ? segs[2] : segs[0];
     // The nap read once: the polls' loads clobber memory, so `a.knobs` would be reloaded after each.
     const u32 nap = pk_nap(a);
@@ -291,13 +311,13 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
 #pragma unroll
             for (int u = 0; u < 8; u++) {
                 int s, j;
-                ll_pair(i0 + u * PK_THREADS, n0, n1, s, j);
+                ll_pair<NSEG>(i0 + u * PK_THREADS, n0, n1, s, j);
                 if ((pend >> u) & 1) v[u] = ld_ll2(PK_SEG(s).src + 2 * j);
             }
 #pragma unroll
             for (int u = 0; u < 8; u++) {
                 int s, j;
-                ll_pair(i0 + u * PK_THREADS, n0, n1, s, j);
+                ll_pair<NSEG>(i0 + u * PK_THREADS, n0, n1, s, j);
                 if (((pend >> u) & 1) && v[u].y == tag && v[u].w == tag) {
                     PK_SEG(s).dst[2 * j] = __uint_as_float(v[u].x);
                     PK_SEG(s).dst[2 * j + 1] = __uint_as_float(v[u].z);
