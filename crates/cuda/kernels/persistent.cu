@@ -232,6 +232,14 @@ struct PkCursor {
     int issued;
     int ahead;
     int l2;
+#ifdef MOLLA_X_PKCHUNKS
+    // A packed step's chunks (one a segment, at most three) and where each begins in the
+    // buffers, as pk_stage laid them out, so that pk_matvec does not work them out again
+    // (MOLLA_KDEFS=PKCHUNKS, experiment). Fields, not arrays: a computed index into an array
+    // would put it in local memory.
+    PkChunk ch1, ch2;
+    int off1, off2;
+#endif
 };
 
 // The RMSNorm weights of step st into nw (none for a plain input) as one cp.async group of their
@@ -274,12 +282,26 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* b
     int cur = PK_SKIPS(a, PK_SKIP_ROWS) ? r1 : r0;
     if (PK_PACKED(st)) {
         // All of the rows, one group.
+#ifdef MOLLA_X_PKCHUNKS
+        int dst = 0;
+#pragma unroll
+        for (int i = 0; i < 3; i++) {
+            if (cur >= r1) break;
+            PkChunk c = pk_seg_chunk(st, cur, r1);
+            int bytes = PK_SKIPS(a, PK_SKIP_FETCH) ? pk_chunk_bytes(st, c) : pk_copy(st, c, bufs + dst);
+            if (i == 0) k.first = c;
+            if (i == 1) k.ch1 = c, k.off1 = dst;
+            if (i == 2) k.ch2 = c, k.off2 = dst;
+            dst += bytes;
+        }
+#else
         for (u8* dst = bufs; cur < r1;) {
             PkChunk c = pk_seg_chunk(st, cur, r1);
             if (dst == bufs) k.first = c;
             if (!PK_SKIPS(a, PK_SKIP_FETCH)) pk_copy(st, c, dst);
             dst += pk_chunk_bytes(st, c);
         }
+#endif
         cp_commit();
         k.issued = 1;
         k.ahead = k.l2 = r1;
@@ -423,7 +445,9 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, flo
     }
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const bool packed = PK_PACKED(st);
+#ifndef MOLLA_X_PKCHUNKS
     u8* pbuf = bufs;  // packed: the next chunk's place
+#endif
     for (int k = 0; cur < r1; k++) {
         PkChunk c;
         u8* buf;
@@ -434,15 +458,23 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, flo
             buf = bufs;
             pk_stamp(a, 2);
         } else if (packed) {
+#ifdef MOLLA_X_PKCHUNKS
+            c = k == 1 ? staged.ch1 : staged.ch2;
+            buf = bufs + (k == 1 ? staged.off1 : staged.off2);
+            cur += c.rb - c.ra;
+#else
             c = pk_seg_chunk(st, cur, r1);
             buf = pbuf;
+#endif
         } else {
             c = pk_next_chunk(st, cur, r1, a.chunk);
             cp_wait_n(issued - (k + 1));
             __syncthreads();
             buf = pk_buf(a, bufs, k);
         }
+#ifndef MOLLA_X_PKCHUNKS
         if (packed) pbuf = buf + pk_chunk_bytes(st, c);
+#endif
         // The chunk's constants in registers: stores through y may alias the step list, so the
         // loop does not read the step again.
         const int si = c.seg, cols = st.cols;

@@ -380,6 +380,7 @@ mod tests {
                     "MOLLA_X_LL1",
                     "MOLLA_X_NOTRACE",
                     "MOLLA_X_ROWS32",
+                    "MOLLA_X_PKCHUNKS",
                 ],
             );
             let packed = PkBuild {
