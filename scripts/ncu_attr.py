@@ -8,7 +8,8 @@ This script aligns it, by opcode sequence, with a local `nvdisasm -g` of the sam
 with line information (the same options otherwise, so nearly the same code), and takes each
 instruction's function from there (as scripts/sass_attr.py does). An instruction the alignment
 leaves out counts for the last aligned one before it (most are the poll loops, which the two
-compiles lay out differently).
+compiles lay out differently). Build that SASS from the same kernel source as the profiled binary:
+the functions are looked up by line in the working tree's kernel files.
 
     scripts/cuda-tests profile decode_persistent        (on the GPU machine: ncu-sass.csv.gz)
     LINEINFO=1 PK_PACKED=1 PK_TYMASK=8 PK_SHAPE=64,64,9,3 python3 scripts/nvrtc_check.py --cubin /tmp/k.cubin
@@ -38,20 +39,12 @@ def opcode(text):
 def local_sass(path, kernel):
     """(opcode, function) of each instruction of KERNEL's sections in nvdisasm -g output."""
     defs = sass_attr.definitions()
-
-    def owner(file, line):
-        name = "?"
-        for start, n in defs.get(file, []):
-            if start <= line:
-                name = n
-        return name
-
     out, where, section = [], "?", ""
     for line in open(path):
         if line.startswith("\t.section\t.text."):
             section = line.split(".text.", 1)[1].split(",")[0]
         elif m := re.search(r'//## File "[^"]*/([^"/]+)", line (\d+)', line):
-            where = owner(m.group(1), int(m.group(2)))
+            where = sass_attr.owner(defs, m.group(1), int(m.group(2)))
         elif kernel in section and (m := re.match(r"\s+/\*[0-9a-f]+\*/\s+(.*?);", line)):
             out.append((opcode(m.group(1)), where))
     return out

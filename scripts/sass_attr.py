@@ -29,6 +29,15 @@ def definitions():
     return out
 
 
+def owner(defs, file, line):
+    """The function (of `definitions()`) whose body holds line `line` of kernel file `file`."""
+    name = "?"
+    for start, n in defs.get(file, []):
+        if start <= line:
+            name = n
+    return name
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -36,21 +45,13 @@ def main():
     kernel = sys.argv[2] if len(sys.argv) > 2 else "decode_persistent"
     top = int(sys.argv[3]) if len(sys.argv) > 3 else 40
     defs = definitions()
-
-    def owner(file, line):
-        name = "?"
-        for start, n in defs.get(file, []):
-            if start <= line:
-                name = n
-        return name
-
     counts = collections.Counter()
     where, section = ("?", "?"), ""
     for line in open(sys.argv[1]):
         if line.startswith("\t.section\t.text."):
             section = line.split(".text.", 1)[1].split(",")[0]
         elif m := re.search(r'//## File "[^"]*/([^"/]+)", line (\d+)', line):
-            where = (m.group(1), owner(m.group(1), int(m.group(2))))
+            where = (m.group(1), owner(defs, m.group(1), int(m.group(2))))
         elif kernel in section and re.match(r"\s+/\*[0-9a-f]+\*/\s+\S", line):
             counts[where] += 1
     print(f"{sum(counts.values())} instructions in {kernel}")
