@@ -436,7 +436,9 @@ impl Persistent {
                 "persistent decode: the kernel does not fit on an SM".into(),
             ));
         }
-        let grid = (occ.min(blocks_per_sm_cap()) as usize * gpu.sm_count) as u32;
+        // Blocks an SM: as many as fit, at most `MOLLA_PK_BPS`.
+        let per_sm = occ.min(blocks_per_sm_cap());
+        let grid = (per_sm as usize * gpu.sm_count) as u32;
         // `MOLLA_PK_BLOCKS` caps the grid below that (measurement: fewer blocks contend less on
         // each step's counter but each owns more rows).
         let grid = match env_i32("MOLLA_PK_BLOCKS", 0) {
@@ -458,7 +460,7 @@ impl Persistent {
             .flatten()
             .filter(|p| {
                 p.occupancy_max_active_blocks_per_multiprocessor(PK_THREADS, smem, None)
-                    .is_ok_and(|o| o >= occ.min(blocks_per_sm_cap()))
+                    .is_ok_and(|o| o >= per_sm)
             });
         let packed_build = packed.is_some();
         let f = packed.unwrap_or(f).clone();
