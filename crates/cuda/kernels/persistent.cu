@@ -28,18 +28,16 @@ __device__ __forceinline__ void cp_wait_n(int n) {
     }
 }
 
-// Block b's rows [r0, r1) of a step with `total` rows. MOLLA_KDEFS=ROWS32 (experiment): in 32
-// bits when the products fit (the 64-bit division is a called subroutine of ~70 instructions,
-// twice a step).
+// Block b's rows [r0, r1) of a step with `total` rows: in 32 bits when the products fit (the
+// 64-bit division is a called subroutine of ~70 instructions; measured +1.5% tokens/s on the
+// SmolLM2 and Qwen shapes, session 18).
 __device__ __forceinline__ void pk_rows(int total, int& r0, int& r1) {
-#ifdef MOLLA_X_ROWS32
     const unsigned b = blockIdx.x, g = gridDim.x;
     if ((unsigned long long)total * g < (1ull << 32)) {
         r0 = (int)((unsigned)total * b / g);
         r1 = (int)((unsigned)total * (b + 1) / g);
         return;
     }
-#endif
     r0 = (int)((long long)total * blockIdx.x / gridDim.x);
     r1 = (int)((long long)total * (blockIdx.x + 1) / gridDim.x);
 }
@@ -93,17 +91,6 @@ __device__ __forceinline__ const u8* pk_span(const PkStep& st, int s, int ra, in
     const u8* a0 = (const u8*)((size_t)a & ~(size_t)15);
     n16 = (int)((b - a0 + 15) >> 4);
     return a0;
-}
-
-// Bytes chunk c takes in a chunk buffer (pk_copy's layout).
-__device__ __forceinline__ int pk_chunk_bytes(const PkStep& st, const PkChunk& c) {
-    int total = 0;
-    for (int j = 0; j < (st.pair ? 2 : 1); j++) {
-        int n16;
-        pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
-        total += 16 * n16;
-    }
-    return total;
 }
 
 // Chunk c's copies into buf by the block's threads (no commit); the bytes it takes there.
@@ -232,14 +219,6 @@ struct PkCursor {
     int issued;
     int ahead;
     int l2;
-#ifdef MOLLA_X_PKCHUNKS
-    // A packed step's chunks (one a segment, at most three) and where each begins in the
-    // buffers, as pk_stage laid them out, so that pk_matvec does not work them out again
-    // (MOLLA_KDEFS=PKCHUNKS, experiment). Fields, not arrays: a computed index into an array
-    // would put it in local memory.
-    PkChunk ch1, ch2;
-    int off1, off2;
-#endif
 };
 
 // The RMSNorm weights of step st into nw (none for a plain input) as one cp.async group of their
@@ -264,50 +243,44 @@ __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
 #endif
 
 // Before the input is ready: the RMSNorm weights (pk_stage_norm) and the first chunks of step
-// st, one cp.async group a chunk, then the L2 prefetch of the next a.l2_ahead chunks. Attention steps stage their
-// cached keys and values instead (pk_stage_kv).
-__device__ PkCursor pk_stage(const PkStep& st, const PkArgs& a, float* nw, u8* bufs) {
+// st, one cp.async group a chunk, then the L2 prefetch of the next a.l2_ahead chunks. A packed
+// step copies all of the block's rows as its table entry d says, in one group. Attention steps
+// stage their cached keys and values instead (pk_stage_kv).
+__device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, float* nw, u8* bufs) {
     PkCursor k = {};
     if (st.op == PK_OP_ATTN) {
         if (!PK_SKIPS(a, PK_SKIP_ATTN)) pk_stage_kv(st, a, bufs);
         return k;
     }
     if (st.op != PK_OP_MATVEC) return k;
+    if (PK_PACKED(st)) {
+        // The table's rows and spans: no divisions, no segment walk, no 64-bit address
+        // arithmetic on the step's critical path (session 18).
+        k.r0 = d.r0;
+        k.r1 = d.r1;
+        if (!pk_busy(st, k.r0, k.r1)) return k;
+        pk_stage_norm(st, nw);
+        if (!PK_SKIPS(a, PK_SKIP_ROWS) && !PK_SKIPS(a, PK_SKIP_FETCH)) {
+            const u32 dst = smem_u32(bufs);
+            const int n = d.end[2];
+            for (int i = threadIdx.x; i < n; i += PK_THREADS) {
+                const u8* src = i < d.end[0] ? d.src[0] : i < d.end[1] ? d.src[1] : d.src[2];
+                cp_async16(dst + 16 * i, src + 16 * (size_t)i);
+            }
+        }
+        cp_commit();
+        k.issued = 1;
+        k.ahead = k.l2 = k.r1;
+        return k;
+    }
     int r0, r1;
     pk_rows(st.total, r0, r1);
     k.r0 = r0;
     k.r1 = r1;
     if (!pk_busy(st, r0, r1)) return k;
     pk_stage_norm(st, nw);
-    int cur = PK_SKIPS(a, PK_SKIP_ROWS) ? r1 : r0;
-    if (PK_PACKED(st)) {
-        // All of the rows, one group.
-#ifdef MOLLA_X_PKCHUNKS
-        int dst = 0;
-#pragma unroll
-        for (int i = 0; i < 3; i++) {
-            if (cur >= r1) break;
-            PkChunk c = pk_seg_chunk(st, cur, r1);
-            int bytes = PK_SKIPS(a, PK_SKIP_FETCH) ? pk_chunk_bytes(st, c) : pk_copy(st, c, bufs + dst);
-            if (i == 0) k.first = c;
-            if (i == 1) k.ch1 = c, k.off1 = dst;
-            if (i == 2) k.ch2 = c, k.off2 = dst;
-            dst += bytes;
-        }
-#else
-        for (u8* dst = bufs; cur < r1;) {
-            PkChunk c = pk_seg_chunk(st, cur, r1);
-            if (dst == bufs) k.first = c;
-            if (!PK_SKIPS(a, PK_SKIP_FETCH)) pk_copy(st, c, dst);
-            dst += pk_chunk_bytes(st, c);
-        }
-#endif
-        cp_commit();
-        k.issued = 1;
-        k.ahead = k.l2 = r1;
-        return k;
-    }
 #if !PK_ALL_PACKED
+    int cur = PK_SKIPS(a, PK_SKIP_ROWS) ? r1 : r0;
     for (; k.issued < a.stages && cur < r1; k.issued++) {
         PkChunk c = pk_next_chunk(st, cur, r1, a.chunk);
         if (k.issued == 0) k.first = c;
@@ -342,12 +315,10 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         }
         __syncthreads();
     } else if (st.in_ll) {
+        // One segment known at compile time: no segment selection for each pair of each poll
+        // (measured +2% tokens/s on the SmolLM2 and Qwen shapes, session 18).
         LlSeg seg = {(const u64*)st.x, xs, n};
-#ifdef MOLLA_X_LL1
         if (!pk_load_ll<1>(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
-#else
-        if (!pk_load_ll<0>(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
-#endif
     } else {
         if (!pk_wait(a, st.in_step, step)) return false;
         load_row(st.x, xs, n);
@@ -427,13 +398,13 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
 // reference, a copy in local memory read with a local load for every field used, where inlined
 // code reads the constant bank.
-__device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, u8* bufs,
-                          PkCursor staged, int step) {
+__device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, const PkArgs& a, float* xs, const float* nw,
+                                          float* xraw, u8* bufs, PkCursor staged, int step) {
     const int r0 = staged.r0, r1 = staged.r1;
     if (!pk_busy(st, r0, r1)) return true;
     // pk_stage issued the first chunks and prefetched the next l2_ahead into L2; chunk k + stages
     // goes into chunk k's buffer once chunk k is done, and each such copy prefetches one more
-    // chunk into L2.
+    // chunk into L2. A packed step's chunks all landed in pk_input, where its table entry says.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
     if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
@@ -445,49 +416,46 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkArgs& a, flo
     }
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const bool packed = PK_PACKED(st);
-#ifndef MOLLA_X_PKCHUNKS
-    u8* pbuf = bufs;  // packed: the next chunk's place
-#endif
-    for (int k = 0; cur < r1; k++) {
+    const int nch = packed ? d.nch : 0;
+    for (int k = 0; packed ? k < nch : cur < r1; k++) {
         PkChunk c;
-        u8* buf;
-        if (k == 0) {
-            // Landed in pk_input (packed: with every other chunk).
-            c = staged.first;
-            cur = r0 + (c.rb - c.ra);
+        u8 *buf, *row0, *row1;
+        if (packed) {
+            c.seg = d.seg[k];
+            c.ra = d.ra[k];
+            c.rb = d.rb[k];
             buf = bufs;
-            pk_stamp(a, 2);
-        } else if (packed) {
-#ifdef MOLLA_X_PKCHUNKS
-            c = k == 1 ? staged.ch1 : staged.ch2;
-            buf = bufs + (k == 1 ? staged.off1 : staged.off2);
-            cur += c.rb - c.ra;
-#else
-            c = pk_seg_chunk(st, cur, r1);
-            buf = pbuf;
-#endif
+            row0 = bufs + d.row0[k];
+            row1 = bufs + d.row1;
         } else {
-            c = pk_next_chunk(st, cur, r1, a.chunk);
-            cp_wait_n(issued - (k + 1));
-            __syncthreads();
-            buf = pk_buf(a, bufs, k);
+            if (k == 0) {
+                // Landed in pk_input.
+                c = staged.first;
+                cur = r0 + (c.rb - c.ra);
+                buf = bufs;
+            } else {
+                c = pk_next_chunk(st, cur, r1, a.chunk);
+                cp_wait_n(issued - (k + 1));
+                __syncthreads();
+                buf = pk_buf(a, bufs, k);
+            }
+            row0 = (u8*)pk_row(st, c, buf, 0, c.ra);
+            row1 = st.pair ? (u8*)pk_row(st, c, buf, 1, c.ra) : row0;
         }
-#ifndef MOLLA_X_PKCHUNKS
-        if (packed) pbuf = buf + pk_chunk_bytes(st, c);
-#endif
+        if (k == 0) pk_stamp(a, 2);
         // The chunk's constants in registers: stores through y may alias the step list, so the
         // loop does not read the step again.
         const int si = c.seg, cols = st.cols;
         const int ty0 = st.ty[si], ty1 = st.ty[1];
         const size_t rb0 = (size_t)st.row_bytes[si], rb1 = (size_t)st.row_bytes[1];
-        const u8* base0 = pk_row(st, c, buf, 0, c.ra);
+        const u8* base0 = row0;
         float* y = st.y[si];
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
             pk_skip_chunk(st, c, xraw, tag);
         } else if (st.pair) {
             // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
             // type).
-            const u8* base1 = pk_row(st, c, buf, 1, c.ra);
+            const u8* base1 = row1;
             for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
                 float gu[2];
@@ -633,23 +601,31 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
     // stored into its slot as step s ends, so no step waits on its own record. That slot held
     // step s - 2's, which every thread finished with before the barrier that ended step s - 1;
     // the barrier ending step s makes the new record visible.
+    // The block's table entries (PkBlk) ride in a ring beside them, loaded by threads W .. W + WB.
     __shared__ PkStep sts[4];
-    constexpr int W = (int)(sizeof(PkStep) / 4);
+    __shared__ PkBlk blks[4];
+    constexpr int W = (int)(sizeof(PkStep) / 4), WB = (int)(sizeof(PkBlk) / 4);
+    static_assert(W + WB <= PK_THREADS, "a step record and a table entry: a word a thread");
+    const int tb = (int)threadIdx.x - W;  // this thread's word of a table entry, if 0 <= tb < WB
     // cos, sin of every rotated pair at this position, as rope_pair computes them.
     __shared__ float cs[256];
     for (int i = threadIdx.x; i < (a.n_rot >> 1); i += PK_THREADS) rope_cs(i, a.pos, a.freqs, cs[2 * i], cs[2 * i + 1]);
     for (int j = 0; j < 2 && j < a.nsteps; j++)
         if (threadIdx.x < W) ((u32*)&sts[j])[threadIdx.x] = __ldg((const u32*)(a.steps + j) + threadIdx.x);
+        else if (tb < WB) ((u32*)&blks[j])[tb] = __ldg((const u32*)(a.blks + (size_t)j * gridDim.x + blockIdx.x) + tb);
     __syncthreads();
     for (int s = 0; s < a.nsteps; s++) {
         const PkStep& st = sts[s & 3];
-        const bool ld = threadIdx.x < W && s + 2 < a.nsteps;
-        u32 next2 = ld ? __ldg((const u32*)(a.steps + s + 2) + threadIdx.x) : 0u;
+        const PkBlk& d = blks[s & 3];
+        const bool ld = (int)threadIdx.x < W + WB && s + 2 < a.nsteps;
+        const u32* from = (int)threadIdx.x < W ? (const u32*)(a.steps + s + 2) + threadIdx.x
+                                               : (const u32*)(a.blks + (size_t)(s + 2) * gridDim.x + blockIdx.x) + tb;
+        u32 next2 = ld ? __ldg(from) : 0u;
 #ifdef MOLLA_X_PKMEASURE
         u64 g0 = PK_TRACING(a) ? global_ns() : 0;
         pk_stamp(a, 4);
 #endif
-        PkCursor staged = pk_stage(st, a, nw, bufs);
+        PkCursor staged = pk_stage(st, d, a, nw, bufs);
 #ifndef MOLLA_X_PKMEASURE
         u64 g0 = PK_TRACING(a) ? global_ns() : 0;
 #endif
@@ -659,14 +635,17 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp_arrive(a);
         pk_stamp_m(a, 5);
         pk_stamp_m(a, 7);
-        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, a, sm, nw, xraw, bufs, staged, s)
+        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, d, a, sm, nw, xraw, bufs, staged, s)
                                         : pk_attention(st, a, sm, cs, bufs, s);
         if (!ok) {
             cp_wait<0>();
             return;
         }
         if (st.arrive) pk_arrive(a.counters + s);
-        if (ld) ((u32*)&sts[(s + 2) & 3])[threadIdx.x] = next2;
+        if (ld) {
+            if ((int)threadIdx.x < W) ((u32*)&sts[(s + 2) & 3])[threadIdx.x] = next2;
+            else ((u32*)&blks[(s + 2) & 3])[tb] = next2;
+        }
         // The step's end: its chunk buffers, input row and record are free, step s + 2's
         // record is visible.
         __syncthreads();

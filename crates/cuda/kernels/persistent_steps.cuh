@@ -115,8 +115,29 @@ struct PkStep {
                    // segment, as the step begins (one cp.async group)
 };
 
+// A block's share of a packed matvec step (PkStep::packed), worked out once on the host
+// (crates/cuda/src/persistent/blocks.rs) as pk_rows, pk_seg_chunk, pk_span and pk_row would on
+// every step: its rows, the spans of global memory its copy reads, and where its chunks land.
+// Table PkArgs::blks, step-major (step s, block b at s * gridDim.x + b); zero for other steps.
+struct PkBlk {
+    // The block's copy is its spans back to back from the chunk buffers' start, in 16-byte
+    // units: unit i (< end[2]) is span k's (the first k with i < end[k]) and reads src[k] + 16 i
+    // (src[k]: the span's 16-byte-aligned start less 16 times the units before it).
+    const u8* src[3];
+    int end[3];
+    int r0, r1;    // the block's rows of the step
+    int nch;       // chunks: one a segment with rows (pair steps: one, both matrices)
+    int seg[3];    // chunk k: segment, rows [ra, rb) of it
+    int ra[3];
+    int rb[3];
+    int row0[3];   // byte offset in the buffers of chunk k's row ra (at its address mod 16)
+    int row1;      // pair steps: the byte offset of the second matrix's row ra
+    int pad[3];
+};
+
 struct PkArgs {
     const PkStep* steps;
+    const PkBlk* blks;
     u32* err;
     const double* freqs;
     u64* trace;    // measurement, or null: per step and block, 8 words: global-timer ns when the
@@ -162,13 +183,14 @@ __shared__ long long pk_stamps[8];
 __shared__ long long pk_stamps[4];
 #endif
 
-// Whether this launch traces (PkArgs::trace). MOLLA_KDEFS=NOTRACE (experiment) leaves the
-// coarse trace's code out of the kernel (the measurement build, PKMEASURE, keeps it): its
-// stamps are ~20 issued instructions a warp and step even when off (predicated).
-#if defined(MOLLA_X_NOTRACE) && !defined(MOLLA_X_PKMEASURE)
-#define PK_TRACING(a) false
-#else
+// Whether this launch traces (PkArgs::trace): only the measurement build (PKMEASURE) has the
+// trace's code, whose stamps are ~20 issued instructions a warp and step even when off
+// (predicated; the four session 17 experiments together measured +9% tokens/s on the SmolLM2
+// Q4_1 shape with them left out, session 18).
+#ifdef MOLLA_X_PKMEASURE
 #define PK_TRACING(a) ((a).trace != nullptr)
+#else
+#define PK_TRACING(a) false
 #endif
 
 // Trace stamp k of the current step (thread 0, after a barrier): SM clock cycles.
@@ -287,8 +309,8 @@ __device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
 // computed segment kept it in local memory (a local load for every pair).
 #define PK_SEG(s) ((s) == 0 ? g0 : (s) == 1 ? g1 : g2)
 
-// NSEG: the segment count when the caller knows it at compile time (MOLLA_KDEFS=LL1, experiment:
-// a matvec step's input is one segment, so its pairs need no segment selection), else 0.
+// NSEG: the segment count when the caller knows it at compile time (1 for a matvec step's input,
+// so its pairs need no segment selection), else 0.
 template <int NSEG>
 __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
     if (NSEG) nseg = NSEG;

@@ -374,14 +374,7 @@ mod tests {
         if compiles(Program::Persistent(SMOL), &[]) {
             compiles(
                 Program::Persistent(SMOL),
-                &[
-                    "MOLLA_X_PKMEASURE",
-                    "MOLLA_X_LLVOL",
-                    "MOLLA_X_LL1",
-                    "MOLLA_X_NOTRACE",
-                    "MOLLA_X_ROWS32",
-                    "MOLLA_X_PKCHUNKS",
-                ],
+                &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL"],
             );
             let packed = PkBuild {
                 packed: true,

@@ -87,12 +87,14 @@ pub struct CudaModel {
     cache_f32: AtomicBool,
     /// Why the persistent kernel is off (set once it was tried and failed).
     persistent_off: Mutex<Option<String>>,
-    /// With `MOLLA_PK_TRACE=1`: the last persistent step's trace (see `persistent_trace`).
+    /// With `MOLLA_PK_TRACE=1` (and `MOLLA_KDEFS=PKMEASURE`): the last persistent step's trace (see `persistent_trace`).
     pk_trace: Mutex<Option<crate::persistent::Trace>>,
     /// Blocks of the last persistent launch grid built.
     pk_grid: std::sync::atomic::AtomicU32,
     /// Whether the last persistent kernel chosen is the one built for packed steps only.
     pk_packed: AtomicBool,
+    /// Whether the last persistent step list chosen runs the head after the kernel.
+    pk_head_out: AtomicBool,
     /// Positions from which decode leaves the persistent kernel for the graph path, whose
     /// attention splits over several blocks a head (see `set_persistent_max_pos`).
     pk_max_pos: std::sync::atomic::AtomicUsize,
@@ -225,6 +227,7 @@ impl CudaModel {
             blas: Mutex::new(BlasState::Untried),
             pk_grid: std::sync::atomic::AtomicU32::new(0),
             pk_packed: AtomicBool::new(false),
+            pk_head_out: AtomicBool::new(false),
             pk_max_pos: std::sync::atomic::AtomicUsize::new(
                 std::env::var("MOLLA_PK_MAX_POS")
                     .ok()
@@ -308,7 +311,7 @@ impl CudaModel {
                 String::new()
             };
             if grid > 0 {
-                let head = if self.head_outside() {
+                let head = if self.pk_head_out.load(Ordering::Relaxed) {
                     ", head on matvec_wide"
                 } else {
                     ""

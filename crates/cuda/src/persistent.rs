@@ -6,6 +6,7 @@ use crate::error::{CudaError, Result, drv};
 use crate::launch::{self, Heads, Out, WeightRef};
 use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
+mod blocks;
 mod config;
 use config::{
     blocks_per_sm_cap, chunk_bytes, env_i32, l2_ahead, mark_packed, skip_knobs, stages, types_in,
@@ -67,6 +68,7 @@ unsafe impl DeviceRepr for PkStep {}
 #[derive(Clone, Copy, Debug, Default)]
 struct PkArgs {
     steps: u64,
+    blks: u64,
     err: u64,
     freqs: u64,
     trace: u64,
@@ -318,7 +320,8 @@ impl Steps {
     }
 }
 
-/// A persistent decode step's timing, for measurements (`MOLLA_PK_TRACE=1`).
+/// A persistent decode step's timing, for measurements (`MOLLA_PK_TRACE=1` with
+/// `MOLLA_KDEFS=PKMEASURE`).
 #[derive(Clone, Debug)]
 pub struct Trace {
     /// Blocks of the launch.
@@ -346,6 +349,8 @@ pub(crate) struct Persistent {
     f: CudaFunction,
     packed_build: bool,
     steps: CudaSlice<PkStep>,
+    /// Each block's share of each packed matvec step (persistent/blocks.rs).
+    blks: CudaSlice<blocks::PkBlk>,
     /// The tagged buffers the steps pass values through (x, q, k, v, attention out, gate).
     ll: CudaSlice<u64>,
     /// Per step: blocks done with it, for steps with plain outputs.
@@ -464,7 +469,9 @@ impl Persistent {
             });
         let packed_build = packed.is_some();
         let f = packed.unwrap_or(f).clone();
-        let trace = if env_i32("MOLLA_PK_TRACE", 0) != 0 {
+        // Only the measurement build (`MOLLA_KDEFS=PKMEASURE`) has the trace's code.
+        let trace = if env_i32("MOLLA_PK_TRACE", 0) != 0 && crate::compile::experiment("PKMEASURE")
+        {
             Some(gpu.zeros(8 * steps.list.len() * grid as usize)?)
         } else {
             None
@@ -476,6 +483,7 @@ impl Persistent {
             ops: steps.list.iter().map(|s| s.op).collect(),
             ll,
             counters: gpu.zeros(steps.list.len())?,
+            blks: gpu.upload(&blocks::table(&steps.list, grid as usize))?,
             steps: gpu.upload(&steps.list)?,
             nsteps: steps.list.len(),
             epoch: 0,
@@ -547,6 +555,7 @@ impl Persistent {
         self.epoch += 1;
         let a = PkArgs {
             steps: gpu.ptr(&self.steps),
+            blks: gpu.ptr(&self.blks),
             err,
             freqs,
             nsteps: self.nsteps as i32,
@@ -756,12 +765,12 @@ mod tests {
         assert_eq!(std::mem::offset_of!(PkStep, out_ll), 240);
         assert_eq!(std::mem::offset_of!(PkStep, arrive), 248);
         assert_eq!(size_of::<PkStep>(), 256);
-        assert_eq!(std::mem::offset_of!(PkArgs, counters), 32);
-        assert_eq!(std::mem::offset_of!(PkArgs, nsteps), 40);
-        assert_eq!(std::mem::offset_of!(PkArgs, epoch), 56);
-        assert_eq!(std::mem::offset_of!(PkArgs, scale), 84);
-        assert_eq!(std::mem::offset_of!(PkArgs, xq_off), 108);
-        assert_eq!(std::mem::offset_of!(PkArgs, l2_ahead), 116);
-        assert_eq!(size_of::<PkArgs>(), 120);
+        assert_eq!(std::mem::offset_of!(PkArgs, counters), 40);
+        assert_eq!(std::mem::offset_of!(PkArgs, nsteps), 48);
+        assert_eq!(std::mem::offset_of!(PkArgs, epoch), 64);
+        assert_eq!(std::mem::offset_of!(PkArgs, scale), 92);
+        assert_eq!(std::mem::offset_of!(PkArgs, xq_off), 116);
+        assert_eq!(std::mem::offset_of!(PkArgs, l2_ahead), 124);
+        assert_eq!(size_of::<PkArgs>(), 128);
     }
 }

@@ -12,7 +12,7 @@ use cudarc::driver::CudaSlice;
 use std::sync::atomic::Ordering;
 
 impl CudaModel {
-    /// With `MOLLA_PK_TRACE=1` set at cache creation: the last persistent decode step's timing.
+    /// With `MOLLA_PK_TRACE=1` (and `MOLLA_KDEFS=PKMEASURE`) set at cache creation: the last persistent decode step's timing.
     pub fn persistent_trace(&self) -> Option<crate::persistent::Trace> {
         self.pk_trace
             .lock()
@@ -44,6 +44,8 @@ impl CudaModel {
                 Ok(pk) => {
                     self.pk_grid.store(pk.grid(), Ordering::Relaxed);
                     self.pk_packed.store(pk.packed_build(), Ordering::Relaxed);
+                    self.pk_head_out
+                        .store(pk.head_x.is_some(), Ordering::Relaxed);
                     kv.pk = Some(pk);
                 }
                 Err(e) => {
@@ -105,10 +107,40 @@ impl CudaModel {
         }
     }
 
+    /// The persistent kernel for `kv`, with the head inside it or after it (`MOLLA_PK_HEAD`, see
+    /// [`HeadPolicy`]).
+    fn build_persistent(&self, kv: &CudaKvCache) -> Result<Persistent> {
+        let w = self.output();
+        let can_go_out = launch::is_q16(w.ty) && self.hp.n_embd.is_multiple_of(32);
+        match head_policy() {
+            HeadPolicy::Wide => self.build_persistent_with(kv, can_go_out),
+            HeadPolicy::Kernel => self.build_persistent_with(kv, false),
+            HeadPolicy::Auto if can_go_out && w.rows * w.row_bytes >= HEAD_OUTSIDE_BYTES => {
+                self.build_persistent_with(kv, true)
+            }
+            HeadPolicy::Auto => {
+                let inside = self.build_persistent_with(kv, false)?;
+                if inside.packed_build() || !can_go_out {
+                    return Ok(inside);
+                }
+                // A head too big to pack (SmolLM2's 49152-row Q8_0 head) keeps the whole list
+                // from the kernel built for packed steps; after the kernel, it lets the rest
+                // take it (SmolLM2 Q8_0 shape: +1%, session 18).
+                let outside = self.build_persistent_with(kv, true)?;
+                Ok(if outside.packed_build() {
+                    outside
+                } else {
+                    inside
+                })
+            }
+        }
+    }
+
     /// The persistent kernel's step list for `kv`: per layer q/k/v (RMSNorm in the input, the
     /// embedding lookup too in the first layer), rope + cache store + attention, wo (+= x),
-    /// gate/up with SwiGLU, down (+= x); then the head.
-    fn build_persistent(&self, kv: &CudaKvCache) -> Result<Persistent> {
+    /// gate/up with SwiGLU, down (+= x); then the head, unless `outside` (then the caller runs
+    /// it after the kernel, on `matvec_wide`).
+    fn build_persistent_with(&self, kv: &CudaKvCache, outside: bool) -> Result<Persistent> {
         let (g, hp, s) = (&self.gpu, &self.hp, &kv.decode);
         if self.layers.is_empty() {
             return Err(CudaError::Unsupported("a model without layers".into()));
@@ -173,9 +205,8 @@ impl CudaModel {
             st.residual(&out(&l.w_down, x, 0, true), hp.n_ff, Input::Plain(gate));
         }
         let head = self.head_out(logits);
-        // A large head runs after the kernel, at four blocks an SM (matvec_wide) instead of the
-        // kernel's one (head_outside).
-        let outside = self.head_outside();
+        // A head after the kernel runs at four blocks an SM (matvec_wide) instead of the
+        // kernel's one.
         if !outside {
             st.matvec_plain(
                 &[head],
@@ -187,20 +218,6 @@ impl CudaModel {
         let mut pk = Persistent::new(g, st, ll, &self.heads)?;
         pk.head_x = outside.then_some((x, tagged));
         Ok(pk)
-    }
-
-    /// Whether the persistent path runs the head after the kernel (a head `matvec_wide` reads, of
-    /// [`HEAD_OUTSIDE_BYTES`] or more, or any size with `MOLLA_PK_HEAD=wide`; never with
-    /// `MOLLA_PK_HEAD=kernel`).
-    pub(super) fn head_outside(&self) -> bool {
-        let w = self.output();
-        let bytes = w.rows * w.row_bytes;
-        let wanted = match head_policy() {
-            HeadPolicy::Wide => true,
-            HeadPolicy::Kernel => false,
-            HeadPolicy::Auto => bytes >= HEAD_OUTSIDE_BYTES,
-        };
-        wanted && launch::is_q16(w.ty) && self.hp.n_embd.is_multiple_of(32)
     }
 
     /// The head's matvec into `logits`.
@@ -219,10 +236,12 @@ impl CudaModel {
 /// head 1190 / 1213; SmolLM2's 30 MB Q8_0 head 1292 / 1287 (Q8_0 file), 1316 / 1318 (Q4_1).
 const HEAD_OUTSIDE_BYTES: usize = 64 << 20;
 
-/// Where the persistent path runs the head.
+/// Where the persistent path runs the head (a q16 head over a multiple of 32 columns can go
+/// after the kernel; others stay in it).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum HeadPolicy {
-    /// After the kernel when it is large (the default).
+    /// After the kernel when it is large ([`HEAD_OUTSIDE_BYTES`]), or when it alone keeps the
+    /// step list from the kernel built for packed steps (the default).
     Auto,
     /// Always after the kernel (`MOLLA_PK_HEAD=wide`).
     Wide,
