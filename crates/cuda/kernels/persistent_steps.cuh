@@ -283,9 +283,9 @@ __device__ __forceinline__ void st_ll(u64* p, float v, u32 tag) {
     asm volatile(PK_LL_ST " [%0], {%1, %2};" ::"l"(p), "r"(__float_as_uint(v)), "r"(tag) : "memory");
 }
 
-// Up to three tagged vectors (each of even length, 16-byte aligned) into shared memory, once every
-// value carries `tag`: eight 16-byte loads a thread in flight, then a poll of the pairs that were
-// not ready. All threads call it; it ends with a barrier. False when the kernel must stop.
+// Up to three tagged vectors (each of even length, 16-byte aligned) are loaded into shared memory
+// once every value carries the tag the reader waits for: eight 16-byte loads a thread in flight,
+// then a poll of the pairs that were not ready (pk_poll_ll, pk_load_ll). One vector:
 struct LlSeg {
     const u64* src;
     float* dst;
@@ -309,37 +309,42 @@ __device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
 // computed segment kept it in local memory (a local load for every pair).
 #define PK_SEG(s) ((s) == 0 ? g0 : (s) == 1 ? g1 : g2)
 
-// NSEG: the segment count when the caller knows it at compile time (1 for a matvec step's input,
-// so its pairs need no segment selection), else 0.
+// Pair u (< 8) of the round of pairs starting at rb for this thread: rb + t + 256 u.
+__device__ __forceinline__ int ll_index(int rb, int u) { return rb + (int)threadIdx.x + u * PK_THREADS; }
+
+// Polls the segments' pairs until each carries `tag` and stores the values (pk_load_ll without
+// its barrier; ll_index says which pairs a thread takes). NSEG: the segment count when the
+// caller knows it at compile time (1 for a matvec step's input, so its pairs need no segment
+// selection), else 0. False when the kernel must stop.
 template <int NSEG>
-__device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
+__device__ bool pk_poll_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
     if (NSEG) nseg = NSEG;
     const LlSeg g0 = segs[0], g1 = nseg > 1 ? segs[1] : segs[0], g2 = nseg > 2 ? segs[2] : segs[0];
     // The nap read once: the polls' loads clobber memory, so `a.knobs` would be reloaded after each.
     const u32 nap = pk_nap(a);
     int n0 = segs[0].n >> 1, n1 = nseg > 1 ? segs[1].n >> 1 : 0, n2 = nseg > 2 ? segs[2].n >> 1 : 0;
     int np = n0 + n1 + n2, ok = 1;
-    for (int i0 = threadIdx.x; i0 < np && ok; i0 += 8 * PK_THREADS) {
-        // The pairs of this round still without their tag (bit u: pair i0 + u * PK_THREADS). Each
+    for (int rb = 0; rb < np && ok; rb += 8 * PK_THREADS) {
+        // The pairs of this round still without their tag (bit u: pair ll_index(rb, u)). Each
         // poll reloads all of them at once, so a thread waits about one round trip after the
         // last of its pairs was written, not one a pair.
         u32 pend = 0;
 #pragma unroll
         for (int u = 0; u < 8; u++)
-            if (i0 + u * PK_THREADS < np) pend |= 1u << u;
+            if (ll_index(rb, u) < np) pend |= 1u << u;
         u64 t0 = 0;
         for (int it = 0; pend; it++) {
             uint4 v[8];
 #pragma unroll
             for (int u = 0; u < 8; u++) {
                 int s, j;
-                ll_pair<NSEG>(i0 + u * PK_THREADS, n0, n1, s, j);
+                ll_pair<NSEG>(ll_index(rb, u), n0, n1, s, j);
                 if ((pend >> u) & 1) v[u] = ld_ll2(PK_SEG(s).src + 2 * j);
             }
 #pragma unroll
             for (int u = 0; u < 8; u++) {
                 int s, j;
-                ll_pair<NSEG>(i0 + u * PK_THREADS, n0, n1, s, j);
+                ll_pair<NSEG>(ll_index(rb, u), n0, n1, s, j);
                 if (((pend >> u) & 1) && v[u].y == tag && v[u].w == tag) {
                     PK_SEG(s).dst[2 * j] = __uint_as_float(v[u].x);
                     PK_SEG(s).dst[2 * j + 1] = __uint_as_float(v[u].z);
@@ -354,6 +359,14 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
             }
         }
     }
+    return ok != 0;
+}
+
+// Up to three tagged vectors into shared memory (pk_poll_ll, spread), then a barrier. False when
+// the kernel must stop.
+template <int NSEG>
+__device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
+    bool ok = pk_poll_ll<NSEG>(a, segs, nseg, tag, step);
     return __syncthreads_and(ok) != 0;
 }
 #undef PK_SEG
