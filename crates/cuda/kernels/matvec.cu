@@ -128,56 +128,11 @@ __device__ __forceinline__ float rms_scale_unsynced(const float* x, int n, float
     return (float)(1.0 / sqrt(t / n + (double)eps));
 }
 
-#ifdef MOLLA_X_RMSSPREAD
-// Experiment (MOLLA_KDEFS=RMSSPREAD, in every program alike): RMSNorm's f64 sum in the order of
-// the persistent kernel's tagged poll, so that each of its threads sums the values it polled
-// with no barrier between: 256 virtual threads, virtual thread v adding (fma, in order) the
-// values 2p and 2p + 1 of its pairs p = v, v + 256, v + 512, ...; then a butterfly over each
-// virtual warp of 32 and the eight warps' sums in order.
-__device__ __forceinline__ double rms_part_spread(const float* x, int n, int v) {
-    double ss = 0.0;
-    for (int i = 2 * v; i < n; i += 512) {
-        double d0 = x[i];
-        ss = fma(d0, d0, ss);
-        if (i + 1 < n) {
-            double d1 = x[i + 1];
-            ss = fma(d1, d1, ss);
-        }
-    }
-    return ss;
-}
-
-__device__ __forceinline__ double warp_sum_f64(double ss) {
-    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-    return ss;
-}
-
-// 1 / sqrt(mean(x^2) + eps) from the eight virtual warps' sums.
-__device__ __forceinline__ float rms_finish(const double* red, int n, float eps) {
-    double t = 0.0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) t += red[i];
-    return (float)(1.0 / sqrt(t / n + (double)eps));
-}
-
-__device__ float rms_scale(const float* x, int n, float eps, int) {
-    __shared__ double red8[8];
-    for (int v = threadIdx.x; v < 256; v += blockDim.x) {
-        double ss = warp_sum_f64(rms_part_spread(x, n, v));
-        if ((v & 31) == 0) red8[v >> 5] = ss;
-    }
-    __syncthreads();
-    float scale = rms_finish(red8, n, eps);
-    __syncthreads();
-    return scale;
-}
-#else
 __device__ float rms_scale(const float* x, int n, float eps, int nt) {
     float scale = rms_scale_unsynced(x, n, eps, nt);
     __syncthreads();  // red is reused by the next call
     return scale;
 }
-#endif
 
 // silu(g) * u, as every SwiGLU in the CUDA backend computes it.
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }

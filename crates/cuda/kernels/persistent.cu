@@ -303,12 +303,6 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
 __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int after_norm,
                          u8* xq, int step) {
     int n = st.cols;
-#ifdef MOLLA_X_RMSSPREAD
-    // Experiment: a tagged RMSNorm input's sum from each thread's own polled values
-    // (rms_part_spread), before the poll's barrier, so that the sum needs none of its own.
-    __shared__ double red8[8];
-    const bool early = st.in_ll && st.prep == PK_PREP_RMSNORM && !PK_SKIPS(a, PK_SKIP_PREP);
-#endif
     if (st.prep == PK_PREP_EMBED_RMSNORM) {
         if (a.token < (u32)st.emb_rows) {
             const u8* row = st.emb + (size_t)a.token * st.emb_row_bytes;
@@ -324,17 +318,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         // One segment known at compile time: no segment selection for each pair of each poll
         // (measured +2% tokens/s on the SmolLM2 and Qwen shapes, session 18).
         LlSeg seg = {(const u64*)st.x, xs, n};
-#ifdef MOLLA_X_RMSSPREAD
-        bool ok = pk_poll_ll<1>(a, &seg, 1, pk_tag(a, st.in_step), step);
-        if (early) {
-            cp_wait_n(after_norm);
-            double ss = warp_sum_f64(rms_part_spread(xs, n, threadIdx.x));
-            if ((threadIdx.x & 31) == 0) red8[threadIdx.x >> 5] = ss;
-        }
-        if (!__syncthreads_and(ok)) return false;
-#else
         if (!pk_load_ll<1>(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
-#endif
     } else {
         if (!pk_wait(a, st.in_step, step)) return false;
         load_row(st.x, xs, n);
@@ -347,16 +331,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         // This thread's copies of the norm weights (issued as the step began), published to the
         // block by the sum's barrier (its last: the next call is steps and barriers away).
         cp_wait_n(after_norm);
-#ifdef MOLLA_X_RMSSPREAD
-        float scale;
-        if (early) {
-            scale = rms_finish(red8, n, st.eps);
-        } else {
-            scale = rms_scale(xs, n, st.eps, PK_THREADS);  // the same order, from xs
-        }
-#else
         float scale = rms_scale_unsynced(xs, n, st.eps, PK_NORM_THREADS);
-#endif
         pk_stamp_m(a, 5);
         // Normalised (v * scale * w, as the graph path's preparation) and quantized in one pass.
         quantize_q16_norm(xs, n, xq, scale, nw, xraw);

@@ -360,10 +360,7 @@ mod tests {
     #[test]
     fn the_main_program_compiles() {
         if compiles(Program::Main, &[]) {
-            compiles(
-                Program::Main,
-                &["MOLLA_PDL", "MOLLA_X_Q6FILE", "MOLLA_X_RMSSPREAD"],
-            );
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_Q6FILE"]);
         }
     }
 
@@ -377,7 +374,7 @@ mod tests {
         if compiles(Program::Persistent(SMOL), &[]) {
             compiles(
                 Program::Persistent(SMOL),
-                &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL", "MOLLA_X_RMSSPREAD"],
+                &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL"],
             );
             let packed = PkBuild {
                 packed: true,
