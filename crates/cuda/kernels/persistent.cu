@@ -334,9 +334,9 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         float scale = rms_scale_unsynced(xs, n, st.eps, PK_NORM_THREADS);
         pk_stamp_m(a, 5);
         // Normalised (v * scale * w, as the graph path's preparation) and quantized in one pass.
-        quantize_q16_norm(xs, n, xq, scale, nw, xraw);
+        quantize_q16_norm<PK_THREADS>(xs, n, xq, scale, nw, xraw);
     } else {
-        quantize_q16_unsynced(xs, n, xq);
+        quantize_q16_unsynced<PK_THREADS>(xs, n, xq);
     }
     // The first chunk's copies (pk_matvec reads it after this barrier without another).
     cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
@@ -481,7 +481,8 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 float acc[2];
                 pk_rows_dotn(2, ty0, w2, nr, acc);
                 acc[0] = warp_sum(acc[0]);
-                acc[1] = warp_sum(acc[1]);
+                // (nr is the warp's: a step of at most one row a warp skips the second sum.)
+                if (nr > 1) acc[1] = warp_sum(acc[1]);
                 if (lane < nr) {
                     int rr = r + lane;
                     float v = lane == 0 ? acc[0] : acc[1];

@@ -95,11 +95,12 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
 // The trips of a row's quantization: four threads a block of 32, eight values each, which
 // load(i, live, v) gives (values i .. i+8; live: the block is in the row). Every thread takes
 // every trip (the shuffles need whole warps); past the end it computes on block 0 and stores
-// nothing. No barrier: the caller's makes the row visible to the block.
-template <class Load>
+// nothing. No barrier: the caller's makes the row visible to the block. NT: the block's threads
+// when known at compile time (the persistent kernel: no division by a run-time count), else 0.
+template <int NT, class Load>
 __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
     int nb = cols >> 5, part = threadIdx.x & 3;
-    int per = blockDim.x >> 2, trips = (nb + per - 1) / per;
+    int per = NT ? NT >> 2 : (int)(blockDim.x >> 2), trips = (nb + per - 1) / per;
     for (int it = 0; it < trips; it++) {
         int b0 = it * per + (threadIdx.x >> 2);
         bool live = b0 < nb;
@@ -113,8 +114,9 @@ __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
 // Quantizes xs[0..cols) (whole blocks of 32) into the Xq at `base` (two 16-byte loads, one
 // 16-byte store a thread); no barrier (quantize_q16 adds it). The same bits as
 // Q16Acts::quantize for q and dx; sx is summed in a different order.
+template <int NT = 0>
 __device__ __forceinline__ void quantize_q16_unsynced(const float* xs, int cols, u8* base) {
-    quantize_trips(cols, base, [&](int i, bool, float* v) {
+    quantize_trips<NT>(cols, base, [&](int i, bool, float* v) {
         const float4* src = (const float4*)(xs + i);
         float4 va = src[0], vb = src[1];
         v[0] = va.x, v[1] = va.y, v[2] = va.z, v[3] = va.w, v[4] = vb.x, v[5] = vb.y, v[6] = vb.z, v[7] = vb.w;
@@ -130,8 +132,9 @@ __device__ void quantize_q16(const float* xs, int cols, u8* base) {
 // quantize_q16 of the RMS-normalised row: each value v of xs becomes v * scale * w[i] (the
 // graph path's preparation, the same bits) before it is quantized, in the same pass; the raw
 // values go to raw, the normalised ones back to xs. No barrier: the caller's.
+template <int NT>
 __device__ void quantize_q16_norm(float* xs, int cols, u8* base, float scale, const float* w, float* raw) {
-    quantize_trips(cols, base, [&](int i0, bool live, float* v) {
+    quantize_trips<NT>(cols, base, [&](int i0, bool live, float* v) {
         float4 va = ((const float4*)(xs + i0))[0], vb = ((const float4*)(xs + i0))[1];
         float4 wa = ((const float4*)(w + i0))[0], wb = ((const float4*)(w + i0))[1];
         float r[8] = {va.x, va.y, va.z, va.w, vb.x, vb.y, vb.z, vb.w};
