@@ -196,13 +196,27 @@ __device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t st
 // +3% tokens/s on SmolLM2 and Qwen shapes, session 16).
 #define PK_KSWZ(a) ((PK_A_HD(a) & 63) == 0)
 
+// The first head block b takes in attention step st: b (then b + gridDim.x, ...), or with wo
+// folded in (PK_OP_ATTN_WO) b % n_head, its only one. The blocks of a folded head: the j-th of
+// nj (j = b / n_head).
+__device__ __forceinline__ int pk_att_head(const PkStep& st, int nh) {
+    return PK_FOLD(st) ? (int)blockIdx.x % nh : (int)blockIdx.x;
+}
+
+__device__ __forceinline__ void pk_fold_share(int nh, int h, int rows, int& r0, int& r1) {
+    const int nj = ((int)gridDim.x - 1 - h) / nh + 1, j = (int)blockIdx.x / nh;
+    r0 = rows * j / nj;
+    r1 = rows * (j + 1) / nj;
+}
+
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
 // buffers (one cp.async group), if they fit (pk_kv_staged).
 __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
     int voff;
     const int hd = PK_A_HD(a), hdv = PK_A_HDV(a), nh = PK_A_NH(a), nkv = PK_A_NKV(a);
-    if ((int)blockIdx.x >= nh || !pk_kv_staged(st, a, voff)) return;
-    int kvh = blockIdx.x / (nh / nkv);
+    const int h = pk_att_head(st, nh);
+    if (h >= nh || !pk_kv_staged(st, a, voff)) return;
+    int kvh = h / (nh / nkv);
     size_t kv_dim = (size_t)nkv * hd, v_dim = (size_t)nkv * hdv;
     pk_stage_rows(smem_u32(bufs), st.kc + (size_t)kvh * hd, kv_dim, hd >> 3, a.pos, PK_KSWZ(a));
     pk_stage_rows(smem_u32(bufs + voff), st.vc + (size_t)kvh * hdv, v_dim, hdv >> 3, a.pos);
@@ -248,8 +262,20 @@ __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
 // stage their cached keys and values instead (pk_stage_kv).
 __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, float* nw, u8* bufs) {
     PkCursor k = {};
-    if (st.op == PK_OP_ATTN) {
+    if (st.op == PK_OP_ATTN || st.op == PK_OP_ATTN_WO) {
         if (!PK_SKIPS(a, PK_SKIP_ATTN)) pk_stage_kv(st, a, bufs);
+        if (PK_FOLD(st)) {
+            // The block's wo rows over its head's columns, asked of L2 (read after the attention).
+            const int nh = PK_A_NH(a), h = pk_att_head(st, nh), ub = st.row_bytes[0] / (st.cols >> 5);
+            const int uh = PK_A_HDV(a) >> 5;
+            int r0, r1;
+            pk_fold_share(nh, h, st.rows[0], r0, r1);
+            for (int r = r0 + (int)threadIdx.x; r < r1; r += PK_THREADS) {
+                const u8* p = st.w[0] + (size_t)r * st.row_bytes[0] + (size_t)h * uh * ub;
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + uh * ub - 1));
+            }
+        }
         return k;
     }
     if (st.op != PK_OP_MATVEC) return k;
@@ -313,6 +339,13 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
                 for (int j = 0; j < 8; j++) xs[8 * c + j] = v[j];
             }
         }
+        __syncthreads();
+    } else if (PK_FOLD_INPUT(st)) {
+        // x (the raw row this block's last RMSNorm step kept) + the folded wo's accumulator.
+        if (!pk_wait(a, st.in_step, step)) return false;
+        const long long* acc = (const long long*)st.x;
+        for (int i = threadIdx.x; i < n; i += PK_THREADS)
+            xs[i] = (float)((double)__ldcg(acc + i) * (1.0 / 4294967296.0)) + xraw[i];
         __syncthreads();
     } else if (st.in_ll) {
         // One segment known at compile time: no segment selection for each pair of each poll
@@ -503,6 +536,63 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     return true;
 }
 
+#ifdef MOLLA_X_WOFOLD
+// A legacy-format unit of a folded wo row (PK_OP_ATTN_WO): unit ug of the row at `row` (global
+// memory) against unit k of the head's quantized output xq.
+template <int T>
+__device__ __forceinline__ float pk_fold_unit(const u8* row, int ug, const Xq& xq, int k) {
+    constexpr int BYTES = T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
+    int4 xr[8];
+    load_xu<T>(xq, k, xr);
+    return unit_legacy<T, true>(row + (size_t)ug * BYTES, xr, xq, k);
+}
+
+#ifdef PK_TYMASK
+#define PK_FOLD_ON(T) PK_TY_ON(T)
+#else
+#define PK_FOLD_ON(T) true
+#endif
+
+__device__ __forceinline__ float pk_fold_unit_ty(int ty, const u8* row, int ug, const Xq& xq, int k) {
+    switch (ty) {
+#define PK_FOLD_CASE(T) \
+    case T:             \
+        if (PK_FOLD_ON(T)) return pk_fold_unit<T>(row, ug, xq, k); \
+        break;
+        PK_FOLD_CASE(T_Q4_0)
+        PK_FOLD_CASE(T_Q4_1)
+        PK_FOLD_CASE(T_Q5_0)
+        PK_FOLD_CASE(T_Q5_1)
+        PK_FOLD_CASE(T_Q8_0)
+#undef PK_FOLD_CASE
+        default: break;
+    }
+    return __int_as_float(0x7fc00000);
+}
+
+// The folded wo of head h (PK_OP_ATTN_WO): its output rq (hdv values, shared) quantized to 16
+// bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
+// unit a thread) added, in 32.32 fixed point, into the accumulator row st.y[0]. Ends with a
+// barrier before the adds (the step's arrival adds the one after them).
+__device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, const float* rq, u8* xqh, int h) {
+    const int hdv = PK_A_HDV(a), nh = PK_A_NH(a), uh = hdv >> 5;
+    quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
+    __syncthreads();
+    const Xq xq = xq_at(xqh, hdv);
+    int r0, r1;
+    pk_fold_share(nh, h, st.rows[0], r0, r1);
+    unsigned long long* acc = (unsigned long long*)st.y[0];
+    const size_t rb = (size_t)st.row_bytes[0];
+    const int ty = st.ty[0];
+    for (int i = threadIdx.x; i < (r1 - r0) * uh; i += PK_THREADS) {
+        const int r = r0 + i / uh, k = i % uh;
+        const float v = pk_fold_unit_ty(ty, st.w[0] + (size_t)r * rb, h * uh + k, xq, k);
+        atomicAdd(acc + r, (unsigned long long)__double2ll_rn((double)v * 4294967296.0));
+    }
+}
+
+#endif
+
 // Rope of q and k, the store of k and v at a.pos (every block of a kv group writes the same
 // bytes), then attention over positions 0 ..= pos; one head per block. False when the kernel must
 // stop.
@@ -520,7 +610,8 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
     float* rv = sm + 768;    // hdv: v of its kv head
     int half = a.n_rot >> 1;
     const u32 tag = pk_tag(a, step);
-    for (int h = blockIdx.x; h < nh; h += gridDim.x) {
+    const bool fold = PK_FOLD(st);
+    for (int h = pk_att_head(st, nh); h < nh; h += fold ? nh : gridDim.x) {
         int kvh = h / (nh / nkv);
         // Value offsets of the head's q and its kv head's k and v in their buffers.
         const size_t at[3] = {(size_t)h * hd, (size_t)kvh * hd, (size_t)kvh * hdv};
@@ -530,12 +621,12 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         if (st.in_ll) {
             if (!pk_load_ll<0>(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
         } else {
-            if (h == (int)blockIdx.x && !pk_wait(a, st.in_step, step)) return false;
+            if (h == pk_att_head(st, nh) && !pk_wait(a, st.in_step, step)) return false;
             for (int j = 0; j < 3; j++)
                 for (int d = threadIdx.x; d < segs[j].n; d += PK_THREADS) segs[j].dst[d] = __ldcg(src[j] + at[j] + d);
             __syncthreads();
         }
-        if (h == (int)blockIdx.x) {
+        if (h == pk_att_head(st, nh)) {
             pk_stamp_arrive(a);
             pk_stamp_m(a, 5);
         }
@@ -585,6 +676,12 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         }
         __syncthreads();
         pk_stamp_m(a, 7);
+#ifdef MOLLA_X_WOFOLD
+        if (fold) {
+            pk_fold_wo(st, a, rq, (u8*)sm + a.xq_off, h);
+            break;
+        }
+#endif
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) pk_out(st, st.out, h * hdv + d, rq[d], tag);
         if (h + (int)gridDim.x < nh) __syncthreads();  // rq is reloaded for the block's next head
     }
@@ -675,6 +772,11 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
             }
         }
     }
+    // The folded wo's accumulators, zeroed for the next launch: every block has read them (each
+    // block's last step waited for rows every block computed after its reads).
+#ifdef MOLLA_X_WOFOLD
+    for (int i = blockIdx.x * PK_THREADS + threadIdx.x; i < a.fold_n; i += gridDim.x * PK_THREADS) a.fold_acc[i] = 0;
+#endif
 }
 
 // One block an SM (the host sizes the grid so): all registers are the block's. The kernel built

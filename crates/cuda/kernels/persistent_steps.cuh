@@ -44,6 +44,22 @@
 
 #define PK_OP_MATVEC 0
 #define PK_OP_ATTN 1
+// Experiment (MOLLA_KDEFS=WOFOLD): attention with the layer's wo folded in. Block b takes head
+// b % n_head (each head's blocks repeat its attention), then its share of wo's rows over that
+// head's columns, and adds each unit's product, in 32.32 fixed point, into the layer's
+// accumulator row (PkStep::y[0], u64 a value; integer adds, so the sum is the same in any
+// order); every block then arrives at the step's counter. The next step (PK_PREP_FOLD_RMSNORM)
+// takes x + the accumulator as its input. Legacy q16 formats only (a unit of 32 columns).
+#define PK_OP_ATTN_WO 2
+// Only a kernel built with MOLLA_KDEFS=WOFOLD has the fold's code (the host builds such lists
+// only then).
+#ifdef MOLLA_X_WOFOLD
+#define PK_FOLD(st) ((st).op == PK_OP_ATTN_WO)
+#define PK_FOLD_INPUT(st) ((st).prep == PK_PREP_FOLD_RMSNORM)
+#else
+#define PK_FOLD(st) false
+#define PK_FOLD_INPUT(st) false
+#endif
 
 // Measurement knobs (PkArgs::knobs, MOLLA_PK_SKIP): leave a stage's work out, keep its
 // hand-over. Rows: matvec steps store 0 (or the residual) without weights or row dots. Attention:
@@ -75,6 +91,9 @@
 #define PK_PREP_RMSNORM 1
 // The embedding row of the token, then RMSNorm (every block looks it up).
 #define PK_PREP_EMBED_RMSNORM 2
+// x + a PK_OP_ATTN_WO step's accumulator (its counter), x being the raw row this block's last
+// RMSNorm step kept, then RMSNorm.
+#define PK_PREP_FOLD_RMSNORM 3
 
 struct PkStep {
     const u8* w[3];
@@ -169,6 +188,8 @@ struct PkArgs {
     int xq_off;    // shared memory offset of the quantized input row (q16.cuh)
     int stages;    // chunk buffers (1 .. PK_MAX_STAGES), each chunk + 64 bytes, after the raw row
     int l2_ahead;  // chunks of a block's rows prefetched into L2 beyond those in shared memory
+    long long* fold_acc;  // the PK_OP_ATTN_WO steps' accumulators (fold_n values), or null: each
+    int fold_n;           // block zeroes its share as it ends, for the next launch
 };
 
 __device__ __forceinline__ u64 global_ns() {

@@ -374,7 +374,7 @@ mod tests {
         if compiles(Program::Persistent(SMOL), &[]) {
             compiles(
                 Program::Persistent(SMOL),
-                &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL"],
+                &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL", "MOLLA_X_WOFOLD"],
             );
             let packed = PkBuild {
                 packed: true,

@@ -16,9 +16,13 @@ pub(crate) use config::{ll_max, pk_build};
 pub(crate) const PK_THREADS: u32 = 256;
 const OP_MATVEC: i32 = 0;
 const OP_ATTN: i32 = 1;
+/// Attention with the layer's wo folded in (experiment `MOLLA_KDEFS=WOFOLD`,
+/// kernels/persistent_steps.cuh `PK_OP_ATTN_WO`).
+const OP_ATTN_WO: i32 = 2;
 const PREP_PLAIN: i32 = 0;
 const PREP_RMSNORM: i32 = 1;
 const PREP_EMBED_RMSNORM: i32 = 2;
+const PREP_FOLD_RMSNORM: i32 = 3;
 
 /// One step of the list (kernels/persistent_steps.cuh `PkStep`).
 #[repr(C)]
@@ -93,6 +97,9 @@ struct PkArgs {
     xq_off: i32,
     stages: i32,
     l2_ahead: i32,
+    fold_acc: u64,
+    fold_n: i32,
+    pad: i32,
 }
 
 // SAFETY: as for PkStep.
@@ -107,6 +114,13 @@ pub(crate) enum Input {
     /// The token's embedding row, then RMSNorm (w, eps).
     EmbedRmsNorm {
         emb: WeightRef,
+        w: u64,
+        eps: f32,
+    },
+    /// x (the raw row the block's previous RMSNorm step read) plus a folded wo's fixed-point
+    /// accumulator (`acc`, see [`Steps::attention_wo`]), then RMSNorm (w, eps).
+    FoldRmsNorm {
+        acc: u64,
         w: u64,
         eps: f32,
     },
@@ -189,6 +203,10 @@ impl Steps {
             Input::RmsNorm(x, w, eps) => {
                 (st.prep, st.x, st.norm_w, st.eps) = (PREP_RMSNORM, x, w, eps);
                 from(x, st);
+            }
+            Input::FoldRmsNorm { acc, w, eps } => {
+                (st.prep, st.x, st.norm_w, st.eps) = (PREP_FOLD_RMSNORM, acc, w, eps);
+                from(acc, st);
             }
             Input::EmbedRmsNorm { emb, w, eps } => {
                 st.prep = PREP_EMBED_RMSNORM;
@@ -318,6 +336,29 @@ impl Steps {
         };
         self.push(st, &[out], out_len, true);
     }
+
+    /// As [`Steps::attention`] with the layer's wo folded in (experiment `MOLLA_KDEFS=WOFOLD`):
+    /// instead of the heads' output, each block adds its share of `wo`'s rows over its head's
+    /// columns into `wo.y`, a row of `wo.w.rows` fixed-point (32.32) u64 words that must be zero
+    /// when the launch begins; the next step reads it with [`Input::FoldRmsNorm`] once every
+    /// block has arrived. `att_len`: the heads' output width (wo's columns).
+    pub fn attention_wo(
+        &mut self,
+        qkv: (u64, u64, u64),
+        caches: (u64, u64),
+        wo: &Out,
+        att_len: usize,
+    ) {
+        self.attention(qkv, caches, wo.y, usize::MAX);
+        if let Some(st) = self.list.last_mut() {
+            st.op = OP_ATTN_WO;
+            st.cols = att_len as i32;
+        }
+        let i = self.list.len() - 1;
+        let mut st = self.list[i];
+        self.seg(&mut st, 0, wo);
+        self.list[i] = st;
+    }
 }
 
 /// A persistent decode step's timing, for measurements (`MOLLA_PK_TRACE=1` with
@@ -377,6 +418,9 @@ pub(crate) struct Persistent {
     /// kernel through `matvec_wide`, and whether the kernel left it as tagged words (else plain
     /// f32: models wider than `ll_max`) (forward/persistent_decode.rs).
     pub(crate) head_x: Option<(u64, bool)>,
+    /// With wo folded into attention (`MOLLA_KDEFS=WOFOLD`): the accumulators' address and
+    /// length in u64 words, inside `ll` (zeroed with it; the kernel zeroes them as it ends).
+    pub(crate) fold: (u64, usize),
 }
 
 /// A wait longer than this is a hang: the kernel stops and reports it.
@@ -453,6 +497,13 @@ impl Persistent {
         // Every block must own rows of every matvec step: a block that only read a step's input
         // would not hold back the next writer of that input (kernels/persistent_steps.cuh).
         let grid = grid.min(steps.min_rows().max(1) as u32);
+        // A folded wo needs a block for every head (each head's blocks share its rows).
+        if steps.list.iter().any(|s| s.op == OP_ATTN_WO) && (grid as usize) < h.n_head {
+            return Err(CudaError::Unsupported(format!(
+                "persistent decode: wo folded into attention needs {} blocks, the grid has {grid}",
+                h.n_head
+            )));
+        }
         let mut steps = steps;
         mark_packed(&mut steps.list, grid as usize, stages * (chunk + 64));
         // Every matvec step packed: the kernel without the chunked pipeline, when it loads and
@@ -497,6 +548,7 @@ impl Persistent {
             knobs: env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8 | skip_knobs(),
             l2_ahead: l2_ahead(),
             head_x: None,
+            fold: (0, 0),
         })
     }
 
@@ -580,6 +632,9 @@ impl Persistent {
             xq_off: self.xq_off as i32,
             stages: self.stages as i32,
             l2_ahead: self.l2_ahead,
+            fold_acc: self.fold.0,
+            fold_n: self.fold.1 as i32,
+            pad: 0,
         };
         let mut b = gpu.stream.launch_builder(&self.f);
         b.arg(&a);
@@ -671,6 +726,42 @@ mod tests {
         assert!(st.tagged(0x10));
         assert!(!layer(0, 256).tagged(0x10));
         assert!(!st.tagged(0x70), "the logits are plain");
+    }
+
+    #[test]
+    fn a_folded_wo_hands_its_accumulator_to_gate_up_through_a_counter() {
+        let (x, q, k, v, gate, acc) = (0x10, 0x20, 0x30, 0x40, 0x60, 0x100);
+        let mut st = Steps::new(2048);
+        let emb = out(100, 0, false).w;
+        let input = Input::EmbedRmsNorm {
+            emb,
+            w: 0x80,
+            eps: 1e-5,
+        };
+        st.matvec(
+            &[out(64, q, false), out(16, k, false), out(16, v, false)],
+            64,
+            input,
+        );
+        st.attention_wo((q, k, v), (0x90, 0xa0), &out(64, acc, false), 64);
+        let ffn_in = Input::FoldRmsNorm {
+            acc,
+            w: 0x80,
+            eps: 1e-5,
+        };
+        st.gate_up(&out(256, gate, false), &out(256, gate, false), 64, ffn_in);
+        st.residual(&out(64, x, true), 256, Input::Plain(gate));
+        assert!(st.bad.is_none(), "{:?}", st.bad);
+        let a = &st.list[1];
+        assert_eq!((a.op, a.cols, a.rows[0], a.y[0]), (OP_ATTN_WO, 64, 64, acc));
+        // Plain output with a counter; gate/up waits for it and reads x + the accumulator.
+        assert_eq!((a.out_ll, a.arrive), (0, 1));
+        let g = &st.list[2];
+        assert_eq!(
+            (g.prep, g.x, g.in_step, g.in_ll),
+            (PREP_FOLD_RMSNORM, acc, 1, 0)
+        );
+        assert_eq!(st.list[3].in_step, 2);
     }
 
     #[test]
@@ -771,6 +862,8 @@ mod tests {
         assert_eq!(std::mem::offset_of!(PkArgs, scale), 92);
         assert_eq!(std::mem::offset_of!(PkArgs, xq_off), 116);
         assert_eq!(std::mem::offset_of!(PkArgs, l2_ahead), 124);
-        assert_eq!(size_of::<PkArgs>(), 128);
+        assert_eq!(std::mem::offset_of!(PkArgs, fold_acc), 128);
+        assert_eq!(std::mem::offset_of!(PkArgs, fold_n), 136);
+        assert_eq!(size_of::<PkArgs>(), 144);
     }
 }

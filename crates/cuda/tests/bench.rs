@@ -45,8 +45,27 @@ fn shape(name: &str, ty: GgmlType) -> SynthSpec {
 const STEP_KINDS: [&str; 6] = ["qkv", "attention", "wo", "gate/up", "down", "head"];
 
 /// Step s's kind (index into STEP_KINDS) in a list of n steps.
-fn step_kind(s: usize, n: usize) -> usize {
-    if s + 1 == n { 5 } else { s % 5 }
+/// Each step's kind from the list's ops (0 matvec, 1 attention, 2 attention with wo folded in,
+/// `MOLLA_KDEFS=WOFOLD`): per layer q/k/v, attention, wo (none when folded), gate/up, down; a
+/// matvec after the last layer is the head (none when it runs after the kernel).
+fn step_kinds(ops: &[i32]) -> Vec<usize> {
+    let mut kinds = Vec::with_capacity(ops.len());
+    let mut i = 0;
+    while i < ops.len() {
+        if ops[i] == 0 && ops.get(i + 1).is_some_and(|&o| o != 0) {
+            let rest: &[usize] = if ops[i + 1] == 2 { &[3, 4] } else { &[2, 3, 4] };
+            kinds.extend([0, 1]);
+            i += 2;
+            for &k in rest.iter().take(ops.len() - i) {
+                kinds.push(k);
+                i += 1;
+            }
+        } else {
+            kinds.push(5);
+            i += 1;
+        }
+    }
+    kinds
 }
 
 /// A persistent step's trace by kind of step (the five of a layer, then the head), means in us:
@@ -61,11 +80,12 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
     }
     let mut sum = [[0f64; 8]; 6];
     let (g, n) = (t.grid, t.ops.len());
+    let kinds = step_kinds(&t.ops);
     let st = |s: usize, b: usize, j: usize| t.stamps[8 * (s * g + b) + j] as f64;
     let t0 = (0..g).map(|b| st(0, b, 0)).fold(f64::MAX, f64::min);
     let mut prev_end = t0;
     for s in 0..n {
-        let k = step_kind(s, n);
+        let k = kinds[s];
         let lo = (0..g).map(|b| st(s, b, 0)).fold(f64::MAX, f64::min);
         let hi = (0..g).map(|b| st(s, b, 0)).fold(0.0, f64::max);
         let end = (0..g).map(|b| st(s, b, 1)).fold(0.0, f64::max);
@@ -118,6 +138,7 @@ fn print_fine_trace(tag: &str, t: &cuda::Trace) {
     let mut sum = [[[0f64; 9]; 2]; 6];
     let mut count = [0f64; 6];
     let (g, n) = (t.grid, t.ops.len());
+    let kinds = step_kinds(&t.ops);
     let st = |s: usize, b: usize, j: usize| t.stamps[8 * (s * g + b) + j] as f64;
     // Block b's row at step s: cycles to us at the H200's 1.98 GHz boost clock.
     let row = |s: usize, b: usize, prev_end: f64| {
@@ -133,7 +154,7 @@ fn print_fine_trace(tag: &str, t: &cuda::Trace) {
     let t0 = (0..g).map(|b| st(0, b, 0)).fold(f64::MAX, f64::min);
     let mut prev_end = t0;
     for s in 0..n {
-        let k = step_kind(s, n);
+        let k = kinds[s];
         let last = (0..g)
             .max_by(|&a, &b| st(s, a, 1).total_cmp(&st(s, b, 1)))
             .unwrap_or(0);
@@ -422,4 +443,17 @@ fn kernel_timeline() {
     for e in tl.iter().skip(1 + per * layers) {
         println!("  {:<28} {:7.2} us", e.kernel, e.us);
     }
+}
+
+#[test]
+fn step_kinds_follow_the_ops() {
+    // Two layers and the head; two folded layers with the head after the kernel.
+    assert_eq!(
+        step_kinds(&[0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0]),
+        [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5]
+    );
+    assert_eq!(
+        step_kinds(&[0, 2, 0, 0, 0, 2, 0, 0]),
+        [0, 1, 3, 4, 0, 1, 3, 4]
+    );
 }

@@ -156,13 +156,29 @@ impl CudaModel {
             hp.n_head * hp.head_dim_v,
             hp.n_ff,
         ];
-        let ll = g.zeros::<u64>(sizes.iter().map(|n| n.next_multiple_of(2)).sum())?;
+        // Experiment (`MOLLA_KDEFS=WOFOLD`): wo folded into attention, for wo matrices of the
+        // legacy q16 formats (units of 32 columns) over heads of whole units; its fixed-point
+        // accumulators (a row a layer) follow the tagged buffers.
+        let fold = crate::compile::experiment("WOFOLD")
+            && hp.head_dim_v.is_multiple_of(32)
+            && self
+                .layers
+                .iter()
+                .all(|l| matches!(l.wo.r(g).ty, 2 | 3 | 6 | 7 | 8));
+        let acc_words = if fold {
+            self.layers.len() * hp.n_embd
+        } else {
+            0
+        };
+        let tagged_words: usize = sizes.iter().map(|n| n.next_multiple_of(2)).sum();
+        let ll = g.zeros::<u64>(tagged_words + acc_words)?;
         let mut at = g.ptr(&ll);
         let [x, q, k, v, att, gate] = sizes.map(|n| {
             let a = at;
             at += 8 * n.next_multiple_of(2) as u64;
             a
         });
+        let acc_base = at;
         let out =
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         let eps = hp.rms_eps;
@@ -183,24 +199,28 @@ impl CudaModel {
                 out(&l.wv, v, self.opt(&l.bv), false),
             ];
             st.matvec(&qkv, hp.n_embd, input);
-            st.attention(
-                (q, k, v),
-                self.cache_ptrs(kv, li),
-                att,
-                hp.n_head * hp.head_dim_v,
-            );
-            // wo and down add onto x, which the q/k/v and gate/up steps before them read.
-            st.residual(
-                &out(&l.wo, x, 0, true),
-                hp.n_head * hp.head_dim_v,
-                Input::Plain(att),
-            );
+            let att_len = hp.n_head * hp.head_dim_v;
+            let ffn_in = if fold {
+                let acc = acc_base + 8 * (li * hp.n_embd) as u64;
+                let wo = out(&l.wo, acc, 0, false);
+                st.attention_wo((q, k, v), self.cache_ptrs(kv, li), &wo, att_len);
+                Input::FoldRmsNorm {
+                    acc,
+                    w: p(&l.ffn_norm),
+                    eps,
+                }
+            } else {
+                st.attention((q, k, v), self.cache_ptrs(kv, li), att, att_len);
+                // wo and down add onto x, which the q/k/v and gate/up steps before them read.
+                st.residual(&out(&l.wo, x, 0, true), att_len, Input::Plain(att));
+                Input::RmsNorm(x, p(&l.ffn_norm), eps)
+            };
             // The pair step writes silu(gate) * up into gate's buffer only.
             st.gate_up(
                 &out(&l.w_gate, gate, 0, false),
                 &out(&l.w_up, gate, 0, false),
                 hp.n_embd,
-                Input::RmsNorm(x, p(&l.ffn_norm), eps),
+                ffn_in,
             );
             st.residual(&out(&l.w_down, x, 0, true), hp.n_ff, Input::Plain(gate));
         }
@@ -217,6 +237,7 @@ impl CudaModel {
         let tagged = st.tagged(x);
         let mut pk = Persistent::new(g, st, ll, &self.heads)?;
         pk.head_x = outside.then_some((x, tagged));
+        pk.fold = (acc_base, acc_words);
         Ok(pk)
     }
 
