@@ -79,13 +79,12 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
         return print_fine_trace(tag, t);
     }
     let mut sum = [[0f64; 8]; 6];
-    let (g, n) = (t.grid, t.ops.len());
+    let g = t.grid;
     let kinds = step_kinds(&t.ops);
     let st = |s: usize, b: usize, j: usize| t.stamps[8 * (s * g + b) + j] as f64;
     let t0 = (0..g).map(|b| st(0, b, 0)).fold(f64::MAX, f64::min);
     let mut prev_end = t0;
-    for s in 0..n {
-        let k = kinds[s];
+    for (s, &k) in kinds.iter().enumerate() {
         let lo = (0..g).map(|b| st(s, b, 0)).fold(f64::MAX, f64::min);
         let hi = (0..g).map(|b| st(s, b, 0)).fold(0.0, f64::max);
         let end = (0..g).map(|b| st(s, b, 1)).fold(0.0, f64::max);
@@ -137,7 +136,7 @@ fn print_trace(tag: &str, t: &cuda::Trace) {
 fn print_fine_trace(tag: &str, t: &cuda::Trace) {
     let mut sum = [[[0f64; 9]; 2]; 6];
     let mut count = [0f64; 6];
-    let (g, n) = (t.grid, t.ops.len());
+    let g = t.grid;
     let kinds = step_kinds(&t.ops);
     let st = |s: usize, b: usize, j: usize| t.stamps[8 * (s * g + b) + j] as f64;
     // Block b's row at step s: cycles to us at the H200's 1.98 GHz boost clock.
@@ -153,8 +152,7 @@ fn print_fine_trace(tag: &str, t: &cuda::Trace) {
     };
     let t0 = (0..g).map(|b| st(0, b, 0)).fold(f64::MAX, f64::min);
     let mut prev_end = t0;
-    for s in 0..n {
-        let k = kinds[s];
+    for (s, &k) in kinds.iter().enumerate() {
         let last = (0..g)
             .max_by(|&a, &b| st(s, a, 1).total_cmp(&st(s, b, 1)))
             .unwrap_or(0);
