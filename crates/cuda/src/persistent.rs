@@ -669,9 +669,8 @@ mod tests {
         }
     }
 
-    /// A layer's steps as the model builds them: q/k/v, attention, wo, gate/up, down, head.
-    fn layer(ll_max: usize, n_ff: usize) -> Steps {
-        let (x, q, k, v, att, gate, logits) = (0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70);
+    /// The first layer's q/k/v step (from the embedding) into 0x20, 0x30, 0x40.
+    fn qkv(ll_max: usize) -> Steps {
         let mut st = Steps::new(ll_max);
         let emb = out(100, 0, false).w;
         let input = Input::EmbedRmsNorm {
@@ -680,10 +679,21 @@ mod tests {
             eps: 1e-5,
         };
         st.matvec(
-            &[out(64, q, false), out(16, k, false), out(16, v, false)],
+            &[
+                out(64, 0x20, false),
+                out(16, 0x30, false),
+                out(16, 0x40, false),
+            ],
             64,
             input,
         );
+        st
+    }
+
+    /// A layer's steps as the model builds them: q/k/v, attention, wo, gate/up, down, head.
+    fn layer(ll_max: usize, n_ff: usize) -> Steps {
+        let (x, q, k, v, att, gate, logits) = (0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70);
+        let mut st = qkv(ll_max);
         st.attention((q, k, v), (0x90, 0xa0), att, 64);
         st.residual(&out(64, x, true), 64, Input::Plain(att));
         let norm = Input::RmsNorm(x, 0x80, 1e-5);
@@ -731,18 +741,7 @@ mod tests {
     #[test]
     fn a_folded_wo_hands_its_accumulator_to_gate_up_through_a_counter() {
         let (x, q, k, v, gate, acc) = (0x10, 0x20, 0x30, 0x40, 0x60, 0x100);
-        let mut st = Steps::new(2048);
-        let emb = out(100, 0, false).w;
-        let input = Input::EmbedRmsNorm {
-            emb,
-            w: 0x80,
-            eps: 1e-5,
-        };
-        st.matvec(
-            &[out(64, q, false), out(16, k, false), out(16, v, false)],
-            64,
-            input,
-        );
+        let mut st = qkv(2048);
         st.attention_wo((q, k, v), (0x90, 0xa0), &out(64, acc, false), 64);
         let ffn_in = Input::FoldRmsNorm {
             acc,
