@@ -125,7 +125,16 @@ __device__ __forceinline__ float rms_scale_unsynced(const float* x, int n, float
     // adding them for the others).
     double t = 0.0;
     for (int i = 0; i < (nt >> 5); i++) t += red[i];
+#ifdef MOLLA_X_RSQRT
+    // Experiment (MOLLA_KDEFS=RSQRT, every program alike): f64 rsqrt (a hardware estimate and
+    // Newton steps, 1 ulp) of mean + eps with the mean as a product by 1 / n, which does not wait
+    // for the sum, instead of a division, a square root and a division in a row (each an
+    // iteration of dependent f64 instructions on the step's critical path). The f32 scale can
+    // differ from the correctly rounded one only within an f64 ulp of an f32 rounding boundary.
+    return (float)rsqrt(fma(t, 1.0 / n, (double)eps));
+#else
     return (float)(1.0 / sqrt(t / n + (double)eps));
+#endif
 }
 
 __device__ float rms_scale(const float* x, int n, float eps, int nt) {

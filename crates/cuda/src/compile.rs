@@ -360,7 +360,10 @@ mod tests {
     #[test]
     fn the_main_program_compiles() {
         if compiles(Program::Main, &[]) {
-            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_Q6FILE"]);
+            compiles(
+                Program::Main,
+                &["MOLLA_PDL", "MOLLA_X_Q6FILE", "MOLLA_X_RSQRT"],
+            );
         }
     }
 
@@ -374,7 +377,12 @@ mod tests {
         if compiles(Program::Persistent(SMOL), &[]) {
             compiles(
                 Program::Persistent(SMOL),
-                &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL", "MOLLA_X_WOFOLD"],
+                &[
+                    "MOLLA_X_PKMEASURE",
+                    "MOLLA_X_LLVOL",
+                    "MOLLA_X_WOFOLD",
+                    "MOLLA_X_RSQRT",
+                ],
             );
             let packed = PkBuild {
                 packed: true,
