@@ -452,14 +452,15 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     const int nch = packed ? d.nch : 0;
     for (int k = 0; packed ? k < nch : cur < r1; k++) {
         PkChunk c;
-        u8 *buf, *row0, *row1;
+        u8* buf;
+        const u8 *base0, *base1;  // row ra of the chunk (pair steps: of each matrix)
         if (packed) {
             c.seg = d.seg[k];
             c.ra = d.ra[k];
             c.rb = d.rb[k];
             buf = bufs;
-            row0 = bufs + d.row0[k];
-            row1 = bufs + d.row1;
+            base0 = bufs + d.row0[k];
+            base1 = bufs + d.row1;
         } else {
             if (k == 0) {
                 // Landed in pk_input.
@@ -472,8 +473,8 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 __syncthreads();
                 buf = pk_buf(a, bufs, k);
             }
-            row0 = (u8*)pk_row(st, c, buf, 0, c.ra);
-            row1 = st.pair ? (u8*)pk_row(st, c, buf, 1, c.ra) : row0;
+            base0 = pk_row(st, c, buf, 0, c.ra);
+            base1 = st.pair ? pk_row(st, c, buf, 1, c.ra) : base0;
         }
         if (k == 0) pk_stamp(a, 2);
         // The chunk's constants in registers: stores through y may alias the step list, so the
@@ -481,14 +482,12 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
         const int si = c.seg, cols = st.cols;
         const int ty0 = st.ty[si], ty1 = st.ty[1];
         const size_t rb0 = (size_t)st.row_bytes[si], rb1 = (size_t)st.row_bytes[1];
-        const u8* base0 = row0;
         float* y = st.y[si];
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
             pk_skip_chunk(st, c, xraw, tag);
         } else if (st.pair) {
             // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
             // type).
-            const u8* base1 = row1;
             for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
                 float gu[2];
@@ -541,7 +540,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
 // memory) against unit k of the head's quantized output xq.
 template <int T>
 __device__ __forceinline__ float pk_fold_unit(const u8* row, int ug, const Xq& xq, int k) {
-    constexpr int BYTES = T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
+    constexpr int BYTES = legacy_bytes<T>();
     int4 xr[8];
     load_xu<T>(xq, k, xr);
     return unit_legacy<T, true>(row + (size_t)ug * BYTES, xr, xq, k);
@@ -611,7 +610,8 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
     int half = a.n_rot >> 1;
     const u32 tag = pk_tag(a, step);
     const bool fold = PK_FOLD(st);
-    for (int h = pk_att_head(st, nh); h < nh; h += fold ? nh : gridDim.x) {
+    const int h0 = pk_att_head(st, nh);
+    for (int h = h0; h < nh; h += fold ? nh : gridDim.x) {
         int kvh = h / (nh / nkv);
         // Value offsets of the head's q and its kv head's k and v in their buffers.
         const size_t at[3] = {(size_t)h * hd, (size_t)kvh * hd, (size_t)kvh * hdv};
@@ -621,12 +621,12 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         if (st.in_ll) {
             if (!pk_load_ll<0>(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
         } else {
-            if (h == pk_att_head(st, nh) && !pk_wait(a, st.in_step, step)) return false;
+            if (h == h0 && !pk_wait(a, st.in_step, step)) return false;
             for (int j = 0; j < 3; j++)
                 for (int d = threadIdx.x; d < segs[j].n; d += PK_THREADS) segs[j].dst[d] = __ldcg(src[j] + at[j] + d);
             __syncthreads();
         }
-        if (h == pk_att_head(st, nh)) {
+        if (h == h0) {
             pk_stamp_arrive(a);
             pk_stamp_m(a, 5);
         }

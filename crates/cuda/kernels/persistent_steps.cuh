@@ -306,7 +306,7 @@ __device__ __forceinline__ void st_ll(u64* p, float v, u32 tag) {
 
 // Up to three tagged vectors (each of even length, 16-byte aligned) are loaded into shared memory
 // once every value carries the tag the reader waits for: eight 16-byte loads a thread in flight,
-// then a poll of the pairs that were not ready (pk_poll_ll, pk_load_ll). One vector:
+// then a poll of the pairs that were not ready (pk_load_ll). One vector:
 struct LlSeg {
     const u64* src;
     float* dst;
@@ -333,12 +333,12 @@ __device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
 // Pair u (< 8) of the round of pairs starting at rb for this thread: rb + t + 256 u.
 __device__ __forceinline__ int ll_index(int rb, int u) { return rb + (int)threadIdx.x + u * PK_THREADS; }
 
-// Polls the segments' pairs until each carries `tag` and stores the values (pk_load_ll without
-// its barrier; ll_index says which pairs a thread takes). NSEG: the segment count when the
-// caller knows it at compile time (1 for a matvec step's input, so its pairs need no segment
-// selection), else 0. False when the kernel must stop.
+// Polls the segments' pairs until each carries `tag` and stores the values (ll_index says which
+// pairs a thread takes), then a barrier. NSEG: the segment count when the caller knows it at
+// compile time (1 for a matvec step's input, so its pairs need no segment selection), else 0.
+// False when the kernel must stop.
 template <int NSEG>
-__device__ bool pk_poll_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
+__device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
     if (NSEG) nseg = NSEG;
     const LlSeg g0 = segs[0], g1 = nseg > 1 ? segs[1] : segs[0], g2 = nseg > 2 ? segs[2] : segs[0];
     // The nap read once: the polls' loads clobber memory, so `a.knobs` would be reloaded after each.
@@ -380,14 +380,6 @@ __device__ bool pk_poll_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
             }
         }
     }
-    return ok != 0;
-}
-
-// Up to three tagged vectors into shared memory (pk_poll_ll, spread), then a barrier. False when
-// the kernel must stop.
-template <int NSEG>
-__device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
-    bool ok = pk_poll_ll<NSEG>(a, segs, nseg, tag, step);
     return __syncthreads_and(ok) != 0;
 }
 #undef PK_SEG

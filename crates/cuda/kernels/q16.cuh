@@ -221,6 +221,12 @@ __device__ __forceinline__ void ld16al(const u8* p, u32* w) {
 }
 #endif
 
+// Bytes of a legacy format's block of 32 weights (Q8_0, Q4_0, Q4_1, Q5_0; else Q5_1).
+template <int T>
+__device__ constexpr int legacy_bytes() {
+    return T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
+}
+
 // One 32-weight block of a legacy format: the block's contribution to the row's dot product. G: the
 // row is in global memory, and the 2-byte aligned runs (Q8_0, Q4_0, Q5_0) are read with ldg_a2's
 // aligned words (the same bytes, so the same bits; else 2-byte loads, which shared memory needs).
@@ -418,7 +424,7 @@ __device__ __forceinline__ float unit_q16(const u8* __restrict__ w, const int4* 
     if constexpr (T == T_Q4_K || T == T_Q5_K) return unit_k45<T>(w, xr, x, u);
     else if constexpr (T == T_Q6_K) return unit_q6k<G>(w, xr, x, u);
     else {
-        constexpr int BYTES = T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
+        constexpr int BYTES = legacy_bytes<T>();
         return unit_legacy<T, G>(w + (size_t)u * BYTES, xr, x, u);
     }
 }
@@ -578,7 +584,7 @@ __device__ __forceinline__ void unit_load(const u8* __restrict__ w, int u, UnitW
     if constexpr (T == T_Q4_K || T == T_Q5_K) unit_load_k45<T>(w, u, uw);
     else if constexpr (T == T_Q6_K) unit_load_q6k(w, u, uw);
     else {
-        constexpr int BYTES = T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
+        constexpr int BYTES = legacy_bytes<T>();
         unit_load_legacy<T>(w + (size_t)u * BYTES, uw);
     }
 }
