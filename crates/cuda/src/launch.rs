@@ -183,7 +183,13 @@ fn wide(outs: &[Out]) -> bool {
 
 /// The ggml types the q16 row decoders cover (kernels/q16.cuh).
 pub(crate) fn is_q16(ty: i32) -> bool {
-    matches!(ty, 2 | 3 | 6 | 7 | 8 | 12 | 13 | 14)
+    is_q16_legacy(ty) || matches!(ty, 12..=14)
+}
+
+/// The q16 types whose unit is one self-contained block of 32 weights (Q4_0, Q4_1, Q5_0, Q5_1,
+/// Q8_0; kernels/q16.cuh `unit_legacy`).
+pub(crate) fn is_q16_legacy(ty: i32) -> bool {
+    matches!(ty, 2 | 3 | 6 | 7 | 8)
 }
 
 /// Inputs a batched matvec block prepares at most (kernels/matvec.cu `MV_MULTI`).

@@ -164,7 +164,7 @@ impl CudaModel {
             && self
                 .layers
                 .iter()
-                .all(|l| matches!(l.wo.r(g).ty, 2 | 3 | 6 | 7 | 8));
+                .all(|l| launch::is_q16_legacy(l.wo.r(g).ty));
         let acc_words = if fold {
             self.layers.len() * hp.n_embd
         } else {

@@ -68,7 +68,7 @@ pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
     for st in list.iter_mut().filter(|s| s.op == 0) {
         let total = st.total as usize;
         let fits = (0..grid).all(|b| {
-            let (r0, r1) = (total * b / grid, total * (b + 1) / grid);
+            let (r0, r1) = super::blocks::block_rows(total, b, grid);
             let mut bytes = 0;
             if st.pair != 0 {
                 for j in 0..2 {
