@@ -12,7 +12,8 @@ struct MvSeg {
     int rows;
     int row_bytes;
     int ty;
-    int accumulate;  // y += W·x instead of y = W·x
+    int accumulate;  // 1: y += W·x instead of y = W·x; 2: the same with the row summed in fixed
+                     // point (q16.cuh fx_of; legacy q16 formats, one segment, no bias)
 };
 
 struct MvArgs {
@@ -208,6 +209,31 @@ __device__ __forceinline__ void mv_store(const MvSeg& s, int t, int r, float v) 
     y[r] = v;
 }
 
+// A fixed-point row (MvSeg::accumulate 2): y[r] = fx_value(sum) + y[r], as the persistent
+// kernel's folded wo gives it (persistent.cu pk_load_acc).
+__device__ __forceinline__ void mv_store_fx(const MvSeg& s, int t, int r, long long f) {
+    float* y = s.y + (size_t)t * s.rows;
+    y[r] = fx_value(f) + y[r];
+}
+
+// Whether the launch's rows are fixed-point ones (uniform over the grid: one segment).
+__device__ __forceinline__ bool mv_fx(const MvArgs& a) { return a.nseg == 1 && a.seg[0].accumulate == 2; }
+
+// row_dot_q16_fx by weight type: the legacy q16 formats, which the host alone sets fixed-point
+// rows for (0 for any other).
+template <bool G>
+__device__ __forceinline__ long long row_dot_fx_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
+                                                   int lanes) {
+    switch (ty) {
+        case T_Q4_0: return row_dot_q16_fx<T_Q4_0, G>(w, xq, cols, lane, lanes);
+        case T_Q4_1: return row_dot_q16_fx<T_Q4_1, G>(w, xq, cols, lane, lanes);
+        case T_Q5_0: return row_dot_q16_fx<T_Q5_0, G>(w, xq, cols, lane, lanes);
+        case T_Q5_1: return row_dot_q16_fx<T_Q5_1, G>(w, xq, cols, lane, lanes);
+        case T_Q8_0: return row_dot_q16_fx<T_Q8_0, G>(w, xq, cols, lane, lanes);
+        default: return 0;
+    }
+}
+
 __device__ __forceinline__ int mv_total(const MvArgs& a) {
     int total = 0;
     for (int i = 0; i < a.nseg; i++) total += a.seg[i].rows;
@@ -226,9 +252,18 @@ MOLLA_KERNEL void matvec(const MvArgs a) {
     int groups = blockDim.x / lanes, total = mv_total(a);
     // The grid may be smaller than the row count (the input is prepared once per block): blocks
     // stride over rows. `rb` is uniform across the block, so whole warps take the same trips.
+    const bool fx = mv_fx(a);
     for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
         int si, r;
         bool active = mv_row(a, rb, lanes, si, r);
+        if (fx) {
+            const MvSeg& s = a.seg[0];
+            long long f = active ? row_dot_fx_ty<false>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, lanes) : 0;
+            __syncwarp();
+            f = group_sum(f, lanes);
+            if (active && lane == 0) mv_store_fx(s, 0, r, f);
+            continue;
+        }
         float acc = 0.f;
         if (active) {
             const MvSeg& s = a.seg[si];
@@ -326,9 +361,17 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     __syncthreads();
     const Xq xq = xq_at((u8*)smem4, a.cols);
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, total = mv_total(a);
+    const bool fx = mv_fx(a);
     for (int rb = blockIdx.x * warps; rb < total; rb += gridDim.x * warps) {
         int si, r;
         bool active = mv_row(a, rb, 32, si, r);
+        if (fx) {
+            const MvSeg& s = a.seg[0];
+            long long f = active ? row_dot_fx_ty<true>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, 32) : 0;
+            f = group_sum(f, 32);
+            if (active && lane == 0) mv_store_fx(s, 0, r, f);
+            continue;
+        }
         float acc = 0.f;
         if (active) {
             const MvSeg& s = a.seg[si];
@@ -399,6 +442,24 @@ __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, 
     for (int g = 0; g < MV_MULTI; g++) acc[g] = g < ng ? row_dot_ty(ty, w, xs[g], xq[g], cols, lane, lanes) : 0.f;
 }
 
+// row_dot_multi's fixed-point rows (the legacy q16 formats; zeros for any other).
+__device__ __forceinline__ void row_dot_multi_fx(int ty, const u8* __restrict__ w, const Xq* xq, int ng, int cols,
+                                                 int lane, int lanes, long long* acc) {
+    switch (ty) {
+#define MULTI_FX(T) \
+    case T: row_dot_q16_multi_fx<T, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
+        MULTI_FX(T_Q4_0)
+        MULTI_FX(T_Q4_1)
+        MULTI_FX(T_Q5_0)
+        MULTI_FX(T_Q5_1)
+        MULTI_FX(T_Q8_0)
+#undef MULTI_FX
+        default: break;
+    }
+#pragma unroll
+    for (int g = 0; g < MV_MULTI; g++) acc[g] = 0;
+}
+
 // Batched decode, first pass: input row blockIdx.x of the batch prepared exactly as `matvec`
 // prepares it (the block is as wide, so RMSNorm sums in the same order), then stored at
 // prep + blockIdx.x * stride bytes: the f32 row, then its q16 quantization.
@@ -432,9 +493,28 @@ MOLLA_KERNEL void matvec_multi(const MvArgs a, int n, int per_block, const u8* p
     int lanes = a.lanes;
     int lane = threadIdx.x & (lanes - 1);
     int groups = blockDim.x / lanes, total = mv_total(a);
+    const bool fx = mv_fx(a);
     for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
         int si, r;
         bool active = mv_row(a, rb, lanes, si, r);
+        if (fx) {
+            const MvSeg& s = a.seg[0];
+            long long f[MV_MULTI];
+            if (active) row_dot_multi_fx(s.ty, s.w + (size_t)r * s.row_bytes, xq, ng, a.cols, lane, lanes, f);
+            else {
+#pragma unroll
+                for (int g = 0; g < MV_MULTI; g++) f[g] = 0;
+            }
+            __syncwarp();
+#pragma unroll
+            for (int g = 0; g < MV_MULTI; g++) f[g] = group_sum(f[g], lanes);
+            if (active && lane == 0) {
+#pragma unroll
+                for (int g = 0; g < MV_MULTI; g++)
+                    if (g < ng) mv_store_fx(s, t0 + g, r, f[g]);
+            }
+            continue;
+        }
         float acc[MV_MULTI];
         if (active) {
             const MvSeg& s = a.seg[si];

@@ -341,12 +341,9 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         }
         __syncthreads();
     } else if (PK_FOLD_INPUT(st)) {
-        // x (the raw row this block's last RMSNorm step kept) + the folded wo's accumulator.
-        if (!pk_wait(a, st.in_step, step)) return false;
-        const long long* acc = (const long long*)st.x;
-        for (int i = threadIdx.x; i < n; i += PK_THREADS)
-            xs[i] = (float)((double)__ldcg(acc + i) * (1.0 / 4294967296.0)) + xraw[i];
-        __syncthreads();
+        // x (the raw row this block's last RMSNorm step kept) + the folded wo's accumulator, each
+        // word polled until every unit of its row was added (wo's columns / 32 of them).
+        if (!pk_load_acc(a, (const u64*)st.x, xs, xraw, n, (u32)(PK_A_NH(a) * PK_A_HDV(a)) >> 5, step)) return false;
     } else if (st.in_ll) {
         // One segment known at compile time: no segment selection for each pair of each poll
         // (measured +2% tokens/s on the SmolLM2 and Qwen shapes, session 18).
@@ -535,7 +532,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     return true;
 }
 
-#ifdef MOLLA_X_WOFOLD
+#ifdef PK_FOLD_WO
 // A legacy-format unit of a folded wo row (PK_OP_ATTN_WO): unit ug of the row at `row` (global
 // memory) against unit k of the head's quantized output xq.
 template <int T>
@@ -571,8 +568,8 @@ __device__ __forceinline__ float pk_fold_unit_ty(int ty, const u8* row, int ug, 
 
 // The folded wo of head h (PK_OP_ATTN_WO): its output rq (hdv values, shared) quantized to 16
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
-// unit a thread) added, in 32.32 fixed point, into the accumulator row st.y[0]. Ends with a
-// barrier before the adds (the step's arrival adds the one after them).
+// unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
+// and a count the reader polls). Ends with a barrier before the adds.
 __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, const float* rq, u8* xqh, int h) {
     const int hdv = PK_A_HDV(a), nh = PK_A_NH(a), uh = hdv >> 5;
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
@@ -586,7 +583,7 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, co
     for (int i = threadIdx.x; i < (r1 - r0) * uh; i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
         const float v = pk_fold_unit_ty(ty, st.w[0] + (size_t)r * rb, h * uh + k, xq, k);
-        atomicAdd(acc + r, (unsigned long long)__double2ll_rn((double)v * 4294967296.0));
+        pk_acc_add(acc + r, v);
     }
 }
 
@@ -676,7 +673,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         }
         __syncthreads();
         pk_stamp_m(a, 7);
-#ifdef MOLLA_X_WOFOLD
+#ifdef PK_FOLD_WO
         if (fold) {
             pk_fold_wo(st, a, rq, (u8*)sm + a.xq_off, h);
             break;
@@ -774,7 +771,7 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
     }
     // The folded wo's accumulators, zeroed for the next launch: every block has read them (each
     // block's last step waited for rows every block computed after its reads).
-#ifdef MOLLA_X_WOFOLD
+#ifdef PK_FOLD_WO
     for (int i = blockIdx.x * PK_THREADS + threadIdx.x; i < a.fold_n; i += gridDim.x * PK_THREADS) a.fold_acc[i] = 0;
 #endif
 }

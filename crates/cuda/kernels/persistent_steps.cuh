@@ -46,14 +46,14 @@
 #define PK_OP_ATTN 1
 // Experiment (MOLLA_KDEFS=WOFOLD): attention with the layer's wo folded in. Block b takes head
 // b % n_head (each head's blocks repeat its attention), then its share of wo's rows over that
-// head's columns, and adds each unit's product, in 32.32 fixed point, into the layer's
-// accumulator row (PkStep::y[0], u64 a value; integer adds, so the sum is the same in any
-// order); every block then arrives at the step's counter. The next step (PK_PREP_FOLD_RMSNORM)
-// takes x + the accumulator as its input. Legacy q16 formats only (a unit of 32 columns).
+// head's columns, and adds each unit's product into the layer's accumulator row (PkStep::y[0],
+// a u64 word a value: fixed point and a count of adds, see pk_acc_add). The next step
+// (PK_PREP_FOLD_RMSNORM) polls the words until each counts every unit of its row, and takes
+// x + the accumulator as its input. Legacy q16 formats only (a unit of 32 columns).
 #define PK_OP_ATTN_WO 2
 // Only a kernel built with MOLLA_KDEFS=WOFOLD has the fold's code (the host builds such lists
 // only then).
-#ifdef MOLLA_X_WOFOLD
+#ifdef PK_FOLD_WO
 #define PK_FOLD(st) ((st).op == PK_OP_ATTN_WO)
 #define PK_FOLD_INPUT(st) ((st).prep == PK_PREP_FOLD_RMSNORM)
 #else
@@ -91,7 +91,7 @@
 #define PK_PREP_RMSNORM 1
 // The embedding row of the token, then RMSNorm (every block looks it up).
 #define PK_PREP_EMBED_RMSNORM 2
-// x + a PK_OP_ATTN_WO step's accumulator (its counter), x being the raw row this block's last
+// x + a PK_OP_ATTN_WO step's accumulator (pk_load_acc), x being the raw row this block's last
 // RMSNorm step kept, then RMSNorm.
 #define PK_PREP_FOLD_RMSNORM 3
 
@@ -383,3 +383,65 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
     return __syncthreads_and(ok) != 0;
 }
 #undef PK_SEG
+
+// A folded step's accumulator word (PK_OP_ATTN_WO): the sum of its row's unit products in
+// fixed point (2^-32, two's complement, |sum| < 2^55 at every point of the adds) plus 2^56 for
+// each product added. Integer adds come out the same in any order, and the count rides in the
+// word itself, so a reader polls the words it needs, as with tagged words: no counter, no
+// fence, one round trip (a counter, then the row: two, and a release that waits for the adds).
+#define PK_ACC_ONE (1ull << 56)
+#define PK_ACC_HALF (1ull << 55)
+
+__device__ __forceinline__ void pk_acc_add(u64* w, float v) {
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w), "l"(PK_ACC_ONE + (u64)fx_of(v)) : "memory");
+}
+
+// The adds counted in word w, and its fixed-point sum.
+__device__ __forceinline__ u32 pk_acc_count(u64 w) { return (u32)((w + PK_ACC_HALF) >> 56); }
+__device__ __forceinline__ long long pk_acc_sum(u64 w) {
+    return (long long)((w + PK_ACC_HALF) & (PK_ACC_ONE - 1)) - (long long)PK_ACC_HALF;
+}
+
+__device__ __forceinline__ ulonglong2 ld_acc2(const u64* p) {
+    ulonglong2 v;
+    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
+    return v;
+}
+
+// xs[i] = the accumulator's value + raw[i] for i < n (n even, acc 16-byte aligned), each pair of
+// words polled until both count `count` adds; then a barrier. False when the kernel must stop.
+__device__ bool pk_load_acc(const PkArgs& a, const u64* acc, float* xs, const float* raw, int n, u32 count, int step) {
+    const u32 nap = pk_nap(a);
+    const int np = n >> 1;
+    int ok = 1;
+    for (int rb = 0; rb < np && ok; rb += 4 * PK_THREADS) {
+        u32 pend = 0;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (ll_index(rb, u) < np) pend |= 1u << u;
+        u64 t0 = 0;
+        for (int it = 0; pend; it++) {
+            ulonglong2 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if ((pend >> u) & 1) v[u] = ld_acc2(acc + 2 * ll_index(rb, u));
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int j = ll_index(rb, u);
+                if (((pend >> u) & 1) && pk_acc_count(v[u].x) == count && pk_acc_count(v[u].y) == count) {
+                    // The graph path's fixed-point rows (matvec.cu mv_store_fx), the same bits.
+                    xs[2 * j] = fx_value(pk_acc_sum(v[u].x)) + raw[2 * j];
+                    xs[2 * j + 1] = fx_value(pk_acc_sum(v[u].y)) + raw[2 * j + 1];
+                    pend &= ~(1u << u);
+                }
+            }
+            if (pend) {
+                if (it == 0) t0 = global_ns();
+                if (nap) __nanosleep(nap);
+                if ((it & 63) == 63 && pk_give_up(a, t0, step)) ok = 0;
+                if (!ok) break;
+            }
+        }
+    }
+    return __syncthreads_and(ok) != 0;
+}

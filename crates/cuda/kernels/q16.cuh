@@ -638,6 +638,28 @@ __device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const
     return acc;
 }
 
+// Fixed-point rows (MvSeg::accumulate 2; the persistent kernel's wo folded into attention,
+// PK_OP_ATTN_WO): a row's unit products are each rounded to a multiple of 2^-32 and summed as
+// 64-bit integers, exactly, so that the sum has the same bits whatever adds them in whatever
+// order (a warp over a row, or every head's blocks adding their units into one word). The sum
+// goes to f32 once, then the residual is added (fx_value(sum) + y).
+__device__ __forceinline__ long long fx_of(float v) { return __double2ll_rn((double)v * 4294967296.0); }
+__device__ __forceinline__ float fx_value(long long s) { return (float)((double)s * (1.0 / 4294967296.0)); }
+
+// row_dot_q16's units summed in fixed point (G: the row read as row_dot_q16_one reads it).
+template <int T, bool G>
+__device__ __forceinline__ long long row_dot_q16_fx(const u8* __restrict__ w, const Xq& x, int cols, int lane,
+                                                    int lanes) {
+    int nu = q16_units<T>(cols);
+    long long acc = 0;
+    for (int u = lane; u < nu; u += lanes) {
+        int4 xr[8];
+        load_xu<T>(x, u, xr);
+        acc += fx_of(unit_q16<T, G>(w, xr, x, u));
+    }
+    return acc;
+}
+
 // R rows' dot products with the same input (rows w[0 .. nr), nr <= R): each unit's quants are
 // read from shared memory once for all rows. Each row gets the same bits as row_dot_q16 (the same
 // unit values, added in the same order).
@@ -674,6 +696,27 @@ __device__ __forceinline__ void row_dot_q16_multi(const u8* __restrict__ w, cons
                 int4 xr[8];
                 load_xu<T>(xq[g], u, xr);
                 acc[g] = __fadd_rn(acc[g], unit_apply<T>(uw, xr, xq[g], u));
+            }
+        }
+    }
+}
+
+// row_dot_q16_multi's units summed in fixed point (row_dot_q16_fx's sums).
+template <int T, int G>
+__device__ __forceinline__ void row_dot_q16_multi_fx(const u8* __restrict__ w, const Xq* xq, int ng, int cols,
+                                                     int lane, int lanes, long long* acc) {
+    int nu = q16_units<T>(cols);
+#pragma unroll
+    for (int g = 0; g < G; g++) acc[g] = 0;
+    for (int u = lane; u < nu; u += lanes) {
+        UnitW uw;
+        unit_load<T>(w, u, uw);
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            if (g < ng) {
+                int4 xr[8];
+                load_xu<T>(xq[g], u, xr);
+                acc[g] += fx_of(unit_apply<T>(uw, xr, xq[g], u));
             }
         }
     }

@@ -53,6 +53,11 @@ pub(crate) struct PkBuild {
     /// Only for step lists whose every matvec step is packed (kernels/persistent.cu
     /// `PK_PACKED_ONLY`: the chunked row pipeline left out), or for any.
     pub(crate) packed: bool,
+    /// With wo folded into attention (kernels/persistent_steps.cuh `PK_OP_ATTN_WO`,
+    /// `PK_FOLD_WO`): the model's wo matrices are all of legacy q16 formats over heads of whole
+    /// 32-column units (`persistent::pk_build`). Every decode path then sums wo's rows in fixed
+    /// point, so that they keep giving the same bits.
+    pub(crate) fold: bool,
 }
 
 impl PkBuild {
@@ -72,6 +77,9 @@ impl PkBuild {
         }
         if self.packed {
             parts.push("packed steps".into());
+        }
+        if self.fold {
+            parts.push("wo folded".into());
         }
         if parts.is_empty() {
             "generic".into()
@@ -162,6 +170,9 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
         }
         if pk.packed {
             opts.push("-DPK_PACKED_ONLY".to_string());
+        }
+        if pk.fold {
+            opts.push("-DPK_FOLD_WO".to_string());
         }
     }
     // Only the experiments the program's files name: another one would change its cache key and
@@ -355,6 +366,7 @@ mod tests {
         types: Some(1 << 3 | 1 << 8),
         shape: Some([64, 64, 9, 3]),
         packed: false,
+        fold: false,
     };
 
     #[test]
@@ -377,15 +389,11 @@ mod tests {
         if compiles(Program::Persistent(SMOL), &[]) {
             compiles(
                 Program::Persistent(SMOL),
-                &[
-                    "MOLLA_X_PKMEASURE",
-                    "MOLLA_X_LLVOL",
-                    "MOLLA_X_WOFOLD",
-                    "MOLLA_X_RSQRT",
-                ],
+                &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL", "MOLLA_X_RSQRT"],
             );
             let packed = PkBuild {
                 packed: true,
+                fold: true,
                 ..SMOL
             };
             compiles(Program::Persistent(packed), &[]);
@@ -396,6 +404,11 @@ mod tests {
     fn a_build_describes_itself() {
         assert_eq!(PkBuild::default().describe(), "generic");
         assert_eq!(SMOL.describe(), "built for Q4_1+Q8_0, heads 64/64 x 9/3");
+        let folded = PkBuild { fold: true, ..SMOL };
+        assert_eq!(
+            folded.describe(),
+            "built for Q4_1+Q8_0, heads 64/64 x 9/3, wo folded"
+        );
     }
 
     #[test]
@@ -428,6 +441,7 @@ mod tests {
                 types: Some(8),
                 shape: Some([64, 64, 9, 3]),
                 packed: true,
+                fold: true,
             }),
         );
         for o in [
@@ -437,6 +451,7 @@ mod tests {
             "-DPK_NH=9",
             "-DPK_NKV=3",
             "-DPK_PACKED_ONLY",
+            "-DPK_FOLD_WO",
         ] {
             assert!(some.contains(&o.to_string()), "{o}");
         }

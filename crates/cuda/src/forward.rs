@@ -529,6 +529,7 @@ impl CudaModel {
             y,
             bias,
             accumulate,
+            fixed: false,
         }
     }
 
@@ -635,7 +636,11 @@ impl CudaModel {
                 ];
                 let norm = Prep::RmsNorm(p(&l.attn_norm), eps);
                 launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, rows)?;
-                let wo = [out(&l.wo, x, 0, true)];
+                // Rows summed in fixed point when the persistent kernel folds wo (the same bits).
+                let wo = [Out {
+                    fixed: g.pk_build.fold,
+                    ..out(&l.wo, x, 0, true)
+                }];
                 let att_cols = hp.n_head * hp.head_dim_v;
                 // Experiments (launch/fused.rs): wo's and down's inputs quantized by the kernel
                 // that computes them, not by a preparation launch.
@@ -665,6 +670,7 @@ impl CudaModel {
                 y: logits,
                 bias: 0,
                 accumulate: false,
+                fixed: false,
             }];
             let norm = Prep::RmsNorm(p(&self.output_norm), eps);
             match wanted {
@@ -760,6 +766,7 @@ impl CudaModel {
                         y: logits,
                         bias: 0,
                         accumulate: false,
+                        fixed: false,
                     };
                     let last = x + ((n - 1) * e * 4) as u64;
                     launch::matvec(g, &[head], e, last, Prep::RmsNorm(norm, hp.rms_eps))?;
@@ -772,6 +779,7 @@ impl CudaModel {
                             y: g.ptr(all),
                             bias: 0,
                             accumulate: false,
+                            fixed: false,
                         };
                         self.matmul(&mut blas, &head, h, n)?;
                     }

@@ -79,6 +79,10 @@ pub(crate) struct Out {
     pub y: u64,
     pub bias: u64,
     pub accumulate: bool,
+    /// With `accumulate`: each row summed in fixed point (kernels/matvec.cu `mv_store_fx`), as
+    /// the persistent kernel's wo folded into attention sums it; legacy q16 formats, alone in
+    /// their launch, without bias. Prefill (`matmul`) ignores it.
+    pub fixed: bool,
 }
 
 thread_local! {
@@ -266,7 +270,7 @@ fn mv_args(outs: &[Out], cols: usize, x: u64, prep: Prep) -> (MvArgs, usize) {
             rows: o.w.rows as i32,
             row_bytes: o.w.row_bytes as i32,
             ty: o.w.ty,
-            accumulate: i32::from(o.accumulate),
+            accumulate: i32::from(o.accumulate) + i32::from(o.accumulate && o.fixed),
         };
         total += o.w.rows;
     }

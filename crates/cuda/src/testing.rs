@@ -71,6 +71,36 @@ pub fn matvec(
     x: &[f32],
     input: Input,
 ) -> Result<Vec<Vec<f32>>> {
+    matvec_with(gpu, kernel, segs, cols, x, input, false)
+}
+
+/// One residual matrix's decode matvec with its rows summed in fixed point (`Out::fixed`, as
+/// the persistent kernel's folded wo sums them): `acc[r] + W[r]·x` for a legacy q16 `seg.ty`.
+pub fn matvec_fixed(
+    gpu: &Gpu,
+    kernel: Kernel,
+    seg: Seg,
+    cols: usize,
+    x: &[f32],
+) -> Result<Vec<f32>> {
+    if seg.acc.is_none() || seg.bias.is_some() || !launch::is_q16_legacy(seg.ty.id() as i32) {
+        return Err(CudaError::Unsupported(
+            "fixed-point rows: a legacy q16 residual matrix without bias".into(),
+        ));
+    }
+    let mut ys = matvec_with(gpu, kernel, &[seg], cols, x, Input::Plain, true)?;
+    Ok(ys.remove(0))
+}
+
+fn matvec_with(
+    gpu: &Gpu,
+    kernel: Kernel,
+    segs: &[Seg],
+    cols: usize,
+    x: &[f32],
+    input: Input,
+    fixed: bool,
+) -> Result<Vec<Vec<f32>>> {
     if segs.is_empty() || segs.len() > 3 {
         return Err(CudaError::Unsupported(format!(
             "{} matvec segments (1 to 3)",
@@ -86,7 +116,10 @@ pub fn matvec(
     let xd = gpu.upload(x)?;
     let (_aux, prep) = prep_of(gpu, input, cols)?;
     let up = upload_segs(gpu, segs, cols)?;
-    let outs = up.outs(gpu, segs);
+    let mut outs = up.outs(gpu, segs);
+    for o in &mut outs {
+        o.fixed = fixed;
+    }
     if let Kernel::Wide = kernel {
         let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
         // SAFETY: as below; buf holds prep_stride(cols) bytes.
@@ -136,6 +169,7 @@ impl Uploaded {
                 y: gpu.ptr(&self.ys[i]),
                 bias: self.biases[i].as_ref().map_or(0, |b| gpu.ptr(b)),
                 accumulate: segs[i].acc.is_some(),
+                fixed: false,
             })
             .collect()
     }
@@ -246,6 +280,7 @@ fn matmul_on(
         y: gpu.ptr(&y),
         bias: b.as_ref().map_or(0, |b| gpu.ptr(b)),
         accumulate: acc.is_some(),
+        fixed: false,
     };
     if cublas {
         let Some(mut b) = crate::blas::Blas::new(gpu, rows * cols, n * cols)? else {

@@ -54,6 +54,46 @@ fn matvec_every_type_and_width() {
 }
 
 /// The decode step's wide path (input prepared once, four blocks an SM; big matrices take it)
+/// Fixed-point rows (the graph path's wo when the persistent kernel folds it into attention):
+/// `matvec` and `matvec_wide` give the same bits, within float rounding of the f32 sum, for
+/// every legacy q16 format at every width (576 and 896 among them).
+#[test]
+fn fixed_point_rows_agree_across_kernels_and_with_the_float_sum() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(29);
+    let legacy = [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+    ];
+    for ty in legacy {
+        for cols in widths(ty) {
+            let rows = 97 + cols % 5;
+            let (w, _) = matrix(&mut rng, ty, rows, cols);
+            let x = rng.vec(cols, 1.0);
+            let acc = rng.vec(rows, 4.0);
+            let seg = || Seg {
+                ty,
+                rows,
+                w: &w,
+                bias: None,
+                acc: Some(&acc),
+            };
+            let f = testing::matvec(&g, Kernel::Matvec, &[seg()], cols, &x, Input::Plain).unwrap();
+            let a = testing::matvec_fixed(&g, Kernel::Matvec, seg(), cols, &x).unwrap();
+            let b = testing::matvec_fixed(&g, Kernel::Wide, seg(), cols, &x).unwrap();
+            assert_eq!(bits(&a), bits(&b), "fixed rows, wide {ty} {rows}x{cols}");
+            let e = rel(&a, &f[0]);
+            assert!(
+                e < 1e-5,
+                "fixed rows against the float sum, {ty} {rows}x{cols}: {e}"
+            );
+        }
+    }
+}
+
 /// gives `matvec`'s bits: every q16 format at every width, then three fused segments of mixed
 /// formats with bias and residual under each input preparation.
 #[test]

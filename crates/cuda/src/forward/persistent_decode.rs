@@ -156,15 +156,10 @@ impl CudaModel {
             hp.n_head * hp.head_dim_v,
             hp.n_ff,
         ];
-        // Experiment (`MOLLA_KDEFS=WOFOLD`): wo folded into attention, for wo matrices of the
-        // legacy q16 formats (units of 32 columns) over heads of whole units; its fixed-point
-        // accumulators (a row a layer) follow the tagged buffers.
-        let fold = crate::compile::experiment("WOFOLD")
-            && hp.head_dim_v.is_multiple_of(32)
-            && self
-                .layers
-                .iter()
-                .all(|l| launch::is_q16_legacy(l.wo.r(g).ty));
+        // wo folded into attention (`PkBuild::fold`: wo matrices of the legacy q16 formats over
+        // heads of whole 32-column units); its accumulators (a row a layer) follow the tagged
+        // buffers.
+        let fold = g.pk_build.fold;
         let acc_words = if fold {
             self.layers.len() * hp.n_embd
         } else {
@@ -248,6 +243,7 @@ impl CudaModel {
             y: logits,
             bias: 0,
             accumulate: false,
+            fixed: false,
         }
     }
 }

@@ -294,9 +294,10 @@ impl Steps {
 
     /// As [`Steps::attention`] with the layer's wo folded in (experiment `MOLLA_KDEFS=WOFOLD`):
     /// instead of the heads' output, each block adds its share of `wo`'s rows over its head's
-    /// columns into `wo.y`, a row of `wo.w.rows` fixed-point (32.32) u64 words that must be zero
-    /// when the launch begins; the next step reads it with [`Input::FoldRmsNorm`] once every
-    /// block has arrived. `att_len`: the heads' output width (wo's columns).
+    /// columns into `wo.y`, a row of `wo.w.rows` u64 words (fixed point and a count of adds,
+    /// kernels/persistent_steps.cuh `pk_acc_add`) that must be zero when the launch begins; the
+    /// next step reads it with [`Input::FoldRmsNorm`], polling each word until it counts every
+    /// unit of its row. `att_len`: the heads' output width (wo's columns).
     pub fn attention_wo(
         &mut self,
         qkv: (u64, u64, u64),
@@ -306,7 +307,8 @@ impl Steps {
     ) {
         self.attention(qkv, caches, wo.y, usize::MAX);
         if let Some(st) = self.list.last_mut() {
-            st.op = OP_ATTN_WO;
+            // No counter: each accumulator word counts its own adds (pk_acc_add).
+            (st.op, st.arrive) = (OP_ATTN_WO, 0);
             st.cols = att_len as i32;
             st.set_seg(0, wo);
         }
@@ -331,6 +333,7 @@ mod tests {
             y,
             bias: 0,
             accumulate,
+            fixed: false,
         }
     }
 
@@ -404,7 +407,7 @@ mod tests {
     }
 
     #[test]
-    fn a_folded_wo_hands_its_accumulator_to_gate_up_through_a_counter() {
+    fn a_folded_wo_hands_its_accumulator_to_gate_up_in_counted_words() {
         let (x, q, k, v, gate, acc) = (0x10, 0x20, 0x30, 0x40, 0x60, 0x100);
         let mut st = qkv(2048);
         st.attention_wo((q, k, v), (0x90, 0xa0), &out(64, acc, false), 64);
@@ -418,8 +421,9 @@ mod tests {
         assert!(st.bad.is_none(), "{:?}", st.bad);
         let a = &st.list[1];
         assert_eq!((a.op, a.cols, a.rows[0], a.y[0]), (OP_ATTN_WO, 64, 64, acc));
-        // Plain output with a counter; gate/up waits for it and reads x + the accumulator.
-        assert_eq!((a.out_ll, a.arrive), (0, 1));
+        // Plain output without a counter (the words count their adds); gate/up polls them and
+        // reads x + the accumulator.
+        assert_eq!((a.out_ll, a.arrive), (0, 0));
         let g = &st.list[2];
         assert_eq!(
             (g.prep, g.x, g.in_step, g.in_ll),
