@@ -8,7 +8,8 @@ NVRTC comes from the PyPI wheel nvidia-cuda-nvrtc (a zip): unpack its nvidia/cu1
 point NVRTC_LIB at it (default ~/.cache/molla/nvrtc-lib). Extra -D options: MOLLA_KDEFS as the
 engine reads it, PK_TYMASK=<decimal mask> for the kernel built for those weight types, and
 PK_SHAPE=hd,hdv,n_head,n_head_kv for one built for that head shape (as the engine builds it),
-PK_PACKED=1 for the one for packed step lists only (PK_PACKED_ONLY),
+PK_PACKED=1 for the one for packed step lists only (PK_PACKED_ONLY), PK_FOLD=1 for one that
+folds wo into attention (PK_FOLD_WO),
 LINEINFO=1 adds line information (nvdisasm -g then names each instruction's source line).
 PROGRAM=main compiles the main program (every kernel but the persistent one), else the
 persistent kernel's own program (compile.rs `Program`).
@@ -62,6 +63,8 @@ def main():
         opts += [f"-D{n}={v}" for n, v in zip(["PK_HD", "PK_HDV", "PK_NH", "PK_NKV"], os.environ["PK_SHAPE"].split(","))]
     if not main_prog and os.environ.get("PK_PACKED") == "1":
         opts.append("-DPK_PACKED_ONLY")
+    if not main_prog and os.environ.get("PK_FOLD") == "1":
+        opts.append("-DPK_FOLD_WO")
     prog = ctypes.c_void_p()
     rc = nv.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"molla.cu", 0, None, None)
     assert rc == 0, rc
