@@ -44,15 +44,15 @@
 
 #define PK_OP_MATVEC 0
 #define PK_OP_ATTN 1
-// Experiment (MOLLA_KDEFS=WOFOLD): attention with the layer's wo folded in. Block b takes head
-// b % n_head (each head's blocks repeat its attention), then its share of wo's rows over that
+// Attention with the layer's wo folded in. Block b takes head b % n_head (each head's blocks
+// repeat its attention), then its share of wo's rows over that
 // head's columns, and adds each unit's product into the layer's accumulator row (PkStep::y[0],
 // a u64 word a value: fixed point and a count of adds, see pk_acc_add). The next step
 // (PK_PREP_FOLD_RMSNORM) polls the words until each counts every unit of its row, and takes
 // x + the accumulator as its input. Legacy q16 formats only (a unit of 32 columns).
 #define PK_OP_ATTN_WO 2
-// Only a kernel built with MOLLA_KDEFS=WOFOLD has the fold's code (the host builds such lists
-// only then).
+// Only a kernel built with PK_FOLD_WO (compile.rs PkBuild::fold) has the fold's code (the host
+// builds such lists only then).
 #ifdef PK_FOLD_WO
 #define PK_FOLD(st) ((st).op == PK_OP_ATTN_WO)
 #define PK_FOLD_INPUT(st) ((st).prep == PK_PREP_FOLD_RMSNORM)

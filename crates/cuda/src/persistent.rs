@@ -114,7 +114,7 @@ pub(crate) struct Persistent {
     /// kernel through `matvec_wide`, and whether the kernel left it as tagged words (else plain
     /// f32: models wider than `ll_max`) (forward/persistent_decode.rs).
     pub(crate) head_x: Option<(u64, bool)>,
-    /// With wo folded into attention (`MOLLA_KDEFS=WOFOLD`): the accumulators' address and
+    /// With wo folded into attention (`PkBuild::fold`): the accumulators' address and
     /// length in u64 words, inside `ll` (zeroed with it; the kernel zeroes them as it ends).
     pub(crate) fold: (u64, usize),
 }

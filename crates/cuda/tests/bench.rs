@@ -46,8 +46,9 @@ const STEP_KINDS: [&str; 6] = ["qkv", "attention", "wo", "gate/up", "down", "hea
 
 /// Step s's kind (index into STEP_KINDS) in a list of n steps.
 /// Each step's kind from the list's ops (0 matvec, 1 attention, 2 attention with wo folded in,
-/// `MOLLA_KDEFS=WOFOLD`): per layer q/k/v, attention, wo (none when folded), gate/up, down; a
-/// matvec after the last layer is the head (none when it runs after the kernel).
+/// the default for legacy-q16 wo, `PkBuild::fold`): per layer q/k/v, attention, wo (none when
+/// folded), gate/up, down; a matvec after the last layer is the head (none when it runs after
+/// the kernel).
 fn step_kinds(ops: &[i32]) -> Vec<usize> {
     let mut kinds = Vec::with_capacity(ops.len());
     let mut i = 0;

@@ -6,7 +6,7 @@ use cudarc::driver::DeviceRepr;
 
 pub(super) const OP_MATVEC: i32 = 0;
 pub(super) const OP_ATTN: i32 = 1;
-/// Attention with the layer's wo folded in (experiment `MOLLA_KDEFS=WOFOLD`,
+/// Attention with the layer's wo folded in (`PkBuild::fold`,
 /// kernels/persistent_steps.cuh `PK_OP_ATTN_WO`).
 pub(super) const OP_ATTN_WO: i32 = 2;
 pub(super) const PREP_PLAIN: i32 = 0;
@@ -292,7 +292,7 @@ impl Steps {
         self.push(st, &[out], out_len, true);
     }
 
-    /// As [`Steps::attention`] with the layer's wo folded in (experiment `MOLLA_KDEFS=WOFOLD`):
+    /// As [`Steps::attention`] with the layer's wo folded in (`PkBuild::fold`):
     /// instead of the heads' output, each block adds its share of `wo`'s rows over its head's
     /// columns into `wo.y`, a row of `wo.w.rows` u64 words (fixed point and a count of adds,
     /// kernels/persistent_steps.cuh `pk_acc_add`) that must be zero when the launch begins; the
