@@ -240,7 +240,11 @@ __device__ __forceinline__ int mv_total(const MvArgs& a) {
     return total;
 }
 
-MOLLA_KERNEL void matvec(const MvArgs a) {
+// FX: fixed-point rows (MvSeg::accumulate 2), a kernel of their own (matvec_fx), so that the
+// f32 kernel keeps its registers (82, against 100 with both paths in one: six blocks an SM,
+// not five).
+template <bool FX>
+__device__ __forceinline__ void matvec_body(const MvArgs& a) {
     extern __shared__ float4 smem4[];
     pdl_trigger();
     pdl_wait();
@@ -252,11 +256,10 @@ MOLLA_KERNEL void matvec(const MvArgs a) {
     int groups = blockDim.x / lanes, total = mv_total(a);
     // The grid may be smaller than the row count (the input is prepared once per block): blocks
     // stride over rows. `rb` is uniform across the block, so whole warps take the same trips.
-    const bool fx = mv_fx(a);
     for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
         int si, r;
         bool active = mv_row(a, rb, lanes, si, r);
-        if (fx) {
+        if (FX) {
             const MvSeg& s = a.seg[0];
             long long f = active ? row_dot_fx_ty<false>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, lanes) : 0;
             __syncwarp();
@@ -274,6 +277,10 @@ MOLLA_KERNEL void matvec(const MvArgs a) {
         if (active && lane == 0) mv_store(a.seg[si], 0, r, acc);
     }
 }
+
+MOLLA_KERNEL void matvec(const MvArgs a) { matvec_body<false>(a); }
+
+MOLLA_KERNEL void matvec_fx(const MvArgs a) { matvec_body<true>(a); }
 
 // acc = row_dot_q16_one by weight type (q16 formats only, as the host checks; NaN for any other).
 __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
@@ -443,11 +450,11 @@ __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, 
 }
 
 // row_dot_multi's fixed-point rows (the legacy q16 formats; zeros for any other).
-__device__ __forceinline__ void row_dot_multi_fx(int ty, const u8* __restrict__ w, const Xq* xq, int ng, int cols,
-                                                 int lane, int lanes, long long* acc) {
+__device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, float* const*, const Xq* xq, int ng,
+                                              int cols, int lane, int lanes, long long* acc) {
     switch (ty) {
 #define MULTI_FX(T) \
-    case T: row_dot_q16_multi_fx<T, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
+    case T: row_dot_q16_multi<T, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
         MULTI_FX(T_Q4_0)
         MULTI_FX(T_Q4_1)
         MULTI_FX(T_Q5_0)
@@ -458,6 +465,33 @@ __device__ __forceinline__ void row_dot_multi_fx(int ty, const u8* __restrict__ 
     }
 #pragma unroll
     for (int g = 0; g < MV_MULTI; g++) acc[g] = 0;
+}
+
+// A row's output of input t: f32 (mv_store) or fixed point (mv_store_fx).
+__device__ __forceinline__ void mv_out(const MvSeg& s, int t, int r, float v) { mv_store(s, t, r, v); }
+__device__ __forceinline__ void mv_out(const MvSeg& s, int t, int r, long long v) { mv_store_fx(s, t, r, v); }
+
+// Row r of segment si (when active) against inputs t0 .. t0 + ng, summed in A (float, or long
+// long for fixed-point rows), then stored.
+template <class A>
+__device__ __forceinline__ void mv_multi_row(const MvArgs& a, int si, int r, bool active, float* const* xs,
+                                             const Xq* xq, int ng, int t0, int lane, int lanes) {
+    A acc[MV_MULTI];
+    if (active) {
+        const MvSeg& s = a.seg[si];
+        row_dot_multi(s.ty, s.w + (size_t)r * s.row_bytes, xs, xq, ng, a.cols, lane, lanes, acc);
+    } else {
+#pragma unroll
+        for (int g = 0; g < MV_MULTI; g++) acc[g] = 0;
+    }
+    __syncwarp();
+#pragma unroll
+    for (int g = 0; g < MV_MULTI; g++) acc[g] = group_sum(acc[g], lanes);
+    if (active && lane == 0) {
+#pragma unroll
+        for (int g = 0; g < MV_MULTI; g++)
+            if (g < ng) mv_out(a.seg[si], t0 + g, r, acc[g]);
+    }
 }
 
 // Batched decode, first pass: input row blockIdx.x of the batch prepared exactly as `matvec`
@@ -477,7 +511,10 @@ MOLLA_KERNEL void matvec_prep(const MvArgs a, u8* prep, int stride) {
 // gridDim.x: the block copies its inputs into shared memory and reads each weight row once for
 // all of them. Output row r of input t goes to y + t * rows of its segment, with the bits
 // `matvec` gives it for that input alone.
-MOLLA_KERNEL void matvec_multi(const MvArgs a, int n, int per_block, const u8* prep, int stride) {
+// FX: fixed-point rows (MvSeg::accumulate 2), a kernel of their own (matvec_multi_fx), as for
+// matvec.
+template <bool FX>
+__device__ __forceinline__ void matvec_multi_body(const MvArgs& a, int n, int per_block, const u8* prep, int stride) {
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.y * per_block, ng = min(per_block, n - t0);
     const int4* src = (const int4*)(prep + (size_t)t0 * stride);
@@ -493,43 +530,18 @@ MOLLA_KERNEL void matvec_multi(const MvArgs a, int n, int per_block, const u8* p
     int lanes = a.lanes;
     int lane = threadIdx.x & (lanes - 1);
     int groups = blockDim.x / lanes, total = mv_total(a);
-    const bool fx = mv_fx(a);
     for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
         int si, r;
         bool active = mv_row(a, rb, lanes, si, r);
-        if (fx) {
-            const MvSeg& s = a.seg[0];
-            long long f[MV_MULTI];
-            if (active) row_dot_multi_fx(s.ty, s.w + (size_t)r * s.row_bytes, xq, ng, a.cols, lane, lanes, f);
-            else {
-#pragma unroll
-                for (int g = 0; g < MV_MULTI; g++) f[g] = 0;
-            }
-            __syncwarp();
-#pragma unroll
-            for (int g = 0; g < MV_MULTI; g++) f[g] = group_sum(f[g], lanes);
-            if (active && lane == 0) {
-#pragma unroll
-                for (int g = 0; g < MV_MULTI; g++)
-                    if (g < ng) mv_store_fx(s, t0 + g, r, f[g]);
-            }
-            continue;
-        }
-        float acc[MV_MULTI];
-        if (active) {
-            const MvSeg& s = a.seg[si];
-            row_dot_multi(s.ty, s.w + (size_t)r * s.row_bytes, xs, xq, ng, a.cols, lane, lanes, acc);
-        } else {
-#pragma unroll
-            for (int g = 0; g < MV_MULTI; g++) acc[g] = 0.f;
-        }
-        __syncwarp();
-#pragma unroll
-        for (int g = 0; g < MV_MULTI; g++) acc[g] = group_sum(acc[g], lanes);
-        if (active && lane == 0) {
-#pragma unroll
-            for (int g = 0; g < MV_MULTI; g++)
-                if (g < ng) mv_store(a.seg[si], t0 + g, r, acc[g]);
-        }
+        if (FX) mv_multi_row<long long>(a, si, r, active, xs, xq, ng, t0, lane, lanes);
+        else mv_multi_row<float>(a, si, r, active, xs, xq, ng, t0, lane, lanes);
     }
+}
+
+MOLLA_KERNEL void matvec_multi(const MvArgs a, int n, int per_block, const u8* prep, int stride) {
+    matvec_multi_body<false>(a, n, per_block, prep, stride);
+}
+
+MOLLA_KERNEL void matvec_multi_fx(const MvArgs a, int n, int per_block, const u8* prep, int stride) {
+    matvec_multi_body<true>(a, n, per_block, prep, stride);
 }

@@ -304,6 +304,15 @@ __device__ __forceinline__ void st_ll(u64* p, float v, u32 tag) {
     asm volatile(PK_LL_ST " [%0], {%1, %2};" ::"l"(p), "r"(__float_as_uint(v)), "r"(tag) : "memory");
 }
 
+// After poll round `it` of a wait that began at t0 (taken here after the first) left values
+// pending: the nap between polls, and every 64 rounds whether the wait must stop (pk_give_up).
+// False when it must.
+__device__ __forceinline__ bool pk_poll_on(const PkArgs& a, int it, u64& t0, u32 nap, int step) {
+    if (it == 0) t0 = global_ns();
+    if (nap) __nanosleep(nap);
+    return !((it & 63) == 63 && pk_give_up(a, t0, step));
+}
+
 // Up to three tagged vectors (each of even length, 16-byte aligned) are loaded into shared memory
 // once every value carries the tag the reader waits for: eight 16-byte loads a thread in flight,
 // then a poll of the pairs that were not ready (pk_load_ll). One vector:
@@ -372,11 +381,9 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
                     pend &= ~(1u << u);
                 }
             }
-            if (pend) {
-                if (it == 0) t0 = global_ns();
-                if (nap) __nanosleep(nap);
-                if ((it & 63) == 63 && pk_give_up(a, t0, step)) ok = 0;
-                if (!ok) break;
+            if (pend && !pk_poll_on(a, it, t0, nap, step)) {
+                ok = 0;
+                break;
             }
         }
     }
@@ -435,11 +442,9 @@ __device__ bool pk_load_acc(const PkArgs& a, const u64* acc, float* xs, const fl
                     pend &= ~(1u << u);
                 }
             }
-            if (pend) {
-                if (it == 0) t0 = global_ns();
-                if (nap) __nanosleep(nap);
-                if ((it & 63) == 63 && pk_give_up(a, t0, step)) ok = 0;
-                if (!ok) break;
+            if (pend && !pk_poll_on(a, it, t0, nap, step)) {
+                ok = 0;
+                break;
             }
         }
     }

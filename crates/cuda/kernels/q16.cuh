@@ -678,33 +678,18 @@ __device__ __forceinline__ void rows_dot_q16(const u8* const* w, int nr, const X
     }
 }
 
-// One row's dot products with ng <= G inputs (xq[0 .. ng)), each with the bits row_dot_q16 gives
-// it alone (the same unit values, added in the same order): a unit's weights are read and
-// decoded once for all inputs, and the inputs' sums are independent chains.
-template <int T, int G>
-__device__ __forceinline__ void row_dot_q16_multi(const u8* __restrict__ w, const Xq* xq, int ng, int cols, int lane,
-                                                  int lanes, float* acc) {
-    int nu = q16_units<T>(cols);
-#pragma unroll
-    for (int g = 0; g < G; g++) acc[g] = 0.f;
-    for (int u = lane; u < nu; u += lanes) {
-        UnitW uw;
-        unit_load<T>(w, u, uw);
-#pragma unroll
-        for (int g = 0; g < G; g++) {
-            if (g < ng) {
-                int4 xr[8];
-                load_xu<T>(xq[g], u, xr);
-                acc[g] = __fadd_rn(acc[g], unit_apply<T>(uw, xr, xq[g], u));
-            }
-        }
-    }
-}
+// A unit's product added to a row's sum: in f32 (the bits row_dot_q16 gives), or in fixed point
+// (row_dot_q16_fx's).
+__device__ __forceinline__ void unit_add(float& acc, float v) { acc = __fadd_rn(acc, v); }
+__device__ __forceinline__ void unit_add(long long& acc, float v) { acc += fx_of(v); }
 
-// row_dot_q16_multi's units summed in fixed point (row_dot_q16_fx's sums).
-template <int T, int G>
-__device__ __forceinline__ void row_dot_q16_multi_fx(const u8* __restrict__ w, const Xq* xq, int ng, int cols,
-                                                     int lane, int lanes, long long* acc) {
+// One row's dot products with ng <= G inputs (xq[0 .. ng)), each with the bits row_dot_q16 gives
+// it alone (the same unit values, added in the same order), or row_dot_q16_fx's (A: long long):
+// a unit's weights are read and decoded once for all inputs, and the inputs' sums are
+// independent chains.
+template <int T, int G, class A>
+__device__ __forceinline__ void row_dot_q16_multi(const u8* __restrict__ w, const Xq* xq, int ng, int cols, int lane,
+                                                  int lanes, A* acc) {
     int nu = q16_units<T>(cols);
 #pragma unroll
     for (int g = 0; g < G; g++) acc[g] = 0;
@@ -716,7 +701,7 @@ __device__ __forceinline__ void row_dot_q16_multi_fx(const u8* __restrict__ w, c
             if (g < ng) {
                 int4 xr[8];
                 load_xu<T>(xq[g], u, xr);
-                acc[g] += fx_of(unit_apply<T>(uw, xr, xq[g], u));
+                unit_add(acc[g], unit_apply<T>(uw, xr, xq[g], u));
             }
         }
     }

@@ -29,6 +29,10 @@ pub(crate) struct Kernels {
     pub matvec: CudaFunction,
     /// The same over a batch of input rows (one token of each of several sequences).
     pub matvec_multi: CudaFunction,
+    /// `matvec` for fixed-point rows (`Out::fixed`).
+    pub matvec_fx: CudaFunction,
+    /// `matvec_multi` for fixed-point rows (`Out::fixed`).
+    pub matvec_multi_fx: CudaFunction,
     /// Its first pass: each input row prepared once.
     pub matvec_prep: CudaFunction,
     /// Decode matvec of big matrices on an input prepared once (by `matvec_prep_wide`).
@@ -193,6 +197,8 @@ impl Gpu {
         let k = Kernels {
             matvec: f("matvec")?,
             matvec_multi: f("matvec_multi")?,
+            matvec_multi_fx: f("matvec_multi_fx")?,
+            matvec_fx: f("matvec_fx")?,
             matvec_prep: f("matvec_prep")?,
             matvec_wide: f("matvec_wide")?,
             matvec_wide_glu: f("matvec_wide_glu")?,
@@ -229,7 +235,9 @@ impl Gpu {
         let max_smem = (optin - static_smem).max(48 * 1024 - static_smem).max(0) as usize;
         for f in [
             &k.matvec,
+            &k.matvec_fx,
             &k.matvec_multi,
+            &k.matvec_multi_fx,
             &k.matvec_prep,
             &k.matvec_wide,
             &k.matvec_prep_wide,

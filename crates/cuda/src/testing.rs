@@ -49,8 +49,16 @@ pub struct Seg<'a> {
 #[derive(Clone, Copy)]
 pub enum Input<'a> {
     Plain,
-    RmsNorm { w: &'a [f32], eps: f32 },
-    SwiGlu { up: &'a [f32] },
+    /// The input as given, each row summed in fixed point (`Out::fixed`, as the persistent
+    /// kernel's folded wo sums it): one legacy q16 residual matrix without bias.
+    PlainFixed,
+    RmsNorm {
+        w: &'a [f32],
+        eps: f32,
+    },
+    SwiGlu {
+        up: &'a [f32],
+    },
 }
 
 /// Which decode matvec kernel runs: `matvec` (small matrices), or the decode step's path for big
@@ -71,36 +79,15 @@ pub fn matvec(
     x: &[f32],
     input: Input,
 ) -> Result<Vec<Vec<f32>>> {
-    matvec_with(gpu, kernel, segs, cols, x, input, false)
-}
-
-/// One residual matrix's decode matvec with its rows summed in fixed point (`Out::fixed`, as
-/// the persistent kernel's folded wo sums them): `acc[r] + W[r]·x` for a legacy q16 `seg.ty`.
-pub fn matvec_fixed(
-    gpu: &Gpu,
-    kernel: Kernel,
-    seg: Seg,
-    cols: usize,
-    x: &[f32],
-) -> Result<Vec<f32>> {
-    if seg.acc.is_none() || seg.bias.is_some() || !launch::is_q16_legacy(seg.ty.id() as i32) {
+    let fixed = matches!(input, Input::PlainFixed);
+    if fixed
+        && !matches!(segs, [s] if s.acc.is_some() && s.bias.is_none()
+            && launch::is_q16_legacy(s.ty.id() as i32))
+    {
         return Err(CudaError::Unsupported(
-            "fixed-point rows: a legacy q16 residual matrix without bias".into(),
+            "fixed-point rows: one legacy q16 residual matrix without bias".into(),
         ));
     }
-    let mut ys = matvec_with(gpu, kernel, &[seg], cols, x, Input::Plain, true)?;
-    Ok(ys.remove(0))
-}
-
-fn matvec_with(
-    gpu: &Gpu,
-    kernel: Kernel,
-    segs: &[Seg],
-    cols: usize,
-    x: &[f32],
-    input: Input,
-    fixed: bool,
-) -> Result<Vec<Vec<f32>>> {
     if segs.is_empty() || segs.len() > 3 {
         return Err(CudaError::Unsupported(format!(
             "{} matvec segments (1 to 3)",
@@ -139,7 +126,7 @@ fn matvec_with(
 /// buffer alive while the kernel runs.
 fn prep_of(gpu: &Gpu, input: Input, cols: usize) -> Result<(Option<CudaSlice<f32>>, Prep)> {
     let aux = match input {
-        Input::Plain => None,
+        Input::Plain | Input::PlainFixed => None,
         Input::RmsNorm { w, .. } | Input::SwiGlu { up: w } => {
             check("matvec input weights", w.len(), cols)?;
             Some(gpu.upload(w)?)
@@ -147,7 +134,7 @@ fn prep_of(gpu: &Gpu, input: Input, cols: usize) -> Result<(Option<CudaSlice<f32
     };
     let aux_ptr = aux.as_ref().map_or(0, |a| gpu.ptr(a));
     let prep = match input {
-        Input::Plain => Prep::Plain,
+        Input::Plain | Input::PlainFixed => Prep::Plain,
         Input::RmsNorm { eps, .. } => Prep::RmsNorm(aux_ptr, eps),
         Input::SwiGlu { .. } => Prep::SwiGlu(aux_ptr),
     };
