@@ -209,24 +209,6 @@ __device__ __forceinline__ void pk_fold_share(int nh, int h, int rows, int& r0, 
     r1 = rows * (j + 1) / nj;
 }
 
-// Experiment (MOLLA_KDEFS=FOLDSMEM): a folded wo's rows over the block's head (uh units of ub
-// bytes each) copied into the chunk buffers as the step begins, after the staged keys and values,
-// so that the units after the attention read shared memory, not L2. Each row's span has a slot
-// of `pk_fold_slot` bytes (its 16-byte units, the span at its address mod 16). The slots'
-// start, or null when they do not fit (then the units are read from global memory).
-__device__ __forceinline__ int pk_fold_slot(int uh, int ub) { return ((uh * ub + 30) >> 4) << 4; }
-
-__device__ __forceinline__ u8* pk_fold_slots(const PkStep& st, const PkArgs& a, u8* bufs, int rows, int slot) {
-#ifdef MOLLA_X_FOLDSMEM
-    int voff;
-    size_t used = pk_kv_staged(st, a, voff) ? (size_t)voff + (size_t)(a.pos + 1) * 2 * PK_A_HDV(a) : 0;
-    used = (used + 15) & ~(size_t)15;
-    return used + (size_t)rows * slot <= (size_t)a.stages * (a.chunk + 64) ? bufs + used : nullptr;
-#else
-    return nullptr;
-#endif
-}
-
 // Where row r's span over head h of a folded wo starts in global memory.
 __device__ __forceinline__ const u8* pk_fold_row(const PkStep& st, int r, int h, int uh, int ub) {
     return st.w[0] + (size_t)r * st.row_bytes[0] + (size_t)h * uh * ub;
@@ -293,20 +275,8 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
             const int uh = PK_A_HDV(a) >> 5;
             int r0, r1;
             pk_fold_share(nh, h, st.rows[0], r0, r1);
-            const int slot = pk_fold_slot(uh, ub), per = slot >> 4;
-            if (u8* slots = pk_fold_slots(st, a, bufs, r1 - r0, slot)) {
-                // One cp.async group, waited for before the units (pk_fold_wo).
-                for (int j = threadIdx.x; j < (r1 - r0) * per; j += PK_THREADS) {
-                    const int i = j / per, part = j % per;
-                    const u8* p = pk_fold_row(st, r0 + i, h, uh, ub);
-                    const u8* p0 = (const u8*)((size_t)p & ~(size_t)15);
-                    if (p0 + 16 * part < p + uh * ub) cp_async16(smem_u32(slots + (size_t)i * slot + 16 * part), p0 + 16 * part);
-                }
-                cp_commit();
-                return k;
-            }
             for (int r = r0 + (int)threadIdx.x; r < r1; r += PK_THREADS) {
-                const u8* p = st.w[0] + (size_t)r * st.row_bytes[0] + (size_t)h * uh * ub;
+                const u8* p = pk_fold_row(st, r, h, uh, ub);
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(p + uh * ub - 1));
             }
@@ -569,14 +539,13 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
 
 #ifdef PK_FOLD_WO
 // A legacy-format unit of a folded wo row (PK_OP_ATTN_WO): unit k of the row's span over the
-// block's head at `span` (G: global memory, else shared) against unit k of the head's quantized
-// output xq.
-template <int T, bool G>
+// block's head at `span` (global memory) against unit k of the head's quantized output xq.
+template <int T>
 __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int k) {
     constexpr int BYTES = legacy_bytes<T>();
     int4 xr[8];
     load_xu<T>(xq, k, xr);
-    return unit_legacy<T, G>(span + (size_t)k * BYTES, xr, xq, k);
+    return unit_legacy<T, true>(span + (size_t)k * BYTES, xr, xq, k);
 }
 
 #ifdef PK_TYMASK
@@ -585,12 +554,11 @@ __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int 
 #define PK_FOLD_ON(T) true
 #endif
 
-template <bool G>
 __device__ __forceinline__ float pk_fold_unit_ty(int ty, const u8* span, const Xq& xq, int k) {
     switch (ty) {
 #define PK_FOLD_CASE(T) \
     case T:             \
-        if (PK_FOLD_ON(T)) return pk_fold_unit<T, G>(span, xq, k); \
+        if (PK_FOLD_ON(T)) return pk_fold_unit<T>(span, xq, k); \
         break;
         PK_FOLD_CASE(T_Q4_0)
         PK_FOLD_CASE(T_Q4_1)
@@ -607,25 +575,18 @@ __device__ __forceinline__ float pk_fold_unit_ty(int ty, const u8* span, const X
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
 // unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
 // and a count the reader polls). Ends with a barrier before the adds.
-__device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, const float* rq, u8* xqh, u8* bufs,
-                                           int h) {
+__device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, const float* rq, u8* xqh, int h) {
     const int hdv = PK_A_HDV(a), nh = PK_A_NH(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5);
     int r0, r1;
     pk_fold_share(nh, h, st.rows[0], r0, r1);
-    const int slot = pk_fold_slot(uh, ub);
-    const u8* slots = pk_fold_slots(st, a, bufs, r1 - r0, slot);
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
-    if (slots) cp_wait<0>();
     __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
     unsigned long long* acc = (unsigned long long*)st.y[0];
     const int ty = st.ty[0];
     for (int i = threadIdx.x; i < (r1 - r0) * uh; i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
-        const u8* p = pk_fold_row(st, r, h, uh, ub);
-        const float v = slots ? pk_fold_unit_ty<false>(ty, slots + (size_t)(r - r0) * slot + ((size_t)p & 15), xq, k)
-                              : pk_fold_unit_ty<true>(ty, p, xq, k);
-        pk_acc_add(acc + r, v);
+        pk_acc_add(acc + r, pk_fold_unit_ty(ty, pk_fold_row(st, r, h, uh, ub), xq, k));
     }
 }
 
@@ -717,7 +678,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         pk_stamp_m(a, 7);
 #ifdef PK_FOLD_WO
         if (fold) {
-            pk_fold_wo(st, a, rq, (u8*)sm + a.xq_off, bufs, h);
+            pk_fold_wo(st, a, rq, (u8*)sm + a.xq_off, h);
             break;
         }
 #endif
