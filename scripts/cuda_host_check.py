@@ -63,6 +63,7 @@ static float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
 static float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 static float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 static int __float2int_rn(float x) { return (int)nearbyintf(x); }
+static long long __double2ll_rn(double x) { return llrint(x); }
 static float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
 template <class T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
