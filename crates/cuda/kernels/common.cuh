@@ -69,12 +69,6 @@ __device__ __forceinline__ float group_sum(float v, int lanes) {
 
 __device__ __forceinline__ float warp_sum(float v) { return group_sum(v, 32); }
 
-// Integer sums are exact, so any order gives the same bits (the fixed-point rows, q16.cuh).
-__device__ __forceinline__ long long group_sum(long long v, int lanes) {
-    for (int off = lanes >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    return v;
-}
-
 // Programmatic dependent launch (sm_90, compiled in with MOLLA_PDL; crate::pdl): pdl_trigger lets
 // the next kernel's blocks be scheduled as this grid's finish; pdl_wait returns once the kernel
 // before this one has completed and its writes are visible. A kernel launched as a dependent

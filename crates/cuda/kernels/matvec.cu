@@ -211,9 +211,9 @@ __device__ __forceinline__ void mv_store(const MvSeg& s, int t, int r, float v) 
 
 // A fixed-point row (MvSeg::accumulate 2): y[r] = fx_value(sum) + y[r], as the persistent
 // kernel's folded wo gives it (persistent.cu pk_load_acc).
-__device__ __forceinline__ void mv_store_fx(const MvSeg& s, int t, int r, long long f) {
+__device__ __forceinline__ void mv_store_fx(const MvSeg& s, int t, int r, FxAcc f) {
     float* y = s.y + (size_t)t * s.rows;
-    y[r] = fx_value(f) + y[r];
+    y[r] = f.bad ? __int_as_float(0x7fc00000) : fx_value(f.s) + y[r];
 }
 
 // Whether the launch's rows are fixed-point ones (uniform over the grid: one segment).
@@ -222,15 +222,15 @@ __device__ __forceinline__ bool mv_fx(const MvArgs& a) { return a.nseg == 1 && a
 // row_dot_q16_fx by weight type: the legacy q16 formats, which the host alone sets fixed-point
 // rows for (0 for any other).
 template <bool G>
-__device__ __forceinline__ long long row_dot_fx_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
-                                                   int lanes) {
+__device__ __forceinline__ FxAcc row_dot_fx_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
+                                               int lanes) {
     switch (ty) {
         case T_Q4_0: return row_dot_q16_fx<T_Q4_0, G>(w, xq, cols, lane, lanes);
         case T_Q4_1: return row_dot_q16_fx<T_Q4_1, G>(w, xq, cols, lane, lanes);
         case T_Q5_0: return row_dot_q16_fx<T_Q5_0, G>(w, xq, cols, lane, lanes);
         case T_Q5_1: return row_dot_q16_fx<T_Q5_1, G>(w, xq, cols, lane, lanes);
         case T_Q8_0: return row_dot_q16_fx<T_Q8_0, G>(w, xq, cols, lane, lanes);
-        default: return 0;
+        default: return FxAcc{0, 1};
     }
 }
 
@@ -261,7 +261,7 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
         bool active = mv_row(a, rb, lanes, si, r);
         if (FX) {
             const MvSeg& s = a.seg[0];
-            long long f = active ? row_dot_fx_ty<false>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, lanes) : 0;
+            FxAcc f = active ? row_dot_fx_ty<false>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, lanes) : FxAcc{};
             __syncwarp();
             f = group_sum(f, lanes);
             if (active && lane == 0) mv_store_fx(s, 0, r, f);
@@ -374,7 +374,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
         bool active = mv_row(a, rb, 32, si, r);
         if (fx) {
             const MvSeg& s = a.seg[0];
-            long long f = active ? row_dot_fx_ty<true>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, 32) : 0;
+            FxAcc f = active ? row_dot_fx_ty<true>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, 32) : FxAcc{};
             f = group_sum(f, 32);
             if (active && lane == 0) mv_store_fx(s, 0, r, f);
             continue;
@@ -451,7 +451,7 @@ __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, 
 
 // row_dot_multi's fixed-point rows (the legacy q16 formats; zeros for any other).
 __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, float* const*, const Xq* xq, int ng,
-                                              int cols, int lane, int lanes, long long* acc) {
+                                              int cols, int lane, int lanes, FxAcc* acc) {
     switch (ty) {
 #define MULTI_FX(T) \
     case T: row_dot_q16_multi<T, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
@@ -464,15 +464,15 @@ __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, 
         default: break;
     }
 #pragma unroll
-    for (int g = 0; g < MV_MULTI; g++) acc[g] = 0;
+    for (int g = 0; g < MV_MULTI; g++) acc[g] = FxAcc{0, 1};
 }
 
 // A row's output of input t: f32 (mv_store) or fixed point (mv_store_fx).
 __device__ __forceinline__ void mv_out(const MvSeg& s, int t, int r, float v) { mv_store(s, t, r, v); }
-__device__ __forceinline__ void mv_out(const MvSeg& s, int t, int r, long long v) { mv_store_fx(s, t, r, v); }
+__device__ __forceinline__ void mv_out(const MvSeg& s, int t, int r, FxAcc v) { mv_store_fx(s, t, r, v); }
 
-// Row r of segment si (when active) against inputs t0 .. t0 + ng, summed in A (float, or long
-// long for fixed-point rows), then stored.
+// Row r of segment si (when active) against inputs t0 .. t0 + ng, summed in A (float, or FxAcc
+// for fixed-point rows), then stored.
 template <class A>
 __device__ __forceinline__ void mv_multi_row(const MvArgs& a, int si, int r, bool active, float* const* xs,
                                              const Xq* xq, int ng, int t0, int lane, int lanes) {
@@ -482,7 +482,7 @@ __device__ __forceinline__ void mv_multi_row(const MvArgs& a, int si, int r, boo
         row_dot_multi(s.ty, s.w + (size_t)r * s.row_bytes, xs, xq, ng, a.cols, lane, lanes, acc);
     } else {
 #pragma unroll
-        for (int g = 0; g < MV_MULTI; g++) acc[g] = 0;
+        for (int g = 0; g < MV_MULTI; g++) acc[g] = A{};
     }
     __syncwarp();
 #pragma unroll
@@ -533,7 +533,7 @@ __device__ __forceinline__ void matvec_multi_body(const MvArgs& a, int n, int pe
     for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
         int si, r;
         bool active = mv_row(a, rb, lanes, si, r);
-        if (FX) mv_multi_row<long long>(a, si, r, active, xs, xq, ng, t0, lane, lanes);
+        if (FX) mv_multi_row<FxAcc>(a, si, r, active, xs, xq, ng, t0, lane, lanes);
         else mv_multi_row<float>(a, si, r, active, xs, xq, ng, t0, lane, lanes);
     }
 }

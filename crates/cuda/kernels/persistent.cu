@@ -283,7 +283,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
         }
         return k;
     }
-    if (st.op != PK_OP_MATVEC) return k;
+    if (st.op != PK_OP_MATVEC && !PK_FFN(st)) return k;
     if (PK_PACKED(st)) {
         // The table's rows and spans: no divisions, no segment walk, no 64-bit address
         // arithmetic on the step's critical path (session 18).
@@ -302,6 +302,17 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
         cp_commit();
         k.issued = 1;
         k.ahead = k.l2 = k.r1;
+#ifdef PK_FOLD_WO
+        if (PK_FFN(st)) {
+            // The block's down rows over its columns, asked of L2 (read after gate/up).
+            const int ub = st.row_bytes[2] / (st.total >> 5), u0 = d.r0 >> 5, nu = (d.r1 - d.r0) >> 5;
+            for (int r = d.fr0 + (int)threadIdx.x; r < d.fr1; r += PK_THREADS) {
+                const u8* p = st.w[2] + (size_t)r * st.row_bytes[2] + (size_t)u0 * ub;
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + nu * ub - 1));
+            }
+        }
+#endif
         return k;
     }
     int r0, r1;
@@ -348,7 +359,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     } else if (PK_FOLD_INPUT(st)) {
         // x (the raw row this block's last RMSNorm step kept) + the folded wo's accumulator, each
         // word polled until every unit of its row was added (wo's columns / 32 of them).
-        if (!pk_load_acc(a, (const u64*)st.x, xs, xraw, n, (u32)(PK_A_NH(a) * PK_A_HDV(a)) >> 5, step)) return false;
+        if (!pk_load_acc(a, (const u64*)st.x, xs, xraw, n, (u32)st.emb_rows, step)) return false;
     } else if (st.in_ll) {
         // One segment known at compile time: no segment selection for each pair of each poll
         // (measured +2% tokens/s on the SmolLM2 and Qwen shapes, session 18).
@@ -430,6 +441,10 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
 #endif
 
+#ifdef PK_FOLD_WO
+__device__ __forceinline__ void pk_fold_down(const PkStep& st, const PkBlk& d, const PkArgs& a, float* glu, int step);
+#endif
+
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
 // reference, a copy in local memory read with a local load for every field used, where inlined
 // code reads the constant bank.
@@ -501,7 +516,10 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 }
                 float g = warp_sum(gu[0]);
                 float u = warp_sum(gu[1]);
-                if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
+                if (lane == 0) {
+                    if (PK_FFN(st)) ((float*)nw)[r - r0] = silu_mul(g, u);  // for the folded down
+                    else pk_out(st, y, r, silu_mul(g, u), tag);
+                }
             }
         } else {
             // Two consecutive rows a warp, sharing each unit's input; one when the chunk has no
@@ -533,6 +551,12 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
             if (l2 < r1 && !PK_SKIPS(a, PK_SKIP_FETCH)) pk_l2(st, pk_next_chunk(st, l2, r1, a.chunk));
         }
     }
+#ifdef PK_FOLD_WO
+    if (PK_FFN(st)) {
+        __syncthreads();  // the block's SwiGLU values in nw
+        pk_fold_down(st, d, a, (float*)nw, step);
+    }
+#endif
     pk_stamp_m(a, 7);
     return true;
 }
@@ -575,7 +599,8 @@ __device__ __forceinline__ float pk_fold_unit_ty(int ty, const u8* span, const X
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
 // unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
 // and a count the reader polls). Ends with a barrier before the adds.
-__device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, const float* rq, u8* xqh, int h) {
+__device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, const float* rq, u8* xqh, int h,
+                                           int step) {
     const int hdv = PK_A_HDV(a), nh = PK_A_NH(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5);
     int r0, r1;
     pk_fold_share(nh, h, st.rows[0], r0, r1);
@@ -586,10 +611,31 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, co
     const int ty = st.ty[0];
     for (int i = threadIdx.x; i < (r1 - r0) * uh; i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
-        pk_acc_add(acc + r, pk_fold_unit_ty(ty, pk_fold_row(st, r, h, uh, ub), xq, k));
+        pk_acc_add(a, step, acc + r, pk_fold_unit_ty(ty, pk_fold_row(st, r, h, uh, ub), xq, k));
     }
 }
 
+#endif
+
+#ifdef PK_FOLD_WO
+// The folded down of a PK_OP_FFN step: the block's SwiGLU values glu[0 .. r1 - r0) (its gate/up
+// rows [r0, r1), whole 32-column units of down's input) quantized to 16 bits after them, then
+// each unit of its share of down's rows [fr0, fr1) over those columns (one a thread) added into
+// the accumulator row st.y[2] (pk_acc_add).
+__device__ __forceinline__ void pk_fold_down(const PkStep& st, const PkBlk& d, const PkArgs& a, float* glu, int step) {
+    const int n = d.r1 - d.r0, nu = n >> 5, u0 = d.r0 >> 5, ub = st.row_bytes[2] / (st.total >> 5);
+    u8* xqd = (u8*)(glu + n);
+    quantize_q16_unsynced<PK_THREADS>(glu, n, xqd);
+    __syncthreads();
+    const Xq xq = xq_at(xqd, n);
+    u64* acc = (u64*)st.y[2];
+    const int ty = st.ty[2];
+    for (int i = threadIdx.x; i < (d.fr1 - d.fr0) * nu; i += PK_THREADS) {
+        const int r = d.fr0 + i / nu, k = i % nu;
+        const u8* p = st.w[2] + (size_t)r * st.row_bytes[2] + (size_t)u0 * ub;
+        pk_acc_add(a, step, acc + r, pk_fold_unit_ty(ty, p, xq, k));
+    }
+}
 #endif
 
 // Rope of q and k, the store of k and v at a.pos (every block of a kv group writes the same
@@ -678,7 +724,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         pk_stamp_m(a, 7);
 #ifdef PK_FOLD_WO
         if (fold) {
-            pk_fold_wo(st, a, rq, (u8*)sm + a.xq_off, h);
+            pk_fold_wo(st, a, rq, (u8*)sm + a.xq_off, h, step);
             break;
         }
 #endif
@@ -733,7 +779,7 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp_arrive(a);
         pk_stamp_m(a, 5);
         pk_stamp_m(a, 7);
-        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, d, a, sm, nw, xraw, bufs, staged, s)
+        bool ok = st.op == PK_OP_MATVEC || PK_FFN(st) ? pk_matvec(st, d, a, sm, nw, xraw, bufs, staged, s)
                                         : pk_attention(st, a, sm, cs, bufs, s);
         if (!ok) {
             cp_wait<0>();

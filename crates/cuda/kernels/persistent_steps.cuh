@@ -51,6 +51,19 @@
 // (PK_PREP_FOLD_RMSNORM) polls the words until each counts every unit of its row, and takes
 // x + the accumulator as its input. Legacy q16 formats only (a unit of 32 columns).
 #define PK_OP_ATTN_WO 2
+// Experiment (MOLLA_KDEFS=FFNFOLD): gate/up with the layer's down folded in. Block b takes
+// columns [32 u0, 32 u1) of down's input (PkBlk r0, r1: those gate/up rows, staged as a packed
+// pair step's), computes them and their SwiGLU into shared memory, quantizes them, then adds
+// each unit of its share of down's rows (PkBlk fr0, fr1) over those columns into the layer's
+// counted accumulator words (PkStep::y[2], pk_acc_add), which the next step polls. When down's
+// input has fewer 32-column units than the grid has blocks, the blocks of a unit repeat its
+// gate/up rows and split down's rows. Legacy q16 down only.
+#define PK_OP_FFN 3
+#ifdef MOLLA_X_FFNFOLD
+#define PK_FFN(st) ((st).op == PK_OP_FFN)
+#else
+#define PK_FFN(st) false
+#endif
 // Only a kernel built with PK_FOLD_WO (compile.rs PkBuild::fold) has the fold's code (the host
 // builds such lists only then).
 #ifdef PK_FOLD_WO
@@ -91,7 +104,7 @@
 #define PK_PREP_RMSNORM 1
 // The embedding row of the token, then RMSNorm (every block looks it up).
 #define PK_PREP_EMBED_RMSNORM 2
-// x + a PK_OP_ATTN_WO step's accumulator (pk_load_acc), x being the raw row this block's last
+// x + a PK_OP_ATTN_WO (or PK_OP_FFN) step's accumulator (pk_load_acc: emb_rows adds a word), x being the raw row this block's last
 // RMSNorm step kept, then RMSNorm.
 #define PK_PREP_FOLD_RMSNORM 3
 
@@ -151,7 +164,8 @@ struct PkBlk {
     int rb[3];
     int row0[3];   // byte offset in the buffers of chunk k's row ra (at its address mod 16)
     int row1;      // pair steps: the byte offset of the second matrix's row ra
-    int pad[3];
+    int fr0, fr1;  // PK_OP_FFN: the block's share of down's rows
+    int pad;
 };
 
 struct PkArgs {
@@ -399,8 +413,16 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
 #define PK_ACC_ONE (1ull << 56)
 #define PK_ACC_HALF (1ull << 55)
 
-__device__ __forceinline__ void pk_acc_add(u64* w, float v) {
-    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w), "l"(PK_ACC_ONE + (u64)fx_of(v)) : "memory");
+// A product the fixed point cannot hold (fx_ok: NaN, an infinity, |v| >= 2^22) is counted as 0
+// and stops the kernel with PK_ERR_FX | (1 + step) in the error word; the host then runs the
+// token on the graph path, whose fixed-point rows turn such a row into NaN.
+#define PK_ERR_FX 0x40000000u
+
+__device__ __forceinline__ void pk_acc_add(const PkArgs& a, int step, u64* w, float v) {
+    long long f = 0;
+    if (fx_ok(v)) f = fx_of(v);
+    else atomicCAS(a.err, 0u, PK_ERR_FX | (u32)(step + 1));
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w), "l"(PK_ACC_ONE + (u64)f) : "memory");
 }
 
 // The adds counted in word w, and its fixed-point sum.

@@ -643,19 +643,44 @@ __device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const
 // 64-bit integers, exactly, so that the sum has the same bits whatever adds them in whatever
 // order (a warp over a row, or every head's blocks adding their units into one word). The sum
 // goes to f32 once, then the residual is added (fx_value(sum) + y).
+// A product is representable when |v| < 2^22 (so that 256 of them stay below 2^55); NaN, an
+// infinity or a larger value is not: the row is then NaN (FxAcc::bad), as an f32 sum would be
+// for the first two.
+__device__ __forceinline__ bool fx_ok(float v) { return fabsf(v) < 4194304.f; }
 __device__ __forceinline__ long long fx_of(float v) { return __double2ll_rn((double)v * 4294967296.0); }
 __device__ __forceinline__ float fx_value(long long s) { return (float)((double)s * (1.0 / 4294967296.0)); }
 
+// A fixed-point row sum and whether a product was not representable.
+struct FxAcc {
+    long long s;
+    int bad;
+};
+
+__device__ __forceinline__ FxAcc group_sum(FxAcc v, int lanes) {
+    for (int off = lanes >> 1; off > 0; off >>= 1) {
+        v.s += __shfl_xor_sync(0xffffffffu, v.s, off);
+        v.bad |= __shfl_xor_sync(0xffffffffu, v.bad, off);
+    }
+    return v;
+}
+
+// A unit's product added to a row's sum: in f32 (the bits row_dot_q16 gives), or in fixed point
+// (row_dot_q16_fx's).
+__device__ __forceinline__ void unit_add(float& acc, float v) { acc = __fadd_rn(acc, v); }
+__device__ __forceinline__ void unit_add(FxAcc& acc, float v) {
+    if (fx_ok(v)) acc.s += fx_of(v);
+    else acc.bad = 1;
+}
+
 // row_dot_q16's units summed in fixed point (G: the row read as row_dot_q16_one reads it).
 template <int T, bool G>
-__device__ __forceinline__ long long row_dot_q16_fx(const u8* __restrict__ w, const Xq& x, int cols, int lane,
-                                                    int lanes) {
+__device__ __forceinline__ FxAcc row_dot_q16_fx(const u8* __restrict__ w, const Xq& x, int cols, int lane, int lanes) {
     int nu = q16_units<T>(cols);
-    long long acc = 0;
+    FxAcc acc{};
     for (int u = lane; u < nu; u += lanes) {
         int4 xr[8];
         load_xu<T>(x, u, xr);
-        acc += fx_of(unit_q16<T, G>(w, xr, x, u));
+        unit_add(acc, unit_q16<T, G>(w, xr, x, u));
     }
     return acc;
 }
@@ -678,13 +703,9 @@ __device__ __forceinline__ void rows_dot_q16(const u8* const* w, int nr, const X
     }
 }
 
-// A unit's product added to a row's sum: in f32 (the bits row_dot_q16 gives), or in fixed point
-// (row_dot_q16_fx's).
-__device__ __forceinline__ void unit_add(float& acc, float v) { acc = __fadd_rn(acc, v); }
-__device__ __forceinline__ void unit_add(long long& acc, float v) { acc += fx_of(v); }
 
 // One row's dot products with ng <= G inputs (xq[0 .. ng)), each with the bits row_dot_q16 gives
-// it alone (the same unit values, added in the same order), or row_dot_q16_fx's (A: long long):
+// it alone (the same unit values, added in the same order), or row_dot_q16_fx's (A: FxAcc):
 // a unit's weights are read and decoded once for all inputs, and the inputs' sums are
 // independent chains.
 template <int T, int G, class A>
@@ -692,7 +713,7 @@ __device__ __forceinline__ void row_dot_q16_multi(const u8* __restrict__ w, cons
                                                   int lanes, A* acc) {
     int nu = q16_units<T>(cols);
 #pragma unroll
-    for (int g = 0; g < G; g++) acc[g] = 0;
+    for (int g = 0; g < G; g++) acc[g] = A{};
     for (int u = lane; u < nu; u += lanes) {
         UnitW uw;
         unit_load<T>(w, u, uw);

@@ -397,6 +397,7 @@ mod tests {
                 ..SMOL
             };
             compiles(Program::Persistent(packed), &[]);
+            compiles(Program::Persistent(packed), &["MOLLA_X_FFNFOLD"]);
         }
     }
 

@@ -95,6 +95,16 @@ fn fixed_point_rows_agree_across_kernels_and_with_the_float_sum() {
                 e < 1e-5,
                 "fixed rows against the float sum, {ty} {rows}x{cols}: {e}"
             );
+            // A NaN input makes every row NaN, as the f32 sum does (not a wrapped integer).
+            let mut xn = x.clone();
+            xn[cols - 1] = f32::NAN;
+            for k in [Kernel::Matvec, Kernel::Wide] {
+                let n = testing::matvec(&g, k, &[seg()], cols, &xn, fixed).unwrap();
+                assert!(
+                    n[0].iter().all(|v| v.is_nan()),
+                    "NaN rows, {k:?} {ty} {cols}"
+                );
+            }
         }
     }
 }

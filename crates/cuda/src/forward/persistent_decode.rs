@@ -101,7 +101,13 @@ impl CudaModel {
             Err((f, flag)) => {
                 kv.pk = None;
                 g.clear(&mut kv.decode.logits)?;
-                self.persistent_fails(format!("a wait timed out at step {}", flag - 1));
+                // kernels/persistent_steps.cuh: 1 + the step, PK_ERR_FX for a sum it cannot hold.
+                let step = (flag & !PK_ERR_FX) - 1;
+                self.persistent_fails(if flag & PK_ERR_FX != 0 {
+                    format!("a folded sum at step {step} was not finite")
+                } else {
+                    format!("a wait timed out at step {step}")
+                });
                 Ok(Err(f))
             }
         }
@@ -160,11 +166,18 @@ impl CudaModel {
         // heads of whole 32-column units); its accumulators (a row a layer) follow the tagged
         // buffers.
         let fold = g.pk_build.fold;
-        let acc_words = if fold {
-            self.layers.len() * hp.n_embd
-        } else {
-            0
-        };
+        // Experiment (`MOLLA_KDEFS=FFNFOLD`, with wo folded): down folded into gate/up, for down
+        // matrices of the legacy q16 formats; a second row of accumulators a layer. With the head
+        // after the kernel, the last layer keeps its down step (the head reads x).
+        let n_layer = self.layers.len();
+        let ffn_fold = fold
+            && crate::compile::experiment("FFNFOLD")
+            && hp.n_ff.is_multiple_of(32)
+            && self
+                .layers
+                .iter()
+                .all(|l| launch::is_q16_legacy(l.w_down.r(g).ty));
+        let acc_words = n_layer * hp.n_embd * (usize::from(fold) + usize::from(ffn_fold));
         let tagged_words: usize = sizes.iter().map(|n| n.next_multiple_of(2)).sum();
         let ll = g.zeros::<u64>(tagged_words + acc_words)?;
         let mut at = g.ptr(&ll);
@@ -178,6 +191,17 @@ impl CudaModel {
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         let eps = hp.rms_eps;
         let mut st = Steps::new(crate::persistent::ll_max());
+        // The accumulator of the last folded down, which the next RMSNorm input reads.
+        let mut folded: Option<u64> = None;
+        let x_in = |folded: Option<u64>, w: u64| match folded {
+            Some(acc) => Input::FoldRmsNorm {
+                acc,
+                count: hp.n_ff / 32,
+                w,
+                eps,
+            },
+            None => Input::RmsNorm(x, w, eps),
+        };
         for (li, l) in self.layers.iter().enumerate() {
             let input = if li == 0 {
                 Input::EmbedRmsNorm {
@@ -186,7 +210,7 @@ impl CudaModel {
                     eps,
                 }
             } else {
-                Input::RmsNorm(x, p(&l.attn_norm), eps)
+                x_in(folded, p(&l.attn_norm))
             };
             let qkv = [
                 out(&l.wq, q, self.opt(&l.bq), false),
@@ -201,6 +225,7 @@ impl CudaModel {
                 st.attention_wo((q, k, v), self.cache_ptrs(kv, li), &wo, att_len);
                 Input::FoldRmsNorm {
                     acc,
+                    count: att_len / 32,
                     w: p(&l.ffn_norm),
                     eps,
                 }
@@ -210,6 +235,18 @@ impl CudaModel {
                 st.residual(&out(&l.wo, x, 0, true), att_len, Input::Plain(att));
                 Input::RmsNorm(x, p(&l.ffn_norm), eps)
             };
+            if ffn_fold && (li + 1 < n_layer || !outside) {
+                let acc = acc_base + 8 * ((n_layer + li) * hp.n_embd) as u64;
+                st.gate_up_down(
+                    &out(&l.w_gate, acc, 0, false),
+                    &out(&l.w_up, acc, 0, false),
+                    &out(&l.w_down, acc, 0, false),
+                    hp.n_embd,
+                    ffn_in,
+                );
+                folded = Some(acc);
+                continue;
+            }
             // The pair step writes silu(gate) * up into gate's buffer only.
             st.gate_up(
                 &out(&l.w_gate, gate, 0, false),
@@ -218,16 +255,13 @@ impl CudaModel {
                 ffn_in,
             );
             st.residual(&out(&l.w_down, x, 0, true), hp.n_ff, Input::Plain(gate));
+            folded = None;
         }
         let head = self.head_out(logits);
         // A head after the kernel runs at four blocks an SM (matvec_wide) instead of the
         // kernel's one.
         if !outside {
-            st.matvec_plain(
-                &[head],
-                hp.n_embd,
-                Input::RmsNorm(x, p(&self.output_norm), eps),
-            );
+            st.matvec_plain(&[head], hp.n_embd, x_in(folded, p(&self.output_norm)));
         }
         let tagged = st.tagged(x);
         let mut pk = Persistent::new(g, st, ll, &self.heads)?;
@@ -247,6 +281,10 @@ impl CudaModel {
         }
     }
 }
+
+/// The error word's flag for a product the fixed-point sums cannot hold
+/// (kernels/persistent_steps.cuh `PK_ERR_FX`).
+const PK_ERR_FX: u32 = 0x4000_0000;
 
 /// Heads of this many bytes and more run after the persistent kernel. Measured on the H200
 /// (session 10, tg128 tok/s, head in the kernel / after it): the Qwen2.5-0.5B file's 145 MB Q8_0

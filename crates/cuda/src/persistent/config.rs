@@ -65,10 +65,12 @@ pub(super) fn skip_knobs() -> i32 {
 /// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`.
 pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
     let on = std::env::var("MOLLA_PK_PACKED").map_or(true, |v| v != "0");
-    for st in list.iter_mut().filter(|s| s.op == 0) {
-        let total = st.total as usize;
+    for st in list
+        .iter_mut()
+        .filter(|s| s.op == 0 || s.op == super::OP_FFN)
+    {
         let fits = (0..grid).all(|b| {
-            let (r0, r1) = super::blocks::block_rows(total, b, grid);
+            let (r0, r1) = super::blocks::step_rows(st, b, grid);
             let mut bytes = 0;
             if st.pair != 0 {
                 for j in 0..2 {

@@ -9,6 +9,9 @@ pub(super) const OP_ATTN: i32 = 1;
 /// Attention with the layer's wo folded in (`PkBuild::fold`,
 /// kernels/persistent_steps.cuh `PK_OP_ATTN_WO`).
 pub(super) const OP_ATTN_WO: i32 = 2;
+/// Gate/up with the layer's down folded in (experiment `MOLLA_KDEFS=FFNFOLD`,
+/// kernels/persistent_steps.cuh `PK_OP_FFN`).
+pub(super) const OP_FFN: i32 = 3;
 pub(super) const PREP_PLAIN: i32 = 0;
 pub(super) const PREP_RMSNORM: i32 = 1;
 pub(super) const PREP_EMBED_RMSNORM: i32 = 2;
@@ -82,10 +85,12 @@ pub(crate) enum Input {
         w: u64,
         eps: f32,
     },
-    /// x (the raw row the block's previous RMSNorm step read) plus a folded wo's fixed-point
-    /// accumulator (`acc`, see [`Steps::attention_wo`]), then RMSNorm (w, eps).
+    /// x (the raw row the block's previous RMSNorm step read) plus a folded step's fixed-point
+    /// accumulator (`acc`, see [`Steps::attention_wo`]; each word complete once it counts
+    /// `count` adds), then RMSNorm (w, eps).
     FoldRmsNorm {
         acc: u64,
+        count: usize,
         w: u64,
         eps: f32,
     },
@@ -169,8 +174,10 @@ impl Steps {
                 (st.prep, st.x, st.norm_w, st.eps) = (PREP_RMSNORM, x, w, eps);
                 from(x, st);
             }
-            Input::FoldRmsNorm { acc, w, eps } => {
+            Input::FoldRmsNorm { acc, count, w, eps } => {
                 (st.prep, st.x, st.norm_w, st.eps) = (PREP_FOLD_RMSNORM, acc, w, eps);
+                // The kernel reads the count where an embedding step keeps its row count.
+                st.emb_rows = count as i32;
                 from(acc, st);
             }
             Input::EmbedRmsNorm { emb, w, eps } => {
@@ -261,6 +268,21 @@ impl Steps {
         st.set_seg(1, up);
         self.max_row = self.max_row.max(gate.w.row_bytes + up.w.row_bytes);
         self.push(st, &[gate.y], gate.w.rows, true);
+    }
+
+    /// As [`Steps::gate_up`] with the layer's down folded in (experiment `MOLLA_KDEFS=FFNFOLD`):
+    /// each block computes the gate/up rows of its 32-column units of down's input and adds its
+    /// share of `down`'s rows over those columns into `down.y`, a row of counted fixed-point
+    /// words as [`Steps::attention_wo`]'s (zero when the launch begins), which the next step
+    /// reads with [`Input::FoldRmsNorm`] (count: `gate.w.rows / 32`).
+    pub fn gate_up_down(&mut self, gate: &Out, up: &Out, down: &Out, cols: usize, input: Input) {
+        self.gate_up(gate, up, cols, input);
+        let len = self.list.len() as i32 - 1;
+        if let Some(st) = self.list.last_mut() {
+            (st.op, st.arrive, st.out_ll) = (OP_FFN, 0, 0);
+            st.set_seg(2, down);
+            self.writer.insert(down.y, (len, false));
+        }
     }
 
     /// Rope, cache store and attention of one layer: (q, k, v) raw (one step wrote all three),
@@ -413,6 +435,7 @@ mod tests {
         st.attention_wo((q, k, v), (0x90, 0xa0), &out(64, acc, false), 64);
         let ffn_in = Input::FoldRmsNorm {
             acc,
+            count: 2,
             w: 0x80,
             eps: 1e-5,
         };
@@ -426,10 +449,50 @@ mod tests {
         assert_eq!((a.out_ll, a.arrive), (0, 0));
         let g = &st.list[2];
         assert_eq!(
-            (g.prep, g.x, g.in_step, g.in_ll),
-            (PREP_FOLD_RMSNORM, acc, 1, 0)
+            (g.prep, g.x, g.in_step, g.in_ll, g.emb_rows),
+            (PREP_FOLD_RMSNORM, acc, 1, 0, 2)
         );
         assert_eq!(st.list[3].in_step, 2);
+    }
+
+    #[test]
+    fn a_folded_down_hands_its_accumulator_to_the_next_step_in_counted_words() {
+        let (q, k, v, acc, acc2) = (0x20, 0x30, 0x40, 0x100, 0x200);
+        let mut st = qkv(2048);
+        st.attention_wo((q, k, v), (0x90, 0xa0), &out(64, acc, false), 64);
+        let ffn_in = Input::FoldRmsNorm {
+            acc,
+            count: 2,
+            w: 0x80,
+            eps: 1e-5,
+        };
+        let down = out(64, acc2, false);
+        st.gate_up_down(
+            &out(256, acc2, false),
+            &out(256, acc2, false),
+            &down,
+            64,
+            ffn_in,
+        );
+        let next = Input::FoldRmsNorm {
+            acc: acc2,
+            count: 8,
+            w: 0x80,
+            eps: 1e-5,
+        };
+        st.matvec(&[out(64, 0x50, false)], 64, next);
+        assert!(st.bad.is_none(), "{:?}", st.bad);
+        let f = &st.list[2];
+        assert_eq!(
+            (f.op, f.pair, f.total, f.rows[2], f.y[2]),
+            (OP_FFN, 1, 256, 64, acc2)
+        );
+        assert_eq!((f.out_ll, f.arrive), (0, 0));
+        let n = &st.list[3];
+        assert_eq!(
+            (n.prep, n.x, n.in_step, n.emb_rows),
+            (PREP_FOLD_RMSNORM, acc2, 2, 8)
+        );
     }
 
     #[test]
