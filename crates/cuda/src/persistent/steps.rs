@@ -428,17 +428,24 @@ mod tests {
         assert!(!st.tagged(0x70), "the logits are plain");
     }
 
-    #[test]
-    fn a_folded_wo_hands_its_accumulator_to_gate_up_in_counted_words() {
-        let (x, q, k, v, gate, acc) = (0x10, 0x20, 0x30, 0x40, 0x60, 0x100);
+    /// q/k/v (into 0x20, 0x30, 0x40), then attention with a 64-row wo folded in, adding into
+    /// `acc`; and the input that reads it back (two 32-column units a row).
+    fn folded_attention(acc: u64) -> (Steps, Input) {
         let mut st = qkv(2048);
-        st.attention_wo((q, k, v), (0x90, 0xa0), &out(64, acc, false), 64);
+        st.attention_wo((0x20, 0x30, 0x40), (0x90, 0xa0), &out(64, acc, false), 64);
         let ffn_in = Input::FoldRmsNorm {
             acc,
             count: 2,
             w: 0x80,
             eps: 1e-5,
         };
+        (st, ffn_in)
+    }
+
+    #[test]
+    fn a_folded_wo_hands_its_accumulator_to_gate_up_in_counted_words() {
+        let (x, gate, acc) = (0x10, 0x60, 0x100);
+        let (mut st, ffn_in) = folded_attention(acc);
         st.gate_up(&out(256, gate, false), &out(256, gate, false), 64, ffn_in);
         st.residual(&out(64, x, true), 256, Input::Plain(gate));
         assert!(st.bad.is_none(), "{:?}", st.bad);
@@ -457,15 +464,8 @@ mod tests {
 
     #[test]
     fn a_folded_down_hands_its_accumulator_to_the_next_step_in_counted_words() {
-        let (q, k, v, acc, acc2) = (0x20, 0x30, 0x40, 0x100, 0x200);
-        let mut st = qkv(2048);
-        st.attention_wo((q, k, v), (0x90, 0xa0), &out(64, acc, false), 64);
-        let ffn_in = Input::FoldRmsNorm {
-            acc,
-            count: 2,
-            w: 0x80,
-            eps: 1e-5,
-        };
+        let (acc, acc2) = (0x100, 0x200);
+        let (mut st, ffn_in) = folded_attention(acc);
         let down = out(64, acc2, false);
         st.gate_up_down(
             &out(256, acc2, false),
