@@ -734,6 +734,20 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
     return true;
 }
 
+#ifdef MOLLA_X_FFNFOLD
+// A PK_OP_XOUT step: x = the accumulator st.x + the raw row this block kept, polled as a folded
+// step's reader does, and the block's rows of it stored at st.y[0]. False when the kernel must
+// stop.
+__device__ bool pk_xout(const PkStep& st, const PkArgs& a, float* xs, const float* xraw, int step) {
+    if (!pk_load_acc(a, (const u64*)st.x, xs, xraw, st.cols, (u32)st.emb_rows, step)) return false;
+    int r0, r1;
+    pk_rows(st.total, r0, r1);
+    const u32 tag = pk_tag(a, step);
+    for (int r = r0 + (int)threadIdx.x; r < r1; r += PK_THREADS) pk_out(st, st.y[0], r, xs[r], tag);
+    return true;
+}
+#endif
+
 __device__ __forceinline__ void pk_body(const PkArgs& a) {
     extern __shared__ float4 pk_smem4[];
     float* sm = (float*)pk_smem4;
@@ -779,8 +793,13 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp_arrive(a);
         pk_stamp_m(a, 5);
         pk_stamp_m(a, 7);
-        bool ok = st.op == PK_OP_MATVEC || PK_FFN(st) ? pk_matvec(st, d, a, sm, nw, xraw, bufs, staged, s)
-                                        : pk_attention(st, a, sm, cs, bufs, s);
+        bool ok;
+#ifdef MOLLA_X_FFNFOLD
+        if (PK_XOUT(st)) ok = pk_xout(st, a, sm, xraw, s);
+        else
+#endif
+            ok = st.op == PK_OP_MATVEC || PK_FFN(st) ? pk_matvec(st, d, a, sm, nw, xraw, bufs, staged, s)
+                                                     : pk_attention(st, a, sm, cs, bufs, s);
         if (!ok) {
             cp_wait<0>();
             return;

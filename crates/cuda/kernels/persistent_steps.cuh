@@ -59,10 +59,15 @@
 // input has fewer 32-column units than the grid has blocks, the blocks of a unit repeat its
 // gate/up rows and split down's rows. Legacy q16 down only.
 #define PK_OP_FFN 3
+// With FFNFOLD and the head after the kernel: x (the last layer's counted words + the raw row)
+// written out as the layer's output, for the head (each block its rows, pk_rows).
+#define PK_OP_XOUT 4
 #ifdef MOLLA_X_FFNFOLD
 #define PK_FFN(st) ((st).op == PK_OP_FFN)
+#define PK_XOUT(st) ((st).op == PK_OP_XOUT)
 #else
 #define PK_FFN(st) false
+#define PK_XOUT(st) false
 #endif
 // Only a kernel built with PK_FOLD_WO (compile.rs PkBuild::fold) has the fold's code (the host
 // builds such lists only then).

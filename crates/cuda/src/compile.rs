@@ -58,6 +58,10 @@ pub(crate) struct PkBuild {
     /// 32-column units (`persistent::pk_build`). Every decode path then sums wo's rows in fixed
     /// point, so that they keep giving the same bits.
     pub(crate) fold: bool,
+    /// With down folded into gate/up as well (experiment `MOLLA_KDEFS=FFNFOLD`,
+    /// kernels/persistent_steps.cuh `PK_OP_FFN`; `persistent::pk_build`): every decode path then
+    /// sums down's rows in fixed point too.
+    pub(crate) ffn_fold: bool,
 }
 
 impl PkBuild {
@@ -80,6 +84,9 @@ impl PkBuild {
         }
         if self.fold {
             parts.push("wo folded".into());
+        }
+        if self.ffn_fold {
+            parts.push("down folded".into());
         }
         if parts.is_empty() {
             "generic".into()
@@ -367,6 +374,7 @@ mod tests {
         shape: Some([64, 64, 9, 3]),
         packed: false,
         fold: false,
+        ffn_fold: false,
     };
 
     #[test]
@@ -443,6 +451,7 @@ mod tests {
                 shape: Some([64, 64, 9, 3]),
                 packed: true,
                 fold: true,
+                ffn_fold: false,
             }),
         );
         for o in [

@@ -166,17 +166,11 @@ impl CudaModel {
         // heads of whole 32-column units); its accumulators (a row a layer) follow the tagged
         // buffers.
         let fold = g.pk_build.fold;
-        // Experiment (`MOLLA_KDEFS=FFNFOLD`, with wo folded): down folded into gate/up, for down
-        // matrices of the legacy q16 formats; a second row of accumulators a layer. With the head
-        // after the kernel, the last layer keeps its down step (the head reads x).
+        // Experiment (`MOLLA_KDEFS=FFNFOLD`, with wo folded; `PkBuild::ffn_fold`): down folded
+        // into gate/up, for down matrices of the legacy q16 formats; a second row of accumulators
+        // a layer. With the head after the kernel, a last step writes x out for it.
         let n_layer = self.layers.len();
-        let ffn_fold = fold
-            && crate::compile::experiment("FFNFOLD")
-            && hp.n_ff.is_multiple_of(32)
-            && self
-                .layers
-                .iter()
-                .all(|l| launch::is_q16_legacy(l.w_down.r(g).ty));
+        let ffn_fold = g.pk_build.ffn_fold;
         let acc_words = n_layer * hp.n_embd * (usize::from(fold) + usize::from(ffn_fold));
         let tagged_words: usize = sizes.iter().map(|n| n.next_multiple_of(2)).sum();
         let ll = g.zeros::<u64>(tagged_words + acc_words)?;
@@ -235,7 +229,7 @@ impl CudaModel {
                 st.residual(&out(&l.wo, x, 0, true), att_len, Input::Plain(att));
                 Input::RmsNorm(x, p(&l.ffn_norm), eps)
             };
-            if ffn_fold && (li + 1 < n_layer || !outside) {
+            if ffn_fold {
                 let acc = acc_base + 8 * ((n_layer + li) * hp.n_embd) as u64;
                 st.gate_up_down(
                     &out(&l.w_gate, acc, 0, false),
@@ -262,6 +256,9 @@ impl CudaModel {
         // kernel's one.
         if !outside {
             st.matvec_plain(&[head], hp.n_embd, x_in(folded, p(&self.output_norm)));
+        } else if let Some(acc) = folded {
+            // The head after the kernel reads x: written out from the last folded down.
+            st.x_out(acc, hp.n_ff / 32, x, hp.n_embd);
         }
         let tagged = st.tagged(x);
         let mut pk = Persistent::new(g, st, ll, &self.heads)?;

@@ -139,7 +139,21 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
             .then(|| [h.head_dim, h.head_dim_v, h.n_head, h.n_head_kv].map(|v| v as u32)),
         packed: false,
         fold: wo_folds(model),
+        ffn_fold: wo_folds(model) && down_folds(model),
     }
+}
+
+/// Whether down folds into gate/up too (experiment `MOLLA_KDEFS=FFNFOLD`): every down of a
+/// legacy q16 format over whole 32-column units, at most 255 of them (a word's count).
+fn down_folds(model: &model::Model) -> bool {
+    let units = model.hp.n_ff / 32;
+    crate::compile::experiment("FFNFOLD")
+        && model.hp.n_ff.is_multiple_of(32)
+        && (1..256).contains(&units)
+        && model
+            .layers
+            .iter()
+            .all(|l| launch::is_q16_legacy(l.w_down.ty.id() as i32))
 }
 
 /// Whether the persistent kernel folds each layer's wo into its attention step (kernels/
@@ -151,6 +165,8 @@ fn wo_folds(model: &model::Model) -> bool {
     std::env::var("MOLLA_WO_FOLD").map_or(true, |v| v != "0")
         && model.hp.head_dim_v > 0
         && model.hp.head_dim_v.is_multiple_of(32)
+        // A word counts at most 255 adds: one a 32-column unit of the heads' output.
+        && model.hp.n_head * model.hp.head_dim_v / 32 < 256
         && !model.layers.is_empty()
         && model
             .layers

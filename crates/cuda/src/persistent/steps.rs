@@ -12,6 +12,9 @@ pub(super) const OP_ATTN_WO: i32 = 2;
 /// Gate/up with the layer's down folded in (experiment `MOLLA_KDEFS=FFNFOLD`,
 /// kernels/persistent_steps.cuh `PK_OP_FFN`).
 pub(super) const OP_FFN: i32 = 3;
+/// x written out from the last folded down's accumulator, for a head after the kernel
+/// (experiment `MOLLA_KDEFS=FFNFOLD`, kernels/persistent_steps.cuh `PK_OP_XOUT`).
+pub(super) const OP_XOUT: i32 = 4;
 pub(super) const PREP_PLAIN: i32 = 0;
 pub(super) const PREP_RMSNORM: i32 = 1;
 pub(super) const PREP_EMBED_RMSNORM: i32 = 2;
@@ -285,6 +288,24 @@ impl Steps {
         }
     }
 
+    /// x = the accumulator `acc` (each word complete at `count` adds) + the raw row the blocks
+    /// kept, written into `x` (`n` values, tagged up to `ll_max`) for a head after the kernel.
+    pub fn x_out(&mut self, acc: u64, count: usize, x: u64, n: usize) {
+        let (in_step, in_ll) = self.producer(acc);
+        let mut st = PkStep {
+            op: OP_XOUT,
+            x: acc,
+            emb_rows: count as i32,
+            cols: n as i32,
+            total: n as i32,
+            in_step,
+            in_ll: i32::from(in_ll),
+            ..PkStep::default()
+        };
+        st.y[0] = x;
+        self.push(st, &[x], n, true);
+    }
+
     /// Rope, cache store and attention of one layer: (q, k, v) raw (one step wrote all three),
     /// caches, output (`out_len` values).
     pub fn attention(
@@ -493,6 +514,16 @@ mod tests {
             (n.prep, n.x, n.in_step, n.emb_rows),
             (PREP_FOLD_RMSNORM, acc2, 2, 8)
         );
+        // For a head after the kernel: x written out from the accumulator, tagged.
+        let x = 0x10;
+        st.x_out(acc2, 8, x, 64);
+        let o = &st.list[4];
+        assert_eq!(
+            (o.op, o.x, o.in_step, o.emb_rows, o.y[0]),
+            (OP_XOUT, acc2, 2, 8, x)
+        );
+        assert_eq!((o.out_ll, o.arrive, o.total), (1, 0, 64));
+        assert!(st.tagged(x));
     }
 
     #[test]
