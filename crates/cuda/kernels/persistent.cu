@@ -359,7 +359,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     } else if (PK_FOLD_INPUT(st)) {
         // x (the raw row this block's last RMSNorm step kept) + the folded wo's accumulator, each
         // word polled until every unit of its row was added (wo's columns / 32 of them).
-        if (!pk_load_acc(a, (const u64*)st.x, xs, xraw, n, (u32)st.emb_rows, step)) return false;
+        if (!pk_load_acc(a, pk_acc_at(a, st.x), xs, xraw, n, (u32)st.emb_rows, step)) return false;
     } else if (st.in_ll) {
         // One segment known at compile time: no segment selection for each pair of each poll
         // (measured +2% tokens/s on the SmolLM2 and Qwen shapes, session 18).
@@ -607,7 +607,7 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, co
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
     __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
-    unsigned long long* acc = (unsigned long long*)st.y[0];
+    u64* acc = pk_acc_at(a, st.y[0]);
     const int ty = st.ty[0];
     for (int i = threadIdx.x; i < (r1 - r0) * uh; i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
@@ -628,7 +628,7 @@ __device__ __forceinline__ void pk_fold_down(const PkStep& st, const PkBlk& d, c
     quantize_q16_unsynced<PK_THREADS>(glu, n, xqd);
     __syncthreads();
     const Xq xq = xq_at(xqd, n);
-    u64* acc = (u64*)st.y[2];
+    u64* acc = pk_acc_at(a, st.y[2]);
     const int ty = st.ty[2];
     for (int i = threadIdx.x; i < (d.fr1 - d.fr0) * nu; i += PK_THREADS) {
         const int r = d.fr0 + i / nu, k = i % nu;
@@ -739,7 +739,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
 // step's reader does, and the block's rows of it stored at st.y[0]. False when the kernel must
 // stop.
 __device__ bool pk_xout(const PkStep& st, const PkArgs& a, float* xs, const float* xraw, int step) {
-    if (!pk_load_acc(a, (const u64*)st.x, xs, xraw, st.cols, (u32)st.emb_rows, step)) return false;
+    if (!pk_load_acc(a, pk_acc_at(a, st.x), xs, xraw, st.cols, (u32)st.emb_rows, step)) return false;
     int r0, r1;
     pk_rows(st.total, r0, r1);
     const u32 tag = pk_tag(a, step);
@@ -837,10 +837,15 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
             }
         }
     }
-    // The folded wo's accumulators, zeroed for the next launch: every block has read them (each
-    // block's last step waited for rows every block computed after its reads).
+    // The folded steps' accumulators, zeroed for a later launch (pk_acc_at): without FFNFOLD,
+    // this launch's, which every block has read (each block's last step waited for rows every
+    // block computed after its reads); with it, the other set, which the launch before used.
 #ifdef PK_FOLD_WO
-    for (int i = blockIdx.x * PK_THREADS + threadIdx.x; i < a.fold_n; i += gridDim.x * PK_THREADS) a.fold_acc[i] = 0;
+    long long* z = (long long*)pk_acc_at(a, a.fold_acc);
+#ifdef MOLLA_X_FFNFOLD
+    z = a.fold_acc + (size_t)((a.epoch + 1u) & 1u) * (size_t)a.fold_n;
+#endif
+    for (int i = blockIdx.x * PK_THREADS + threadIdx.x; i < a.fold_n; i += gridDim.x * PK_THREADS) z[i] = 0;
 #endif
 }
 

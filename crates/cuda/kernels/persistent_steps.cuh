@@ -207,8 +207,8 @@ struct PkArgs {
     int xq_off;    // shared memory offset of the quantized input row (q16.cuh)
     int stages;    // chunk buffers (1 .. PK_MAX_STAGES), each chunk + 64 bytes, after the raw row
     int l2_ahead;  // chunks of a block's rows prefetched into L2 beyond those in shared memory
-    long long* fold_acc;  // the PK_OP_ATTN_WO steps' accumulators (fold_n values), or null: each
-    int fold_n;           // block zeroes its share as it ends, for the next launch
+    long long* fold_acc;  // the folded steps' accumulators (fold_n values; FFNFOLD: two such sets,
+    int fold_n;           // pk_acc_at), or null: each block zeroes its share as it ends
 };
 
 __device__ __forceinline__ u64 global_ns() {
@@ -428,6 +428,21 @@ __device__ __forceinline__ void pk_acc_add(const PkArgs& a, int step, u64* w, fl
     if (fx_ok(v)) f = fx_of(v);
     else atomicCAS(a.err, 0u, PK_ERR_FX | (u32)(step + 1));
     asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w), "l"(PK_ACC_ONE + (u64)f) : "memory");
+}
+
+// Accumulator row p (a step record's address) as this launch uses it. With FFNFOLD the last
+// step reads the last layer's row (the head's or x's input), so a block that ends cannot zero
+// the rows while others may still be polling them: there are two sets, fold_n words apart, and
+// launch e adds into set e & 1 and zeroes the other as it ends (every read of that set was in
+// the launch before). Without it, every row is read by a step that others wait on before the
+// end, so one set is zeroed as each launch ends.
+__device__ __forceinline__ u64* pk_acc_at(const PkArgs& a, const void* p) {
+#ifdef MOLLA_X_FFNFOLD
+    return (u64*)p + (size_t)(a.epoch & 1u) * (size_t)a.fold_n;
+#else
+    (void)a;
+    return (u64*)p;
+#endif
 }
 
 // The adds counted in word w, and its fixed-point sum.

@@ -115,7 +115,8 @@ pub(crate) struct Persistent {
     /// f32: models wider than `ll_max`) (forward/persistent_decode.rs).
     pub(crate) head_x: Option<(u64, bool)>,
     /// With wo folded into attention (`PkBuild::fold`): the accumulators' address and
-    /// length in u64 words, inside `ll` (zeroed with it; the kernel zeroes them as it ends).
+    /// length in u64 words (of one set: FFNFOLD has two, one after the other), inside `ll`
+    /// (zeroed with it; the kernel zeroes them as it ends).
     pub(crate) fold: (u64, usize),
 }
 

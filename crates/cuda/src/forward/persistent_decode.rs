@@ -173,7 +173,10 @@ impl CudaModel {
         let ffn_fold = g.pk_build.ffn_fold;
         let acc_words = n_layer * hp.n_embd * (usize::from(fold) + usize::from(ffn_fold));
         let tagged_words: usize = sizes.iter().map(|n| n.next_multiple_of(2)).sum();
-        let ll = g.zeros::<u64>(tagged_words + acc_words)?;
+        // FFNFOLD: two sets of accumulators, one for even launches, one for odd
+        // (kernels/persistent_steps.cuh `pk_acc_at`).
+        let sets = if ffn_fold { 2 } else { 1 };
+        let ll = g.zeros::<u64>(tagged_words + sets * acc_words)?;
         let mut at = g.ptr(&ll);
         let [x, q, k, v, att, gate] = sizes.map(|n| {
             let a = at;
