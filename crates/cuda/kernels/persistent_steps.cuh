@@ -418,14 +418,18 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
 #define PK_ACC_ONE (1ull << 56)
 #define PK_ACC_HALF (1ull << 55)
 
-// A product the fixed point cannot hold (fx_ok: NaN, an infinity, |v| >= 2^22) is counted as 0
-// and stops the kernel with PK_ERR_FX | (1 + step) in the error word; the host then runs the
-// token on the graph path, whose fixed-point rows turn such a row into NaN.
+// A product a counted word can hold: |v| < 2^15, so that its row's at most 255 products (the
+// count's 8 bits) stay below 2^55 in fixed point at every point of the adds (fx_ok's 2^22 would
+// let the sum carry into the count). Any other (NaN, an infinity, a larger value) is counted as
+// 0 and stops the kernel with PK_ERR_FX | (1 + step) in the error word; the host then runs the
+// token on the graph path, whose fixed-point rows hold it (or turn the row into NaN, fx_ok).
 #define PK_ERR_FX 0x40000000u
+
+__device__ __forceinline__ bool pk_acc_ok(float v) { return fabsf(v) < 32768.f; }
 
 __device__ __forceinline__ void pk_acc_add(const PkArgs& a, int step, u64* w, float v) {
     long long f = 0;
-    if (fx_ok(v)) f = fx_of(v);
+    if (pk_acc_ok(v)) f = fx_of(v);
     else atomicCAS(a.err, 0u, PK_ERR_FX | (u32)(step + 1));
     asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w), "l"(PK_ACC_ONE + (u64)f) : "memory");
 }

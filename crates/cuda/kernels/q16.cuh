@@ -643,9 +643,10 @@ __device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const
 // 64-bit integers, exactly, so that the sum has the same bits whatever adds them in whatever
 // order (a warp over a row, or every head's blocks adding their units into one word). The sum
 // goes to f32 once, then the residual is added (fx_value(sum) + y).
-// A product is representable when |v| < 2^22 (so that 256 of them stay below 2^55); NaN, an
-// infinity or a larger value is not: the row is then NaN (FxAcc::bad), as an f32 sum would be
-// for the first two.
+// A product is representable when |v| < 2^22 (v * 2^32 < 2^54, so that a row of up to 511 of
+// them sums within a 64-bit integer); NaN, an infinity or a larger value is not: the row is then
+// NaN (FxAcc::bad), as an f32 sum would be for the first two. (The persistent kernel's counted
+// words hold less: pk_acc_ok.)
 __device__ __forceinline__ bool fx_ok(float v) { return fabsf(v) < 4194304.f; }
 __device__ __forceinline__ long long fx_of(float v) { return __double2ll_rn((double)v * 4294967296.0); }
 __device__ __forceinline__ float fx_value(long long s) { return (float)((double)s * (1.0 / 4294967296.0)); }

@@ -101,10 +101,10 @@ impl CudaModel {
             Err((f, flag)) => {
                 kv.pk = None;
                 g.clear(&mut kv.decode.logits)?;
-                // kernels/persistent_steps.cuh: 1 + the step, PK_ERR_FX for a sum it cannot hold.
+                // 1 + the step; with PK_ERR_FX, a product a word cannot hold.
                 let step = (flag & !PK_ERR_FX) - 1;
                 self.persistent_fails(if flag & PK_ERR_FX != 0 {
-                    format!("a folded sum at step {step} was not finite")
+                    format!("a folded product at step {step} was too large or not finite")
                 } else {
                     format!("a wait timed out at step {step}")
                 });
