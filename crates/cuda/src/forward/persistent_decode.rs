@@ -191,12 +191,7 @@ impl CudaModel {
         // The accumulator of the last folded down, which the next RMSNorm input reads.
         let mut folded: Option<u64> = None;
         let x_in = |folded: Option<u64>, w: u64| match folded {
-            Some(acc) => Input::FoldRmsNorm {
-                acc,
-                count: hp.n_ff / 32,
-                w,
-                eps,
-            },
+            Some(acc) => Input::FoldRmsNorm { acc, w, eps },
             None => Input::RmsNorm(x, w, eps),
         };
         for (li, l) in self.layers.iter().enumerate() {
@@ -222,7 +217,6 @@ impl CudaModel {
                 st.attention_wo((q, k, v), self.cache_ptrs(kv, li), &wo, att_len);
                 Input::FoldRmsNorm {
                     acc,
-                    count: att_len / 32,
                     w: p(&l.ffn_norm),
                     eps,
                 }
@@ -261,7 +255,7 @@ impl CudaModel {
             st.matvec_plain(&[head], hp.n_embd, x_in(folded, p(&self.output_norm)));
         } else if let Some(acc) = folded {
             // The head after the kernel reads x: written out from the last folded down.
-            st.x_out(acc, hp.n_ff / 32, x, hp.n_embd);
+            st.x_out(acc, x, hp.n_embd);
         }
         let tagged = st.tagged(x);
         let mut pk = Persistent::new(g, st, ll, &self.heads)?;

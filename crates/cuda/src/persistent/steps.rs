@@ -89,11 +89,9 @@ pub(crate) enum Input {
         eps: f32,
     },
     /// x (the raw row the block's previous RMSNorm step read) plus a folded step's fixed-point
-    /// accumulator (`acc`, see [`Steps::attention_wo`]; each word complete once it counts
-    /// `count` adds), then RMSNorm (w, eps).
+    /// accumulator (`acc`, see [`Steps::attention_wo`]), then RMSNorm (w, eps).
     FoldRmsNorm {
         acc: u64,
-        count: usize,
         w: u64,
         eps: f32,
     },
@@ -177,17 +175,32 @@ impl Steps {
                 (st.prep, st.x, st.norm_w, st.eps) = (PREP_RMSNORM, x, w, eps);
                 from(x, st);
             }
-            Input::FoldRmsNorm { acc, count, w, eps } => {
+            Input::FoldRmsNorm { acc, w, eps } => {
                 (st.prep, st.x, st.norm_w, st.eps) = (PREP_FOLD_RMSNORM, acc, w, eps);
-                // The kernel reads the count where an embedding step keeps its row count.
-                st.emb_rows = count as i32;
                 from(acc, st);
+                st.emb_rows = self.fold_count(st.in_step);
             }
             Input::EmbedRmsNorm { emb, w, eps } => {
                 st.prep = PREP_EMBED_RMSNORM;
                 (st.emb, st.emb_ty, st.emb_rows, st.emb_row_bytes) =
                     (emb.ptr, emb.ty, emb.rows as i32, emb.row_bytes as i32);
                 (st.norm_w, st.eps) = (w, eps);
+            }
+        }
+    }
+
+    /// The adds each accumulator word of folded step `s` counts when complete: one a 32-column
+    /// unit of its row (wo: the heads' output; down: the FFN row). The kernel reads it where an
+    /// embedding step keeps its row count (`emb_rows`).
+    fn fold_count(&mut self, s: i32) -> i32 {
+        match self.list.get(s.max(0) as usize) {
+            Some(p) if s >= 0 && p.op == OP_ATTN_WO => p.cols / 32,
+            Some(p) if s >= 0 && p.op == OP_FFN => p.total / 32,
+            _ => {
+                self.bad.get_or_insert_with(|| {
+                    format!("step {} reads a fold no folded step wrote", self.list.len())
+                });
+                0
             }
         }
     }
@@ -288,14 +301,14 @@ impl Steps {
         }
     }
 
-    /// x = the accumulator `acc` (each word complete at `count` adds) + the raw row the blocks
-    /// kept, written into `x` (`n` values, tagged up to `ll_max`) for a head after the kernel.
-    pub fn x_out(&mut self, acc: u64, count: usize, x: u64, n: usize) {
+    /// x = the folded step's accumulator `acc` + the raw row the blocks kept, written into `x`
+    /// (`n` values, tagged up to `ll_max`) for a head after the kernel.
+    pub fn x_out(&mut self, acc: u64, x: u64, n: usize) {
         let (in_step, in_ll) = self.producer(acc);
         let mut st = PkStep {
             op: OP_XOUT,
             x: acc,
-            emb_rows: count as i32,
+            emb_rows: self.fold_count(in_step),
             cols: n as i32,
             total: n as i32,
             in_step,
@@ -456,7 +469,6 @@ mod tests {
         st.attention_wo((0x20, 0x30, 0x40), (0x90, 0xa0), &out(64, acc, false), 64);
         let ffn_in = Input::FoldRmsNorm {
             acc,
-            count: 2,
             w: 0x80,
             eps: 1e-5,
         };
@@ -497,7 +509,6 @@ mod tests {
         );
         let next = Input::FoldRmsNorm {
             acc: acc2,
-            count: 8,
             w: 0x80,
             eps: 1e-5,
         };
@@ -516,7 +527,7 @@ mod tests {
         );
         // For a head after the kernel: x written out from the accumulator, tagged.
         let x = 0x10;
-        st.x_out(acc2, 8, x, 64);
+        st.x_out(acc2, x, 64);
         let o = &st.list[4];
         assert_eq!(
             (o.op, o.x, o.in_step, o.emb_rows, o.y[0]),
