@@ -209,9 +209,17 @@ __device__ __forceinline__ void pk_fold_share(int nh, int h, int rows, int& r0, 
     r1 = rows * (j + 1) / nj;
 }
 
-// Where row r's span over head h of a folded wo starts in global memory.
-__device__ __forceinline__ const u8* pk_fold_row(const PkStep& st, int r, int h, int uh, int ub) {
-    return st.w[0] + (size_t)r * st.row_bytes[0] + (size_t)h * uh * ub;
+// Where row r of segment s (a folded wo: 0, a folded down: 2) starts its span of 32-column units
+// from unit u0 (ub bytes each), in global memory.
+__device__ __forceinline__ const u8* pk_fold_row(const PkStep& st, int s, int r, int u0, int ub) {
+    return st.w[s] + (size_t)r * st.row_bytes[s] + (size_t)u0 * ub;
+}
+
+// Asks L2 for the lines of the first and last bytes of [p, p + len): the whole span of a folded
+// row (two units, at most 68 bytes).
+__device__ __forceinline__ void pk_l2_span(const u8* p, int len) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + len - 1));
 }
 
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
@@ -275,11 +283,8 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
             const int uh = PK_A_HDV(a) >> 5;
             int r0, r1;
             pk_fold_share(nh, h, st.rows[0], r0, r1);
-            for (int r = r0 + (int)threadIdx.x; r < r1; r += PK_THREADS) {
-                const u8* p = pk_fold_row(st, r, h, uh, ub);
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + uh * ub - 1));
-            }
+            for (int r = r0 + (int)threadIdx.x; r < r1; r += PK_THREADS)
+                pk_l2_span(pk_fold_row(st, 0, r, h * uh, ub), uh * ub);
         }
         return k;
     }
@@ -306,11 +311,8 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
         if (PK_FFN(st)) {
             // The block's down rows over its columns, asked of L2 (read after gate/up).
             const int ub = st.row_bytes[2] / (st.total >> 5), u0 = d.r0 >> 5, nu = (d.r1 - d.r0) >> 5;
-            for (int r = d.fr0 + (int)threadIdx.x; r < d.fr1; r += PK_THREADS) {
-                const u8* p = st.w[2] + (size_t)r * st.row_bytes[2] + (size_t)u0 * ub;
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + nu * ub - 1));
-            }
+            for (int r = d.fr0 + (int)threadIdx.x; r < d.fr1; r += PK_THREADS)
+                pk_l2_span(pk_fold_row(st, 2, r, u0, ub), nu * ub);
         }
 #endif
         return k;
@@ -611,7 +613,7 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, co
     const int ty = st.ty[0];
     for (int i = threadIdx.x; i < (r1 - r0) * uh; i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
-        pk_acc_add(a, step, acc + r, pk_fold_unit_ty(ty, pk_fold_row(st, r, h, uh, ub), xq, k));
+        pk_acc_add(a, step, acc + r, pk_fold_unit_ty(ty, pk_fold_row(st, 0, r, h * uh, ub), xq, k));
     }
 }
 
@@ -632,8 +634,7 @@ __device__ __forceinline__ void pk_fold_down(const PkStep& st, const PkBlk& d, c
     const int ty = st.ty[2];
     for (int i = threadIdx.x; i < (d.fr1 - d.fr0) * nu; i += PK_THREADS) {
         const int r = d.fr0 + i / nu, k = i % nu;
-        const u8* p = st.w[2] + (size_t)r * st.row_bytes[2] + (size_t)u0 * ub;
-        pk_acc_add(a, step, acc + r, pk_fold_unit_ty(ty, p, xq, k));
+        pk_acc_add(a, step, acc + r, pk_fold_unit_ty(ty, pk_fold_row(st, 2, r, u0, ub), xq, k));
     }
 }
 #endif
@@ -841,9 +842,10 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
     // this launch's, which every block has read (each block's last step waited for rows every
     // block computed after its reads); with it, the other set, which the launch before used.
 #ifdef PK_FOLD_WO
-    long long* z = (long long*)pk_acc_at(a, a.fold_acc);
 #ifdef MOLLA_X_FFNFOLD
-    z = a.fold_acc + (size_t)((a.epoch + 1u) & 1u) * (size_t)a.fold_n;
+    long long* z = a.fold_acc + (size_t)((a.epoch + 1u) & 1u) * (size_t)a.fold_n;
+#else
+    long long* z = a.fold_acc;
 #endif
     for (int i = blockIdx.x * PK_THREADS + threadIdx.x; i < a.fold_n; i += gridDim.x * PK_THREADS) z[i] = 0;
 #endif

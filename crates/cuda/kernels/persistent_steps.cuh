@@ -45,11 +45,11 @@
 #define PK_OP_MATVEC 0
 #define PK_OP_ATTN 1
 // Attention with the layer's wo folded in. Block b takes head b % n_head (each head's blocks
-// repeat its attention), then its share of wo's rows over that
-// head's columns, and adds each unit's product into the layer's accumulator row (PkStep::y[0],
-// a u64 word a value: fixed point and a count of adds, see pk_acc_add). The next step
-// (PK_PREP_FOLD_RMSNORM) polls the words until each counts every unit of its row, and takes
-// x + the accumulator as its input. Legacy q16 formats only (a unit of 32 columns).
+// repeat its attention), then its share of wo's rows over that head's columns, and adds each
+// unit's product into the layer's accumulator row (PkStep::y[0], a u64 word a value: fixed point
+// and a count of adds, see pk_acc_add). The next step (PK_PREP_FOLD_RMSNORM) polls the words
+// until each counts every unit of its row, and takes x + the accumulator as its input. Legacy
+// q16 formats only (a unit of 32 columns).
 #define PK_OP_ATTN_WO 2
 // Experiment (MOLLA_KDEFS=FFNFOLD): gate/up with the layer's down folded in. Block b takes
 // columns [32 u0, 32 u1) of down's input (PkBlk r0, r1: those gate/up rows, staged as a packed
@@ -109,8 +109,8 @@
 #define PK_PREP_RMSNORM 1
 // The embedding row of the token, then RMSNorm (every block looks it up).
 #define PK_PREP_EMBED_RMSNORM 2
-// x + a PK_OP_ATTN_WO (or PK_OP_FFN) step's accumulator (pk_load_acc: emb_rows adds a word), x being the raw row this block's last
-// RMSNorm step kept, then RMSNorm.
+// x + a PK_OP_ATTN_WO (or PK_OP_FFN) step's accumulator (pk_load_acc; emb_rows: the adds a
+// complete word counts), x being the raw row this block's last RMSNorm step kept, then RMSNorm.
 #define PK_PREP_FOLD_RMSNORM 3
 
 struct PkStep {
