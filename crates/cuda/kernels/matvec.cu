@@ -80,13 +80,17 @@ __device__ __forceinline__ float row_dot_ty(int ty, const u8* __restrict__ w, co
 
 // Runs CALL(T) and returns when `ty` is a format q16.cuh covers (T its type constant); falls
 // through for the others.
-#define Q16_DISPATCH(ty, CALL)                      \
-    switch (ty) {                                   \
+// The cases of the legacy q16 formats (a unit is one block of 32): CALL(T), then return.
+#define Q16_LEGACY_CASES(CALL)                      \
         case T_Q4_0: CALL(T_Q4_0); return;          \
         case T_Q4_1: CALL(T_Q4_1); return;          \
         case T_Q5_0: CALL(T_Q5_0); return;          \
         case T_Q5_1: CALL(T_Q5_1); return;          \
-        case T_Q8_0: CALL(T_Q8_0); return;          \
+        case T_Q8_0: CALL(T_Q8_0); return;
+
+#define Q16_DISPATCH(ty, CALL)                      \
+    switch (ty) {                                   \
+        Q16_LEGACY_CASES(CALL)                      \
         case T_Q4_K: CALL(T_Q4_K); return;          \
         case T_Q5_K: CALL(T_Q5_K); return;          \
         case T_Q6_K: CALL(T_Q6_K); return;          \
@@ -219,19 +223,18 @@ __device__ __forceinline__ void mv_store_fx(const MvSeg& s, int t, int r, FxAcc 
 // Whether the launch's rows are fixed-point ones (uniform over the grid: one segment).
 __device__ __forceinline__ bool mv_fx(const MvArgs& a) { return a.nseg == 1 && a.seg[0].accumulate == 2; }
 
-// row_dot_q16_fx by weight type: the legacy q16 formats, which the host alone sets fixed-point
-// rows for (0 for any other).
+// acc = row_dot_q16_fx by weight type: the legacy q16 formats, which the host alone sets
+// fixed-point rows for (a NaN row, FxAcc::bad, for any other).
 template <bool G>
-__device__ __forceinline__ FxAcc row_dot_fx_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
-                                               int lanes) {
+__device__ __forceinline__ void row_dot_fx_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
+                                              int lanes, FxAcc& acc) {
+    acc = FxAcc{0, 1};
+#define FX_ROW(T) acc = row_dot_q16_fx<T, G>(w, xq, cols, lane, lanes)
     switch (ty) {
-        case T_Q4_0: return row_dot_q16_fx<T_Q4_0, G>(w, xq, cols, lane, lanes);
-        case T_Q4_1: return row_dot_q16_fx<T_Q4_1, G>(w, xq, cols, lane, lanes);
-        case T_Q5_0: return row_dot_q16_fx<T_Q5_0, G>(w, xq, cols, lane, lanes);
-        case T_Q5_1: return row_dot_q16_fx<T_Q5_1, G>(w, xq, cols, lane, lanes);
-        case T_Q8_0: return row_dot_q16_fx<T_Q8_0, G>(w, xq, cols, lane, lanes);
-        default: return FxAcc{0, 1};
+        Q16_LEGACY_CASES(FX_ROW)
+        default: break;
     }
+#undef FX_ROW
 }
 
 __device__ __forceinline__ int mv_total(const MvArgs& a) {
@@ -261,7 +264,8 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
         bool active = mv_row(a, rb, lanes, si, r);
         if (FX) {
             const MvSeg& s = a.seg[0];
-            FxAcc f = active ? row_dot_fx_ty<false>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, lanes) : FxAcc{};
+            FxAcc f{};
+            if (active) row_dot_fx_ty<false>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, lanes, f);
             __syncwarp();
             f = group_sum(f, lanes);
             if (active && lane == 0) mv_store_fx(s, 0, r, f);
@@ -374,7 +378,8 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
         bool active = mv_row(a, rb, 32, si, r);
         if (fx) {
             const MvSeg& s = a.seg[0];
-            FxAcc f = active ? row_dot_fx_ty<true>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, 32) : FxAcc{};
+            FxAcc f{};
+            if (active) row_dot_fx_ty<true>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, 32, f);
             f = group_sum(f, 32);
             if (active && lane == 0) mv_store_fx(s, 0, r, f);
             continue;
@@ -452,17 +457,12 @@ __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, 
 // row_dot_multi's fixed-point rows (the legacy q16 formats; zeros for any other).
 __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, float* const*, const Xq* xq, int ng,
                                               int cols, int lane, int lanes, FxAcc* acc) {
+#define MULTI_FX(T) row_dot_q16_multi<T, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc)
     switch (ty) {
-#define MULTI_FX(T) \
-    case T: row_dot_q16_multi<T, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc); return;
-        MULTI_FX(T_Q4_0)
-        MULTI_FX(T_Q4_1)
-        MULTI_FX(T_Q5_0)
-        MULTI_FX(T_Q5_1)
-        MULTI_FX(T_Q8_0)
-#undef MULTI_FX
+        Q16_LEGACY_CASES(MULTI_FX)
         default: break;
     }
+#undef MULTI_FX
 #pragma unroll
     for (int g = 0; g < MV_MULTI; g++) acc[g] = FxAcc{0, 1};
 }

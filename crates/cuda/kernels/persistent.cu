@@ -580,21 +580,16 @@ __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int 
 #define PK_FOLD_ON(T) true
 #endif
 
-__device__ __forceinline__ float pk_fold_unit_ty(int ty, const u8* span, const Xq& xq, int k) {
+// v = pk_fold_unit by weight type (NaN for a format not folded, or not in the kernel's build).
+__device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq& xq, int k, float& v) {
+    v = __int_as_float(0x7fc00000);
+#define PK_FOLD_CALL(T) \
+    if (PK_FOLD_ON(T)) v = pk_fold_unit<T>(span, xq, k)
     switch (ty) {
-#define PK_FOLD_CASE(T) \
-    case T:             \
-        if (PK_FOLD_ON(T)) return pk_fold_unit<T>(span, xq, k); \
-        break;
-        PK_FOLD_CASE(T_Q4_0)
-        PK_FOLD_CASE(T_Q4_1)
-        PK_FOLD_CASE(T_Q5_0)
-        PK_FOLD_CASE(T_Q5_1)
-        PK_FOLD_CASE(T_Q8_0)
-#undef PK_FOLD_CASE
+        Q16_LEGACY_CASES(PK_FOLD_CALL)
         default: break;
     }
-    return __int_as_float(0x7fc00000);
+#undef PK_FOLD_CALL
 }
 
 // The folded wo of head h (PK_OP_ATTN_WO): its output rq (hdv values, shared) quantized to 16
@@ -613,7 +608,9 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, co
     const int ty = st.ty[0];
     for (int i = threadIdx.x; i < (r1 - r0) * uh; i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
-        pk_acc_add(a, step, acc + r, pk_fold_unit_ty(ty, pk_fold_row(st, 0, r, h * uh, ub), xq, k));
+        float v;
+        pk_fold_unit_ty(ty, pk_fold_row(st, 0, r, h * uh, ub), xq, k, v);
+        pk_acc_add(a, step, acc + r, v);
     }
 }
 
@@ -634,7 +631,9 @@ __device__ __forceinline__ void pk_fold_down(const PkStep& st, const PkBlk& d, c
     const int ty = st.ty[2];
     for (int i = threadIdx.x; i < (d.fr1 - d.fr0) * nu; i += PK_THREADS) {
         const int r = d.fr0 + i / nu, k = i % nu;
-        pk_acc_add(a, step, acc + r, pk_fold_unit_ty(ty, pk_fold_row(st, 2, r, u0, ub), xq, k));
+        float v;
+        pk_fold_unit_ty(ty, pk_fold_row(st, 2, r, u0, ub), xq, k, v);
+        pk_acc_add(a, step, acc + r, v);
     }
 }
 #endif
