@@ -23,12 +23,20 @@ const SOURCES: &[(&str, &str)] = &[
         "persistent_steps.cuh",
         include_str!("../kernels/persistent_steps.cuh"),
     ),
+    (
+        "persistent_chunks.cuh",
+        include_str!("../kernels/persistent_chunks.cuh"),
+    ),
     ("persistent.cu", include_str!("../kernels/persistent.cu")),
     ("convert.cu", include_str!("../kernels/convert.cu")),
 ];
 
 /// The files of the persistent decode kernel, which only its own program compiles.
-const PERSISTENT_ONLY: &[&str] = &["persistent_steps.cuh", "persistent.cu"];
+const PERSISTENT_ONLY: &[&str] = &[
+    "persistent_steps.cuh",
+    "persistent_chunks.cuh",
+    "persistent.cu",
+];
 
 /// The two NVRTC programs. The main one holds every kernel but the persistent decode kernel and
 /// is the same for every model; the persistent kernel's own program reads every file (for their

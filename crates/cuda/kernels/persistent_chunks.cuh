@@ -1,0 +1,148 @@
+// The persistent decode kernel's weight staging (persistent.cu runs the steps): cp.async into
+// shared memory, a block's rows of a step, and the chunks those rows go through.
+
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+    u32 a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Waits until at most n (0 .. PK_MAX_STAGES - 1) of this thread's newest cp.async groups are pending.
+__device__ __forceinline__ void cp_wait_n(int n) {
+    switch (n) {
+        case 0: cp_wait<0>(); break;
+        case 1: cp_wait<1>(); break;
+        case 2: cp_wait<2>(); break;
+        default: cp_wait<3>(); break;
+    }
+}
+
+// Block b's rows [r0, r1) of a step with `total` rows: in 32 bits when the products fit (the
+// 64-bit division is a called subroutine of ~70 instructions; measured +1.5% tokens/s on the
+// SmolLM2 and Qwen shapes, session 18).
+__device__ __forceinline__ void pk_rows(int total, int& r0, int& r1) {
+    const unsigned b = blockIdx.x, g = gridDim.x;
+    if ((unsigned long long)total * g < (1ull << 32)) {
+        r0 = (int)((unsigned)total * b / g);
+        r1 = (int)((unsigned)total * (b + 1) / g);
+        return;
+    }
+    r0 = (int)((long long)total * blockIdx.x / gridDim.x);
+    r1 = (int)((long long)total * (blockIdx.x + 1) / gridDim.x);
+}
+
+// A block's rows of a matvec step go through shared memory in chunks: contiguous rows of one
+// segment (pair steps: the same rows of both), at most `chunk` bytes, copied with cp.async. The
+// first `stages` chunks of a step are issued before the block waits for its input (weights do
+// not depend on it), so their transfer overlaps the wait; later chunks are issued as buffers
+// free up.
+struct PkChunk {
+    int seg;  // segment (pair: 0)
+    int ra;   // rows [ra, rb) of that segment
+    int rb;
+};
+
+// The chunk starting at the step's row `cur` (< r1); advances cur.
+__device__ __forceinline__ PkChunk pk_next_chunk(const PkStep& st, int& cur, int r1, int chunk) {
+    int si = 0, r = cur;
+    if (!st.pair)
+        while (si < st.nseg - 1 && r >= st.rows[si]) r -= st.rows[si++];
+    int seg_end = cur - r + st.rows[si];
+    int per_row = st.pair ? st.row_bytes[0] + st.row_bytes[1] : st.row_bytes[si];
+    int n = chunk / per_row;
+    if (n < 1) n = 1;
+    // Whole rounds of the warps (a pair a warp, or two rows a warp): a chunk of 10 pairs would
+    // take two rounds with six warps idle in the second.
+    const int round = st.pair ? PK_WARPS : 2 * PK_WARPS;
+    if (n >= round) n -= n % round;
+    int end = min(min(r1, seg_end), cur + n);
+    PkChunk c = {si, r, r + (end - cur)};
+    cur = end;
+    return c;
+}
+
+// A packed step's next chunk (PkStep::packed): from the step's row `cur` (< r1) to the end of its
+// segment or r1, whichever is first; advances cur.
+__device__ __forceinline__ PkChunk pk_seg_chunk(const PkStep& st, int& cur, int r1) {
+    int si = 0, r = cur;
+    if (!st.pair)
+        while (si < st.nseg - 1 && r >= st.rows[si]) r -= st.rows[si++];
+    int end = min(r1, cur - r + st.rows[si]);
+    PkChunk c = {si, r, r + (end - cur)};
+    cur = end;
+    return c;
+}
+
+// The 16-byte-aligned span holding rows [ra, rb) of segment s: start and length in 16-byte units.
+__device__ __forceinline__ const u8* pk_span(const PkStep& st, int s, int ra, int rb, int& n16) {
+    const u8* a = st.w[s] + (size_t)ra * st.row_bytes[s];
+    const u8* b = st.w[s] + (size_t)rb * st.row_bytes[s];
+    const u8* a0 = (const u8*)((size_t)a & ~(size_t)15);
+    n16 = (int)((b - a0 + 15) >> 4);
+    return a0;
+}
+
+// Chunk c's copies into buf by the block's threads (no commit); the bytes it takes there.
+__device__ __forceinline__ int pk_copy(const PkStep& st, const PkChunk& c, u8* buf) {
+    u32 dst = smem_u32(buf), d0 = dst;
+    for (int j = 0; j < (st.pair ? 2 : 1); j++) {
+        int n16;
+        const u8* src = pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
+        for (int i = threadIdx.x; i < n16; i += PK_THREADS) cp_async16(dst + 16 * i, src + 16 * i);
+        dst += 16 * n16;
+    }
+    return (int)(dst - d0);
+}
+
+// Chunk c into buf by the block's threads; each of them commits one cp.async group.
+__device__ void pk_issue(const PkStep& st, const PkArgs& a, const PkChunk& c, u8* buf) {
+    if (!PK_SKIPS(a, PK_SKIP_FETCH)) pk_copy(st, c, buf);
+    cp_commit();
+}
+
+// Asks L2 to fetch chunk c's bytes now (one thread; sm_90's bulk prefetch), so that its copy
+// into shared memory later reads L2 rather than waiting on HBM.
+__device__ void pk_l2(const PkStep& st, const PkChunk& c) {
+#if __CUDA_ARCH__ >= 900
+    if (threadIdx.x != 0) return;
+    for (int j = 0; j < (st.pair ? 2 : 1); j++) {
+        int n16;
+        const u8* src = pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(16 * n16) : "memory");
+    }
+#endif
+}
+
+// Row r of the chunk in shared memory (j: which of a pair), at the same address mod 16 as in
+// global memory, so the row decoders' aligned loads stay aligned.
+__device__ __forceinline__ const u8* pk_row(const PkStep& st, const PkChunk& c, const u8* buf, int j, int r) {
+    const u8* p = buf;
+    if (j == 1) {
+        int n16;
+        pk_span(st, 0, c.ra, c.rb, n16);
+        p += 16 * n16;
+    }
+    int s = st.pair ? j : c.seg;
+    size_t a = (size_t)(st.w[s] + (size_t)c.ra * st.row_bytes[s]);
+    return p + (a & 15) + (size_t)(r - c.ra) * st.row_bytes[s];
+}
+
+// Whether this block has work in matvec step st: rows, or an RMSNorm input, which every block
+// loads (each keeps the raw row for a later residual step).
+__device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
+    return r0 < r1 || st.prep != PK_PREP_PLAIN;
+}
+
+// Chunk buffer k (of a.stages, cycled).
+__device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
