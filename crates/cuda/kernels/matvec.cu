@@ -110,26 +110,31 @@ __device__ __forceinline__ void rows_dot_ty(int ty, const u8* const* w, int nr, 
     for (int r = 0; r < R; r++) acc[r] = r < nr ? row_dot_ty(ty, w[r], xs, xq, cols, lane, lanes) : 0.f;
 }
 
-// 1 / sqrt(mean(x^2) + eps) of x[0..n), summed in f64 by the block's first `nt` threads (a multiple
-// of 32, at most blockDim.x) in a fixed order, so any kernel that calls it with the same `nt` gets
-// the same bits. Every thread of the block must call it. No final barrier: the block must pass
-// one before it calls again (its warp sums' buffer is reused); rms_scale adds it.
-__device__ __forceinline__ float rms_scale_unsynced(const float* x, int n, float eps, int nt) {
-    __shared__ double red[32];
+// RMSNorm's sum of squares in f64 in a fixed order, so that every kernel gets the same bits: `nt`
+// threads (a multiple of 32), thread v adding x[v], x[v + nt], ..., each warp's sums added over
+// lanes (xor shuffles), then the warps' sums in order (rms_total). The block's scale is
+// 1 / sqrt(mean(x^2) + eps).
+__shared__ double rms_red[32];
+
+// The first half, by the threads [v0, v0 + nt) of the block (v = threadIdx.x - v0; whole warps;
+// the other threads return at once): each warp's sum into rms_red. A barrier must follow before
+// rms_total, and the block must pass one before the next rms_part (rms_red is reused).
+__device__ __forceinline__ void rms_part(const float* x, int n, int v0, int nt) {
+    int v = (int)threadIdx.x - v0;
+    if (v < 0 || v >= nt) return;
     double ss = 0.0;
-    if ((int)threadIdx.x < nt)
-        for (int i = threadIdx.x; i < n; i += nt) {
-            double v = x[i];
-            ss += v * v;
-        }
+    for (int i = v; i < n; i += nt) {
+        double e = x[i];
+        ss += e * e;
+    }
     for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) red[warp] = ss;
-    __syncthreads();
-    // Every thread adds the warps' sums in the same order (one barrier fewer than one thread
-    // adding them for the others).
+    if ((v & 31) == 0) rms_red[v >> 5] = ss;
+}
+
+// The second half, by any thread after the barrier: the warps' sums in order, then the scale.
+__device__ __forceinline__ float rms_total(int n, float eps, int nt) {
     double t = 0.0;
-    for (int i = 0; i < (nt >> 5); i++) t += red[i];
+    for (int i = 0; i < (nt >> 5); i++) t += rms_red[i];
 #ifdef MOLLA_X_RSQRT
     // Experiment (MOLLA_KDEFS=RSQRT, every program alike): f64 rsqrt (a hardware estimate and
     // Newton steps, 1 ulp) of mean + eps with the mean as a product by 1 / n, which does not wait
@@ -140,6 +145,15 @@ __device__ __forceinline__ float rms_scale_unsynced(const float* x, int n, float
 #else
     return (float)(1.0 / sqrt(t / n + (double)eps));
 #endif
+}
+
+// The scale of x[0..n) summed by the block's first `nt` threads (at most blockDim.x). Every
+// thread of the block must call it. No final barrier: the block must pass one before it calls
+// again (rms_red is reused); rms_scale adds it.
+__device__ __forceinline__ float rms_scale_unsynced(const float* x, int n, float eps, int nt) {
+    rms_part(x, n, 0, nt);
+    __syncthreads();
+    return rms_total(n, eps, nt);
 }
 
 __device__ float rms_scale(const float* x, int n, float eps, int nt) {
@@ -173,25 +187,39 @@ __device__ void load_row(const float* src, float* dst, int n) {
     }
 }
 
+// Where a prepared row (f32 row, then its q16 quantization) keeps its RMSNorm scale: after both.
+__host__ __device__ __forceinline__ int prep_scale_off(int cols) { return cols * 4 + xq_bytes(cols); }
+
+// The factor of every output row of the input load_input prepared (mv_scaled): RMSNorm's scale,
+// which the prepared row leaves out (x * w, not x * scale * w, so that the quantization need not
+// wait for the row's sum; the persistent kernel sums while it quantizes), else 1.
+__shared__ float mv_scale;
+
 // Prepares input row t (of a batch; 0 for one row) in shared memory (all threads of the block take
-// part), then its q16 quantization at xs + cols (quantize_q16).
+// part), then its q16 quantization at xs + cols (quantize_q16), and sets mv_scale.
 __device__ void load_input(const MvArgs& a, float* xs, int t) {
     int n = a.cols;
     const float* x = a.x + (size_t)t * n;
+    float scale = 1.f;
     if (a.mode == 1) {
         load_row(x, xs, n);
         __syncthreads();
-        float scale = rms_scale(xs, n, a.eps, blockDim.x);
-        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = xs[i] * scale * a.norm_w[i];
+        scale = rms_scale(xs, n, a.eps, blockDim.x);
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = __fmul_rn(xs[i], a.norm_w[i]);
     } else if (a.mode == 2) {
         const float* x2 = a.x2 + (size_t)t * n;
         for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = silu_mul(x[i], x2[i]);
     } else {
         load_row(x, xs, n);
     }
+    if (threadIdx.x == 0) mv_scale = scale;
     __syncthreads();
     quantize_q16(xs, n, (u8*)(xs + n));
 }
+
+// An output row's dot product times its input's RMSNorm scale (1 for other inputs: exact), as
+// every decode path rounds it.
+__device__ __forceinline__ float mv_scaled(float dot, float scale) { return __fmul_rn(dot, scale); }
 
 // The thread's row in the block's trip starting at row rb: segment si, row r of it; false when
 // past the last segment.
@@ -252,6 +280,7 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
     pdl_trigger();
     pdl_wait();
     float* xs = (float*)smem4;
+    // (Fixed-point rows never have an RMSNorm input: the scale is 1 for them.)
     load_input(a, xs, 0);
     const Xq xq = xq_at((u8*)(xs + a.cols), a.cols);
     int lanes = a.lanes;
@@ -278,7 +307,7 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
         }
         __syncwarp();
         acc = group_sum(acc, lanes);
-        if (active && lane == 0) mv_store(a.seg[si], 0, r, acc);
+        if (active && lane == 0) mv_store(a.seg[si], 0, r, mv_scaled(acc, mv_scale));
     }
 }
 
@@ -296,9 +325,10 @@ __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w,
 }
 
 // matvec_wide's input, prepared in parallel: block b takes values [1024 b, 1024 b + 1024) of the
-// row (four threads a block of 32), prepared as load_input prepares them (128 threads a block, so
-// RMSNorm's sum has the same order and bits; every block sums the whole row) and quantized as
-// quantize_q16 quantizes them, into prep + cols * 4 (the f32 row before it is not written).
+// row (four threads a block of 32), prepared as load_input prepares them (RMSNorm: x * w; block 0
+// sums the whole row with 128 threads, so the scale has load_input's bits, and stores it at
+// prep_scale_off) and quantized as quantize_q16 quantizes them, into prep + cols * 4 (the f32 row
+// before it is not written).
 // Mode 3, for this kernel only: RMSNorm as mode 1 over the persistent kernel's tagged words (the
 // value in each word's low half), for a head that runs after that kernel.
 MOLLA_KERNEL void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* prep) {
@@ -323,11 +353,18 @@ MOLLA_KERNEL void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* pr
         }
     }
     pdl_wait();
+    // The persistent kernel's tagged words (mode 3): the value in the low half of each.
+    auto at = [&](int i) { return a.mode == 3 ? __uint_as_float((u32)__ldcg((const u64*)a.x + i)) : __ldcg(a.x + i); };
+    // Block 0 sums the row for the scale (as load_input: 128 threads) and stores it after the
+    // quantized row, where matvec_wide reads it; the other blocks need not wait for the sum.
     float scale = 1.f;
-    if (a.mode == 1 || a.mode == 3) {
+    const bool norm = a.mode == 1 || a.mode == 3, sums = norm && blockIdx.x == 0;
+    if (sums) {
+        // (load_row keeps four 16-byte loads in flight a thread; a loop of single loads into
+        // shared memory waits for each one.)
         if (a.mode == 3) {
-            // The persistent kernel's tagged words: the value in the low half of each.
-            for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = __uint_as_float((u32)__ldcg((const u64*)a.x + i));
+#pragma unroll 8
+            for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = at(i);
         } else {
             load_row(a.x, xs, n);
         }
@@ -338,11 +375,19 @@ MOLLA_KERNEL void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* pr
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         int i = 32 * b + 8 * part + j;
-        if (a.mode == 1 || a.mode == 3) v[j] = xs[i] * scale * w[j];
+        // The scale left out; block 0 has the row in shared memory already.
+        if (norm) v[j] = __fmul_rn(sums ? xs[i] : at(i), w[j]);
         else if (a.mode == 2) v[j] = silu_mul(a.x[i], a.x2[i]);
-        else v[j] = __ldcg(a.x + i);
+        else v[j] = at(i);
     }
     q16_block(v, b, part, live, n, prep + (size_t)n * 4);
+    if (blockIdx.x == 0 && threadIdx.x == 0) *(float*)(prep + prep_scale_off(n)) = scale;
+}
+
+// The RMSNorm scale of a row matvec_prep_wide prepared at `prep` (1 for other inputs, and for
+// rows another kernel quantized: Prep::Ready).
+__device__ __forceinline__ float prep_scale(const MvArgs& a, const u8* prep) {
+    return a.mode == 1 || a.mode == 3 ? __ldcg((const float*)(prep + prep_scale_off(a.cols))) : 1.f;
 }
 
 // Decode matvec for big matrices, on an input `matvec_prep_wide` prepared once (prep: room for the
@@ -371,6 +416,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) ((int4*)smem4)[i] = __ldcg(src + i);
     __syncthreads();
     const Xq xq = xq_at((u8*)smem4, a.cols);
+    const float scale = prep_scale(a, prep);
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, total = mv_total(a);
     const bool fx = mv_fx(a);
     for (int rb = blockIdx.x * warps; rb < total; rb += gridDim.x * warps) {
@@ -390,7 +436,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
             row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, acc);
         }
         acc = warp_sum(acc);
-        if (active && lane == 0) mv_store(a.seg[si], 0, r, acc);
+        if (active && lane == 0) mv_store(a.seg[si], 0, r, mv_scaled(acc, scale));
     }
 }
 
@@ -409,6 +455,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, cons
     for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) ((int4*)smem4)[i] = __ldcg(src + i);
     __syncthreads();
     const Xq xq = xq_at((u8*)smem4, a.cols);
+    const float scale = prep_scale(a, prep);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = a.seg[0].rows;
     for (int g = blockIdx.x; g < (n >> 5); g += gridDim.x) {
         for (int j = 0; j < 4; j++) {
@@ -419,7 +466,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, cons
                 const MvSeg& s = a.seg[si];
                 float t = 0.f;
                 row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, t);
-                acc[si] = warp_sum(t);
+                acc[si] = mv_scaled(warp_sum(t), scale);
             }
             if (lane == 0) {
                 mv_store(a.seg[0], 0, r, acc[0]);
@@ -467,15 +514,18 @@ __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, 
     for (int g = 0; g < MV_MULTI; g++) acc[g] = FxAcc{0, 1};
 }
 
-// A row's output of input t: f32 (mv_store) or fixed point (mv_store_fx).
-__device__ __forceinline__ void mv_out(const MvSeg& s, int t, int r, float v) { mv_store(s, t, r, v); }
-__device__ __forceinline__ void mv_out(const MvSeg& s, int t, int r, FxAcc v) { mv_store_fx(s, t, r, v); }
+// A row's output of input t: f32 (mv_store, times the input's RMSNorm scale) or fixed point
+// (mv_store_fx; such rows never have an RMSNorm input).
+__device__ __forceinline__ void mv_out(const MvSeg& s, int t, int r, float v, float scale) {
+    mv_store(s, t, r, mv_scaled(v, scale));
+}
+__device__ __forceinline__ void mv_out(const MvSeg& s, int t, int r, FxAcc v, float) { mv_store_fx(s, t, r, v); }
 
 // Row r of segment si (when active) against inputs t0 .. t0 + ng, summed in A (float, or FxAcc
 // for fixed-point rows), then stored.
 template <class A>
 __device__ __forceinline__ void mv_multi_row(const MvArgs& a, int si, int r, bool active, float* const* xs,
-                                             const Xq* xq, int ng, int t0, int lane, int lanes) {
+                                             const Xq* xq, const float* scale, int ng, int t0, int lane, int lanes) {
     A acc[MV_MULTI];
     if (active) {
         const MvSeg& s = a.seg[si];
@@ -490,7 +540,7 @@ __device__ __forceinline__ void mv_multi_row(const MvArgs& a, int si, int r, boo
     if (active && lane == 0) {
 #pragma unroll
         for (int g = 0; g < MV_MULTI; g++)
-            if (g < ng) mv_out(a.seg[si], t0 + g, r, acc[g]);
+            if (g < ng) mv_out(a.seg[si], t0 + g, r, acc[g], scale[g]);
     }
 }
 
@@ -502,8 +552,9 @@ MOLLA_KERNEL void matvec_prep(const MvArgs a, u8* prep, int stride) {
     float* xs = (float*)smem4;
     load_input(a, xs, blockIdx.x);
     const int4* src = (const int4*)smem4;
-    int4* dst = (int4*)(prep + (size_t)blockIdx.x * stride);
-    for (int i = threadIdx.x; i < (stride >> 4); i += blockDim.x) dst[i] = src[i];
+    u8* row = prep + (size_t)blockIdx.x * stride;
+    for (int i = threadIdx.x; i < (prep_scale_off(a.cols) >> 4); i += blockDim.x) ((int4*)row)[i] = src[i];
+    if (threadIdx.x == 0) *(float*)(row + prep_scale_off(a.cols)) = mv_scale;
 }
 
 // Batched decode, second pass: input rows t0 .. t0 + ng of n (prepared by matvec_prep; t0 =
@@ -521,20 +572,22 @@ __device__ __forceinline__ void matvec_multi_body(const MvArgs& a, int n, int pe
     for (int i = threadIdx.x; i < ng * (stride >> 4); i += blockDim.x) smem4[i] = *(const float4*)(src + i);
     float* xs[MV_MULTI];
     Xq xq[MV_MULTI];
+    float scale[MV_MULTI];
+    __syncthreads();
 #pragma unroll
     for (int g = 0; g < MV_MULTI; g++) {
         xs[g] = (float*)((u8*)smem4 + (size_t)(g < ng ? g : 0) * stride);
         xq[g] = xq_at((u8*)(xs[g] + a.cols), a.cols);
+        scale[g] = *(const float*)((const u8*)xs[g] + prep_scale_off(a.cols));
     }
-    __syncthreads();
     int lanes = a.lanes;
     int lane = threadIdx.x & (lanes - 1);
     int groups = blockDim.x / lanes, total = mv_total(a);
     for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
         int si, r;
         bool active = mv_row(a, rb, lanes, si, r);
-        if (FX) mv_multi_row<FxAcc>(a, si, r, active, xs, xq, ng, t0, lane, lanes);
-        else mv_multi_row<float>(a, si, r, active, xs, xq, ng, t0, lane, lanes);
+        if (FX) mv_multi_row<FxAcc>(a, si, r, active, xs, xq, scale, ng, t0, lane, lanes);
+        else mv_multi_row<float>(a, si, r, active, xs, xq, scale, ng, t0, lane, lanes);
     }
 }
 

@@ -103,11 +103,16 @@ struct PkCursor {
 };
 
 // The RMSNorm weights of step st into nw (none for a plain input) as one cp.async group of their
-// own, so that the input's preparation waits for them alone, not for rows as well.
+// own, so that the input's preparation waits for them alone, not for rows as well. Each of the
+// first PK_NORM_THREADS threads copies the values it quantizes (quantize_trips: thread t takes
+// values 8t .. 8t + 8 of each run of 8 PK_NORM_THREADS), so that it needs no barrier to read them.
 __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
-    if (st.prep != PK_PREP_PLAIN) {
+    if (st.prep != PK_PREP_PLAIN && threadIdx.x < PK_NORM_THREADS) {
         u32 dst = smem_u32(nw);
-        for (int i = threadIdx.x; i < (st.cols >> 2); i += PK_THREADS) cp_async16(dst + 16 * i, st.norm_w + 4 * i);
+        for (int i = 2 * threadIdx.x; i < (st.cols >> 2); i += 2 * PK_NORM_THREADS) {
+            cp_async16(dst + 16 * i, st.norm_w + 4 * i);
+            cp_async16(dst + 16 * (i + 1), st.norm_w + 4 * (i + 1));  // cols: whole blocks of 32
+        }
     }
     cp_commit();
 }
@@ -196,11 +201,13 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
 // The input of a matvec step, prepared in shared memory (all threads take part), and the step's
 // first chunk of rows landed. `after_norm`: the cp.async groups this thread committed after the
 // one holding the norm weights (the first is the first chunk). Ends with a barrier, the row
-// quantized to 16 bits at xq (q16.cuh) and the first chunk in shared memory. False when the
-// kernel must stop.
+// quantized to 16 bits at xq (q16.cuh) and the first chunk in shared memory; `scale`: the factor
+// of every output row (RMSNorm's scale, else 1: matvec.cu load_input). False when the kernel must
+// stop.
 __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int after_norm,
-                         u8* xq, int step) {
+                         u8* xq, int step, float& scale) {
     int n = st.cols;
+    scale = 1.f;
     if (st.prep == PK_PREP_EMBED_RMSNORM) {
         if (a.token < (u32)st.emb_rows) {
             const u8* row = st.emb + (size_t)a.token * st.emb_row_bytes;
@@ -229,20 +236,33 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     pk_stamp_arrive(a);
     pk_stamp_m(a, 5);
     if (PK_SKIPS(a, PK_SKIP_PREP)) return true;
-    if (st.prep != PK_PREP_PLAIN) {
-        // This thread's copies of the norm weights (issued as the step began), published to the
-        // block by the sum's barrier (its last: the next call is steps and barriers away).
-        cp_wait_n(after_norm);
-        float scale = rms_scale_unsynced(xs, n, st.eps, PK_NORM_THREADS);
+    const bool norm = st.prep != PK_PREP_PLAIN;
+    if (norm) {
+        // RMSNorm with its scale left out of the row (as load_input): the first PK_NORM_THREADS
+        // threads quantize x * w (each reads the norm weights it copied itself as the step began:
+        // pk_stage_norm), while the others sum the squares for the scale at once (rms_part, the
+        // order rms_scale's PK_NORM_THREADS threads give). The sum is off the critical path.
+        if (threadIdx.x < PK_NORM_THREADS) {
+            cp_wait_n(after_norm);
+            quantize_q16_w<PK_NORM_THREADS>(xs, n, xq, nw, xraw);
+        } else {
+            rms_part(xs, n, PK_THREADS - PK_NORM_THREADS, PK_NORM_THREADS);
+        }
         pk_stamp_m(a, 5);
-        // Normalised (v * scale * w, as the graph path's preparation) and quantized in one pass.
-        quantize_q16_norm<PK_THREADS>(xs, n, xq, scale, nw, xraw);
     } else {
         quantize_q16_unsynced<PK_THREADS>(xs, n, xq);
     }
     // The first chunk's copies (pk_matvec reads it after this barrier without another).
     cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
     __syncthreads();
+    scale = norm ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
+#ifndef PK_TYMASK
+    if (norm) {
+        // Formats without q16 decoding read the f32 row: x * w, as load_input leaves it.
+        for (int i = threadIdx.x; i < n; i += PK_THREADS) xs[i] = __fmul_rn(xs[i], nw[i]);
+        __syncthreads();
+    }
+#endif
     return true;
 }
 
@@ -312,7 +332,8 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     // goes into chunk k's buffer once chunk k is done, and each such copy prefetches one more
     // chunk into L2. A packed step's chunks all landed in pk_input, where its table entry says.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
-    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step)) return false;
+    float scale;
+    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
@@ -370,8 +391,8 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                     gu[0] = pk_row_dot(ty0, w2[0]);
                     gu[1] = pk_row_dot(ty1, w2[1]);
                 }
-                float g = warp_sum(gu[0]);
-                float u = warp_sum(gu[1]);
+                float g = mv_scaled(warp_sum(gu[0]), scale);
+                float u = mv_scaled(warp_sum(gu[1]), scale);
                 if (lane == 0) {
                     if (PK_FFN(st)) ((float*)nw)[r - r0] = silu_mul(g, u);  // for the folded down
                     else pk_out(st, y, r, silu_mul(g, u), tag);
@@ -393,7 +414,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 if (nr > 1) acc[1] = warp_sum(acc[1]);
                 if (lane < nr) {
                     int rr = r + lane;
-                    float v = lane == 0 ? acc[0] : acc[1];
+                    float v = mv_scaled(lane == 0 ? acc[0] : acc[1], scale);
                     if (bias) v += bias[rr];
                     if (accumulate) v += xraw[rr];
                     pk_out(st, y, rr, v, tag);

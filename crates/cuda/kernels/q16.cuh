@@ -129,24 +129,21 @@ __device__ void quantize_q16(const float* xs, int cols, u8* base) {
     __syncthreads();
 }
 
-// quantize_q16 of the RMS-normalised row: each value v of xs becomes v * scale * w[i] (the
-// graph path's preparation, the same bits) before it is quantized, in the same pass; the raw
-// values go to raw, the normalised ones back to xs. No barrier: the caller's.
+// quantize_q16 of RMSNorm's row with its scale left out: each value v of xs becomes v * w[i]
+// (load_input's row: the scale multiplies the dot products) before it is quantized; the raw
+// values are copied to raw, xs is left as it is. No barrier: the caller's.
 template <int NT>
-__device__ void quantize_q16_norm(float* xs, int cols, u8* base, float scale, const float* w, float* raw) {
+__device__ void quantize_q16_w(const float* xs, int cols, u8* base, const float* w, float* raw) {
     quantize_trips<NT>(cols, base, [&](int i0, bool live, float* v) {
         float4 va = ((const float4*)(xs + i0))[0], vb = ((const float4*)(xs + i0))[1];
         float4 wa = ((const float4*)(w + i0))[0], wb = ((const float4*)(w + i0))[1];
         float r[8] = {va.x, va.y, va.z, va.w, vb.x, vb.y, vb.z, vb.w};
         float ww[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
 #pragma unroll
-        for (int j = 0; j < 8; j++) v[j] = __fmul_rn(__fmul_rn(r[j], scale), ww[j]);
-        // Every thread has read its values before any is overwritten (a thread writes only its own).
+        for (int j = 0; j < 8; j++) v[j] = __fmul_rn(r[j], ww[j]);
         if (live) {
             ((float4*)(raw + i0))[0] = va;
             ((float4*)(raw + i0))[1] = vb;
-            ((float4*)(xs + i0))[0] = make_float4(v[0], v[1], v[2], v[3]);
-            ((float4*)(xs + i0))[1] = make_float4(v[4], v[5], v[6], v[7]);
         }
     });
 }

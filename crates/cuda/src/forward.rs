@@ -144,7 +144,7 @@ fn check_shape(hp: &HParams, max_smem: usize) -> Result<()> {
         ("attention output", hp.n_head * hp.head_dim_v),
         ("ffn", hp.n_ff),
     ] {
-        if cols * 4 + crate::launch::xq_bytes(cols) > max_smem || !cols.is_multiple_of(8) {
+        if crate::launch::prep_stride(cols) > max_smem || !cols.is_multiple_of(8) {
             return bad(format!(
                 "{what} width {cols} (need a multiple of 8 and at most {})",
                 max_smem * 2 / 13

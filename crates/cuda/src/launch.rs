@@ -246,9 +246,11 @@ pub(crate) fn max_cols(hp: &model::HParams) -> usize {
     hp.n_embd.max(hp.n_ff).max(hp.n_head * hp.head_dim_v)
 }
 
-/// Bytes one prepared input row of `cols` values takes (f32 row, then its q16 quantization).
+/// Bytes one prepared input row of `cols` values takes: the f32 row, its q16 quantization, then
+/// 16 bytes for its RMSNorm scale (kernels/matvec.cu `prep_scale_off`: outputs are dot products
+/// times that scale).
 pub(crate) fn prep_stride(cols: usize) -> usize {
-    cols * 4 + xq_bytes(cols)
+    cols * 4 + xq_bytes(cols) + 16
 }
 
 /// The matvec kernels' arguments for `outs` on input `x` (`cols` values), and the rows in all.

@@ -94,7 +94,7 @@ pub fn matvec(
             segs.len()
         )));
     }
-    if cols * 4 + crate::launch::xq_bytes(cols) > gpu.max_smem {
+    if crate::launch::prep_stride(cols) > gpu.max_smem {
         return Err(CudaError::Unsupported(format!(
             "matvec input of {cols} values"
         )));

@@ -22,7 +22,8 @@ pub fn prep_q16(gpu: &Gpu, x: &[f32], input: Input) -> Result<Vec<u8>> {
     q16_of(gpu, &buf, cols)
 }
 
-/// The q16 row of a preparation buffer for `cols` values.
+/// The q16 row of a preparation buffer for `cols` values (without the RMSNorm scale after it,
+/// which only `matvec_prep_wide` writes).
 pub(super) fn q16_of(
     gpu: &Gpu,
     buf: &cudarc::driver::CudaSlice<u8>,
@@ -30,7 +31,9 @@ pub(super) fn q16_of(
 ) -> Result<Vec<u8>> {
     let mut all = vec![0u8; launch::prep_stride(cols)];
     gpu.download(buf, &mut all)?;
-    Ok(all.split_off(cols * 4))
+    let mut q = all.split_off(cols * 4);
+    q.truncate(launch::xq_bytes(cols));
+    Ok(q)
 }
 
 /// `matvec_wide_glu` on gate and up (`segs`, as many rows, a multiple of 32) and the `cols`-wide
