@@ -38,6 +38,8 @@ pub(crate) struct Kernels {
     /// Decode matvec of big matrices on an input prepared once (by `matvec_prep_wide`).
     pub matvec_wide: CudaFunction,
     pub matvec_prep_wide: CudaFunction,
+    /// `matvec_wide` preparing its RMSNorm input in every block (experiment WIDEPREP).
+    pub matvec_wide_norm: CudaFunction,
     /// `matvec_wide` of gate and up, with silu(gate) * up quantized for down (launch/fused.rs).
     pub matvec_wide_glu: CudaFunction,
     /// Rope, cache store and attention of one decode token in one launch.
@@ -203,6 +205,7 @@ impl Gpu {
             matvec_wide: f("matvec_wide")?,
             matvec_wide_glu: f("matvec_wide_glu")?,
             matvec_prep_wide: f("matvec_prep_wide")?,
+            matvec_wide_norm: f("matvec_wide_norm")?,
             hold: f("hold")?,
             rope_attention: f("rope_attention")?,
             matmul: f("matmul")?,
@@ -241,6 +244,7 @@ impl Gpu {
             &k.matvec_prep,
             &k.matvec_wide,
             &k.matvec_prep_wide,
+            &k.matvec_wide_norm,
         ] {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -303,6 +303,12 @@ unsafe fn prep_wide(gpu: &Gpu, a: &MvArgs, cols: usize, buf: u64) -> Result<()> 
     unsafe { launch_dep!(gpu, &gpu.k.matvec_prep_wide, prep_cfg, "matvec launch"; a, &buf) }
 }
 
+/// Whether `MOLLA_KDEFS` names the experiment WIDEPREP (`matvec_wide_norm`; read once).
+fn wide_norm_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| crate::compile::experiment("WIDEPREP"))
+}
+
 /// Whether [`matvec_rows`] runs `outs` on a `cols`-wide input through `matvec_wide`: one row, a
 /// preparation buffer, 32 lanes a row, and matrices [`wide`] takes.
 pub(crate) fn goes_wide(outs: &[Out], cols: usize, rows: Rows) -> bool {
@@ -329,13 +335,27 @@ pub(crate) unsafe fn matvec_wide(
         ));
     }
     let (a, total) = mv_args(outs, cols, x, prep);
+    let blocks = total
+        .div_ceil(WIDE_THREADS as usize / 32)
+        .clamp(1, gpu.sm_count * 4) as u32;
+    if matches!(prep, Prep::RmsNorm(..))
+        && !mv_fixed(&a)
+        && cols * 4 + xq_bytes(cols) <= gpu.max_smem
+        && wide_norm_on()
+    {
+        // Experiment WIDEPREP: every block prepares the input itself, no preparation launch.
+        let cfg = cfg(
+            (blocks, 1, 1),
+            WIDE_THREADS,
+            (cols * 4 + xq_bytes(cols)) as u32,
+        );
+        // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
+        return unsafe { launch_dep!(gpu, &gpu.k.matvec_wide_norm, cfg, "matvec launch"; &a) };
+    }
     if !matches!(prep, Prep::Ready) {
         // SAFETY: the caller guarantees the addresses and the buffer's size.
         unsafe { prep_wide(gpu, &a, cols, buf) }?;
     }
-    let blocks = total
-        .div_ceil(WIDE_THREADS as usize / 32)
-        .clamp(1, gpu.sm_count * 4) as u32;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
     unsafe { launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf) }
