@@ -63,10 +63,10 @@ __device__ __forceinline__ void pk_fold_share(int nh, int h, int rows, int& r0, 
     r1 = rows * (j + 1) / nj;
 }
 
-// Where row r of segment s (a folded wo: 0, a folded down: 2) starts its span of 32-column units
-// from unit u0 (ub bytes each), in global memory.
-__device__ __forceinline__ const u8* pk_fold_row(const PkStep& st, int s, int r, int u0, int ub) {
-    return st.w[s] + (size_t)r * st.row_bytes[s] + (size_t)u0 * ub;
+// Where row r of a folded wo starts its span of 32-column units from unit u0 (ub bytes each), in
+// global memory.
+__device__ __forceinline__ const u8* pk_fold_row(const PkStep& st, int r, int u0, int ub) {
+    return st.w[0] + (size_t)r * st.row_bytes[0] + (size_t)u0 * ub;
 }
 
 // Asks L2 for the lines of the first and last bytes of [p, p + len): the whole span of a folded
@@ -143,11 +143,11 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
             int r0, r1;
             pk_fold_share(nh, h, st.rows[0], r0, r1);
             for (int r = r0 + (int)threadIdx.x; r < r1; r += PK_THREADS)
-                pk_l2_span(pk_fold_row(st, 0, r, h * uh, ub), uh * ub);
+                pk_l2_span(pk_fold_row(st, r, h * uh, ub), uh * ub);
         }
         return k;
     }
-    if (st.op != PK_OP_MATVEC && !PK_FFN(st)) return k;
+    if (st.op != PK_OP_MATVEC) return k;
     if (PK_PACKED(st)) {
         // The table's rows and spans: no divisions, no segment walk, no 64-bit address
         // arithmetic on the step's critical path (session 18).
@@ -166,14 +166,6 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
         cp_commit();
         k.issued = 1;
         k.ahead = k.l2 = k.r1;
-#ifdef PK_FOLD_WO
-        if (PK_FFN(st)) {
-            // The block's down rows over its columns, asked of L2 (read after gate/up).
-            const int ub = st.row_bytes[2] / (st.total >> 5), u0 = d.r0 >> 5, nu = (d.r1 - d.r0) >> 5;
-            for (int r = d.fr0 + (int)threadIdx.x; r < d.fr1; r += PK_THREADS)
-                pk_l2_span(pk_fold_row(st, 2, r, u0, ub), nu * ub);
-        }
-#endif
         return k;
     }
     int r0, r1;
@@ -222,7 +214,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     } else if (PK_FOLD_INPUT(st)) {
         // x (the raw row this block's last RMSNorm step kept) + the folded wo's accumulator, each
         // word polled until every unit of its row was added (wo's columns / 32 of them).
-        if (!pk_load_acc(a, pk_acc_at(a, st.x), xs, xraw, n, (u32)st.emb_rows, step)) return false;
+        if (!pk_load_acc(a, (const u64*)st.x, xs, xraw, n, (u32)st.emb_rows, step)) return false;
     } else if (st.in_ll) {
         // One segment known at compile time: no segment selection for each pair of each poll
         // (measured +2% tokens/s on the SmolLM2 and Qwen shapes, session 18).
@@ -317,10 +309,6 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
 #endif
 
-#ifdef PK_FOLD_WO
-__device__ __forceinline__ void pk_fold_down(const PkStep& st, const PkBlk& d, const PkArgs& a, float* glu, int step);
-#endif
-
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
 // reference, a copy in local memory read with a local load for every field used, where inlined
 // code reads the constant bank.
@@ -393,10 +381,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 }
                 float g = mv_scaled(warp_sum(gu[0]), scale);
                 float u = mv_scaled(warp_sum(gu[1]), scale);
-                if (lane == 0) {
-                    if (PK_FFN(st)) ((float*)nw)[r - r0] = silu_mul(g, u);  // for the folded down
-                    else pk_out(st, y, r, silu_mul(g, u), tag);
-                }
+                if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
             }
         } else {
             // Two consecutive rows a warp, sharing each unit's input; one when the chunk has no
@@ -428,12 +413,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
             if (l2 < r1 && !PK_SKIPS(a, PK_SKIP_FETCH)) pk_l2(st, pk_next_chunk(st, l2, r1, a.chunk));
         }
     }
-#ifdef PK_FOLD_WO
-    if (PK_FFN(st)) {
-        __syncthreads();  // the block's SwiGLU values in nw
-        pk_fold_down(st, d, a, (float*)nw, step);
-    }
-#endif
     pk_stamp_m(a, 7);
     return true;
 }
@@ -479,38 +458,16 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, co
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
     __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
-    u64* acc = pk_acc_at(a, st.y[0]);
+    u64* acc = (u64*)st.y[0];
     const int ty = st.ty[0];
     for (int i = threadIdx.x; i < (r1 - r0) * uh; i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
         float v;
-        pk_fold_unit_ty(ty, pk_fold_row(st, 0, r, h * uh, ub), xq, k, v);
+        pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
         pk_acc_add(a, step, acc + r, v);
     }
 }
 
-#endif
-
-#ifdef PK_FOLD_WO
-// The folded down of a PK_OP_FFN step: the block's SwiGLU values glu[0 .. r1 - r0) (its gate/up
-// rows [r0, r1), whole 32-column units of down's input) quantized to 16 bits after them, then
-// each unit of its share of down's rows [fr0, fr1) over those columns (one a thread) added into
-// the accumulator row st.y[2] (pk_acc_add).
-__device__ __forceinline__ void pk_fold_down(const PkStep& st, const PkBlk& d, const PkArgs& a, float* glu, int step) {
-    const int n = d.r1 - d.r0, nu = n >> 5, u0 = d.r0 >> 5, ub = st.row_bytes[2] / (st.total >> 5);
-    u8* xqd = (u8*)(glu + n);
-    quantize_q16_unsynced<PK_THREADS>(glu, n, xqd);
-    __syncthreads();
-    const Xq xq = xq_at(xqd, n);
-    u64* acc = pk_acc_at(a, st.y[2]);
-    const int ty = st.ty[2];
-    for (int i = threadIdx.x; i < (d.fr1 - d.fr0) * nu; i += PK_THREADS) {
-        const int r = d.fr0 + i / nu, k = i % nu;
-        float v;
-        pk_fold_unit_ty(ty, pk_fold_row(st, 2, r, u0, ub), xq, k, v);
-        pk_acc_add(a, step, acc + r, v);
-    }
-}
 #endif
 
 // Rope of q and k, the store of k and v at a.pos (every block of a kv group writes the same
@@ -609,20 +566,6 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
     return true;
 }
 
-#ifdef MOLLA_X_FFNFOLD
-// A PK_OP_XOUT step: x = the accumulator st.x + the raw row this block kept, polled as a folded
-// step's reader does, and the block's rows of it stored at st.y[0]. False when the kernel must
-// stop.
-__device__ bool pk_xout(const PkStep& st, const PkArgs& a, float* xs, const float* xraw, int step) {
-    if (!pk_load_acc(a, pk_acc_at(a, st.x), xs, xraw, st.cols, (u32)st.emb_rows, step)) return false;
-    int r0, r1;
-    pk_rows(st.total, r0, r1);
-    const u32 tag = pk_tag(a, step);
-    for (int r = r0 + (int)threadIdx.x; r < r1; r += PK_THREADS) pk_out(st, st.y[0], r, xs[r], tag);
-    return true;
-}
-#endif
-
 __device__ __forceinline__ void pk_body(const PkArgs& a) {
     extern __shared__ float4 pk_smem4[];
     float* sm = (float*)pk_smem4;
@@ -668,13 +611,8 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp_arrive(a);
         pk_stamp_m(a, 5);
         pk_stamp_m(a, 7);
-        bool ok;
-#ifdef MOLLA_X_FFNFOLD
-        if (PK_XOUT(st)) ok = pk_xout(st, a, sm, xraw, s);
-        else
-#endif
-            ok = st.op == PK_OP_MATVEC || PK_FFN(st) ? pk_matvec(st, d, a, sm, nw, xraw, bufs, staged, s)
-                                                     : pk_attention(st, a, sm, cs, bufs, s);
+        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, d, a, sm, nw, xraw, bufs, staged, s)
+                                        : pk_attention(st, a, sm, cs, bufs, s);
         if (!ok) {
             cp_wait<0>();
             return;
@@ -712,16 +650,10 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
             }
         }
     }
-    // The folded steps' accumulators, zeroed for a later launch (pk_acc_at): without FFNFOLD,
-    // this launch's, which every block has read (each block's last step waited for rows every
-    // block computed after its reads); with it, the other set, which the launch before used.
+    // The folded wo's accumulators, zeroed for the next launch: every block has read them (each
+    // block's last step waited for rows every block computed after its reads).
 #ifdef PK_FOLD_WO
-#ifdef MOLLA_X_FFNFOLD
-    long long* z = a.fold_acc + (size_t)((a.epoch + 1u) & 1u) * (size_t)a.fold_n;
-#else
-    long long* z = a.fold_acc;
-#endif
-    for (int i = blockIdx.x * PK_THREADS + threadIdx.x; i < a.fold_n; i += gridDim.x * PK_THREADS) z[i] = 0;
+    for (int i = blockIdx.x * PK_THREADS + threadIdx.x; i < a.fold_n; i += gridDim.x * PK_THREADS) a.fold_acc[i] = 0;
 #endif
 }
 

@@ -51,24 +51,6 @@
 // until each counts every unit of its row, and takes x + the accumulator as its input. Legacy
 // q16 formats only (a unit of 32 columns).
 #define PK_OP_ATTN_WO 2
-// Experiment (MOLLA_KDEFS=FFNFOLD): gate/up with the layer's down folded in. Block b takes
-// columns [32 u0, 32 u1) of down's input (PkBlk r0, r1: those gate/up rows, staged as a packed
-// pair step's), computes them and their SwiGLU into shared memory, quantizes them, then adds
-// each unit of its share of down's rows (PkBlk fr0, fr1) over those columns into the layer's
-// counted accumulator words (PkStep::y[2], pk_acc_add), which the next step polls. When down's
-// input has fewer 32-column units than the grid has blocks, the blocks of a unit repeat its
-// gate/up rows and split down's rows. Legacy q16 down only.
-#define PK_OP_FFN 3
-// With FFNFOLD and the head after the kernel: x (the last layer's counted words + the raw row)
-// written out as the layer's output, for the head (each block its rows, pk_rows).
-#define PK_OP_XOUT 4
-#ifdef MOLLA_X_FFNFOLD
-#define PK_FFN(st) ((st).op == PK_OP_FFN)
-#define PK_XOUT(st) ((st).op == PK_OP_XOUT)
-#else
-#define PK_FFN(st) false
-#define PK_XOUT(st) false
-#endif
 // Only a kernel built with PK_FOLD_WO (compile.rs PkBuild::fold) has the fold's code (the host
 // builds such lists only then).
 #ifdef PK_FOLD_WO
@@ -109,8 +91,8 @@
 #define PK_PREP_RMSNORM 1
 // The embedding row of the token, then RMSNorm (every block looks it up).
 #define PK_PREP_EMBED_RMSNORM 2
-// x + a PK_OP_ATTN_WO (or PK_OP_FFN) step's accumulator (pk_load_acc; emb_rows: the adds a
-// complete word counts), x being the raw row this block's last RMSNorm step kept, then RMSNorm.
+// x + a PK_OP_ATTN_WO step's accumulator (pk_load_acc; emb_rows: the adds a complete word
+// counts), x being the raw row this block's last RMSNorm step kept, then RMSNorm.
 #define PK_PREP_FOLD_RMSNORM 3
 
 struct PkStep {
@@ -169,8 +151,7 @@ struct PkBlk {
     int rb[3];
     int row0[3];   // byte offset in the buffers of chunk k's row ra (at its address mod 16)
     int row1;      // pair steps: the byte offset of the second matrix's row ra
-    int fr0, fr1;  // PK_OP_FFN: the block's share of down's rows
-    int pad;
+    int pad[3];
 };
 
 struct PkArgs {
@@ -207,8 +188,8 @@ struct PkArgs {
     int xq_off;    // shared memory offset of the quantized input row (q16.cuh)
     int stages;    // chunk buffers (1 .. PK_MAX_STAGES), each chunk + 64 bytes, after the raw row
     int l2_ahead;  // chunks of a block's rows prefetched into L2 beyond those in shared memory
-    long long* fold_acc;  // the folded steps' accumulators (fold_n values; FFNFOLD: two such sets,
-    int fold_n;           // pk_acc_at), or null: each block zeroes its share as it ends
+    long long* fold_acc;  // the PK_OP_ATTN_WO steps' accumulators (fold_n values), or null: each
+    int fold_n;           // block zeroes its share as it ends, for the next launch
 };
 
 __device__ __forceinline__ u64 global_ns() {
@@ -432,21 +413,6 @@ __device__ __forceinline__ void pk_acc_add(const PkArgs& a, int step, u64* w, fl
     if (pk_acc_ok(v)) f = fx_of(v);
     else atomicCAS(a.err, 0u, PK_ERR_FX | (u32)(step + 1));
     asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w), "l"(PK_ACC_ONE + (u64)f) : "memory");
-}
-
-// Accumulator row p (a step record's address) as this launch uses it. With FFNFOLD the last
-// step reads the last layer's row (the head's or x's input), so a block that ends cannot zero
-// the rows while others may still be polling them: there are two sets, fold_n words apart, and
-// launch e adds into set e & 1 and zeroes the other as it ends (every read of that set was in
-// the launch before). Without it, every row is read by a step that others wait on before the
-// end, so one set is zeroed as each launch ends.
-__device__ __forceinline__ u64* pk_acc_at(const PkArgs& a, const void* p) {
-#ifdef MOLLA_X_FFNFOLD
-    return (u64*)p + (size_t)(a.epoch & 1u) * (size_t)a.fold_n;
-#else
-    (void)a;
-    return (u64*)p;
-#endif
 }
 
 // The adds counted in word w, and its fixed-point sum.

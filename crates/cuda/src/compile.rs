@@ -66,10 +66,6 @@ pub(crate) struct PkBuild {
     /// 32-column units (`persistent::pk_build`). Every decode path then sums wo's rows in fixed
     /// point, so that they keep giving the same bits.
     pub(crate) fold: bool,
-    /// With down folded into gate/up as well (experiment `MOLLA_KDEFS=FFNFOLD`,
-    /// kernels/persistent_steps.cuh `PK_OP_FFN`; `persistent::pk_build`): every decode path then
-    /// sums down's rows in fixed point too.
-    pub(crate) ffn_fold: bool,
 }
 
 impl PkBuild {
@@ -92,9 +88,6 @@ impl PkBuild {
         }
         if self.fold {
             parts.push("wo folded".into());
-        }
-        if self.ffn_fold {
-            parts.push("down folded".into());
         }
         if parts.is_empty() {
             "generic".into()
@@ -382,7 +375,6 @@ mod tests {
         shape: Some([64, 64, 9, 3]),
         packed: false,
         fold: false,
-        ffn_fold: false,
     };
 
     #[test]
@@ -413,7 +405,6 @@ mod tests {
                 ..SMOL
             };
             compiles(Program::Persistent(packed), &[]);
-            compiles(Program::Persistent(packed), &["MOLLA_X_FFNFOLD"]);
         }
     }
 
@@ -459,7 +450,6 @@ mod tests {
                 shape: Some([64, 64, 9, 3]),
                 packed: true,
                 fold: true,
-                ffn_fold: false,
             }),
         );
         for o in [

@@ -654,11 +654,7 @@ impl CudaModel {
                 launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
                 let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
                 let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
-                // Rows summed in fixed point when the persistent kernel folds down (FFNFOLD).
-                let down = [Out {
-                    fixed: g.pk_build.ffn_fold,
-                    ..out(&l.w_down, x, 0, true)
-                }];
+                let down = [out(&l.w_down, x, 0, true)];
                 let glu = launch::glu_prep_on()
                     .then(|| launch::glu_buffer(&gu, hp.n_embd, &down, hp.n_ff, rows, max_cols))
                     .flatten();

@@ -15,7 +15,7 @@ use config::{
 };
 pub(crate) use config::{ll_max, pk_build};
 pub(crate) use steps::{Input, Steps};
-use steps::{OP_ATTN_WO, OP_FFN, OP_MATVEC, PkStep};
+use steps::{OP_ATTN_WO, OP_MATVEC, PkStep};
 
 pub(crate) const PK_THREADS: u32 = 256;
 
@@ -115,8 +115,7 @@ pub(crate) struct Persistent {
     /// f32: models wider than `ll_max`) (forward/persistent_decode.rs).
     pub(crate) head_x: Option<(u64, bool)>,
     /// With wo folded into attention (`PkBuild::fold`): the accumulators' address and
-    /// length in u64 words (of one set: FFNFOLD has two, one after the other), inside `ll`
-    /// (zeroed with it; the kernel zeroes them as it ends).
+    /// length in u64 words, inside `ll` (zeroed with it; the kernel zeroes them as it ends).
     pub(crate) fold: (u64, usize),
 }
 
@@ -203,22 +202,6 @@ impl Persistent {
         }
         let mut steps = steps;
         mark_packed(&mut steps.list, grid as usize, stages * (chunk + 64));
-        // A folded FFN step runs only packed (its rows come from the table), and keeps its
-        // block's SwiGLU values and their quantization where the norm weights were.
-        for st in steps.list.iter().filter(|s| s.op == OP_FFN) {
-            let rows = (0..grid as usize)
-                .map(|b| {
-                    let (r0, r1) = blocks::step_rows(st, b, grid as usize);
-                    r1 - r0
-                })
-                .max()
-                .unwrap_or(0);
-            if st.packed == 0 || rows * 4 + launch::xq_bytes(rows) > nw_bytes {
-                return Err(CudaError::Unsupported(format!(
-                    "persistent decode: a folded FFN step of {rows} rows a block does not fit"
-                )));
-            }
-        }
         // Every matvec step packed: the kernel without the chunked pipeline, when it loads and
         // fits as many blocks on an SM.
         let packed = steps

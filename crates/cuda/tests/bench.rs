@@ -54,13 +54,7 @@ fn step_kinds(ops: &[i32]) -> Vec<usize> {
     let mut i = 0;
     while i < ops.len() {
         if ops[i] == 0 && ops.get(i + 1).is_some_and(|&o| o != 0) {
-            // With wo folded, one step (op 3: down folded into gate/up, counted as gate/up) or
-            // gate/up and down.
-            let rest: &[usize] = match (ops[i + 1], ops.get(i + 2)) {
-                (2, Some(3)) => &[3],
-                (2, _) => &[3, 4],
-                _ => &[2, 3, 4],
-            };
+            let rest: &[usize] = if ops[i + 1] == 2 { &[3, 4] } else { &[2, 3, 4] };
             kinds.extend([0, 1]);
             i += 2;
             for &k in rest.iter().take(ops.len() - i) {

@@ -166,17 +166,13 @@ impl CudaModel {
         // heads of whole 32-column units); its accumulators (a row a layer) follow the tagged
         // buffers.
         let fold = g.pk_build.fold;
-        // Experiment (`MOLLA_KDEFS=FFNFOLD`, with wo folded; `PkBuild::ffn_fold`): down folded
-        // into gate/up, for down matrices of the legacy q16 formats; a second row of accumulators
-        // a layer. With the head after the kernel, a last step writes x out for it.
-        let n_layer = self.layers.len();
-        let ffn_fold = g.pk_build.ffn_fold;
-        let acc_words = n_layer * hp.n_embd * (usize::from(fold) + usize::from(ffn_fold));
+        let acc_words = if fold {
+            self.layers.len() * hp.n_embd
+        } else {
+            0
+        };
         let tagged_words: usize = sizes.iter().map(|n| n.next_multiple_of(2)).sum();
-        // FFNFOLD: two sets of accumulators, one for even launches, one for odd
-        // (kernels/persistent_steps.cuh `pk_acc_at`).
-        let sets = if ffn_fold { 2 } else { 1 };
-        let ll = g.zeros::<u64>(tagged_words + sets * acc_words)?;
+        let ll = g.zeros::<u64>(tagged_words + acc_words)?;
         let mut at = g.ptr(&ll);
         let [x, q, k, v, att, gate] = sizes.map(|n| {
             let a = at;
@@ -188,12 +184,6 @@ impl CudaModel {
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         let eps = hp.rms_eps;
         let mut st = Steps::new(crate::persistent::ll_max());
-        // The accumulator of the last folded down, which the next RMSNorm input reads.
-        let mut folded: Option<u64> = None;
-        let x_in = |folded: Option<u64>, w: u64| match folded {
-            Some(acc) => Input::FoldRmsNorm { acc, w, eps },
-            None => Input::RmsNorm(x, w, eps),
-        };
         for (li, l) in self.layers.iter().enumerate() {
             let input = if li == 0 {
                 Input::EmbedRmsNorm {
@@ -202,7 +192,7 @@ impl CudaModel {
                     eps,
                 }
             } else {
-                x_in(folded, p(&l.attn_norm))
+                Input::RmsNorm(x, p(&l.attn_norm), eps)
             };
             let qkv = [
                 out(&l.wq, q, self.opt(&l.bq), false),
@@ -226,18 +216,6 @@ impl CudaModel {
                 st.residual(&out(&l.wo, x, 0, true), att_len, Input::Plain(att));
                 Input::RmsNorm(x, p(&l.ffn_norm), eps)
             };
-            if ffn_fold {
-                let acc = acc_base + 8 * ((n_layer + li) * hp.n_embd) as u64;
-                st.gate_up_down(
-                    &out(&l.w_gate, acc, 0, false),
-                    &out(&l.w_up, acc, 0, false),
-                    &out(&l.w_down, acc, 0, false),
-                    hp.n_embd,
-                    ffn_in,
-                );
-                folded = Some(acc);
-                continue;
-            }
             // The pair step writes silu(gate) * up into gate's buffer only.
             st.gate_up(
                 &out(&l.w_gate, gate, 0, false),
@@ -246,16 +224,16 @@ impl CudaModel {
                 ffn_in,
             );
             st.residual(&out(&l.w_down, x, 0, true), hp.n_ff, Input::Plain(gate));
-            folded = None;
         }
         let head = self.head_out(logits);
         // A head after the kernel runs at four blocks an SM (matvec_wide) instead of the
         // kernel's one.
         if !outside {
-            st.matvec_plain(&[head], hp.n_embd, x_in(folded, p(&self.output_norm)));
-        } else if let Some(acc) = folded {
-            // The head after the kernel reads x: written out from the last folded down.
-            st.x_out(acc, x, hp.n_embd);
+            st.matvec_plain(
+                &[head],
+                hp.n_embd,
+                Input::RmsNorm(x, p(&self.output_norm), eps),
+            );
         }
         let tagged = st.tagged(x);
         let mut pk = Persistent::new(g, st, ll, &self.heads)?;

@@ -3,7 +3,7 @@
 //! chunks land in shared memory, worked out once on the host instead of on every step (the
 //! kernel's `pk_rows`, `pk_seg_chunk`, `pk_span` and `pk_row` give the same values).
 
-use super::{OP_FFN, OP_MATVEC, PkStep};
+use super::{OP_MATVEC, PkStep};
 use cudarc::driver::DeviceRepr;
 
 /// One block's share of one packed matvec step (kernels/persistent_steps.cuh `PkBlk`).
@@ -26,10 +26,7 @@ pub(crate) struct PkBlk {
     row0: [i32; 3],
     /// A pair step: the byte offset of the second matrix's row `ra[0]`.
     row1: i32,
-    /// A folded FFN step (`OP_FFN`): the block's share of down's rows.
-    fr0: i32,
-    fr1: i32,
-    pad: i32,
+    pad: [i32; 3],
 }
 
 // SAFETY: plain #[repr(C)] data whose layout matches the CUDA struct (checked in tests below).
@@ -41,51 +38,17 @@ pub(super) fn block_rows(total: usize, b: usize, grid: usize) -> (usize, usize) 
     (total * b / grid, total * (b + 1) / grid)
 }
 
-/// Block b's rows [r0, r1) of matvec step `st`: `block_rows`, or for a folded FFN step
-/// (`OP_FFN`) the gate/up rows of its 32-column units of down's input (units spread over the
-/// blocks as rows are; with fewer units than blocks, consecutive blocks share a unit).
-pub(super) fn step_rows(st: &PkStep, b: usize, grid: usize) -> (usize, usize) {
-    let total = st.total.max(0) as usize;
-    if st.op != OP_FFN {
-        return block_rows(total, b, grid);
-    }
-    let units = total / 32;
-    if units >= grid {
-        let (u0, u1) = block_rows(units, b, grid);
-        (32 * u0, 32 * u1)
-    } else {
-        let u = b * units / grid;
-        (32 * u, 32 * u + 32)
-    }
-}
-
-/// A folded FFN step's (`OP_FFN`) share of down's rows for block b: all of them, or with fewer
-/// units than blocks, the j-th of the nj blocks that share the block's unit takes the j-th
-/// part.
-pub(super) fn fold_rows(st: &PkStep, b: usize, grid: usize) -> (usize, usize) {
-    let (units, n) = ((st.total.max(0) / 32) as usize, st.rows[2].max(0) as usize);
-    if units >= grid || units == 0 {
-        return (0, n);
-    }
-    let u = b * units / grid;
-    let first = (0..grid).find(|&c| c * units / grid == u).unwrap_or(b);
-    let nj = (first..grid).take_while(|&c| c * units / grid == u).count();
-    block_rows(n, b - first, nj)
-}
-
 /// The table for `list` run by `grid` blocks: step-major (step s, block b at s * grid + b),
-/// zero for steps that are not packed matvec (or folded FFN) steps.
+/// zero for steps that are not packed matvec steps.
 pub(super) fn table(list: &[PkStep], grid: usize) -> Vec<PkBlk> {
     let mut t = Vec::with_capacity(list.len() * grid);
     for st in list {
         for b in 0..grid {
-            t.push(
-                if (st.op == OP_MATVEC || st.op == OP_FFN) && st.packed != 0 {
-                    entry(st, b, grid)
-                } else {
-                    PkBlk::default()
-                },
-            );
+            t.push(if st.op == OP_MATVEC && st.packed != 0 {
+                entry(st, b, grid)
+            } else {
+                PkBlk::default()
+            });
         }
     }
     t
@@ -95,17 +58,13 @@ pub(super) fn table(list: &[PkStep], grid: usize) -> Vec<PkBlk> {
 /// spans (pk_span: one a matrix) back to back in the buffers (pk_copy), the rows' places
 /// (pk_row).
 fn entry(st: &PkStep, b: usize, grid: usize) -> PkBlk {
-    let (r0, r1) = step_rows(st, b, grid);
+    let (r0, r1) = block_rows(st.total.max(0) as usize, b, grid);
     let pair = st.pair != 0;
     let mut d = PkBlk {
         r0: r0 as i32,
         r1: r1 as i32,
         ..PkBlk::default()
     };
-    if st.op == OP_FFN {
-        let (f0, f1) = fold_rows(st, b, grid);
-        (d.fr0, d.fr1) = (f0 as i32, f1 as i32);
-    }
     let mut spans: Vec<(u64, u64)> = Vec::with_capacity(3);
     let mut off = 0u64;
     let mut cur = r0;
@@ -188,7 +147,7 @@ mod tests {
             .collect();
         for b in 0..grid {
             let d = entry(st, b, grid);
-            let (r0, r1) = step_rows(st, b, grid);
+            let (r0, r1) = block_rows(st.total as usize, b, grid);
             assert_eq!((d.r0, d.r1), (r0 as i32, r1 as i32));
             let n = d.end[2] as usize;
             let mut buf = vec![0u8; 16 * n];
@@ -244,49 +203,6 @@ mod tests {
         check(&step(&[896, 128, 128], &[1120, 1120, 1120], false), 1);
     }
 
-    /// A folded FFN step (gate/up pair, down in segment 2) of `n_ff` rows over `n` outputs.
-    fn ffn(n_ff: usize, n: usize) -> PkStep {
-        let mut st = step(&[n_ff, n_ff], &[360, 360], true);
-        st.op = OP_FFN;
-        (st.rows[2], st.row_bytes[2]) = (n as i32, (n_ff / 32 * 20) as i32);
-        st
-    }
-
-    #[test]
-    fn a_folded_ffn_step_covers_every_unit_and_every_down_row_once() {
-        // SmolLM2 (48 units, fewer than blocks), Qwen (152 units, more), and an even split.
-        for (n_ff, n, grid) in [
-            (1536, 576, 132),
-            (4864, 896, 132),
-            (256, 64, 4),
-            (1536, 576, 7),
-        ] {
-            let st = ffn(n_ff, n);
-            check(&st, grid);
-            // Each (down row, unit) pair is added by exactly one block.
-            let units = n_ff / 32;
-            let mut adds = vec![0u32; n * units];
-            for b in 0..grid {
-                let (r0, r1) = step_rows(&st, b, grid);
-                assert!(
-                    r0 % 32 == 0 && r1 % 32 == 0 && r1 > r0,
-                    "block {b}: whole units"
-                );
-                let d = entry(&st, b, grid);
-                assert_eq!((d.fr0 as usize, d.fr1 as usize), fold_rows(&st, b, grid));
-                for r in fold_rows(&st, b, grid).0..fold_rows(&st, b, grid).1 {
-                    for u in r0 / 32..r1 / 32 {
-                        adds[r * units + u] += 1;
-                    }
-                }
-            }
-            assert!(
-                adds.iter().all(|&a| a == 1),
-                "{n_ff} x {n} on {grid} blocks"
-            );
-        }
-    }
-
     #[test]
     fn other_steps_have_zero_entries() {
         let mut st = step(&[64], &[68], false);
@@ -308,7 +224,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(PkBlk, nch), 44);
         assert_eq!(std::mem::offset_of!(PkBlk, row0), 84);
         assert_eq!(std::mem::offset_of!(PkBlk, row1), 96);
-        assert_eq!(std::mem::offset_of!(PkBlk, fr0), 100);
+        assert_eq!(std::mem::offset_of!(PkBlk, pad), 100);
         assert_eq!(size_of::<PkBlk>(), 112);
     }
 }

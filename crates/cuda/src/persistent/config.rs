@@ -65,12 +65,10 @@ pub(super) fn skip_knobs() -> i32 {
 /// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`.
 pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
     let on = std::env::var("MOLLA_PK_PACKED").map_or(true, |v| v != "0");
-    for st in list
-        .iter_mut()
-        .filter(|s| s.op == 0 || s.op == super::OP_FFN)
-    {
+    for st in list.iter_mut().filter(|s| s.op == 0) {
+        let total = st.total.max(0) as usize;
         let fits = (0..grid).all(|b| {
-            let (r0, r1) = super::blocks::step_rows(st, b, grid);
+            let (r0, r1) = super::blocks::block_rows(total, b, grid);
             let mut bytes = 0;
             if st.pair != 0 {
                 for j in 0..2 {
@@ -139,21 +137,7 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
             .then(|| [h.head_dim, h.head_dim_v, h.n_head, h.n_head_kv].map(|v| v as u32)),
         packed: false,
         fold: wo_folds(model),
-        ffn_fold: wo_folds(model) && down_folds(model),
     }
-}
-
-/// Whether down folds into gate/up too (experiment `MOLLA_KDEFS=FFNFOLD`): every down of a
-/// legacy q16 format over whole 32-column units, at most 255 of them (a word's count).
-fn down_folds(model: &model::Model) -> bool {
-    let units = model.hp.n_ff / 32;
-    crate::compile::experiment("FFNFOLD")
-        && model.hp.n_ff.is_multiple_of(32)
-        && (1..256).contains(&units)
-        && model
-            .layers
-            .iter()
-            .all(|l| launch::is_q16_legacy(l.w_down.ty.id() as i32))
 }
 
 /// Whether the persistent kernel folds each layer's wo into its attention step (kernels/

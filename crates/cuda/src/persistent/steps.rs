@@ -9,12 +9,6 @@ pub(super) const OP_ATTN: i32 = 1;
 /// Attention with the layer's wo folded in (`PkBuild::fold`,
 /// kernels/persistent_steps.cuh `PK_OP_ATTN_WO`).
 pub(super) const OP_ATTN_WO: i32 = 2;
-/// Gate/up with the layer's down folded in (experiment `MOLLA_KDEFS=FFNFOLD`,
-/// kernels/persistent_steps.cuh `PK_OP_FFN`).
-pub(super) const OP_FFN: i32 = 3;
-/// x written out from the last folded down's accumulator, for a head after the kernel
-/// (experiment `MOLLA_KDEFS=FFNFOLD`, kernels/persistent_steps.cuh `PK_OP_XOUT`).
-pub(super) const OP_XOUT: i32 = 4;
 pub(super) const PREP_PLAIN: i32 = 0;
 pub(super) const PREP_RMSNORM: i32 = 1;
 pub(super) const PREP_EMBED_RMSNORM: i32 = 2;
@@ -190,12 +184,11 @@ impl Steps {
     }
 
     /// The adds each accumulator word of folded step `s` counts when complete: one a 32-column
-    /// unit of its row (wo: the heads' output; down: the FFN row). The kernel reads it where an
-    /// embedding step keeps its row count (`emb_rows`).
+    /// unit of its row (the heads' output, wo's columns). The kernel reads it where an embedding
+    /// step keeps its row count (`emb_rows`).
     fn fold_count(&mut self, s: i32) -> i32 {
         match self.list.get(s.max(0) as usize) {
             Some(p) if s >= 0 && p.op == OP_ATTN_WO => p.cols / 32,
-            Some(p) if s >= 0 && p.op == OP_FFN => p.total / 32,
             _ => {
                 self.bad.get_or_insert_with(|| {
                     format!("step {} reads a fold no folded step wrote", self.list.len())
@@ -284,39 +277,6 @@ impl Steps {
         st.set_seg(1, up);
         self.max_row = self.max_row.max(gate.w.row_bytes + up.w.row_bytes);
         self.push(st, &[gate.y], gate.w.rows, true);
-    }
-
-    /// As [`Steps::gate_up`] with the layer's down folded in (experiment `MOLLA_KDEFS=FFNFOLD`):
-    /// each block computes the gate/up rows of its 32-column units of down's input and adds its
-    /// share of `down`'s rows over those columns into `down.y`, a row of counted fixed-point
-    /// words as [`Steps::attention_wo`]'s (zero when the launch begins), which the next step
-    /// reads with [`Input::FoldRmsNorm`] (count: `gate.w.rows / 32`).
-    pub fn gate_up_down(&mut self, gate: &Out, up: &Out, down: &Out, cols: usize, input: Input) {
-        self.gate_up(gate, up, cols, input);
-        let len = self.list.len() as i32 - 1;
-        if let Some(st) = self.list.last_mut() {
-            (st.op, st.arrive, st.out_ll) = (OP_FFN, 0, 0);
-            st.set_seg(2, down);
-            self.writer.insert(down.y, (len, false));
-        }
-    }
-
-    /// x = the folded step's accumulator `acc` + the raw row the blocks kept, written into `x`
-    /// (`n` values, tagged up to `ll_max`) for a head after the kernel.
-    pub fn x_out(&mut self, acc: u64, x: u64, n: usize) {
-        let (in_step, in_ll) = self.producer(acc);
-        let mut st = PkStep {
-            op: OP_XOUT,
-            x: acc,
-            emb_rows: self.fold_count(in_step),
-            cols: n as i32,
-            total: n as i32,
-            in_step,
-            in_ll: i32::from(in_ll),
-            ..PkStep::default()
-        };
-        st.y[0] = x;
-        self.push(st, &[x], n, true);
     }
 
     /// Rope, cache store and attention of one layer: (q, k, v) raw (one step wrote all three),
@@ -462,23 +422,17 @@ mod tests {
         assert!(!st.tagged(0x70), "the logits are plain");
     }
 
-    /// q/k/v (into 0x20, 0x30, 0x40), then attention with a 64-row wo folded in, adding into
-    /// `acc`; and the input that reads it back (two 32-column units a row).
-    fn folded_attention(acc: u64) -> (Steps, Input) {
+    #[test]
+    fn a_folded_wo_hands_its_accumulator_to_gate_up_in_counted_words() {
+        let (x, q, k, v, gate, acc) = (0x10, 0x20, 0x30, 0x40, 0x60, 0x100);
         let mut st = qkv(2048);
-        st.attention_wo((0x20, 0x30, 0x40), (0x90, 0xa0), &out(64, acc, false), 64);
+        // wo's 64 columns: two 32-column units a row.
+        st.attention_wo((q, k, v), (0x90, 0xa0), &out(64, acc, false), 64);
         let ffn_in = Input::FoldRmsNorm {
             acc,
             w: 0x80,
             eps: 1e-5,
         };
-        (st, ffn_in)
-    }
-
-    #[test]
-    fn a_folded_wo_hands_its_accumulator_to_gate_up_in_counted_words() {
-        let (x, gate, acc) = (0x10, 0x60, 0x100);
-        let (mut st, ffn_in) = folded_attention(acc);
         st.gate_up(&out(256, gate, false), &out(256, gate, false), 64, ffn_in);
         st.residual(&out(64, x, true), 256, Input::Plain(gate));
         assert!(st.bad.is_none(), "{:?}", st.bad);
@@ -493,48 +447,6 @@ mod tests {
             (PREP_FOLD_RMSNORM, acc, 1, 0, 2)
         );
         assert_eq!(st.list[3].in_step, 2);
-    }
-
-    #[test]
-    fn a_folded_down_hands_its_accumulator_to_the_next_step_in_counted_words() {
-        let (acc, acc2) = (0x100, 0x200);
-        let (mut st, ffn_in) = folded_attention(acc);
-        let down = out(64, acc2, false);
-        st.gate_up_down(
-            &out(256, acc2, false),
-            &out(256, acc2, false),
-            &down,
-            64,
-            ffn_in,
-        );
-        let next = Input::FoldRmsNorm {
-            acc: acc2,
-            w: 0x80,
-            eps: 1e-5,
-        };
-        st.matvec(&[out(64, 0x50, false)], 64, next);
-        assert!(st.bad.is_none(), "{:?}", st.bad);
-        let f = &st.list[2];
-        assert_eq!(
-            (f.op, f.pair, f.total, f.rows[2], f.y[2]),
-            (OP_FFN, 1, 256, 64, acc2)
-        );
-        assert_eq!((f.out_ll, f.arrive), (0, 0));
-        let n = &st.list[3];
-        assert_eq!(
-            (n.prep, n.x, n.in_step, n.emb_rows),
-            (PREP_FOLD_RMSNORM, acc2, 2, 8)
-        );
-        // For a head after the kernel: x written out from the accumulator, tagged.
-        let x = 0x10;
-        st.x_out(acc2, x, 64);
-        let o = &st.list[4];
-        assert_eq!(
-            (o.op, o.x, o.in_step, o.emb_rows, o.y[0]),
-            (OP_XOUT, acc2, 2, 8, x)
-        );
-        assert_eq!((o.out_ll, o.arrive, o.total), (1, 0, 64));
-        assert!(st.tagged(x));
     }
 
     #[test]
