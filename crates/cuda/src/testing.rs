@@ -307,48 +307,31 @@ pub fn rms_norm(gpu: &Gpu, x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>> {
     fetch(gpu, &out, x.len())
 }
 
-/// Attention and rope shapes.
-#[derive(Clone, Copy, Debug)]
-pub struct HeadShape {
-    pub n_head: usize,
-    pub n_head_kv: usize,
-    pub head_dim: usize,
-    pub head_dim_v: usize,
-    pub n_rot: usize,
-    pub neox: bool,
+/// Attention and rope shapes (the kernels' own).
+pub use crate::launch::Heads as HeadShape;
+
+/// Values of one token's q, k and v.
+fn dims(h: &HeadShape) -> (usize, usize, usize) {
+    (
+        h.n_head * h.head_dim,
+        h.n_head_kv * h.head_dim,
+        h.n_head_kv * h.head_dim_v,
+    )
 }
 
-impl HeadShape {
-    /// Values of one token's q, k and v.
-    fn dims(&self) -> (usize, usize, usize) {
-        (
-            self.n_head * self.head_dim,
-            self.n_head_kv * self.head_dim,
-            self.n_head_kv * self.head_dim_v,
-        )
+/// `h` when the kernels take it, else an error.
+fn checked(h: &HeadShape) -> Result<Heads> {
+    let ok = h.n_head_kv > 0
+        && h.n_head.is_multiple_of(h.n_head_kv)
+        && h.head_dim.is_multiple_of(2)
+        && h.head_dim <= 256
+        && h.head_dim_v <= 256
+        && h.n_rot <= h.head_dim
+        && h.n_rot.is_multiple_of(2);
+    if !ok {
+        return Err(CudaError::Unsupported(format!("head shape {h:?}")));
     }
-
-    fn heads(&self) -> Result<Heads> {
-        let ok = self.n_head_kv > 0
-            && self.n_head.is_multiple_of(self.n_head_kv)
-            && self.head_dim.is_multiple_of(2)
-            && self.head_dim <= 256
-            && self.head_dim_v <= 256
-            && self.n_rot <= self.head_dim
-            && self.n_rot.is_multiple_of(2);
-        if !ok {
-            return Err(CudaError::Unsupported(format!("head shape {self:?}")));
-        }
-        let s = *self;
-        Ok(Heads {
-            n_head: s.n_head,
-            n_head_kv: s.n_head_kv,
-            head_dim: s.head_dim,
-            head_dim_v: s.head_dim_v,
-            n_rot: s.n_rot,
-            neox: s.neox,
-        })
-    }
+    Ok(*h)
 }
 
 /// Rope of `n` tokens' q and k at positions `pos0..`, storing k and v into caches of `capacity`
@@ -366,8 +349,8 @@ pub fn rope_store(
     capacity: usize,
     f32: bool,
 ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
-    let heads = h.heads()?;
-    let (qd, kvd, vd) = h.dims();
+    let heads = checked(h)?;
+    let (qd, kvd, vd) = dims(h);
     let n = q.len() / qd.max(1);
     check("rope q", q.len(), n * qd)?;
     check("rope k", k.len(), n * kvd)?;
@@ -444,8 +427,8 @@ pub fn attention(
     f32: bool,
     split: usize,
 ) -> Result<Vec<f32>> {
-    let heads = h.heads()?;
-    let (qd, kvd, vd) = h.dims();
+    let heads = checked(h)?;
+    let (qd, kvd, vd) = dims(h);
     let n = q.len() / qd.max(1);
     check("attention q", q.len(), n * qd)?;
     check("attention keys", keys.len(), (pos0 + n) * kvd)?;
@@ -528,8 +511,8 @@ pub fn rope_attention(
     pos: usize,
     (fused, prep, split): (bool, bool, usize),
 ) -> Result<RopeAttention> {
-    let heads = h.heads()?;
-    let (qd, kvd, vd) = h.dims();
+    let heads = checked(h)?;
+    let (qd, kvd, vd) = dims(h);
     check("rope_attention q", q.len(), qd)?;
     check("rope_attention k", k.len(), kvd)?;
     check("rope_attention v", v.len(), vd)?;

@@ -9,7 +9,7 @@ use cudarc::driver::{DeviceRepr, PushKernelArg};
 
 /// Shapes of attention and rope.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Heads {
+pub struct Heads {
     pub n_head: usize,
     pub n_head_kv: usize,
     pub head_dim: usize,
