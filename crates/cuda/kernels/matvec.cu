@@ -455,6 +455,8 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_norm(const MvArgs a) {
     load_row(a.x, xs, n);
     __syncthreads();
     if (threadIdx.x < 128) {
+        // quantize_q16_w's values, with the norm weights read one by one from global memory
+        // (not staged: they need not be 16-byte aligned there, as matvec_prep_wide checks).
         quantize_trips<128>(n, xqb, [&](int i0, bool, float* v) {
             const float4* src = (const float4*)(xs + i0);
             float4 va = src[0], vb = src[1];
