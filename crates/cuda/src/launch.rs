@@ -337,17 +337,15 @@ pub(crate) unsafe fn matvec_wide(
     let blocks = total
         .div_ceil(WIDE_THREADS as usize / 32)
         .clamp(1, gpu.sm_count * 4) as u32;
+    // Experiment WIDEPREP: every block prepares the input itself (the f32 row, then its q16
+    // quantization), no preparation launch.
+    let norm_smem = cols * 4 + xq_bytes(cols);
     if matches!(prep, Prep::RmsNorm(..))
         && !mv_fixed(&a)
-        && cols * 4 + xq_bytes(cols) <= gpu.max_smem
+        && norm_smem <= gpu.max_smem
         && wide_norm_on()
     {
-        // Experiment WIDEPREP: every block prepares the input itself, no preparation launch.
-        let cfg = cfg(
-            (blocks, 1, 1),
-            WIDE_THREADS,
-            (cols * 4 + xq_bytes(cols)) as u32,
-        );
+        let cfg = cfg((blocks, 1, 1), WIDE_THREADS, norm_smem as u32);
         // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
         return unsafe { launch_dep!(gpu, &gpu.k.matvec_wide_norm, cfg, "matvec launch"; &a) };
     }
