@@ -440,50 +440,6 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     }
 }
 
-// Experiment WIDEPREP (the host launches it for RMSNorm inputs when MOLLA_KDEFS names WIDEPREP):
-// matvec_wide with no preparation launch before it. Each block loads the row, its first 128
-// threads quantize x * w (matvec_prep_wide's values) while the other 128 sum the squares
-// (rms_part: the order of load_input's 128 threads), so the q16 row and the scale have the bits
-// the preparation launch gives, at the cost of every block reading the row (16 KiB on the 8B).
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_norm(const MvArgs a) {
-    extern __shared__ float4 smem4[];
-    pdl_trigger();
-    pdl_wait();
-    const int n = a.cols;
-    float* xs = (float*)smem4;
-    u8* xqb = (u8*)(xs + n);
-    load_row(a.x, xs, n);
-    __syncthreads();
-    if (threadIdx.x < 128) {
-        // quantize_q16_w's values, with the norm weights read one by one from global memory
-        // (not staged: they need not be 16-byte aligned there, as matvec_prep_wide checks).
-        quantize_trips<128>(n, xqb, [&](int i0, bool, float* v) {
-            const float4* src = (const float4*)(xs + i0);
-            float4 va = src[0], vb = src[1];
-            float r[8] = {va.x, va.y, va.z, va.w, vb.x, vb.y, vb.z, vb.w};
-#pragma unroll
-            for (int j = 0; j < 8; j++) v[j] = __fmul_rn(r[j], __ldg(a.norm_w + i0 + j));
-        });
-    } else {
-        rms_part(xs, n, 128, 128);
-    }
-    __syncthreads();
-    const float scale = rms_total(n, a.eps, 128);
-    const Xq xq = xq_at(xqb, n);
-    int lane = threadIdx.x & 31, warps = blockDim.x >> 5, total = mv_total(a);
-    for (int rb = blockIdx.x * warps; rb < total; rb += gridDim.x * warps) {
-        int si, r;
-        bool active = mv_row(a, rb, 32, si, r);
-        float acc = 0.f;
-        if (active) {
-            const MvSeg& sg = a.seg[si];
-            row_dot_one_ty(sg.ty, sg.w + (size_t)r * sg.row_bytes, xq, n, lane, acc);
-        }
-        acc = warp_sum(acc);
-        if (active && lane == 0) mv_store(a.seg[si], 0, r, mv_scaled(acc, scale));
-    }
-}
-
 // matvec_wide over a gate and an up matrix (segments 0 and 1, as many rows), with the SwiGLU of
 // their outputs quantized for the next matvec: each block takes 32 rows of both at a time (8
 // warps, 4 rows each, 32 lanes a row: the bits matvec_wide gives), stores them as matvec_wide

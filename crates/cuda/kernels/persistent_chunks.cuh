@@ -1,22 +1,5 @@
 // The persistent decode kernel's weight staging (persistent.cu runs the steps): cp.async into
-// shared memory, a block's rows of a step, and the chunks those rows go through.
-
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-    u32 a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-
-__device__ __forceinline__ void cp_async16(u32 dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
+// shared memory (cp_async.cuh), a block's rows of a step, and the chunks those rows go through.
 
 // Waits until at most n (0 .. PK_MAX_STAGES - 1) of this thread's newest cp.async groups are pending.
 __device__ __forceinline__ void cp_wait_n(int n) {

@@ -12,7 +12,12 @@ const SOURCES: &[(&str, &str)] = &[
     ("common.cuh", include_str!("../kernels/common.cuh")),
     ("dequant.cuh", include_str!("../kernels/dequant.cuh")),
     ("q16.cuh", include_str!("../kernels/q16.cuh")),
+    ("cp_async.cuh", include_str!("../kernels/cp_async.cuh")),
     ("matvec.cu", include_str!("../kernels/matvec.cu")),
+    (
+        "matvec_async.cu",
+        include_str!("../kernels/matvec_async.cu"),
+    ),
     ("matmul.cu", include_str!("../kernels/matmul.cu")),
     ("norm.cu", include_str!("../kernels/norm.cu")),
     ("rope.cu", include_str!("../kernels/rope.cu")),
