@@ -390,6 +390,15 @@ __device__ __forceinline__ float prep_scale(const MvArgs& a, const u8* prep) {
     return a.mode == 1 || a.mode == 3 ? __ldcg((const float*)(prep + prep_scale_off(a.cols))) : 1.f;
 }
 
+// The q16 row matvec_prep_wide prepared at `prep`, copied by the block into shared memory at
+// `dst` (followed by a barrier).
+__device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* dst) {
+    const int4* src = (const int4*)(prep + (size_t)a.cols * 4);
+    for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) ((int4*)dst)[i] = __ldcg(src + i);
+    __syncthreads();
+    return xq_at((u8*)dst, a.cols);
+}
+
 // Decode matvec for big matrices, on an input `matvec_prep_wide` prepared once (prep: room for the
 // f32 row, then its q16 quantization): each block copies only the quantized row into shared memory, a warp
 // takes a row (lanes 32: the bits `matvec` gives), one unit a lane at a time in few registers so
@@ -412,10 +421,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     }
 #endif
     pdl_wait();
-    const int4* src = (const int4*)(prep + (size_t)a.cols * 4);
-    for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) ((int4*)smem4)[i] = __ldcg(src + i);
-    __syncthreads();
-    const Xq xq = xq_at((u8*)smem4, a.cols);
+    const Xq xq = prep_xq(a, prep, smem4);
     const float scale = prep_scale(a, prep);
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, total = mv_total(a);
     const bool fx = mv_fx(a);
@@ -451,10 +457,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, cons
     __shared__ float glu[32];
     pdl_trigger();
     pdl_wait();
-    const int4* src = (const int4*)(prep + (size_t)a.cols * 4);
-    for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) ((int4*)smem4)[i] = __ldcg(src + i);
-    __syncthreads();
-    const Xq xq = xq_at((u8*)smem4, a.cols);
+    const Xq xq = prep_xq(a, prep, smem4);
     const float scale = prep_scale(a, prep);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = a.seg[0].rows;
     for (int g = blockIdx.x; g < (n >> 5); g += gridDim.x) {

@@ -135,10 +135,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_async(const MvArgs a, co
         wa_next(a, in, stride);
     }
     pdl_wait();
-    const int4* src = (const int4*)(prep + (size_t)a.cols * 4);
-    for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) ((int4*)smem4)[i] = __ldcg(src + i);
-    __syncthreads();
-    const Xq xq = xq_at((u8*)smem4, a.cols);
+    const Xq xq = prep_xq(a, prep, smem4);
     const float scale = prep_scale(a, prep);
     float acc = 0.f;
     // Slot of the round computed now; the copy issued now goes to the one before it (computed
