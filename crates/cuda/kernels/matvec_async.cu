@@ -27,18 +27,9 @@ __device__ constexpr int wa_round_bytes() {
 
 __device__ __forceinline__ int wa_round_bytes_ty(int ty) {
 #define WA_RB(T) return wa_round_bytes<T>()
-    switch (ty) {
-        case T_Q4_0: WA_RB(T_Q4_0);
-        case T_Q4_1: WA_RB(T_Q4_1);
-        case T_Q5_0: WA_RB(T_Q5_0);
-        case T_Q5_1: WA_RB(T_Q5_1);
-        case T_Q8_0: WA_RB(T_Q8_0);
-        case T_Q4_K: WA_RB(T_Q4_K);
-        case T_Q5_K: WA_RB(T_Q5_K);
-        case T_Q6_K: WA_RB(T_Q6_K);
-        default: return 0;
-    }
+    Q16_DISPATCH(ty, WA_RB)
 #undef WA_RB
+    return 0;
 }
 
 // Units of a `cols`-wide row of type ty (q16_units).
@@ -46,32 +37,27 @@ __device__ __forceinline__ int wa_units(int ty, int cols) {
     return ty == T_Q4_K || ty == T_Q5_K || ty == T_Q6_K ? cols >> 6 : cols >> 5;
 }
 
-// A warp's place in its work: flat row fr (over the segments), its segment si and row r there,
-// round k of that row; ok: not past the last row.
+// A warp's place in its work: the block's trip rb (mv_row: the warp's row is rb + its index),
+// that row's segment si and row r there, round k of the row; ok: not past the last row.
 struct WaPos {
-    int fr, si, r, k;
+    int rb, si, r, k;
     bool ok;
 };
 
 __device__ __forceinline__ void wa_seek(const MvArgs& a, WaPos& p) {
-    p.r = p.fr;
-    p.si = 0;
-    while (p.si < a.nseg && p.r >= a.seg[p.si].rows) {
-        p.r -= a.seg[p.si].rows;
-        p.si++;
-    }
-    p.ok = p.si < a.nseg;
+    p.ok = mv_row(a, p.rb, 32, p.si, p.r);
     p.k = 0;
 }
 
-// The next round: the row's next, else round 0 of the warp's next row (stride rows on).
+// The next round: the row's next, else round 0 of the warp's row in the block's next trip
+// (stride rows on).
 __device__ __forceinline__ void wa_next(const MvArgs& a, WaPos& p, int stride) {
     if (!p.ok) return;
     if (32 * (p.k + 1) < wa_units(a.seg[p.si].ty, a.cols)) {
         p.k++;
         return;
     }
-    p.fr += stride;
+    p.rb += stride;
     wa_seek(a, p);
 }
 
@@ -115,6 +101,15 @@ __device__ __forceinline__ void wa_round(const u8* slot, int k, const Xq& xq, in
     }
 }
 
+// wa_round by weight type (NaN for a type q16.cuh does not decode, which the host never passes).
+__device__ __forceinline__ void wa_round_ty(int ty, const u8* slot, int k, const Xq& xq, int cols, int lane,
+                                            float& acc) {
+#define WA_ROUND(T) wa_round<T>(slot, k, xq, cols, lane, acc)
+    Q16_DISPATCH(ty, WA_ROUND)
+#undef WA_ROUND
+    acc = __int_as_float(0x7fc00000);
+}
+
 // a's rows (q16 formats, no fixed-point rows) on the input matvec_prep_wide prepared at `prep`,
 // a warp a row, 32 lanes; shared memory: the quantized input (xq_bytes(cols)), then each warp's
 // ring of `stages` (2 .. 8) slots of `slot_bytes` (a multiple of 16, at least the largest round
@@ -127,7 +122,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_async(const MvArgs a, co
     u8* ring = (u8*)smem4 + xq_bytes(a.cols) + (threadIdx.x >> 5) * stages * slot_bytes;
     const u32 ring_s = smem_u32(ring);
     WaPos in;
-    in.fr = blockIdx.x * warps + (threadIdx.x >> 5);
+    in.rb = blockIdx.x * warps;
     wa_seek(a, in);
     WaPos at = in;
     for (int d = 0; d < stages - 1; d++) {
@@ -148,19 +143,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_async(const MvArgs a, co
         __syncwarp();
         const MvSeg& s = a.seg[at.si];
         const u8* slot = ring + cur * slot_bytes;
-#define WA_ROUND(T) wa_round<T>(slot, at.k, xq, a.cols, lane, acc)
-        switch (s.ty) {
-            case T_Q4_0: WA_ROUND(T_Q4_0); break;
-            case T_Q4_1: WA_ROUND(T_Q4_1); break;
-            case T_Q5_0: WA_ROUND(T_Q5_0); break;
-            case T_Q5_1: WA_ROUND(T_Q5_1); break;
-            case T_Q8_0: WA_ROUND(T_Q8_0); break;
-            case T_Q4_K: WA_ROUND(T_Q4_K); break;
-            case T_Q5_K: WA_ROUND(T_Q5_K); break;
-            case T_Q6_K: WA_ROUND(T_Q6_K); break;
-            default: acc = __int_as_float(0x7fc00000); break;
-        }
-#undef WA_ROUND
+        wa_round_ty(s.ty, slot, at.k, xq, a.cols, lane, acc);
         __syncwarp();
         if (32 * (at.k + 1) >= wa_units(s.ty, a.cols)) {
             acc = warp_sum(acc);

@@ -348,8 +348,9 @@ fn wide_async_smem(gpu: &Gpu, outs: &[Out], cols: usize) -> Option<(usize, usize
     for o in outs {
         slot = slot.max(wide_async_round(o, cols)?);
     }
-    let stages = wide_async_fit(gpu.sm_smem, xq_bytes(cols), slot, wide_async_stages());
-    let smem = xq_bytes(cols) + (WIDE_THREADS as usize / 32) * stages * slot;
+    let xq = xq_bytes(cols);
+    let stages = wide_async_fit(gpu.sm_smem, xq, slot, wide_async_stages());
+    let smem = xq + (WIDE_THREADS as usize / 32) * stages * slot;
     (smem <= gpu.max_smem).then_some((smem, stages, slot))
 }
 
