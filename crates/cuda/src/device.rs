@@ -38,8 +38,6 @@ pub(crate) struct Kernels {
     /// Decode matvec of big matrices on an input prepared once (by `matvec_prep_wide`).
     pub matvec_wide: CudaFunction,
     pub matvec_prep_wide: CudaFunction,
-    /// `matvec_wide` with each warp's weights copied ahead by cp.async (experiment WIDEASYNC).
-    pub matvec_wide_async: CudaFunction,
     /// `matvec_wide` of gate and up, with silu(gate) * up quantized for down (launch/fused.rs).
     pub matvec_wide_glu: CudaFunction,
     /// Rope, cache store and attention of one decode token in one launch.
@@ -128,8 +126,6 @@ pub struct Gpu {
     pub(crate) q6pad: bool,
     /// Streaming multiprocessors.
     pub(crate) sm_count: usize,
-    /// Shared memory of one multiprocessor, in bytes (what its resident blocks share).
-    pub(crate) sm_smem: usize,
     /// What the persistent kernel was built for (weight types, head shape).
     pub(crate) pk_build: compile::PkBuild,
     /// The same kernel for step lists whose every matvec step is packed, loaded on first use
@@ -207,7 +203,6 @@ impl Gpu {
             matvec_wide: f("matvec_wide")?,
             matvec_wide_glu: f("matvec_wide_glu")?,
             matvec_prep_wide: f("matvec_prep_wide")?,
-            matvec_wide_async: f("matvec_wide_async")?,
             hold: f("hold")?,
             rope_attention: f("rope_attention")?,
             matmul: f("matmul")?,
@@ -246,7 +241,6 @@ impl Gpu {
             &k.matvec_prep,
             &k.matvec_wide,
             &k.matvec_prep_wide,
-            &k.matvec_wide_async,
         ] {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -272,10 +266,6 @@ impl Gpu {
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(drv("device attribute"))?
             .max(1) as usize;
-        let sm_smem = ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
-            .map_err(drv("device attribute"))?
-            .max(0) as usize;
         let name = ctx
             .name()
             .unwrap_or_else(|_| format!("CUDA device {ordinal}"));
@@ -291,7 +281,6 @@ impl Gpu {
             pdl,
             q6pad,
             sm_count,
-            sm_smem,
             pk_build,
             pk_packed: OnceLock::new(),
             cc,

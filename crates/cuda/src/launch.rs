@@ -302,58 +302,6 @@ unsafe fn prep_wide(gpu: &Gpu, a: &MvArgs, cols: usize, buf: u64) -> Result<()> 
     unsafe { launch_dep!(gpu, &gpu.k.matvec_prep_wide, prep_cfg, "matvec launch"; a, &buf) }
 }
 
-/// Whether `MOLLA_KDEFS` names the experiment WIDEASYNC (`matvec_wide_async`; read once).
-fn wide_async_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| crate::compile::experiment("WIDEASYNC"))
-}
-
-/// Most rounds a `matvec_wide_async` warp keeps in flight (`MOLLA_WA_STAGES`, 1 to 8, default
-/// 4; read once).
-fn wide_async_stages() -> usize {
-    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("MOLLA_WA_STAGES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(4usize)
-            .clamp(1, 8)
-    })
-}
-
-/// Stages of a warp's ring of `slot`-byte slots beside `xq` bytes of input: as many as leave
-/// four blocks an SM (`sm_smem` bytes, 1 KiB of which the system keeps a block), up to `most`,
-/// and two (fewer blocks) rather than one.
-fn wide_async_fit(sm_smem: usize, xq: usize, slot: usize, most: usize) -> usize {
-    let warps = WIDE_THREADS as usize / 32;
-    let room = (sm_smem / 4).saturating_sub(1024 + xq);
-    (room / (warps * slot)).min(most).max(most.min(2))
-}
-
-/// Bytes of a round of 32 units of a `cols`-wide row of `out`'s matrix (kernels/matvec_async.cu
-/// `wa_round_bytes`: 8 superblocks of the K-quants, 32 blocks of the legacy formats, in their
-/// device layout), when its rows can stream through `matvec_wide_async` (16-byte aligned).
-fn wide_async_round(out: &Out, cols: usize) -> Option<usize> {
-    let ty = gguf::GgmlType::from_id(out.w.ty as u32)?;
-    let blocks = cols / ty.block_size() as usize;
-    let per_round = if is_q16_legacy(out.w.ty) { 32 } else { 8 };
-    let aligned = out.w.ptr.is_multiple_of(16) && out.w.row_bytes.is_multiple_of(16);
-    (blocks > 0 && aligned).then(|| out.w.row_bytes / blocks * per_round.min(blocks))
-}
-
-/// The shared memory of a `matvec_wide_async` launch over `outs` (the quantized input, then each
-/// warp's ring), its stages and slot size, when it can take them and that fits.
-fn wide_async_smem(gpu: &Gpu, outs: &[Out], cols: usize) -> Option<(usize, usize, usize)> {
-    let mut slot = 0;
-    for o in outs {
-        slot = slot.max(wide_async_round(o, cols)?);
-    }
-    let xq = xq_bytes(cols);
-    let stages = wide_async_fit(gpu.sm_smem, xq, slot, wide_async_stages());
-    let smem = xq + (WIDE_THREADS as usize / 32) * stages * slot;
-    (smem <= gpu.max_smem).then_some((smem, stages, slot))
-}
-
 /// Whether [`matvec_rows`] runs `outs` on a `cols`-wide input through `matvec_wide`: one row, a
 /// preparation buffer, 32 lanes a row, and matrices [`wide`] takes.
 pub(crate) fn goes_wide(outs: &[Out], cols: usize, rows: Rows) -> bool {
@@ -386,18 +334,6 @@ pub(crate) unsafe fn matvec_wide(
     if !matches!(prep, Prep::Ready) {
         // SAFETY: the caller guarantees the addresses and the buffer's size.
         unsafe { prep_wide(gpu, &a, cols, buf) }?;
-    }
-    // Experiment WIDEASYNC: each warp's weights copied rounds ahead into shared memory.
-    if let Some((smem, stages, slot)) =
-        wide_async_smem(gpu, outs, cols).filter(|_| !mv_fixed(&a) && wide_async_on())
-    {
-        let cfg = cfg((blocks, 1, 1), WIDE_THREADS, smem as u32);
-        let (stages, slot) = (stages as i32, slot as i32);
-        // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel,
-        // and the rows are 16-byte aligned (wide_async_round).
-        return unsafe {
-            launch_dep!(gpu, &gpu.k.matvec_wide_async, cfg, "matvec launch"; &a, &buf, &stages, &slot)
-        };
     }
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
@@ -671,59 +607,6 @@ mod tests {
         assert_eq!(std::mem::offset_of!(MvArgs, x), 128);
         assert_eq!(std::mem::offset_of!(MvArgs, lanes), 160);
         assert_eq!(size_of::<MvArgs>(), 168);
-    }
-
-    #[test]
-    fn wide_async_rounds_are_32_units_of_aligned_rows() {
-        let out = |ty: i32, cols: usize, row_bytes: usize, ptr: u64| Out {
-            w: WeightRef {
-                ptr,
-                ty,
-                rows: 1,
-                cols,
-                row_bytes,
-            },
-            y: 0,
-            bias: 0,
-            accumulate: false,
-            fixed: false,
-        };
-        // Q4_K (12): 8 superblocks of 144 bytes; fewer in a narrower row.
-        assert_eq!(
-            wide_async_round(&out(12, 4096, 2304, 256), 4096),
-            Some(1152)
-        );
-        assert_eq!(wide_async_round(&out(12, 1536, 864, 256), 1536), Some(864));
-        // Q6_K (14) padded to 224 bytes a block, and the file's 210.
-        assert_eq!(
-            wide_async_round(&out(14, 14336, 56 * 224, 0), 14336),
-            Some(1792)
-        );
-        assert_eq!(
-            wide_async_round(&out(14, 4096, 16 * 210, 0), 4096),
-            Some(1680)
-        );
-        // Q8_0 (8): 32 blocks of 34 bytes.
-        assert_eq!(
-            wide_async_round(&out(8, 4864, 152 * 34, 0), 4864),
-            Some(1088)
-        );
-        // Rows that do not start 16-byte aligned stay on matvec_wide.
-        assert_eq!(wide_async_round(&out(2, 576, 18 * 18, 0), 576), None);
-        assert_eq!(wide_async_round(&out(8, 896, 28 * 34, 0), 896), None);
-        assert_eq!(wide_async_round(&out(12, 4096, 2304, 8), 4096), None);
-    }
-
-    #[test]
-    fn wide_async_rings_leave_four_blocks_an_sm() {
-        let sm = 228 * 1024;
-        // The 8B's q/k/v, wo, gate/up (4096 wide, Q4_K): four stages fit beside 10 KiB of input.
-        assert_eq!(wide_async_fit(sm, xq_bytes(4096), 1152, 4), 4);
-        // Its down (14336 wide): two with Q4_K rows; Q6_K's larger rounds take two anyway.
-        assert_eq!(wide_async_fit(sm, xq_bytes(14336), 1152, 4), 2);
-        assert_eq!(wide_async_fit(sm, xq_bytes(14336), 1792, 4), 2);
-        assert_eq!(wide_async_fit(sm, xq_bytes(4096), 1152, 1), 1);
-        assert_eq!(wide_async_fit(sm, xq_bytes(4096), 1152, 8), 5);
     }
 
     #[test]
