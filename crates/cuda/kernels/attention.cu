@@ -365,21 +365,6 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) attention_f32(const float* __re
                    max_tiles);
 }
 
-// L2 prefetch of spans p0 (n0 bytes) and p1 (n1 bytes), both 16-byte aligned with sizes multiples
-// of 16, in 16 KiB pieces (sm_90's bulk prefetch; nothing before): issuer `who` of `issuers`
-// asks for pieces who, who + issuers, ... Fire and forget: the kernel may end before they land.
-__device__ __forceinline__ void l2_prefetch_spans(const u8* p0, u64 n0, const u8* p1, u64 n1, u64 who, u64 issuers) {
-#if __CUDA_ARCH__ >= 900
-    const u64 PIECE = 16384, c0 = (n0 + PIECE - 1) / PIECE, c1 = (n1 + PIECE - 1) / PIECE;
-    for (u64 i = who; i < c0 + c1; i += issuers) {
-        const bool first = i < c0;
-        const u64 off = (first ? i : i - c0) * PIECE, n = first ? n0 : n1;
-        const u32 len = (u32)(n - off < PIECE ? n - off : PIECE);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((first ? p0 : p1) + off), "r"(len) : "memory");
-    }
-#endif
-}
-
 // Decode attention with the rope and cache store of rope_store folded in (one launch instead of
 // two; one sequence, f16 cache, one token at *pos0p): grid (n_head, 1, S), as attention's. The
 // block of head h that holds the last tile (att_last_owner) rotates its kv head's k and stores k
@@ -391,24 +376,13 @@ __device__ __forceinline__ void l2_prefetch_spans(const u8* p0, u64 n0, const u8
 // that writes head h's output also quantizes it into the q16 row at prep + 4 * n_head * hdv, as
 // matvec_prep_wide would for the next matvec (the same bits: q16_block on the same values), so
 // that matvec_wide reads it without a preparation launch.
-// Blocks past the heads (gridDim.x > n_head; blockIdx.z 0) ask L2 for the spans pf0 / pf1 (the
-// next matvecs' weights, which HBM would otherwise not be reading while the few head blocks
-// attend) and do nothing else.
 MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __restrict__ q, const float* __restrict__ k,
                                                                          const float* __restrict__ v, u16* kc, u16* vc,
                                                                          const int* pos0p, const double* __restrict__ freqs,
                                                                          float* __restrict__ out, int n_head, int n_head_kv,
                                                                          int hd, int hdv, int n_rot, int neox, float scale,
-                                                                         u8* prep, float* part, u32* count, int max_tiles,
-                                                                         const u8* pf0, u64 pf0_n, const u8* pf1, u64 pf1_n) {
+                                                                         u8* prep, float* part, u32* count, int max_tiles) {
     pdl_trigger();
-    if ((int)blockIdx.x >= n_head) {
-        // Spread over the blocks first, so that every SM issues a few pieces.
-        const u64 nb = gridDim.x - n_head;
-        if (blockIdx.z == 0)
-            l2_prefetch_spans(pf0, pf0_n, pf1, pf1_n, threadIdx.x * nb + (blockIdx.x - n_head), nb * blockDim.x);
-        return;
-    }
     pdl_wait();
     __shared__ float rq[256], rk[256], qs[256];
     int h = blockIdx.x, kvh = h / (n_head / n_head_kv), pos = *pos0p;

@@ -536,12 +536,11 @@ impl CudaModel {
 
     /// Rope of q and k, the store of k and v into the cache(s), then attention into `att`, for
     /// `n` tokens. With `prep` (`matvec_wide`'s buffer for wo), one-token decode through
-    /// `rope_attention` also quantizes `att` into it: returns whether it did; its extra blocks
-    /// ask L2 for `ahead`'s spans.
+    /// `rope_attention` also quantizes `att` into it: returns whether it did.
     ///
     /// # Safety
     /// As `launch::rope_store` and `launch::attention`: q/k/v/att hold `n` rows, `at` has room;
-    /// `prep` and `ahead` as `launch::rope_attention` takes them.
+    /// `prep` as `launch::rope_attention` takes it.
     unsafe fn rope_attend(
         &self,
         qkv: (u64, u64, u64),
@@ -549,14 +548,12 @@ impl CudaModel {
         att: u64,
         n: usize,
         prep: Option<u64>,
-        ahead: launch::L2Ahead,
     ) -> Result<bool> {
         let g = &self.gpu;
         if n == 1 && matches!(at, KvAt::One { f32: false, .. }) && launch::rope_attention_on() {
             let fr = g.ptr(&self.freqs);
-            let pp = prep.unwrap_or(0);
             // SAFETY: as the caller guarantees; one token, f16 caches.
-            unsafe { launch::rope_attention(g, &self.heads, qkv, at, fr, (att, pp), ahead) }?;
+            unsafe { launch::rope_attention(g, &self.heads, qkv, at, fr, att, prep.unwrap_or(0)) }?;
             return Ok(prep.is_some());
         }
         // SAFETY: as the caller guarantees.
@@ -565,11 +562,6 @@ impl CudaModel {
             launch::attention(g, &self.heads, qkv.0, at, att, n)?;
         }
         Ok(false)
-    }
-
-    /// A matrix's rows as (address, bytes).
-    fn span(&self, w: &DevMatrix) -> (u64, u64) {
-        (self.gpu.ptr(&w.buf), (w.rows * w.row_bytes) as u64)
     }
 
     fn opt(&self, b: &Option<CudaSlice<f32>>) -> u64 {
@@ -656,15 +648,8 @@ impl CudaModel {
                 let att_prep = launch::att_prep_on()
                     && hp.head_dim_v.is_multiple_of(32)
                     && launch::goes_wide(&wo, att_cols, rows);
-                // While attention's few blocks work, the rest ask L2 for wo's and gate's
-                // first bytes (MOLLA_ATT_L2).
-                let ahead = launch::L2Ahead::within(
-                    [self.span(&l.wo), self.span(&l.w_gate)],
-                    if n == 1 { launch::att_l2_budget() } else { 0 },
-                    g.sm_count as u32,
-                );
-                let prep = att_prep.then_some(rows.prep);
-                let ready = self.rope_attend((q, k, v), at(li), att, n, prep, ahead)?;
+                let ready =
+                    self.rope_attend((q, k, v), at(li), att, n, att_prep.then_some(rows.prep))?;
                 let wo_prep = if ready { Prep::Ready } else { Prep::Plain };
                 launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
                 let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];

@@ -11,9 +11,7 @@ mod attention;
 mod fused;
 mod split;
 pub use attention::Heads;
-pub(crate) use attention::{
-    KvAt, KvRow, L2Ahead, att_l2_budget, attention, rope_attention, rope_attention_on, rope_store,
-};
+pub(crate) use attention::{KvAt, KvRow, attention, rope_attention, rope_attention_on, rope_store};
 pub(crate) use fused::{att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, prepare};
 pub use split::att_tile;
 pub(crate) use split::{AttSplit, SplitScratch, split_blocks};

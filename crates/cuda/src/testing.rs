@@ -550,11 +550,7 @@ pub fn rope_attention(
     // SAFETY: sizes as checked; the caches hold pos + 1 positions; pbuf prep_stride(cols) bytes.
     unsafe {
         if fused {
-            // Extra blocks ask L2 for the keys (any bytes would do): the output must not change.
-            let keys = (gpu.ptr(&kc), ((pos + 1) * kvd * 2) as u64);
-            let ahead = launch::L2Ahead::within([keys, (0, 0)], u64::MAX, 4);
-            let (fr, out) = (gpu.ptr(&fr), gpu.ptr(&out));
-            launch::rope_attention(gpu, &heads, qkv, at, fr, (out, pp), ahead)?;
+            launch::rope_attention(gpu, &heads, qkv, at, gpu.ptr(&fr), gpu.ptr(&out), pp)?;
         } else {
             launch::rope_store(gpu, &heads, qkv, at, gpu.ptr(&fr), 1)?;
             launch::attention(gpu, &heads, qkv.0, at, gpu.ptr(&out), 1)?;

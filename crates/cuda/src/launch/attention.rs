@@ -154,66 +154,22 @@ pub(crate) unsafe fn attention(
     }
 }
 
-/// Weights for [`rope_attention`]'s extra blocks to ask L2 for while its head blocks attend:
-/// up to two spans (address, bytes; bytes a multiple of 16, 0 for none) and how many blocks ask.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct L2Ahead {
-    pub spans: [(u64, u64); 2],
-    pub blocks: u32,
-}
-
-impl L2Ahead {
-    /// Up to `budget` bytes of `spans` in order (each span's first bytes, rounded down to 16),
-    /// asked for by `blocks` blocks; none when the budget is 0.
-    pub(crate) fn within(spans: [(u64, u64); 2], budget: u64, blocks: u32) -> L2Ahead {
-        let mut left = budget;
-        let mut out = L2Ahead::default();
-        for (o, &(p, n)) in out.spans.iter_mut().zip(&spans) {
-            let take = n.min(left) & !15;
-            if p != 0 && take > 0 {
-                *o = (p, take);
-                left -= take;
-            }
-        }
-        if out.spans.iter().any(|s| s.1 > 0) {
-            out.blocks = blocks.max(1);
-        }
-        out
-    }
-}
-
-/// What [`rope_attention`] asks L2 for ahead of the next matvecs (`MOLLA_ATT_L2`, in MiB; 0, the
-/// default, for nothing; read once).
-pub(crate) fn att_l2_budget() -> u64 {
-    static N: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("MOLLA_ATT_L2")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-            .min(1 << 12)
-            << 20
-    })
-}
-
 /// Rope, cache store and attention of one token of one sequence in one launch (kernels/
 /// attention.cu `rope_attention`: the bits of [`rope_store`] then [`attention`]); f16 caches only.
-/// The output goes to `out`; with `prep` (not 0), it is also quantized into that `matvec_wide`
-/// buffer, as `Prep::Plain` would (launch/fused.rs). `ahead`'s blocks, past the heads', ask L2
-/// for its spans.
+/// With `prep` (not 0), it also quantizes the output into that `matvec_wide` buffer, as
+/// `Prep::Plain` would (launch/fused.rs).
 ///
 /// # Safety
 /// See the module docs; `at` is `KvAt::One` with f16 caches; `prep` is 0 or holds
-/// `prep_stride(n_head * head_dim_v)` bytes, with `head_dim_v` a multiple of 32; `ahead`'s spans
-/// are 16-byte aligned and lie within allocations.
+/// `prep_stride(n_head * head_dim_v)` bytes, with `head_dim_v` a multiple of 32.
 pub(crate) unsafe fn rope_attention(
     gpu: &Gpu,
     h: &Heads,
     (q, k, v): (u64, u64, u64),
     at: KvAt,
     freqs: u64,
-    (out, prep): (u64, u64),
-    ahead: L2Ahead,
+    out: u64,
+    prep: u64,
 ) -> Result<()> {
     let KvAt::One {
         cache: (kc, vc),
@@ -228,13 +184,12 @@ pub(crate) unsafe fn rope_attention(
     };
     let (nh, nkv, hd, hdv, nrot, neox) = h.kernel_args();
     let scale = 1.0 / (h.head_dim as f32).sqrt();
-    let cfg = cfg((h.n_head as u32 + ahead.blocks, 1, sp.blocks), 256, 0);
-    let [(p0, n0), (p1, n1)] = ahead.spans;
+    let cfg = cfg((h.n_head as u32, 1, sp.blocks), 256, 0);
     // SAFETY: as above.
     unsafe {
         launch_dep!(gpu, &gpu.k.rope_attention, cfg, "attention launch"; &q, &k, &v, &kc, &vc, &pos,
             &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale, &prep, &sp.part, &sp.count,
-            &sp.max_tiles, &p0, &n0, &p1, &n1)
+            &sp.max_tiles)
     }
 }
 
@@ -249,20 +204,6 @@ pub(crate) fn rope_attention_on() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn l2_ahead_takes_the_spans_in_order_within_the_budget() {
-        let spans = [(4096, 10_000), (65536, 1 << 20)];
-        assert_eq!(L2Ahead::within(spans, 0, 132), L2Ahead::default());
-        let a = L2Ahead::within(spans, 4000, 132);
-        assert_eq!(a.spans, [(4096, 4000 & !15), (0, 0)]);
-        assert_eq!(a.blocks, 132);
-        let a = L2Ahead::within([(4096, 10_008), (65536, 1 << 20)], 20_024, 0);
-        assert_eq!(a.spans, [(4096, 10_000), (65536, 10_016)]);
-        assert_eq!(a.blocks, 1);
-        let a = L2Ahead::within([(0, 100), (65536, 64)], 1 << 20, 8);
-        assert_eq!(a.spans, [(0, 0), (65536, 64)]);
-    }
 
     #[test]
     fn kv_row_matches_the_cuda_layout() {
