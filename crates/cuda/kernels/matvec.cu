@@ -420,6 +420,20 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
         }
     }
 #endif
+#ifdef MOLLA_X_WIDEPIPE
+    // Experiment WIDEPIPE (q16_pipe.cuh): the warp's first row's first unit asked for before the
+    // input is copied (the weights depend on no kernel before); `have`: cur holds the first unit
+    // of the warp's next row.
+    UnitRaw cur;
+    bool have = false;
+    {
+        int si, r;
+        if (!mv_fx(a) && mv_row(a, blockIdx.x * (blockDim.x >> 5), 32, si, r) && pipe_ty(a.seg[si].ty)) {
+            raw_first(a.seg[si].ty, a.seg[si].w + (size_t)r * a.seg[si].row_bytes, a.cols, threadIdx.x & 31, cur);
+            have = true;
+        }
+    }
+#endif
     pdl_wait();
     const Xq xq = prep_xq(a, prep, smem4);
     const float scale = prep_scale(a, prep);
@@ -439,7 +453,21 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
         float acc = 0.f;
         if (active) {
             const MvSeg& s = a.seg[si];
-            row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, acc);
+            const u8* row = s.w + (size_t)r * s.row_bytes;
+#ifdef MOLLA_X_WIDEPIPE
+            if (pipe_ty(s.ty)) {
+                if (!have) raw_first(s.ty, row, a.cols, lane, cur);
+                int sn, rn;
+                have = mv_row(a, rb + gridDim.x * warps, 32, sn, rn) && a.seg[sn].ty == s.ty;
+                const u8* next = have ? a.seg[sn].w + (size_t)rn * a.seg[sn].row_bytes : nullptr;
+                acc = row_dot_pipe_ty(s.ty, row, next, xq, a.cols, lane, cur);
+            } else {
+                have = false;
+                row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
+            }
+#else
+            row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
+#endif
         }
         acc = warp_sum(acc);
         if (active && lane == 0) mv_store(a.seg[si], 0, r, mv_scaled(acc, scale));

@@ -287,17 +287,34 @@ __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const int
     }
 }
 
+// A unit's bytes as loaded from its row, before any arithmetic on them (raw_k45, raw_q6k), so
+// that a row walk can have unit n + 1's loads in flight while it computes unit n (q16_pipe.cuh).
+struct UnitRaw {
+    uint4 v[5];
+};
+
 // Q4_K / Q5_K unit u: super-block u >> 2, pair j = u & 3 of sub-blocks (2j, 2j+1): 32 quant bytes
 // whose low nibbles are sub-block 2j and high nibbles sub-block 2j+1 (Q5_K: bits 2j and 2j+1 of
-// the 32 qh bytes on top).
+// the 32 qh bytes on top). Its bytes: the header (d, dmin, scales), the quants, Q5_K's qh.
 template <int T>
-__device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
+__device__ __forceinline__ void raw_k45(const u8* __restrict__ w, int u, UnitRaw& r) {
     constexpr int BYTES = T == T_Q4_K ? 144 : 176;
     constexpr int QS = T == T_Q4_K ? 16 : 48;
     const u8* b = w + (size_t)(u >> 2) * BYTES;
     int j = u & 3;
-    uint4 h = *(const uint4*)b;
-    uint4 qa = *(const uint4*)(b + QS + 32 * j), qb = *(const uint4*)(b + QS + 32 * j + 16);
+    r.v[0] = *(const uint4*)b;
+    r.v[1] = *(const uint4*)(b + QS + 32 * j);
+    r.v[2] = *(const uint4*)(b + QS + 32 * j + 16);
+    if constexpr (T == T_Q5_K) {
+        r.v[3] = *(const uint4*)(b + 16);
+        r.v[4] = *(const uint4*)(b + 32);
+    }
+}
+
+template <int T>
+__device__ __forceinline__ float apply_k45(const UnitRaw& r, const int4* xr, const Xq& x, int u) {
+    int j = u & 3;
+    uint4 h = r.v[0], qa = r.v[1], qb = r.v[2];
     u32 q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
     u32 lo[8], hi[8];
 #pragma unroll
@@ -306,7 +323,7 @@ __device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* 
         hi[k] = (q[k] >> 4) & 0x0f0f0f0fu;
     }
     if constexpr (T == T_Q5_K) {
-        uint4 ha = *(const uint4*)(b + 16), hb = *(const uint4*)(b + 32);
+        uint4 ha = r.v[3], hb = r.v[4];
         u32 qh[8] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -336,6 +353,13 @@ __device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* 
     return __fadd_rn(p0, p1);
 }
 
+template <int T>
+__device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
+    UnitRaw r;
+    raw_k45<T>(w, u, r);
+    return apply_k45<T>(r, xr, x, u);
+}
+
 // Q6_K unit u: super-block u >> 2, half n = (u >> 1) & 1, h = u & 1: groups G = 0..3 of 16 elements
 // 128n + 32G + 16h + i, from ql[64n + 16h + i] (G 0, 2: low, high nibble), ql[64n + 32 + 16h + i]
 // (G 1, 3) and bits 2G of qh[32n + 16h + i]; scale 8n + 2G + h. Blocks padded to 224 bytes
@@ -343,11 +367,14 @@ __device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* 
 // a block is only 2-byte aligned, and G (the row in global memory) reads its 2-byte aligned runs
 // with ldg_a2's aligned words (the same bytes, so the same bits; else 2-byte loads, which rows
 // staged in shared memory need).
+// Its bytes: the two quant runs A, B and the high bits H; with G the half's 8 scales (S2, the
+// words of v[3].x / .y) and d's 16 bits (v[3].z). (Without G the scales are read from the row
+// as the unit needs them.)
 template <bool G = false>
-__device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
+__device__ __forceinline__ void raw_q6k(const u8* __restrict__ w, int u, UnitRaw& r) {
     const u8* b = w + (size_t)(u >> 2) * Q6K_BYTES;
     int n = (u >> 1) & 1, hf = u & 1;
-    u32 A[4], B[4], H[4], S2[2];
+    u32 A[4], B[4], H[4], S2[2] = {0, 0};
 #ifndef MOLLA_X_Q6FILE
     ld16al<G>(b + 64 * n + 16 * hf, A);
     ld16al<G>(b + 64 * n + 32 + 16 * hf, B);
@@ -368,8 +395,21 @@ __device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* 
         ld16a2(b + 128 + 32 * n + 16 * hf, H);
     }
 #endif
-    float d = h2f(ld16(b + 208));
-    const u8* S = b + 192 + 8 * n + hf;
+    r.v[0] = make_uint4(A[0], A[1], A[2], A[3]);
+    r.v[1] = make_uint4(B[0], B[1], B[2], B[3]);
+    r.v[2] = make_uint4(H[0], H[1], H[2], H[3]);
+    r.v[3] = make_uint4(S2[0], S2[1], ld16(b + 208), 0u);
+}
+
+// Unit u of the Q6_K row at w from its bytes r (raw_q6k<G>).
+template <bool G = false>
+__device__ __forceinline__ float apply_q6k(const UnitRaw& r, const u8* __restrict__ w, const int4* xr, const Xq& x,
+                                           int u) {
+    int n = (u >> 1) & 1, hf = u & 1;
+    const u32 A[4] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w}, B[4] = {r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
+    const u32 H[4] = {r.v[2].x, r.v[2].y, r.v[2].z, r.v[2].w}, S2[2] = {r.v[3].x, r.v[3].y};
+    float d = h2f((u16)r.v[3].z);
+    const u8* S = w + (size_t)(u >> 2) * Q6K_BYTES + 192 + 8 * n + hf;
     float acc = 0.f;
 #pragma unroll
     for (int G4 = 0; G4 < 4; G4++) {
@@ -392,6 +432,12 @@ __device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* 
     return acc;
 }
 
+template <bool G = false>
+__device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
+    UnitRaw r;
+    raw_q6k<G>(w, u, r);
+    return apply_q6k<G>(r, w, xr, x, u);
+}
 
 // The quants unit u of a row of format T reads, into registers: legacy formats 4 slots (a block
 // of 32), Q4_K / Q5_K 8 (two blocks), Q6_K 2 for each of its 4 groups.

@@ -177,6 +177,43 @@ fn matvec_wide_gives_the_bits_of_matvec() {
     println!("matvec_wide: the bits of matvec on every q16 format and input preparation");
 }
 
+/// More rows than the grid has warps (at most four blocks of eight an SM), so that a warp walks
+/// several rows, across segments of pipelined (Q4_K, Q6_K) and other formats: under the
+/// experiment WIDEPIPE (q16_pipe.cuh) a warp carries the next row's first unit over.
+#[test]
+fn matvec_wide_gives_the_bits_of_matvec_on_many_rows_a_warp() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(12);
+    let cols = 4096;
+    let types = [GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K];
+    let rows = [6001usize, 1499, 4003];
+    let mats: Vec<Vec<u8>> = types
+        .iter()
+        .zip(rows)
+        .map(|(&t, r)| matrix(&mut rng, t, r, cols).0)
+        .collect();
+    let x = rng.vec(cols, 1.0);
+    let segs: Vec<Seg> = (0..3)
+        .map(|i| Seg {
+            ty: types[i],
+            rows: rows[i],
+            w: &mats[i],
+            bias: None,
+            acc: None,
+        })
+        .collect();
+    let a = testing::matvec(&g, Kernel::Matvec, &segs, cols, &x, Input::Plain).unwrap();
+    let b = testing::matvec(&g, Kernel::Wide, &segs, cols, &x, Input::Plain).unwrap();
+    for i in 0..3 {
+        assert_eq!(
+            bits(&a[i]),
+            bits(&b[i]),
+            "wide matvec, many rows, segment {i}"
+        );
+    }
+    println!("matvec_wide: the bits of matvec with several rows a warp");
+}
+
 #[test]
 fn matvec_fused_input_bias_residual_and_mixed_segments() {
     let Some(g) = gpu() else { return };
