@@ -376,12 +376,20 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) attention_f32(const float* __re
 // that writes head h's output also quantizes it into the q16 row at prep + 4 * n_head * hdv, as
 // matvec_prep_wide would for the next matvec (the same bits: q16_block on the same values), so
 // that matvec_wide reads it without a preparation launch.
+// Experiment ATTSTAGE (MOLLA_KDEFS=ATTSTAGE; the host then passes stage_cap > 0, at most a tile,
+// and as much dynamic shared memory as stage_cap positions' keys and values take): a block
+// whose cache holds fewer than stage_cap positions copies its kv head's keys and values into
+// shared memory with cp.async as it starts (keys swizzled when hd is a multiple of 64), so that
+// their loads overlap those of q, k and v and the rope, adds this position's k and v to the copy
+// as it stores them, and attends on the copy: the persistent kernel's staged attention, the same
+// arithmetic, so the same bits.
 MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __restrict__ q, const float* __restrict__ k,
                                                                          const float* __restrict__ v, u16* kc, u16* vc,
                                                                          const int* pos0p, const double* __restrict__ freqs,
                                                                          float* __restrict__ out, int n_head, int n_head_kv,
                                                                          int hd, int hdv, int n_rot, int neox, float scale,
-                                                                         u8* prep, float* part, u32* count, int max_tiles) {
+                                                                         u8* prep, float* part, u32* count, int max_tiles,
+                                                                         int stage_cap) {
     pdl_trigger();
     pdl_wait();
     __shared__ float rq[256], rk[256], qs[256];
@@ -389,13 +397,31 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
     if (!att_has_work(pos + 1)) return;
     const bool store = (int)blockIdx.z == att_last_owner(pos + 1);
     int kv_dim = n_head_kv * hd, v_dim = n_head_kv * hdv;
+#ifdef MOLLA_X_ATTSTAGE
+    // One tile (stage_cap <= ATT_TILE), so this block attends alone and stores.
+    extern __shared__ float4 att_stage4[];
+    u16* ks = (u16*)att_stage4;
+    u16* vs = ks + (size_t)stage_cap * hd;
+    const bool staged = pos < stage_cap, swz = (hd & 63) == 0;
+    if (staged) {
+        stage_rows16(smem_u32(ks), kc + (size_t)kvh * hd, kv_dim, hd >> 3, pos, swz, ATT_THREADS);
+        stage_rows16(smem_u32(vs), vc + (size_t)kvh * hdv, v_dim, hdv >> 3, pos, false, ATT_THREADS);
+        cp_commit();
+    }
+#endif
     for (int d = threadIdx.x; d < hd; d += ATT_THREADS) {
         rq[d] = q[(size_t)h * hd + d];
         rk[d] = k[(size_t)kvh * hd + d];
     }
     u16* vd = vc + (size_t)pos * v_dim + (size_t)kvh * hdv;
     if (store)
-        for (int d = threadIdx.x; d < hdv; d += ATT_THREADS) vd[d] = f2h(v[(size_t)kvh * hdv + d]);
+        for (int d = threadIdx.x; d < hdv; d += ATT_THREADS) {
+            u16 h16 = f2h(v[(size_t)kvh * hdv + d]);
+            vd[d] = h16;
+#ifdef MOLLA_X_ATTSTAGE
+            if (staged) vs[(size_t)pos * hdv + d] = h16;
+#endif
+        }
     __syncthreads();
     u16* kd = kc + (size_t)pos * kv_dim + (size_t)kvh * hd;
     for (int i = threadIdx.x; i < (hd >> 1); i += ATT_THREADS) {
@@ -411,13 +437,35 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
         qs[a] = q0;
         qs[b] = q1;
         if (store) {
-            kd[a] = f2h(k0);
-            kd[b] = f2h(k1);
+            u16 h0 = f2h(k0), h1 = f2h(k1);
+            kd[a] = h0;
+            kd[b] = h1;
+#ifdef MOLLA_X_ATTSTAGE
+            if (staged) {
+                // Row pos of the copy, in the layout stage_rows16 gave the others.
+                u16* kr = ks + (size_t)pos * hd;
+                const int sw = swz ? pos & 7 : 0;
+                kr[8 * ((a >> 3) ^ sw) + (a & 7)] = h0;
+                kr[8 * ((b >> 3) ^ sw) + (b & 7)] = h1;
+            }
+#endif
         }
     }
+#ifdef MOLLA_X_ATTSTAGE
+    if (staged) cp_wait<0>();
+#endif
     __syncthreads();
-    bool wrote = attend_split(qs, (const u16*)kc, (const u16*)vc, pos + 1, kvh, kv_dim, v_dim, hd, hdv, scale,
-                              out + (size_t)h * hdv, part, count, h, max_tiles);
+    bool wrote;
+#ifdef MOLLA_X_ATTSTAGE
+    if (staged) {
+        float* o = out + (size_t)h * hdv;
+        if (swz) attend<u16, true>(qs, ks, vs, pos + 1, 0, hd, hdv, hd, hdv, scale, o);
+        else attend<u16, false>(qs, ks, vs, pos + 1, 0, hd, hdv, hd, hdv, scale, o);
+        wrote = true;
+    } else
+#endif
+        wrote = attend_split(qs, (const u16*)kc, (const u16*)vc, pos + 1, kvh, kv_dim, v_dim, hd, hdv, scale,
+                             out + (size_t)h * hdv, part, count, h, max_tiles);
     if (prep && wrote) {
         __syncthreads();  // the head's output is in `out`
         if (threadIdx.x < 32) {

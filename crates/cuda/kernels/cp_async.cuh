@@ -1,5 +1,5 @@
 // Asynchronous copies from global into shared memory (cp.async, compute capability 8.0 and up):
-// the persistent kernel's weight staging and matvec_wide_async's rounds.
+// the persistent kernel's weight and cache staging, and rope_attention's (experiment ATTSTAGE).
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {
     u32 a;
@@ -16,4 +16,15 @@ __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_grou
 template <int N>
 __device__ __forceinline__ void cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Rows 0 .. n-1 of u (<= threads) 16-byte units each, `stride` halves apart from src, into dst
+// back to back, by the block's first `threads` threads (no commit); with swz, unit j of row p goes
+// to slot j ^ (p & 7) (attention.cu key_dot_swz's layout). Thread t copies unit t % u of every
+// (threads / u)-th row: two divisions a thread, not two a unit.
+__device__ __forceinline__ void stage_rows16(u32 dst, const u16* src, size_t stride, int u, int n, bool swz, int threads) {
+    const int per = threads / u, j = threadIdx.x % u;
+    if ((int)threadIdx.x >= per * u) return;
+    for (int p = threadIdx.x / u; p < n; p += per)
+        cp_async16(dst + 16 * (p * u + (swz ? j ^ (p & 7) : j)), src + (size_t)p * stride + 8 * j);
 }

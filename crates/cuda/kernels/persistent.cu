@@ -36,13 +36,9 @@ __device__ __forceinline__ bool pk_kv_staged(const PkStep& st, const PkArgs& a, 
 }
 
 // Rows 0 .. n-1 of u (<= 32) 16-byte units each, `stride` halves apart from src, into dst back to
-// back (no commit). Thread t copies unit t % u of every (PK_THREADS / u)-th row: two divisions
-// a thread, not two a unit.
+// back by all the block's threads (no commit; cp_async.cuh stage_rows16).
 __device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t stride, int u, int n, bool swz = false) {
-    const int per = PK_THREADS / u, j = threadIdx.x % u;
-    if ((int)threadIdx.x >= per * u) return;
-    for (int p = threadIdx.x / u; p < n; p += per)
-        cp_async16(dst + 16 * (p * u + (swz ? j ^ (p & 7) : j)), src + (size_t)p * stride + 8 * j);
+    stage_rows16(dst, src, stride, u, n, swz, PK_THREADS);
 }
 
 // Whether staged keys are swizzled (attention.cu key_dot_swz): when hd is a multiple of 64, so

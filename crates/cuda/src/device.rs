@@ -118,6 +118,8 @@ pub struct Gpu {
     pub(crate) max_smem: usize,
     /// The same for the persistent decode kernels.
     pub(crate) pk_max_smem: usize,
+    /// Dynamic shared memory `rope_attention` may take.
+    pub(crate) att_max_smem: usize,
     /// Decode kernels launch as programmatic dependents of the kernel before them (crate::pdl):
     /// compute capability 9.0 and up with `MOLLA_PDL=1`.
     pub(crate) pdl: bool,
@@ -248,6 +250,18 @@ impl Gpu {
             )
             .map_err(drv("kernel attribute"))?;
         }
+        // rope_attention's allowance (experiment ATTSTAGE stages a head's keys and values).
+        let st = k
+            .rope_attention
+            .shared_size_bytes()
+            .map_err(drv("kernel attribute"))?;
+        let att_max_smem = (optin - st).max(48 * 1024 - st).max(0);
+        k.rope_attention
+            .set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                att_max_smem,
+            )
+            .map_err(drv("kernel attribute"))?;
         let st = k
             .decode_persistent
             .shared_size_bytes()
@@ -277,6 +291,7 @@ impl Gpu {
             k,
             name,
             max_smem,
+            att_max_smem: att_max_smem as usize,
             pk_max_smem,
             pdl,
             q6pad,

@@ -507,7 +507,8 @@ fn matvec_wide_glu_gives_the_bits_of_wide_then_its_preparation() {
 
 /// `rope_attention` (one launch, one-token decode's default) gives the bits of `rope_store` then
 /// `attention`: output and both caches, llama and neox rotation, partial rotation, grouped and
-/// plain heads, at the first position, a short cache and one past an attention tile.
+/// plain heads, heads not a multiple of 64 wide, at the first position, a short cache, the end of
+/// an attention tile and one past it.
 #[test]
 fn rope_attention_gives_the_bits_of_rope_store_then_attention() {
     let Some(g) = gpu() else { return };
@@ -519,10 +520,12 @@ fn rope_attention_gives_the_bits_of_rope_store_then_attention() {
         (8, 2, 64, 32, true, 10000.0),
         (32, 8, 128, 128, false, 500000.0),
         (4, 4, 128, 128, true, 10000.0),
+        (6, 2, 96, 96, true, 10000.0),
     ];
     for (nh, nkv, hd, n_rot, neox, base) in cases {
         let (rope, shape) = rope_case(nh, nkv, hd, n_rot, neox, base, None);
-        for pos in [0usize, 37, 1100] {
+        // 255: the last position of one tile (under the experiment ATTSTAGE the last one staged).
+        for pos in [0usize, 37, 255, 1100] {
             let q = rng.vec(nh * hd, 1.0);
             let k = rng.vec(nkv * hd, 1.0);
             let v = rng.vec(nkv * hd, 1.0);

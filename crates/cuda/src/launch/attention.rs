@@ -184,13 +184,33 @@ pub(crate) unsafe fn rope_attention(
     };
     let (nh, nkv, hd, hdv, nrot, neox) = h.kernel_args();
     let scale = 1.0 / (h.head_dim as f32).sqrt();
-    let cfg = cfg((h.n_head as u32, 1, sp.blocks), 256, 0);
-    // SAFETY: as above.
+    let stage = att_stage_cap(gpu, h);
+    let smem = stage * (h.head_dim + h.head_dim_v) * 2;
+    let cfg = cfg((h.n_head as u32, 1, sp.blocks), 256, smem as u32);
+    let stage = stage as i32;
+    // SAFETY: as above; the dynamic shared memory holds `stage` positions' keys and values.
     unsafe {
         launch_dep!(gpu, &gpu.k.rope_attention, cfg, "attention launch"; &q, &k, &v, &kc, &vc, &pos,
             &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale, &prep, &sp.part, &sp.count,
-            &sp.max_tiles)
+            &sp.max_tiles, &stage)
     }
+}
+
+/// The positions `rope_attention` stages in shared memory (experiment ATTSTAGE: its kernel is
+/// then compiled to take them): as many as a tile holds and the device's shared memory leaves
+/// room for, when the heads' rows are whole 16-byte units; else 0.
+fn att_stage_cap(gpu: &Gpu, h: &Heads) -> usize {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| crate::compile::experiment("ATTSTAGE"));
+    stage_cap(on, h.head_dim, h.head_dim_v, gpu.att_max_smem)
+}
+
+fn stage_cap(on: bool, hd: usize, hdv: usize, smem: usize) -> usize {
+    let whole = hd.is_multiple_of(8) && hdv.is_multiple_of(8) && hd > 0 && hdv > 0;
+    if !on || !whole {
+        return 0;
+    }
+    super::split::att_tile().min(smem / ((hd + hdv) * 2))
 }
 
 /// Whether one-token decode runs rope, cache store and attention as one launch (the default;
@@ -204,6 +224,17 @@ pub(crate) fn rope_attention_on() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn staged_positions_fit_a_tile_and_the_shared_memory() {
+        let smem = 227 * 1024 - 12 * 1024;
+        assert_eq!(stage_cap(false, 128, 128, smem), 0);
+        assert_eq!(stage_cap(true, 128, 128, smem), 256);
+        assert_eq!(stage_cap(true, 128, 128, 64 * 1024), 128);
+        assert_eq!(stage_cap(true, 64, 64, smem), 256);
+        assert_eq!(stage_cap(true, 68, 64, smem), 0);
+        assert_eq!(stage_cap(true, 256, 256, smem), 215);
+    }
 
     #[test]
     fn kv_row_matches_the_cuda_layout() {
