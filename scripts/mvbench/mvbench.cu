@@ -20,6 +20,7 @@
 #include "../../crates/cuda/kernels/common.cuh"
 #include "../../crates/cuda/kernels/dequant.cuh"
 #include "../../crates/cuda/kernels/q16.cuh"
+#include "../../crates/cuda/kernels/q16_pipe.cuh"
 #include "../../crates/cuda/kernels/matvec.cu"
 
 #include "../cuda_check.h"
@@ -59,7 +60,8 @@ __device__ __forceinline__ Xq xq_to_smem(const u8* __restrict__ xqg, int cols, i
 
 // A warp a row, weights straight from global memory, the row's dot product by variant V:
 // 0 one unit a lane at a time with unit_q16 (the bits of row_dot_q16), 1 row_dot_q16 (two units a
-// round), 2 row_dot_q16_one (matvec_wide's: Q6_K through aligned word loads).
+// round), 2 row_dot_q16_one (matvec_wide's: Q6_K through aligned word loads). (mv_pipe below:
+// the experiment WIDEPIPE's walk.)
 template <int V, int T>
 __device__ __forceinline__ float mv_row_dot(const u8* __restrict__ row, const Xq& x, int cols, int lane) {
     if constexpr (V == 1) return row_dot_q16<T>(row, x, cols, lane, 32);
@@ -101,6 +103,24 @@ __global__ void __launch_bounds__(NT, MINB) mv_warp(const u8* __restrict__ w, in
             if (lane == k) v = acc[k];
         }
         if (lane < nr) y[r + lane] = v;
+    }
+}
+
+// A warp a row as mv_warp<2> (row_dot_q16_one's bits), walked as the experiment WIDEPIPE walks
+// it (q16_pipe.cuh): the next unit's bytes in flight while a lane computes one, the next row's
+// first unit carried over, the warp's first unit asked for before the input is copied.
+template <int T, int NT, int MINB>
+__global__ void __launch_bounds__(NT, MINB) mv_pipe(const u8* __restrict__ w, int rows, int rb, int cols,
+                                                    const u8* __restrict__ xqg, float* y) {
+    const int lane = threadIdx.x & 31, nw = gridDim.x * (NT / 32);
+    int r = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
+    UnitRaw cur;
+    if (r < rows && lane < q16_units<T>(cols)) raw_unit<T>(w + (size_t)r * rb, lane, cur);
+    Xq x = xq_to_smem(xqg, cols, NT);
+    for (; r < rows; r += nw) {
+        const u8* next = r + nw < rows ? w + (size_t)(r + nw) * rb : nullptr;
+        float acc = warp_sum(row_dot_q16_pipe<T>(w + (size_t)r * rb, next, x, cols, lane, cur));
+        if (lane == 0) y[r] = acc;
     }
 }
 
@@ -250,6 +270,9 @@ int main() {
             RUN("one 128x8", (mv_warp<0, T_Q4_K, 128, 8>), 128);
             RUN("one 512x2", (mv_warp<0, T_Q4_K, 512, 2>), 512);
             RUN("two 256x4", (mv_warp<1, T_Q4_K, 256, 4>), 256);
+            RUN("wide 256x4", (mv_warp<2, T_Q4_K, 256, 4>), 256);
+            RUN("pipe 256x4", (mv_pipe<T_Q4_K, 256, 4>), 256);
+            RUN("pipe 256x3", (mv_pipe<T_Q4_K, 256, 3>), 256);
             RUN("rows2 256x2", (mv_warp<0, T_Q4_K, 256, 2, 2>), 256);
         } else if (sh.ty == T_Q8_0) {
             // The Qwen2.5-0.5B head: the persistent kernel's occupancy (one block of 8 warps an
@@ -262,6 +285,7 @@ int main() {
             RUN("one 256x2", (mv_warp<0, T_Q6_K, 256, 2>), 256);
             RUN("one 256x4", (mv_warp<0, T_Q6_K, 256, 4>), 256);
             RUN("q6w 256x4", (mv_warp<2, T_Q6_K, 256, 4>), 256);
+            RUN("pipe 256x4", (mv_pipe<T_Q6_K, 256, 4>), 256);
             RUN("q6w 128x8", (mv_warp<2, T_Q6_K, 128, 8>), 128);
             RUN("q6w 256x2", (mv_warp<2, T_Q6_K, 256, 2>), 256);
             RUN("two 256x2", (mv_warp<1, T_Q6_K, 256, 2>), 256);
