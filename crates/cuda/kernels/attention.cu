@@ -351,6 +351,7 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) attention(const float* __restri
                                                                     const int* pos0p, int n_head, int n_head_kv, int hd,
                                                                     int hdv, float scale, const KvRow* rows, int layer,
                                                                     float* part, u32* count, int max_tiles) {
+    KTRACE(8);
     attention_body(q, (u16*)kc, (u16*)vc, out, pos0p, n_head, n_head_kv, hd, hdv, scale, rows, layer, part, count,
                    max_tiles);
 }
@@ -390,6 +391,7 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
                                                                          int hd, int hdv, int n_rot, int neox, float scale,
                                                                          u8* prep, float* part, u32* count, int max_tiles,
                                                                          int stage_cap) {
+    KTRACE(7);
     pdl_trigger();
     pdl_wait();
     __shared__ float rq[256], rk[256], qs[256];

@@ -5,6 +5,7 @@
 // checks ids first) leaves its row untouched.
 MOLLA_KERNEL void embed(const u8* __restrict__ w, int ty, int rows, int cols, int row_bytes,
                                  const u32* __restrict__ tokens, float* __restrict__ out) {
+    KTRACE(1);
     pdl_trigger();
     pdl_wait();
     u32 id = tokens[blockIdx.x];

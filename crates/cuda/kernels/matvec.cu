@@ -311,9 +311,15 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
     }
 }
 
-MOLLA_KERNEL void matvec(const MvArgs a) { matvec_body<false>(a); }
+MOLLA_KERNEL void matvec(const MvArgs a) {
+    KTRACE(2);
+    matvec_body<false>(a);
+}
 
-MOLLA_KERNEL void matvec_fx(const MvArgs a) { matvec_body<true>(a); }
+MOLLA_KERNEL void matvec_fx(const MvArgs a) {
+    KTRACE(3);
+    matvec_body<true>(a);
+}
 
 // acc = row_dot_q16_one by weight type (q16 formats only, as the host checks; NaN for any other).
 __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
@@ -332,6 +338,7 @@ __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w,
 // Mode 3, for this kernel only: RMSNorm as mode 1 over the persistent kernel's tagged words (the
 // value in each word's low half), for a head that runs after that kernel.
 MOLLA_KERNEL void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* prep) {
+    KTRACE(4);
     extern __shared__ float4 smem4[];
     pdl_trigger();
     float* xs = (float*)smem4;
@@ -406,6 +413,7 @@ __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* d
 // in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
 // 3.0 TB/s; scripts/mvbench).
 MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
+    KTRACE(5);
     extern __shared__ float4 smem4[];
     pdl_trigger();
 #ifdef MOLLA_PDL
@@ -481,6 +489,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
 // bits matvec_prep_wide's SwiGLU mode gives), so that the down matvec needs no preparation
 // launch. `out` must not overlap `prep` (blocks still copying their input would read it).
 MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, const u8* prep, u8* out) {
+    KTRACE(6);
     extern __shared__ float4 smem4[];
     __shared__ float glu[32];
     pdl_trigger();

@@ -43,6 +43,7 @@ __device__ __forceinline__ void pick_block(float& best, int& bi, int& bad) {
 
 MOLLA_KERNEL void __launch_bounds__(PICK_THREADS) pick_greedy(const float* __restrict__ x, int n, int flag,
                                                                        u32* __restrict__ out) {
+    KTRACE(10);
     pdl_trigger();
     pdl_wait();
     const float inf = __int_as_float(0x7f800000);

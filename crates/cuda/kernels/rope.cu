@@ -110,6 +110,7 @@ __device__ __forceinline__ void rope_store_body(float* q, const float* __restric
 MOLLA_KERNEL void rope_store(float* q, const float* __restrict__ k, const float* __restrict__ v, u16* kc, u16* vc,
                                       const int* pos0p, const double* __restrict__ freqs, int n_head, int n_head_kv, int hd,
                                       int hdv, int n_rot, int neox, const KvRow* rows, int layer) {
+    KTRACE(9);
     rope_store_body(q, k, v, kc, vc, pos0p, freqs, n_head, n_head_kv, hd, hdv, n_rot, neox, rows, layer);
 }
 

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 /// The kernel files, compiled as one program in this order (the `.cuh` files first).
 const SOURCES: &[(&str, &str)] = &[
     ("common.cuh", include_str!("../kernels/common.cuh")),
+    ("ktrace.cuh", include_str!("../kernels/ktrace.cuh")),
     ("dequant.cuh", include_str!("../kernels/dequant.cuh")),
     ("q16.cuh", include_str!("../kernels/q16.cuh")),
     ("q16_pipe.cuh", include_str!("../kernels/q16_pipe.cuh")),

@@ -306,6 +306,11 @@ impl Gpu {
     /// The persistent kernel built as `pk_build` is but for packed step lists only
     /// (`PkBuild::packed`): compiled (or read from the disk cache) on first use, with the same
     /// shared-memory allowance as the other. None when it does not build or load.
+    /// The main program's module (every kernel but the persistent one), for its globals.
+    pub(crate) fn main_module(&self) -> &Arc<CudaModule> {
+        &self.k._modules[0]
+    }
+
     pub(crate) fn persistent_packed(&self) -> Option<&CudaFunction> {
         self.pk_packed
             .get_or_init(|| {

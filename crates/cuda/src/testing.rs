@@ -2,6 +2,9 @@
 //! uploads its inputs, poisons its outputs with NaN (so an unwritten element shows), runs one
 //! kernel and downloads the result. Lengths are checked; a mismatch is an error, never a panic.
 
+mod ktrace;
+pub use ktrace::{Launch, kind_name, ktrace_on, ktrace_read, ktrace_reset};
+
 use crate::device::Gpu;
 use crate::error::{CudaError, Result};
 use crate::launch::{self, Heads, Out, Prep};

@@ -444,6 +444,110 @@ fn kernel_timeline() {
     }
 }
 
+/// A graph replay's decode step seen from the device (`MOLLA_KDEFS=KTRACE`, kernels/ktrace.cuh):
+/// each launch's time from its first block's start to its last block's end, and the gap before
+/// it. The shape is MOLLA_BENCH_SHAPES's first (default "l8:Q4_K"); the graph path, one token at
+/// position ~100 after five warm-up steps, eight steps traced and the middle ones summed.
+#[test]
+#[ignore]
+fn graph_trace() {
+    let Some(_) = gpu() else { return };
+    if !cuda::testing::ktrace_on() {
+        println!("graph_trace: needs MOLLA_KDEFS=KTRACE (kernels built with the trace)");
+        return;
+    }
+    let (item, spec, cuda) = first_shape("l8:Q4_K");
+    let (vocab, layers) = (spec.n_vocab as u32, spec.n_layer);
+    cuda.set_persistent(false);
+    cuda.set_graphs(true);
+    let prompt: Vec<u32> = (0..100).map(|i| i * 7 % vocab).collect();
+    let mut kv = cuda.new_cache(512).unwrap();
+    cuda.forward(&prompt, &mut kv, Logits::Last).unwrap();
+    for t in 0..5 {
+        cuda.forward(&[t], &mut kv, Logits::Last).unwrap();
+    }
+    cuda::testing::ktrace_reset(cuda.gpu()).unwrap();
+    let steps = 8;
+    for t in 0..steps {
+        cuda.forward(&[t as u32], &mut kv, Logits::Last).unwrap();
+    }
+    let tr = cuda::testing::ktrace_read(cuda.gpu()).unwrap();
+    let per = tr.len() / steps;
+    if per == 0 || !tr.len().is_multiple_of(steps) {
+        println!("graph_trace: {} launches for {steps} steps", tr.len());
+        return;
+    }
+    // Steps 2 .. 6 (the first and last may meet the host's copies).
+    let mid: Vec<&[cuda::testing::Launch]> = (2..steps - 1)
+        .map(|s| &tr[s * per..(s + 1) * per])
+        .collect();
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let span: Vec<f64> = mid.iter().map(|s| us(s[per - 1].t1 - s[0].t0)).collect();
+    println!(
+        "{item}: {layers} layers, {per} launches a step, {:.1} us from the first launch's start \
+         to the last one's end (median of {})",
+        median(span),
+        mid.len()
+    );
+    // By kernel: time inside launches and in the gaps before them, a step.
+    let mut by: Vec<(u32, usize, f64, f64)> = Vec::new();
+    for s in &mid {
+        for (i, l) in s.iter().enumerate() {
+            let gap = if i == 0 {
+                0
+            } else {
+                l.t0.saturating_sub(s[i - 1].t1)
+            };
+            let e = match by.iter_mut().find(|b| b.0 == l.kind) {
+                Some(e) => e,
+                None => {
+                    by.push((l.kind, 0, 0.0, 0.0));
+                    by.last_mut().unwrap()
+                }
+            };
+            e.1 += 1;
+            e.2 += us(l.t1 - l.t0);
+            e.3 += us(gap);
+        }
+    }
+    let n = mid.len() as f64;
+    println!("| kernel | launches a step | us inside a step | us each | us of gaps before, each |");
+    println!("| --- | --- | --- | --- | --- |");
+    for (k, c, inside, gaps) in &by {
+        let c = *c as f64;
+        println!(
+            "| {} | {} | {:.1} | {:.2} | {:.2} |",
+            cuda::testing::kind_name(*k),
+            c / n,
+            inside / n,
+            inside / c,
+            gaps / c
+        );
+    }
+    // One middle layer of the third step: the launches between two attention launches.
+    let s = mid[0];
+    let att: Vec<usize> = (0..per)
+        .filter(|&i| cuda::testing::kind_name(s[i].kind).contains("attention"))
+        .collect();
+    if let [a, b, ..] = att.as_slice() {
+        let (w, start) = (b - a, a + (b - a) * (layers / 2).saturating_sub(1));
+        println!("a layer ({w} launches): kernel, us inside, us of gap before");
+        for i in start..(start + w).min(per) {
+            let gap = if i == 0 {
+                0
+            } else {
+                s[i].t0.saturating_sub(s[i - 1].t1)
+            };
+            println!(
+                "  {:<20} {:7.2} {:7.2}",
+                cuda::testing::kind_name(s[i].kind),
+                us(s[i].t1 - s[i].t0),
+                us(gap)
+            );
+        }
+    }
+}
+
 #[test]
 fn step_kinds_follow_the_ops() {
     // Two layers and the head; two folded layers with the head after the kernel.
