@@ -59,14 +59,15 @@ pub fn ktrace_read(gpu: &Gpu) -> Result<Vec<Launch>> {
             .map_err(drv("ktrace global"))?;
         gpu.stream.clone_dtoh(&v).map_err(drv("ktrace read"))
     };
-    let words = |b: Vec<u8>, n: usize| -> Vec<u64> {
-        b.chunks_exact(n)
-            .map(|c| c.iter().rev().fold(0u64, |a, &x| a << 8 | u64::from(x)))
-            .collect()
-    };
-    let seq = words(get("ktrace_seq")?, 4).first().copied().unwrap_or(0) as usize;
-    let kind = words(get("ktrace_kind")?, 4);
-    let (t0, t1) = (words(get("ktrace_t0")?, 8), words(get("ktrace_t1")?, 8));
+    let seq = le_words(get("ktrace_seq")?, 4)
+        .first()
+        .copied()
+        .unwrap_or(0) as usize;
+    let kind = le_words(get("ktrace_kind")?, 4);
+    let (t0, t1) = (
+        le_words(get("ktrace_t0")?, 8),
+        le_words(get("ktrace_t1")?, 8),
+    );
     let n = seq.min(kind.len());
     Ok((0..n)
         .map(|i| Launch {
@@ -75,4 +76,29 @@ pub fn ktrace_read(gpu: &Gpu) -> Result<Vec<Launch>> {
             t1: t1[i],
         })
         .collect())
+}
+
+/// Little-endian words of `n` bytes (at most 8) of a device global's bytes.
+fn le_words(b: Vec<u8>, n: usize) -> Vec<u64> {
+    b.chunks_exact(n)
+        .map(|c| c.iter().rev().fold(0u64, |a, &x| a << 8 | u64::from(x)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globals_read_as_little_endian_words() {
+        assert_eq!(
+            le_words(vec![1, 0, 0, 0, 0x78, 0x56, 0x34, 0x12], 4),
+            [1, 0x1234_5678]
+        );
+        assert_eq!(
+            le_words(vec![2, 1, 0, 0, 0, 0, 0, 0x80], 8),
+            [0x8000_0000_0000_0102]
+        );
+        assert_eq!(kind_name(5), "matvec_wide");
+    }
 }
