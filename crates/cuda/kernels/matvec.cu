@@ -493,10 +493,21 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, cons
     extern __shared__ float4 smem4[];
     __shared__ float glu[32];
     pdl_trigger();
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = a.seg[0].rows;
+#ifdef MOLLA_X_WIDEPIPE
+    // Experiment WIDEPIPE (q16_pipe.cuh), as in matvec_wide: a warp walks gate row r, up row r,
+    // gate row r + 1, ..., each next row's first unit asked for before the last of the one before.
+    UnitRaw cur;
+    bool have = false;
+    if ((int)blockIdx.x < (n >> 5) && pipe_ty(a.seg[0].ty)) {
+        const int r0 = 32 * blockIdx.x + 4 * warp;
+        raw_first(a.seg[0].ty, a.seg[0].w + (size_t)r0 * a.seg[0].row_bytes, a.cols, lane, cur);
+        have = true;
+    }
+#endif
     pdl_wait();
     const Xq xq = prep_xq(a, prep, smem4);
     const float scale = prep_scale(a, prep);
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = a.seg[0].rows;
     for (int g = blockIdx.x; g < (n >> 5); g += gridDim.x) {
         for (int j = 0; j < 4; j++) {
             int r = 32 * g + 4 * warp + j;
@@ -504,8 +515,23 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, cons
 #pragma unroll
             for (int si = 0; si < 2; si++) {
                 const MvSeg& s = a.seg[si];
+                const u8* row = s.w + (size_t)r * s.row_bytes;
                 float t = 0.f;
-                row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, t);
+#ifdef MOLLA_X_WIDEPIPE
+                if (pipe_ty(s.ty)) {
+                    if (!have) raw_first(s.ty, row, a.cols, lane, cur);
+                    const int nsi = si ^ 1;
+                    const int nr = si == 0 ? r : j < 3 ? r + 1 : 32 * (g + (int)gridDim.x) + 4 * warp;
+                    have = (si == 0 || j < 3 || g + (int)gridDim.x < (n >> 5)) && a.seg[nsi].ty == s.ty;
+                    const u8* next = have ? a.seg[nsi].w + (size_t)nr * a.seg[nsi].row_bytes : nullptr;
+                    t = row_dot_pipe_ty(s.ty, row, next, xq, a.cols, lane, cur);
+                } else {
+                    have = false;
+                    row_dot_one_ty(s.ty, row, xq, a.cols, lane, t);
+                }
+#else
+                row_dot_one_ty(s.ty, row, xq, a.cols, lane, t);
+#endif
                 acc[si] = mv_scaled(warp_sum(t), scale);
             }
             if (lane == 0) {

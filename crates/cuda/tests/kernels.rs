@@ -470,16 +470,19 @@ fn rope_case(
 fn matvec_wide_glu_gives_the_bits_of_wide_then_its_preparation() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng::new(23);
-    // (type, rows of gate and up: multiples of 32 but not of the block's 256 rows)
-    for (ty, n) in [
-        (GgmlType::Q4_K, 1536),
-        (GgmlType::Q6_K, 4864),
-        (GgmlType::Q5_K, 96),
-        (GgmlType::Q8_0, 1536),
-        (GgmlType::Q4_0, 64),
-        (GgmlType::Q5_1, 160),
+    // (type, rows of gate and up: multiples of 32 but not of the block's 256 rows, widths); the
+    // last has more groups of 32 rows than the grid has blocks (at most four an SM), so that a
+    // block walks several.
+    for (ty, n, cols_list) in [
+        (GgmlType::Q4_K, 1536, widths(GgmlType::Q4_K)),
+        (GgmlType::Q6_K, 4864, widths(GgmlType::Q6_K)),
+        (GgmlType::Q5_K, 96, widths(GgmlType::Q5_K)),
+        (GgmlType::Q8_0, 1536, widths(GgmlType::Q8_0)),
+        (GgmlType::Q4_0, 64, widths(GgmlType::Q4_0)),
+        (GgmlType::Q5_1, 160, widths(GgmlType::Q5_1)),
+        (GgmlType::Q4_K, 545 * 32, vec![256]),
     ] {
-        for cols in widths(ty) {
+        for cols in cols_list {
             let (gate, _) = matrix(&mut rng, ty, n, cols);
             let (up, _) = matrix(&mut rng, ty, n, cols);
             let x = rng.vec(cols, 1.0);
