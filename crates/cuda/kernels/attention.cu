@@ -19,10 +19,12 @@
 // kernel) only the first ATT_THREADS threads call attend.
 __device__ __forceinline__ void att_sync() { asm volatile("bar.sync 1, %0;" ::"n"(ATT_THREADS) : "memory"); }
 
+// The maximum or sum of v over attend's threads: each warp's, then the warps' in order. `red`
+// (ATT_WARPS floats) must not be read by any thread from an earlier reduction that is not yet
+// behind a barrier: att_tile gives its two reductions an array each, so one barrier does.
 __device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     v = is_max ? warp_max(v) : warp_sum(v);
-    att_sync();  // red may still be read from the previous reduction
     if (lane == 0) red[warp] = v;
     att_sync();
     float r = red[0];
@@ -150,7 +152,9 @@ __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc
     if (HD) hd = HD;
     if (HDV) hdv = HDV;
     __shared__ float ps[ATT_TILE];
-    __shared__ float red[ATT_WARPS];
+    // The maximum's and the sum's warp partials (apart, so that neither reduction waits for the
+    // other's readers; the tile's last barrier orders them against the next tile's).
+    __shared__ float red_m[ATT_WARPS], red_s[ATT_WARPS];
     __shared__ float sacc[ATT_WARPS][256];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     // Value layout: LP lanes per position when hdv is 64, 128 or 256; else one lane per dim.
@@ -164,14 +168,14 @@ __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc
         ps[i] = s;
         tmax = fmaxf(tmax, s);
     }
-    tmax = block_reduce(tmax, true, red);
+    tmax = block_reduce(tmax, true, red_m);
     float tsum = 0.f;
     for (int i = threadIdx.x; i < np; i += ATT_THREADS) {
         float e = expf(ps[i] - tmax);
         ps[i] = e;
         tsum += e;
     }
-    tsum = block_reduce(tsum, false, red);  // its barriers also publish ps
+    tsum = block_reduce(tsum, false, red_s);  // its barrier also publishes ps
     float acc[8];
 #pragma unroll
     for (int j = 0; j < 8; j++) acc[j] = 0.f;
@@ -209,7 +213,7 @@ __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc
     float v = 0.f;
     if ((int)threadIdx.x < hdv)
         for (int w = 0; w < ATT_WARPS; w++) v += sacc[w][threadIdx.x];
-    att_sync();  // ps, red and sacc are reused by the next tile
+    att_sync();  // ps, red_m, red_s and sacc are reused by the next tile
     tm = tmax;
     tl = tsum;
     tv = v;
