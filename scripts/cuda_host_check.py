@@ -134,18 +134,24 @@ template <int T> int check(const char* name) {
 template <int T> int check_pipe(const char* name) {
     std::mt19937 rng(3);
     int bad = 0;
-    for (int cols : {1024, 4096, 14336}) {
-        const int rb = cols / 256 * (T == T_Q4_K ? 144 : Q6K_BYTES);
-        static u8 w[2 * 16384] __attribute__((aligned(16)));
-        for (int i = 0; i < 2 * rb; i++) w[i] = rng() & 0xff;
-        Xq x = random_xq(rng, cols);
-        for (int lane = 0; lane < 32; lane++) {
-            UnitRaw cur{};
-            raw_first(T, w, cols, lane, cur);
-            for (int r = 0; r < 2; r++) {
-                float a = row_dot_q16_pipe<T>(w + r * rb, r == 0 ? w + rb : nullptr, x, cols, lane, cur);
-                float b = row_dot_q16_one<T>(w + r * rb, x, cols, lane);
-                if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 3) printf("%s pipe cols %d lane %d row %d: %g vs %g\n", name, cols, lane, r, a, b); }
+    for (int cols : {576, 1024, 4096, 14336}) {
+        if (cols % (T == T_Q8_0 ? 32 : 256) != 0) continue;
+        const int rb = T == T_Q8_0 ? cols / 32 * 34 : cols / 256 * (T == T_Q4_K ? 144 : Q6K_BYTES);
+        static u8 buf[2 * 16384 + 16] __attribute__((aligned(16)));
+        // Q8_0 rows are 2-byte aligned: also from an address 2 mod 4 (the other shift).
+        for (int off : {0, 2}) {
+            if (off && T != T_Q8_0) continue;
+            u8* w = buf + off;
+            for (int i = 0; i < 2 * rb; i++) w[i] = rng() & 0xff;
+            Xq x = random_xq(rng, cols);
+            for (int lane = 0; lane < 32; lane++) {
+                UnitRaw cur{};
+                raw_first(T, w, cols, lane, cur);
+                for (int r = 0; r < 2; r++) {
+                    float a = row_dot_q16_pipe<T>(w + r * rb, r == 0 ? w + rb : nullptr, x, cols, lane, cur);
+                    float b = row_dot_q16_one<T>(w + r * rb, x, cols, lane);
+                    if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 3) printf("%s pipe cols %d lane %d row %d: %g vs %g\n", name, cols, lane, r, a, b); }
+                }
             }
         }
     }
@@ -154,7 +160,7 @@ template <int T> int check_pipe(const char* name) {
 }
 int main() {
     int bad = 0;
-    bad += check_pipe<T_Q4_K>("Q4_K"); bad += check_pipe<T_Q6_K>("Q6_K");
+    bad += check_pipe<T_Q4_K>("Q4_K"); bad += check_pipe<T_Q6_K>("Q6_K"); bad += check_pipe<T_Q8_0>("Q8_0");
     bad += check<T_Q4_0>("Q4_0"); bad += check<T_Q4_1>("Q4_1"); bad += check<T_Q5_0>("Q5_0");
     bad += check<T_Q5_1>("Q5_1"); bad += check<T_Q8_0>("Q8_0"); bad += check<T_Q4_K>("Q4_K");
     bad += check<T_Q5_K>("Q5_K"); bad += check<T_Q6_K>("Q6_K");

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "../../crates/cuda/kernels/common.cuh"
+#include "../../crates/cuda/kernels/ktrace.cuh"
 #include "../../crates/cuda/kernels/dequant.cuh"
 #include "../../crates/cuda/kernels/q16.cuh"
 #include "../../crates/cuda/kernels/q16_pipe.cuh"
@@ -280,6 +281,7 @@ int main() {
             RUNC("one 256 1/SM", (mv_warp<0, T_Q8_0, 256, 1>), 256, 1);
             RUNC("rows2 256 1/SM", (mv_warp<0, T_Q8_0, 256, 1, 2>), 256, 1);
             RUN("wide 256x4", (mv_warp<2, T_Q8_0, 256, 4>), 256);
+            RUN("pipe 256x4", (mv_pipe<T_Q8_0, 256, 4>), 256);
             RUN("one 256x4", (mv_warp<0, T_Q8_0, 256, 4>), 256);
         } else {
             RUN("one 256x2", (mv_warp<0, T_Q6_K, 256, 2>), 256);
