@@ -137,6 +137,19 @@ pub struct Gpu {
     driver_version: i32,
 }
 
+/// Lets `f` take as much dynamic shared memory as the opt-in limit leaves beside its static
+/// shared memory (at least what 48 KiB leaves), and returns that allowance.
+fn allow_dynamic_smem(f: &CudaFunction, optin: i32) -> Result<i32> {
+    let st = f.shared_size_bytes().map_err(drv("kernel attribute"))?;
+    let allow = (optin - st).max(48 * 1024 - st).max(0);
+    f.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        allow,
+    )
+    .map_err(drv("kernel attribute"))?;
+    Ok(allow)
+}
+
 impl Gpu {
     /// Opens device `ordinal`, compiles (or loads from the disk cache) the kernels for its
     /// architecture. A clear error, never a panic, when there is no driver or device.
@@ -251,28 +264,8 @@ impl Gpu {
             .map_err(drv("kernel attribute"))?;
         }
         // rope_attention's allowance (experiment ATTSTAGE stages a head's keys and values).
-        let st = k
-            .rope_attention
-            .shared_size_bytes()
-            .map_err(drv("kernel attribute"))?;
-        let att_max_smem = (optin - st).max(48 * 1024 - st).max(0);
-        k.rope_attention
-            .set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                att_max_smem,
-            )
-            .map_err(drv("kernel attribute"))?;
-        let st = k
-            .decode_persistent
-            .shared_size_bytes()
-            .map_err(drv("kernel attribute"))?;
-        let allow = (optin - st).max(48 * 1024 - st).max(0);
-        k.decode_persistent
-            .set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                allow,
-            )
-            .map_err(drv("kernel attribute"))?;
+        let att_max_smem = allow_dynamic_smem(&k.rope_attention, optin)?;
+        let allow = allow_dynamic_smem(&k.decode_persistent, optin)?;
         let pk_max_smem = allow as usize;
         let pdl = compile::pdl(cc);
         let q6pad = !compile::experiment("Q6FILE");
@@ -303,14 +296,14 @@ impl Gpu {
         })
     }
 
-    /// The persistent kernel built as `pk_build` is but for packed step lists only
-    /// (`PkBuild::packed`): compiled (or read from the disk cache) on first use, with the same
-    /// shared-memory allowance as the other. None when it does not build or load.
     /// The main program's module (every kernel but the persistent one), for its globals.
     pub(crate) fn main_module(&self) -> &Arc<CudaModule> {
         &self.k._modules[0]
     }
 
+    /// The persistent kernel built as `pk_build` is but for packed step lists only
+    /// (`PkBuild::packed`): compiled (or read from the disk cache) on first use, with the same
+    /// shared-memory allowance as the other. None when it does not build or load.
     pub(crate) fn persistent_packed(&self) -> Option<&CudaFunction> {
         self.pk_packed
             .get_or_init(|| {
