@@ -330,6 +330,21 @@ __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w,
 #undef ONE_Q16
 }
 
+// One row of the experiment WIDEPIPE's walk (q16_pipe.cuh) in matvec_wide and matvec_wide_glu,
+// a macro rather than a function (as a function, ptxas spilled in matvec_wide_glu under the
+// 64-register cap): acc = the row's dot product, by the pipelined walk when its type has one.
+// `cur` holds the row's first unit when `have`; after, the first unit of the warp's next row
+// when MORE (it has the row's type; NEXT: its address, read only then), and `have` says so.
+#define WIDE_PIPE_ROW(ty, row, acc, MORE, NEXT)                                       \
+    if (pipe_ty(ty)) {                                                                \
+        if (!have) raw_first(ty, row, a.cols, lane, cur);                             \
+        have = (MORE);                                                                \
+        acc = row_dot_pipe_ty(ty, row, have ? (NEXT) : nullptr, xq, a.cols, lane, cur); \
+    } else {                                                                          \
+        have = false;                                                                 \
+        row_dot_one_ty(ty, row, xq, a.cols, lane, acc);                               \
+    }
+
 // matvec_wide's input, prepared in parallel: block b takes values [1024 b, 1024 b + 1024) of the
 // row (four threads a block of 32), prepared as load_input prepares them (RMSNorm: x * w; block 0
 // sums the whole row with 128 threads, so the scale has load_input's bits, and stores it at
@@ -463,16 +478,9 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
             const MvSeg& s = a.seg[si];
             const u8* row = s.w + (size_t)r * s.row_bytes;
 #ifdef MOLLA_X_WIDEPIPE
-            if (pipe_ty(s.ty)) {
-                if (!have) raw_first(s.ty, row, a.cols, lane, cur);
-                int sn, rn;
-                have = mv_row(a, rb + gridDim.x * warps, 32, sn, rn) && a.seg[sn].ty == s.ty;
-                const u8* next = have ? a.seg[sn].w + (size_t)rn * a.seg[sn].row_bytes : nullptr;
-                acc = row_dot_pipe_ty(s.ty, row, next, xq, a.cols, lane, cur);
-            } else {
-                have = false;
-                row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
-            }
+            int sn, rn;
+            WIDE_PIPE_ROW(s.ty, row, acc, mv_row(a, rb + gridDim.x * warps, 32, sn, rn) && a.seg[sn].ty == s.ty,
+                          a.seg[sn].w + (size_t)rn * a.seg[sn].row_bytes)
 #else
             row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
 #endif
@@ -518,17 +526,11 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, cons
                 const u8* row = s.w + (size_t)r * s.row_bytes;
                 float t = 0.f;
 #ifdef MOLLA_X_WIDEPIPE
-                if (pipe_ty(s.ty)) {
-                    if (!have) raw_first(s.ty, row, a.cols, lane, cur);
-                    const int nsi = si ^ 1;
-                    const int nr = si == 0 ? r : j < 3 ? r + 1 : 32 * (g + (int)gridDim.x) + 4 * warp;
-                    have = (si == 0 || j < 3 || g + (int)gridDim.x < (n >> 5)) && a.seg[nsi].ty == s.ty;
-                    const u8* next = have ? a.seg[nsi].w + (size_t)nr * a.seg[nsi].row_bytes : nullptr;
-                    t = row_dot_pipe_ty(s.ty, row, next, xq, a.cols, lane, cur);
-                } else {
-                    have = false;
-                    row_dot_one_ty(s.ty, row, xq, a.cols, lane, t);
-                }
+                // The warp's next row: up r after gate r, then gate r + 1, then the next group's.
+                const int nsi = si ^ 1;
+                const int nr = si == 0 ? r : j < 3 ? r + 1 : 32 * (g + (int)gridDim.x) + 4 * warp;
+                WIDE_PIPE_ROW(s.ty, row, t, (si == 0 || j < 3 || g + (int)gridDim.x < (n >> 5)) && a.seg[nsi].ty == s.ty,
+                              a.seg[nsi].w + (size_t)nr * a.seg[nsi].row_bytes)
 #else
                 row_dot_one_ty(s.ty, row, xq, a.cols, lane, t);
 #endif
