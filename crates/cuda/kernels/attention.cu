@@ -79,6 +79,10 @@ __device__ __forceinline__ float key_dot8(const float* q, const float* e, float 
     return s;
 }
 
+// Where element i of staged key row `row` lies in the swizzled layout key_dot_swz reads (unit
+// i >> 3 at slot (i >> 3) ^ (row & 7)), for the writers of a staged row.
+__device__ __forceinline__ int key_swz_at(int i, int row) { return 8 * ((i >> 3) ^ (row & 7)) + (i & 7); }
+
 // key_dot of a key row staged in shared memory swizzled (SWZ, the persistent kernel's staged
 // keys when hd is a multiple of 64): the row's 16-byte unit j at slot j ^ (row & 7),
 // so the lanes of a warp, one row each, read different banks. The same products in the same
@@ -450,9 +454,8 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
             if (staged) {
                 // Row pos of the copy, in the layout stage_rows16 gave the others.
                 u16* kr = ks + (size_t)pos * hd;
-                const int sw = swz ? pos & 7 : 0;
-                kr[8 * ((a >> 3) ^ sw) + (a & 7)] = h0;
-                kr[8 * ((b >> 3) ^ sw) + (b & 7)] = h1;
+                kr[swz ? key_swz_at(a, pos) : a] = h0;
+                kr[swz ? key_swz_at(b, pos) : b] = h1;
             }
 #endif
         }

@@ -35,12 +35,6 @@ __device__ __forceinline__ bool pk_kv_staged(const PkStep& st, const PkArgs& a, 
            (size_t)voff + (size_t)(a.pos + 1) * rowv <= (size_t)a.stages * (a.chunk + 64);
 }
 
-// Rows 0 .. n-1 of u (<= 32) 16-byte units each, `stride` halves apart from src, into dst back to
-// back by all the block's threads (no commit; cp_async.cuh stage_rows16).
-__device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t stride, int u, int n, bool swz = false) {
-    stage_rows16(dst, src, stride, u, n, swz, PK_THREADS);
-}
-
 // Whether staged keys are swizzled (attention.cu key_dot_swz): when hd is a multiple of 64, so
 // that the eight threads reading unit j of eight rows hit eight bank groups, not one (measured
 // +3% tokens/s on SmolLM2 and Qwen shapes, session 16).
@@ -81,8 +75,8 @@ __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
     if (h >= nh || !pk_kv_staged(st, a, voff)) return;
     int kvh = h / (nh / nkv);
     size_t kv_dim = (size_t)nkv * hd, v_dim = (size_t)nkv * hdv;
-    pk_stage_rows(smem_u32(bufs), st.kc + (size_t)kvh * hd, kv_dim, hd >> 3, a.pos, PK_KSWZ(a));
-    pk_stage_rows(smem_u32(bufs + voff), st.vc + (size_t)kvh * hdv, v_dim, hdv >> 3, a.pos);
+    stage_rows16(smem_u32(bufs), st.kc + (size_t)kvh * hd, kv_dim, hd >> 3, a.pos, PK_KSWZ(a), PK_THREADS);
+    stage_rows16(smem_u32(bufs + voff), st.vc + (size_t)kvh * hdv, v_dim, hdv >> 3, a.pos, false, PK_THREADS);
     cp_commit();
 }
 
@@ -527,9 +521,8 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
             kd[r] = h1;
             if (staged) {
                 if (PK_KSWZ(a)) {
-                    const int sw = a.pos & 7;
-                    kds[8 * ((p >> 3) ^ sw) + (p & 7)] = h0;
-                    kds[8 * ((r >> 3) ^ sw) + (r & 7)] = h1;
+                    kds[key_swz_at(p, a.pos)] = h0;
+                    kds[key_swz_at(r, a.pos)] = h1;
                 } else {
                     kds[p] = h0;
                     kds[r] = h1;

@@ -265,8 +265,7 @@ impl Gpu {
         }
         // rope_attention's allowance (experiment ATTSTAGE stages a head's keys and values).
         let att_max_smem = allow_dynamic_smem(&k.rope_attention, optin)?;
-        let allow = allow_dynamic_smem(&k.decode_persistent, optin)?;
-        let pk_max_smem = allow as usize;
+        let pk_max_smem = allow_dynamic_smem(&k.decode_persistent, optin)? as usize;
         let pdl = compile::pdl(cc);
         let q6pad = !compile::experiment("Q6FILE");
         let sm_count = ctx

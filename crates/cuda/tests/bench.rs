@@ -426,13 +426,8 @@ fn kernel_timeline() {
     }
     // One middle layer: after the embedding, every layer launches the same kernels (as many as
     // lie between two attention kernels); the head and the logits' download follow.
-    let att: Vec<usize> = (0..tl.len())
-        .filter(|&i| tl[i].kernel.contains("attention"))
-        .collect();
-    let per = match att.as_slice() {
-        [a, b, ..] => b - a,
-        _ => tl.len().saturating_sub(4),
-    };
+    let per = attention_period(tl.len(), |i| tl[i].kernel.contains("attention"))
+        .map_or(tl.len().saturating_sub(4), |(_, w)| w);
     let start = 1 + per * (layers / 2);
     println!("layer {} ({per} kernels):", layers / 2);
     for e in tl.iter().skip(start).take(per) {
@@ -489,15 +484,18 @@ fn graph_trace() {
         median(span),
         mid.len()
     );
+    // The gap before launch i of a step (none before its first).
+    let gap = |s: &[cuda::testing::Launch], i: usize| {
+        if i == 0 {
+            0
+        } else {
+            s[i].t0.saturating_sub(s[i - 1].t1)
+        }
+    };
     // By kernel: time inside launches and in the gaps before them, a step.
     let mut by: Vec<(u32, usize, f64, f64)> = Vec::new();
     for s in &mid {
         for (i, l) in s.iter().enumerate() {
-            let gap = if i == 0 {
-                0
-            } else {
-                l.t0.saturating_sub(s[i - 1].t1)
-            };
             let e = match by.iter_mut().find(|b| b.0 == l.kind) {
                 Some(e) => e,
                 None => {
@@ -507,7 +505,7 @@ fn graph_trace() {
             };
             e.1 += 1;
             e.2 += us(l.t1 - l.t0);
-            e.3 += us(gap);
+            e.3 += us(gap(s, i));
         }
     }
     let n = mid.len() as f64;
@@ -526,26 +524,29 @@ fn graph_trace() {
     }
     // One middle layer of the third step: the launches between two attention launches.
     let s = mid[0];
-    let att: Vec<usize> = (0..per)
-        .filter(|&i| cuda::testing::kind_name(s[i].kind).contains("attention"))
-        .collect();
-    if let [a, b, ..] = att.as_slice() {
-        let (w, start) = (b - a, a + (b - a) * (layers / 2).saturating_sub(1));
+    let att = attention_period(per, |i| {
+        cuda::testing::kind_name(s[i].kind).contains("attention")
+    });
+    if let Some((a, w)) = att {
+        let start = a + w * (layers / 2).saturating_sub(1);
         println!("a layer ({w} launches): kernel, us inside, us of gap before");
         for i in start..(start + w).min(per) {
-            let gap = if i == 0 {
-                0
-            } else {
-                s[i].t0.saturating_sub(s[i - 1].t1)
-            };
             println!(
                 "  {:<20} {:7.2} {:7.2}",
                 cuda::testing::kind_name(s[i].kind),
                 us(s[i].t1 - s[i].t0),
-                us(gap)
+                us(gap(s, i))
             );
         }
     }
+}
+
+/// The first of a step's n launches that `is_att` calls attention, and how many launches lie
+/// from it to the next (a layer's), when there are two.
+fn attention_period(n: usize, is_att: impl Fn(usize) -> bool) -> Option<(usize, usize)> {
+    let mut att = (0..n).filter(|&i| is_att(i));
+    let a = att.next()?;
+    Some((a, att.next()? - a))
 }
 
 #[test]
