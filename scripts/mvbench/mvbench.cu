@@ -27,7 +27,7 @@
 #include "../cuda_check.h"
 
 // The input row quantized once (one block), as matvec's load_input leaves it in shared memory.
-__global__ void prep_xq(const float* x, int cols, u8* out) {
+__global__ void bench_prep_xq(const float* x, int cols, u8* out) {
     extern __shared__ float4 pq_smem[];
     float* xs = (float*)pq_smem;
     load_row(x, xs, cols);
@@ -125,6 +125,49 @@ __global__ void __launch_bounds__(NT, MINB) mv_pipe(const u8* __restrict__ w, in
     }
 }
 
+// A warp a row as mv_warp<2> (row_dot_q16_one's bits), with D of a lane's units in flight: the
+// lane walks one stream of (row, unit) items, rows r, r + nw, ... and in each its units lane,
+// lane + 32, ..., and asks for item i + D's bytes as soon as it has computed item i. (WIDEPIPE
+// is D = 2 with a carried unit; this asks how deep the walk must be.)
+template <int T, int NT, int MINB, int D>
+__global__ void __launch_bounds__(NT, MINB) mv_deep(const u8* __restrict__ w, int rows, int rb, int cols,
+                                                    const u8* __restrict__ xqg, float* y) {
+    const int lane = threadIdx.x & 31, nw = gridDim.x * (NT / 32);
+    const int nu = q16_units<T>(cols), upl = (nu + 31) / 32;
+    const int r0 = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
+    // Item i: row r0 + (i / upl) * nw, unit lane + 32 * (i % upl).
+    auto fetch = [&](int i, UnitRaw& b) {
+        int r = r0 + (i / upl) * nw, u = lane + 32 * (i % upl);
+        if (r < rows && u < nu) raw_unit<T>(w + (size_t)r * rb, u, b);
+    };
+    UnitRaw buf[D];
+#pragma unroll
+    for (int k = 0; k < D; k++) fetch(k, buf[k]);
+    Xq x = xq_to_smem(xqg, cols, NT);
+    const int n = r0 < rows ? ((rows - 1 - r0) / nw + 1) * upl : 0;
+    float acc = 0.f;
+    for (int i0 = 0; i0 < n; i0 += D) {
+#pragma unroll
+        for (int k = 0; k < D; k++) {
+            const int i = i0 + k;
+            if (i < n) {
+                const int j = i % upl, r = r0 + (i / upl) * nw, u = lane + 32 * j;
+                if (u < nu) {
+                    int4 xr[8];
+                    load_xu<T>(x, u, xr);
+                    acc = __fadd_rn(acc, apply_unit<T>(buf[k], w + (size_t)r * rb, xr, x, u));
+                }
+                fetch(i + D, buf[k]);
+                if (j == upl - 1) {
+                    float s = warp_sum(acc);
+                    if (lane == 0) y[r] = s;
+                    acc = 0.f;
+                }
+            }
+        }
+    }
+}
+
 typedef void (*Kern)(const u8*, int, int, int, const u8*, float*);
 
 struct Shape {
@@ -182,15 +225,15 @@ int main() {
         CK(cudaEventElapsedTime(&ms, e0, e1));
         printf("peak read: %.0f GB/s\n", pool / (ms * 1e-3) / 1e9);
     }
-    Shape shapes[] = {{"gate+up 28672x4096 Q4_K", T_Q4_K, 28672, 4096}, {"gate 14336x4096 Q4_K", T_Q4_K, 14336, 4096}, {"down 4096x14336 Q4_K", T_Q4_K, 4096, 14336},
+    Shape shapes[] = {{"qkv 6144x4096 Q4_K", T_Q4_K, 6144, 4096}, {"gate+up 28672x4096 Q4_K", T_Q4_K, 28672, 4096}, {"gate 14336x4096 Q4_K", T_Q4_K, 14336, 4096}, {"down 4096x14336 Q4_K", T_Q4_K, 4096, 14336},
                       {"wo 4096x4096 Q4_K", T_Q4_K, 4096, 4096},       {"down 4096x14336 Q6_K", T_Q6_K, 4096, 14336},
                       {"head 128256x4096 Q6_K", T_Q6_K, 128256, 4096}, {"qwen head 151936x896 Q8_0", T_Q8_0, 151936, 896}};
     for (const Shape& sh : shapes) {
         int rb = row_bytes(sh.ty, sh.cols);
         size_t mbytes = (size_t)sh.rows * rb;
         int nbuf = (int)std::max<size_t>(1, pool / mbytes);
-        CK(cudaFuncSetAttribute(prep_xq, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.cols * 4 + xq_bytes(sh.cols)));
-        prep_xq<<<1, 128, sh.cols * 4 + xq_bytes(sh.cols)>>>(x, sh.cols, xq);
+        CK(cudaFuncSetAttribute(bench_prep_xq, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.cols * 4 + xq_bytes(sh.cols)));
+        bench_prep_xq<<<1, 128, sh.cols * 4 + xq_bytes(sh.cols)>>>(x, sh.cols, xq);
         CK(cudaGetLastError());
         auto bufw = [&](int i) { return wpool + (size_t)(i % nbuf) * mbytes; };
         // The graph path's kernel, as launch.rs launches it (mode 0).
@@ -274,6 +317,11 @@ int main() {
             RUN("wide 256x4", (mv_warp<2, T_Q4_K, 256, 4>), 256);
             RUN("pipe 256x4", (mv_pipe<T_Q4_K, 256, 4>), 256);
             RUN("pipe 256x3", (mv_pipe<T_Q4_K, 256, 3>), 256);
+            RUN("deep2 256x4", (mv_deep<T_Q4_K, 256, 4, 2>), 256);
+            RUN("deep3 256x3", (mv_deep<T_Q4_K, 256, 3, 3>), 256);
+            RUN("deep4 256x2", (mv_deep<T_Q4_K, 256, 2, 4>), 256);
+            RUN("deep4 256x3", (mv_deep<T_Q4_K, 256, 3, 4>), 256);
+            RUN("deep6 256x2", (mv_deep<T_Q4_K, 256, 2, 6>), 256);
             RUN("rows2 256x2", (mv_warp<0, T_Q4_K, 256, 2, 2>), 256);
         } else if (sh.ty == T_Q8_0) {
             // The Qwen2.5-0.5B head: the persistent kernel's occupancy (one block of 8 warps an
@@ -288,6 +336,8 @@ int main() {
             RUN("one 256x4", (mv_warp<0, T_Q6_K, 256, 4>), 256);
             RUN("q6w 256x4", (mv_warp<2, T_Q6_K, 256, 4>), 256);
             RUN("pipe 256x4", (mv_pipe<T_Q6_K, 256, 4>), 256);
+            RUN("deep3 256x3", (mv_deep<T_Q6_K, 256, 3, 3>), 256);
+            RUN("deep4 256x2", (mv_deep<T_Q6_K, 256, 2, 4>), 256);
             RUN("q6w 128x8", (mv_warp<2, T_Q6_K, 128, 8>), 128);
             RUN("q6w 256x2", (mv_warp<2, T_Q6_K, 256, 2>), 256);
             RUN("two 256x2", (mv_warp<1, T_Q6_K, 256, 2>), 256);

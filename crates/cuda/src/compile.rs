@@ -16,6 +16,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("q16_pipe.cuh", include_str!("../kernels/q16_pipe.cuh")),
     ("cp_async.cuh", include_str!("../kernels/cp_async.cuh")),
     ("matvec.cu", include_str!("../kernels/matvec.cu")),
+    ("matvec_deep.cu", include_str!("../kernels/matvec_deep.cu")),
     ("matmul.cu", include_str!("../kernels/matmul.cu")),
     ("norm.cu", include_str!("../kernels/norm.cu")),
     ("rope.cu", include_str!("../kernels/rope.cu")),
