@@ -21,7 +21,6 @@
 #include "../../crates/cuda/kernels/ktrace.cuh"
 #include "../../crates/cuda/kernels/dequant.cuh"
 #include "../../crates/cuda/kernels/q16.cuh"
-#include "../../crates/cuda/kernels/q16_pipe.cuh"
 #include "../../crates/cuda/kernels/matvec.cu"
 
 #include "../cuda_check.h"
@@ -61,8 +60,7 @@ __device__ __forceinline__ Xq xq_to_smem(const u8* __restrict__ xqg, int cols, i
 
 // A warp a row, weights straight from global memory, the row's dot product by variant V:
 // 0 one unit a lane at a time with unit_q16 (the bits of row_dot_q16), 1 row_dot_q16 (two units a
-// round), 2 row_dot_q16_one (matvec_wide's: Q6_K through aligned word loads). (mv_pipe below:
-// the experiment WIDEPIPE's walk.)
+// round), 2 row_dot_q16_one (matvec_wide's: Q6_K through aligned word loads).
 template <int V, int T>
 __device__ __forceinline__ float mv_row_dot(const u8* __restrict__ row, const Xq& x, int cols, int lane) {
     if constexpr (V == 1) return row_dot_q16<T>(row, x, cols, lane, 32);
@@ -104,67 +102,6 @@ __global__ void __launch_bounds__(NT, MINB) mv_warp(const u8* __restrict__ w, in
             if (lane == k) v = acc[k];
         }
         if (lane < nr) y[r + lane] = v;
-    }
-}
-
-// A warp a row as mv_warp<2> (row_dot_q16_one's bits), walked as the experiment WIDEPIPE walks
-// it (q16_pipe.cuh): the next unit's bytes in flight while a lane computes one, the next row's
-// first unit carried over, the warp's first unit asked for before the input is copied.
-template <int T, int NT, int MINB>
-__global__ void __launch_bounds__(NT, MINB) mv_pipe(const u8* __restrict__ w, int rows, int rb, int cols,
-                                                    const u8* __restrict__ xqg, float* y) {
-    const int lane = threadIdx.x & 31, nw = gridDim.x * (NT / 32);
-    int r = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
-    UnitRaw cur;
-    if (r < rows && lane < q16_units<T>(cols)) raw_unit<T>(w + (size_t)r * rb, lane, cur);
-    Xq x = xq_to_smem(xqg, cols, NT);
-    for (; r < rows; r += nw) {
-        const u8* next = r + nw < rows ? w + (size_t)(r + nw) * rb : nullptr;
-        float acc = warp_sum(row_dot_q16_pipe<T>(w + (size_t)r * rb, next, x, cols, lane, cur));
-        if (lane == 0) y[r] = acc;
-    }
-}
-
-// A warp a row as mv_warp<2> (row_dot_q16_one's bits), with D of a lane's units in flight: the
-// lane walks one stream of (row, unit) items, rows r, r + nw, ... and in each its units lane,
-// lane + 32, ..., and asks for item i + D's bytes as soon as it has computed item i. (WIDEPIPE
-// is D = 2 with a carried unit; this asks how deep the walk must be.)
-template <int T, int NT, int MINB, int D>
-__global__ void __launch_bounds__(NT, MINB) mv_deep(const u8* __restrict__ w, int rows, int rb, int cols,
-                                                    const u8* __restrict__ xqg, float* y) {
-    const int lane = threadIdx.x & 31, nw = gridDim.x * (NT / 32);
-    const int nu = q16_units<T>(cols), upl = (nu + 31) / 32;
-    const int r0 = blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
-    // Item i: row r0 + (i / upl) * nw, unit lane + 32 * (i % upl).
-    auto fetch = [&](int i, UnitRaw& b) {
-        int r = r0 + (i / upl) * nw, u = lane + 32 * (i % upl);
-        if (r < rows && u < nu) raw_unit<T>(w + (size_t)r * rb, u, b);
-    };
-    UnitRaw buf[D];
-#pragma unroll
-    for (int k = 0; k < D; k++) fetch(k, buf[k]);
-    Xq x = xq_to_smem(xqg, cols, NT);
-    const int n = r0 < rows ? ((rows - 1 - r0) / nw + 1) * upl : 0;
-    float acc = 0.f;
-    for (int i0 = 0; i0 < n; i0 += D) {
-#pragma unroll
-        for (int k = 0; k < D; k++) {
-            const int i = i0 + k;
-            if (i < n) {
-                const int j = i % upl, r = r0 + (i / upl) * nw, u = lane + 32 * j;
-                if (u < nu) {
-                    int4 xr[8];
-                    load_xu<T>(x, u, xr);
-                    acc = __fadd_rn(acc, apply_unit<T>(buf[k], w + (size_t)r * rb, xr, x, u));
-                }
-                fetch(i + D, buf[k]);
-                if (j == upl - 1) {
-                    float s = warp_sum(acc);
-                    if (lane == 0) y[r] = s;
-                    acc = 0.f;
-                }
-            }
-        }
     }
 }
 
@@ -315,13 +252,6 @@ int main() {
             RUN("one 512x2", (mv_warp<0, T_Q4_K, 512, 2>), 512);
             RUN("two 256x4", (mv_warp<1, T_Q4_K, 256, 4>), 256);
             RUN("wide 256x4", (mv_warp<2, T_Q4_K, 256, 4>), 256);
-            RUN("pipe 256x4", (mv_pipe<T_Q4_K, 256, 4>), 256);
-            RUN("pipe 256x3", (mv_pipe<T_Q4_K, 256, 3>), 256);
-            RUN("deep2 256x4", (mv_deep<T_Q4_K, 256, 4, 2>), 256);
-            RUN("deep3 256x3", (mv_deep<T_Q4_K, 256, 3, 3>), 256);
-            RUN("deep4 256x2", (mv_deep<T_Q4_K, 256, 2, 4>), 256);
-            RUN("deep4 256x3", (mv_deep<T_Q4_K, 256, 3, 4>), 256);
-            RUN("deep6 256x2", (mv_deep<T_Q4_K, 256, 2, 6>), 256);
             RUN("rows2 256x2", (mv_warp<0, T_Q4_K, 256, 2, 2>), 256);
         } else if (sh.ty == T_Q8_0) {
             // The Qwen2.5-0.5B head: the persistent kernel's occupancy (one block of 8 warps an
@@ -329,15 +259,11 @@ int main() {
             RUNC("one 256 1/SM", (mv_warp<0, T_Q8_0, 256, 1>), 256, 1);
             RUNC("rows2 256 1/SM", (mv_warp<0, T_Q8_0, 256, 1, 2>), 256, 1);
             RUN("wide 256x4", (mv_warp<2, T_Q8_0, 256, 4>), 256);
-            RUN("pipe 256x4", (mv_pipe<T_Q8_0, 256, 4>), 256);
             RUN("one 256x4", (mv_warp<0, T_Q8_0, 256, 4>), 256);
         } else {
             RUN("one 256x2", (mv_warp<0, T_Q6_K, 256, 2>), 256);
             RUN("one 256x4", (mv_warp<0, T_Q6_K, 256, 4>), 256);
             RUN("q6w 256x4", (mv_warp<2, T_Q6_K, 256, 4>), 256);
-            RUN("pipe 256x4", (mv_pipe<T_Q6_K, 256, 4>), 256);
-            RUN("deep3 256x3", (mv_deep<T_Q6_K, 256, 3, 3>), 256);
-            RUN("deep4 256x2", (mv_deep<T_Q6_K, 256, 2, 4>), 256);
             RUN("q6w 128x8", (mv_warp<2, T_Q6_K, 128, 8>), 128);
             RUN("q6w 256x2", (mv_warp<2, T_Q6_K, 256, 2>), 256);
             RUN("two 256x2", (mv_warp<1, T_Q6_K, 256, 2>), 256);

@@ -385,13 +385,14 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) attention_f32(const float* __re
 // that writes head h's output also quantizes it into the q16 row at prep + 4 * n_head * hdv, as
 // matvec_prep_wide would for the next matvec (the same bits: q16_block on the same values), so
 // that matvec_wide reads it without a preparation launch.
-// Experiment ATTSTAGE (MOLLA_KDEFS=ATTSTAGE; the host then passes stage_cap > 0, at most a tile,
-// and as much dynamic shared memory as stage_cap positions' keys and values take): a block
-// whose cache holds fewer than stage_cap positions copies its kv head's keys and values into
-// shared memory with cp.async as it starts (keys swizzled when hd is a multiple of 64), so that
-// their loads overlap those of q, k and v and the rope, adds this position's k and v to the copy
-// as it stores them, and attends on the copy: the persistent kernel's staged attention, the same
-// arithmetic, so the same bits.
+// Staged attention (stage_cap > 0, at most a tile, with as much dynamic shared memory as
+// stage_cap positions' keys and values take; launch/attention.rs `att_stage_cap`, 0 with
+// MOLLA_ATT_STAGE=0): a block whose cache holds fewer than stage_cap positions copies its kv
+// head's keys and values into shared memory with cp.async as it starts (keys swizzled when hd is
+// a multiple of 64), so that their loads overlap those of q, k and v and the rope, adds this
+// position's k and v to the copy as it stores them, and attends on the copy: the persistent
+// kernel's staged attention, the same arithmetic, so the same bits (+3% tg128 on the 8B shape,
+// docs/cuda-persistent.md session 23).
 MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __restrict__ q, const float* __restrict__ k,
                                                                          const float* __restrict__ v, u16* kc, u16* vc,
                                                                          const int* pos0p, const double* __restrict__ freqs,
@@ -407,8 +408,7 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
     if (!att_has_work(pos + 1)) return;
     const bool store = (int)blockIdx.z == att_last_owner(pos + 1);
     int kv_dim = n_head_kv * hd, v_dim = n_head_kv * hdv;
-#ifdef MOLLA_X_ATTSTAGE
-    // One tile (stage_cap <= ATT_TILE), so this block attends alone and stores.
+    // One tile (stage_cap <= ATT_TILE), so a staged block attends alone and stores.
     extern __shared__ float4 att_stage4[];
     u16* ks = (u16*)att_stage4;
     u16* vs = ks + (size_t)stage_cap * hd;
@@ -418,7 +418,6 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
         stage_rows16(smem_u32(vs), vc + (size_t)kvh * hdv, v_dim, hdv >> 3, pos, false, ATT_THREADS);
         cp_commit();
     }
-#endif
     for (int d = threadIdx.x; d < hd; d += ATT_THREADS) {
         rq[d] = q[(size_t)h * hd + d];
         rk[d] = k[(size_t)kvh * hd + d];
@@ -428,9 +427,7 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
         for (int d = threadIdx.x; d < hdv; d += ATT_THREADS) {
             u16 h16 = f2h(v[(size_t)kvh * hdv + d]);
             vd[d] = h16;
-#ifdef MOLLA_X_ATTSTAGE
             if (staged) vs[(size_t)pos * hdv + d] = h16;
-#endif
         }
     __syncthreads();
     u16* kd = kc + (size_t)pos * kv_dim + (size_t)kvh * hd;
@@ -450,29 +447,23 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
             u16 h0 = f2h(k0), h1 = f2h(k1);
             kd[a] = h0;
             kd[b] = h1;
-#ifdef MOLLA_X_ATTSTAGE
             if (staged) {
                 // Row pos of the copy, in the layout stage_rows16 gave the others.
                 u16* kr = ks + (size_t)pos * hd;
                 kr[swz ? key_swz_at(a, pos) : a] = h0;
                 kr[swz ? key_swz_at(b, pos) : b] = h1;
             }
-#endif
         }
     }
-#ifdef MOLLA_X_ATTSTAGE
     if (staged) cp_wait<0>();
-#endif
     __syncthreads();
     bool wrote;
-#ifdef MOLLA_X_ATTSTAGE
     if (staged) {
         float* o = out + (size_t)h * hdv;
         if (swz) attend<u16, true>(qs, ks, vs, pos + 1, 0, hd, hdv, hd, hdv, scale, o);
         else attend<u16, false>(qs, ks, vs, pos + 1, 0, hd, hdv, hd, hdv, scale, o);
         wrote = true;
     } else
-#endif
         wrote = attend_split(qs, (const u16*)kc, (const u16*)vc, pos + 1, kvh, kv_dim, v_dim, hd, hdv, scale,
                              out + (size_t)h * hdv, part, count, h, max_tiles);
     if (prep && wrote) {

@@ -1,5 +1,5 @@
 // Asynchronous copies from global into shared memory (cp.async, compute capability 8.0 and up):
-// the persistent kernel's weight and cache staging, and rope_attention's (experiment ATTSTAGE).
+// the persistent kernel's weight and cache staging, and rope_attention's.
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {
     u32 a;

@@ -330,21 +330,6 @@ __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w,
 #undef ONE_Q16
 }
 
-// One row of the experiment WIDEPIPE's walk (q16_pipe.cuh) in matvec_wide and matvec_wide_glu,
-// a macro rather than a function (as a function, ptxas spilled in matvec_wide_glu under the
-// 64-register cap): acc = the row's dot product, by the pipelined walk when its type has one.
-// `cur` holds the row's first unit when `have`; after, the first unit of the warp's next row
-// when MORE (it has the row's type; NEXT: its address, read only then), and `have` says so.
-#define WIDE_PIPE_ROW(ty, row, acc, MORE, NEXT)                                       \
-    if (pipe_ty(ty)) {                                                                \
-        if (!have) raw_first(ty, row, a.cols, lane, cur);                             \
-        have = (MORE);                                                                \
-        acc = row_dot_pipe_ty(ty, row, have ? (NEXT) : nullptr, xq, a.cols, lane, cur); \
-    } else {                                                                          \
-        have = false;                                                                 \
-        row_dot_one_ty(ty, row, xq, a.cols, lane, acc);                               \
-    }
-
 // matvec_wide's input, prepared in parallel: block b takes values [1024 b, 1024 b + 1024) of the
 // row (four threads a block of 32), prepared as load_input prepares them (RMSNorm: x * w; block 0
 // sums the whole row with 128 threads, so the scale has load_input's bits, and stores it at
@@ -443,20 +428,6 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
         }
     }
 #endif
-#ifdef MOLLA_X_WIDEPIPE
-    // Experiment WIDEPIPE (q16_pipe.cuh): the warp's first row's first unit asked for before the
-    // input is copied (the weights depend on no kernel before); `have`: cur holds the first unit
-    // of the warp's next row.
-    UnitRaw cur;
-    bool have = false;
-    {
-        int si, r;
-        if (!mv_fx(a) && mv_row(a, blockIdx.x * (blockDim.x >> 5), 32, si, r) && pipe_ty(a.seg[si].ty)) {
-            raw_first(a.seg[si].ty, a.seg[si].w + (size_t)r * a.seg[si].row_bytes, a.cols, threadIdx.x & 31, cur);
-            have = true;
-        }
-    }
-#endif
     pdl_wait();
     const Xq xq = prep_xq(a, prep, smem4);
     const float scale = prep_scale(a, prep);
@@ -477,13 +448,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
         if (active) {
             const MvSeg& s = a.seg[si];
             const u8* row = s.w + (size_t)r * s.row_bytes;
-#ifdef MOLLA_X_WIDEPIPE
-            int sn, rn;
-            WIDE_PIPE_ROW(s.ty, row, acc, mv_row(a, rb + gridDim.x * warps, 32, sn, rn) && a.seg[sn].ty == s.ty,
-                          a.seg[sn].w + (size_t)rn * a.seg[sn].row_bytes)
-#else
             row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
-#endif
         }
         acc = warp_sum(acc);
         if (active && lane == 0) mv_store(a.seg[si], 0, r, mv_scaled(acc, scale));
@@ -501,21 +466,10 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, cons
     extern __shared__ float4 smem4[];
     __shared__ float glu[32];
     pdl_trigger();
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = a.seg[0].rows;
-#ifdef MOLLA_X_WIDEPIPE
-    // Experiment WIDEPIPE (q16_pipe.cuh), as in matvec_wide: a warp walks gate row r, up row r,
-    // gate row r + 1, ..., each next row's first unit asked for before the last of the one before.
-    UnitRaw cur;
-    bool have = false;
-    if ((int)blockIdx.x < (n >> 5) && pipe_ty(a.seg[0].ty)) {
-        const int r0 = 32 * blockIdx.x + 4 * warp;
-        raw_first(a.seg[0].ty, a.seg[0].w + (size_t)r0 * a.seg[0].row_bytes, a.cols, lane, cur);
-        have = true;
-    }
-#endif
     pdl_wait();
     const Xq xq = prep_xq(a, prep, smem4);
     const float scale = prep_scale(a, prep);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = a.seg[0].rows;
     for (int g = blockIdx.x; g < (n >> 5); g += gridDim.x) {
         for (int j = 0; j < 4; j++) {
             int r = 32 * g + 4 * warp + j;
@@ -523,17 +477,8 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, cons
 #pragma unroll
             for (int si = 0; si < 2; si++) {
                 const MvSeg& s = a.seg[si];
-                const u8* row = s.w + (size_t)r * s.row_bytes;
                 float t = 0.f;
-#ifdef MOLLA_X_WIDEPIPE
-                // The warp's next row: up r after gate r, then gate r + 1, then the next group's.
-                const int nsi = si ^ 1;
-                const int nr = si == 0 ? r : j < 3 ? r + 1 : 32 * (g + (int)gridDim.x) + 4 * warp;
-                WIDE_PIPE_ROW(s.ty, row, t, (si == 0 || j < 3 || g + (int)gridDim.x < (n >> 5)) && a.seg[nsi].ty == s.ty,
-                              a.seg[nsi].w + (size_t)nr * a.seg[nsi].row_bytes)
-#else
-                row_dot_one_ty(s.ty, row, xq, a.cols, lane, t);
-#endif
+                row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, t);
                 acc[si] = mv_scaled(warp_sum(t), scale);
             }
             if (lane == 0) {

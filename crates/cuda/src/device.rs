@@ -40,10 +40,6 @@ pub(crate) struct Kernels {
     pub matvec_prep_wide: CudaFunction,
     /// `matvec_wide` of gate and up, with silu(gate) * up quantized for down (launch/fused.rs).
     pub matvec_wide_glu: CudaFunction,
-    /// Experiment WIDEDEEP (kernels/matvec_deep.cu): `matvec_wide` for matrices of one type with
-    /// several units in flight a lane, and how many of its blocks an SM holds; only built under
-    /// `MOLLA_KDEFS=WIDEDEEP`.
-    pub matvec_wide_deep: Option<(CudaFunction, usize)>,
     /// Rope, cache store and attention of one decode token in one launch.
     pub rope_attention: CudaFunction,
     /// Holds the stream for a while (the kernel timeline).
@@ -221,16 +217,6 @@ impl Gpu {
             matvec_prep: f("matvec_prep")?,
             matvec_wide: f("matvec_wide")?,
             matvec_wide_glu: f("matvec_wide_glu")?,
-            matvec_wide_deep: if compile::experiment("WIDEDEEP") {
-                let d = f("matvec_wide_deep")?;
-                let per = d
-                    .occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
-                    .map_err(drv("occupancy"))?
-                    .max(1) as usize;
-                Some((d, per))
-            } else {
-                None
-            },
             matvec_prep_wide: f("matvec_prep_wide")?,
             hold: f("hold")?,
             rope_attention: f("rope_attention")?,
@@ -270,10 +256,7 @@ impl Gpu {
             &k.matvec_prep,
             &k.matvec_wide,
             &k.matvec_prep_wide,
-        ]
-        .into_iter()
-        .chain(k.matvec_wide_deep.as_ref().map(|d| &d.0))
-        {
+        ] {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 max_smem as i32,

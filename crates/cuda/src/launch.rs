@@ -328,24 +328,16 @@ pub(crate) unsafe fn matvec_wide(
         ));
     }
     let (a, total) = mv_args(outs, cols, x, prep);
-    // Experiment WIDEDEEP: matrices of one type it walks (Q8_0, Q4_K, Q6_K), not fixed-point rows.
-    let deep = gpu.k.matvec_wide_deep.as_ref().filter(|_| {
-        let ty = outs[0].w.ty;
-        !mv_fixed(&a)
-            && matches!(ty, 8 | 12 | 14)
-            && outs.iter().all(|o| o.w.ty == ty)
-    });
-    let (f, per_sm) = deep.map_or((&gpu.k.matvec_wide, 4), |(f, per)| (f, *per));
     let blocks = total
         .div_ceil(WIDE_THREADS as usize / 32)
-        .clamp(1, gpu.sm_count * per_sm) as u32;
+        .clamp(1, gpu.sm_count * 4) as u32;
     if !matches!(prep, Prep::Ready) {
         // SAFETY: the caller guarantees the addresses and the buffer's size.
         unsafe { prep_wide(gpu, &a, cols, buf) }?;
     }
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
-    unsafe { launch_dep!(gpu, f, cfg, "matvec launch"; &a, &buf) }
+    unsafe { launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf) }
 }
 
 /// [`matvec`] for `rows.n` input rows (`x`: n rows of `cols`; `Prep::SwiGlu`'s second input

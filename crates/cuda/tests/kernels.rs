@@ -178,8 +178,7 @@ fn matvec_wide_gives_the_bits_of_matvec() {
 }
 
 /// More rows than the grid has warps (at most four blocks of eight an SM), so that a warp walks
-/// several rows, across segments of pipelined (Q4_K, Q6_K) and other formats: under the
-/// experiment WIDEPIPE (q16_pipe.cuh) a warp carries the next row's first unit over.
+/// several rows, across segments of different formats.
 #[test]
 fn matvec_wide_gives_the_bits_of_matvec_on_many_rows_a_warp() {
     let Some(g) = gpu() else { return };
@@ -527,7 +526,7 @@ fn rope_attention_gives_the_bits_of_rope_store_then_attention() {
     ];
     for (nh, nkv, hd, n_rot, neox, base) in cases {
         let (rope, shape) = rope_case(nh, nkv, hd, n_rot, neox, base, None);
-        // 255: the last position of one tile (under the experiment ATTSTAGE the last one staged).
+        // 255: the last position of one tile (the last one rope_attention stages).
         for pos in [0usize, 37, 255, 1100] {
             let q = rng.vec(nh * hd, 1.0);
             let k = rng.vec(nkv * hd, 1.0);
