@@ -1,0 +1,200 @@
+// What a kernel boundary costs inside a CUDA graph on this GPU, and whether programmatic
+// dependent launch (PDL) hides it: the 8B's graph path runs nine dependent launches a layer and
+// KTRACE measured ~1.45 us between one launch's last block and the next one's first
+// (docs/cuda-persistent.md session 23).
+//
+//   nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/pdlbench scripts/pdlbench/pdlbench.cu && /tmp/pdlbench
+//
+// 1. Chains of N dependent launches of tiny kernels (each reads what the one before wrote):
+//    us a launch, on a stream, replayed as a graph, and as a graph of PDL launches.
+// 2. Chains of streaming reads (each launch reads its own MB-sized buffer, as a decode matvec
+//    reads its weights; a warp's sum goes to an output the next launch reads first): us a launch
+//    and GB/s, with and without PDL, and with PDL also with each block's first loads issued
+//    before griddepcontrol.wait (weights depend on no kernel before). A grid is B blocks an SM;
+//    each block takes dynamic shared memory so that either no other block fits beside the B
+//    ("full", as matvec_wide's four blocks fill the register file) or one more does ("room"),
+//    where the next launch's first blocks can start before the last one's have ended.
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include <cuda_runtime.h>
+
+#define CK(x)                                                                                    \
+    do {                                                                                         \
+        cudaError_t e = (x);                                                                     \
+        if (e != cudaSuccess) {                                                                  \
+            printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));             \
+            exit(1);                                                                             \
+        }                                                                                        \
+    } while (0)
+
+__device__ __forceinline__ void trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void dwait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// A tiny step: block 0's thread 0 adds one to what the step before wrote.
+template <bool PDL>
+__global__ void tiny(const int* in, int* out) {
+    if (PDL) {
+        trigger();
+        dwait();
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) *out = *in + 1;
+}
+
+// A streaming read of n16 16-byte words at w: every thread sums its words, a warp's sum is
+// added to out (one atomic a warp). `in` (what the step before wrote) is read first, after the
+// dependency. EARLY: the thread's first K words are loaded before griddepcontrol.wait.
+template <bool PDL, bool EARLY>
+__global__ void __launch_bounds__(256) stream(const int4* __restrict__ w, size_t n16, const float* in, float* out) {
+    constexpr int K = 4;
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
+    int4 first[K];
+    if (EARLY) {
+#pragma unroll
+        for (int k = 0; k < K; k++) first[k] = tid + k * nt < n16 ? __ldg(w + tid + k * nt) : make_int4(0, 0, 0, 0);
+    }
+    if (PDL) {
+        trigger();
+        dwait();
+    }
+    float acc = __ldcg(in);
+    if (!EARLY) {
+#pragma unroll
+        for (int k = 0; k < K; k++) first[k] = tid + k * nt < n16 ? __ldg(w + tid + k * nt) : make_int4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int k = 0; k < K; k++) acc += (float)(first[k].x ^ first[k].y ^ first[k].z ^ first[k].w);
+    for (size_t i = tid + K * nt; i < n16; i += 4 * nt) {
+        int4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) v[k] = i + k * nt < n16 ? __ldg(w + i + k * nt) : make_int4(0, 0, 0, 0);
+#pragma unroll
+        for (int k = 0; k < 4; k++) acc += (float)(v[k].x ^ v[k].y ^ v[k].z ^ v[k].w);
+    }
+    for (int off = 16; off; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if ((threadIdx.x & 31) == 0) atomicAdd(out, acc * 1e-30f);
+}
+
+template <class F>
+static void launch(F* f, dim3 grid, bool pdl, cudaStream_t s, void** args, int smem = 0) {
+    cudaLaunchConfig_t c = {};
+    c.gridDim = grid;
+    c.blockDim = dim3(256);
+    c.dynamicSmemBytes = smem;
+    c.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    c.attrs = at;
+    c.numAttrs = pdl ? 1 : 0;
+    CK(cudaLaunchKernelExC(&c, (const void*)f, args));
+}
+
+// us a launch of `body` (which enqueues n launches on s): on the stream, and as a graph.
+template <class B>
+static void timed(const char* name, int n, cudaStream_t s, B body, double bytes_each = 0) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    const int reps = 20;
+    float ms;
+    body();  // warm
+    CK(cudaStreamSynchronize(s));
+    CK(cudaEventRecord(e0, s));
+    for (int r = 0; r < reps; r++) body();
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    double stream_us = ms * 1e3 / reps / n;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    body();
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaStreamSynchronize(s));
+    CK(cudaEventRecord(e0, s));
+    for (int r = 0; r < reps; r++) CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    double graph_us = ms * 1e3 / reps / n;
+    if (bytes_each > 0)
+        printf("%-44s stream %7.2f us  graph %7.2f us a launch  (graph %6.0f GB/s)\n", name, stream_us, graph_us,
+               bytes_each / (graph_us * 1e-6) / 1e9);
+    else
+        printf("%-44s stream %7.2f us  graph %7.2f us a launch\n", name, stream_us, graph_us);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+}
+
+int main() {
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    const int sms = prop.multiProcessorCount;
+    printf("device %s, %d SMs\n", prop.name, sms);
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int* ints;
+    CK(cudaMalloc(&ints, 4096 * 4));
+    CK(cudaMemset(ints, 0, 4096 * 4));
+    const int n = 40;
+    for (int blocks : {1, 132, 528}) {
+        for (int pdl = 0; pdl < 2; pdl++) {
+            char name[80];
+            snprintf(name, sizeof name, "tiny x%d, %d blocks%s", n, blocks, pdl ? ", PDL" : "");
+            timed(name, n, s, [&] {
+                for (int i = 0; i < n; i++) {
+                    const int* in = ints + i;
+                    int* out = ints + i + 1;
+                    void* args[] = {(void*)&in, (void*)&out};
+                    if (pdl) launch(tiny<true>, dim3(blocks), true, s, args);
+                    else launch(tiny<false>, dim3(blocks), false, s, args);
+                }
+            });
+        }
+    }
+    // Streaming reads: 16 launches, each over its own buffer (the 8B's q/k/v is 14 MB, wo 9.4 MB,
+    // down 33 MB), cycled through a pool larger than L2.
+    float* fl;
+    CK(cudaMalloc(&fl, 64 * 4));
+    CK(cudaMemset(fl, 0, 64 * 4));
+    for (double mb : {9.4, 14.2, 33.0}) {
+        const size_t bytes = (size_t)(mb * 1e6) & ~(size_t)15, n16 = bytes / 16;
+        const int m = 16;
+        int4* pool;
+        CK(cudaMalloc(&pool, bytes * m));
+        CK(cudaMemset(pool, 1, bytes * m));
+        // B blocks an SM, full or with room for one more, PDL, early loads.
+        auto chain = [&](int b, bool room, bool pdl, bool early) {
+            auto f = pdl ? (early ? stream<true, true> : stream<true, false>) : stream<false, false>;
+            const int smem = (int)(prop.sharedMemPerMultiprocessor / (room ? b + 1 : b)) - 2048;
+            CK(cudaFuncSetAttribute((const void*)f, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            return [=, &s] {
+                for (int i = 0; i < m; i++) {
+                    const int4* w = pool + (size_t)i * n16;
+                    size_t nn = n16;
+                    const float* in = fl + i;
+                    float* out = fl + i + 1;
+                    void* args[] = {(void*)&w, (void*)&nn, (void*)&in, (void*)&out};
+                    launch(f, dim3(sms * b), pdl, s, args, smem);
+                }
+            };
+        };
+        struct V {
+            int b;
+            bool room, pdl, early;
+        };
+        for (V v : {V{4, false, false, false}, V{4, false, true, false}, V{4, false, true, true}, V{4, true, false, false},
+                    V{4, true, true, true}, V{3, true, false, false}, V{3, true, true, true}, V{8, false, false, false},
+                    V{8, false, true, true}}) {
+            char name[96];
+            snprintf(name, sizeof name, "read %.1f MB x%d, %d/SM %s%s%s", mb, m, v.b, v.room ? "room" : "full",
+                     v.pdl ? ", PDL" : "", v.early ? ", early" : "");
+            timed(name, m, s, chain(v.b, v.room, v.pdl, v.early), bytes);
+        }
+        CK(cudaFree(pool));
+    }
+    return 0;
+}
