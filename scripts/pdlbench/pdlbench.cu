@@ -14,6 +14,11 @@
 //    each block takes dynamic shared memory so that either no other block fits beside the B
 //    ("full", as matvec_wide's four blocks fill the register file) or one more does ("room"),
 //    where the next launch's first blocks can start before the last one's have ended.
+// 3. The same chains as one persistent launch (4 blocks an SM, all resident): a phase a read,
+//    phases handed over by a grid-wide counter (each block adds one after its reads; a block's
+//    thread 0 polls it before the next phase), with or without each block's first loads of the
+//    next phase issued before that poll. Against 2., what a big model's decode would gain from a
+//    persistent kernel at matvec_wide's occupancy.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -73,6 +78,56 @@ __global__ void __launch_bounds__(256) stream(const int4* __restrict__ w, size_t
     }
     for (int off = 16; off; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if ((threadIdx.x & 31) == 0) atomicAdd(out, acc * 1e-30f);
+}
+
+// Section 3: m phases of streaming reads in one launch; counter counts block arrivals (zeroed
+// before the launch); a bounded poll (err set on a timeout, 2 s).
+template <bool EARLY>
+__global__ void __launch_bounds__(256, 4) pchain(const int4* __restrict__ pool, size_t n16, int m, float* out,
+                                                 unsigned* counter, int* err) {
+    constexpr int K = 4;
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
+    int4 first[K];
+    for (int i = 0; i < m; i++) {
+        const int4* w = pool + (size_t)i * n16;
+        if (EARLY) {
+#pragma unroll
+            for (int k = 0; k < K; k++) first[k] = tid + k * nt < n16 ? __ldg(w + tid + k * nt) : make_int4(0, 0, 0, 0);
+        }
+        if (i > 0) {
+            if (threadIdx.x == 0) {
+                const unsigned target = (unsigned)i * gridDim.x;
+                long long t0 = clock64();
+                unsigned c;
+                do {
+                    asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(c) : "l"(counter) : "memory");
+                    if (clock64() - t0 > 4000000000ll) {
+                        atomicExch(err, 1);
+                        break;
+                    }
+                } while (c < target);
+            }
+            __syncthreads();
+        }
+        float acc = __ldcg(out + i);
+        if (!EARLY) {
+#pragma unroll
+            for (int k = 0; k < K; k++) first[k] = tid + k * nt < n16 ? __ldg(w + tid + k * nt) : make_int4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int k = 0; k < K; k++) acc += (float)(first[k].x ^ first[k].y ^ first[k].z ^ first[k].w);
+        for (size_t j = tid + K * nt; j < n16; j += 4 * nt) {
+            int4 v[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) v[k] = j + k * nt < n16 ? __ldg(w + j + k * nt) : make_int4(0, 0, 0, 0);
+#pragma unroll
+            for (int k = 0; k < 4; k++) acc += (float)(v[k].x ^ v[k].y ^ v[k].z ^ v[k].w);
+        }
+        for (int off = 16; off; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        if ((threadIdx.x & 31) == 0) atomicAdd(out + i + 1, acc * 1e-30f);
+        __syncthreads();
+        if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+    }
 }
 
 template <class F>
@@ -194,6 +249,39 @@ int main() {
                      v.pdl ? ", PDL" : "", v.early ? ", early" : "");
             timed(name, m, s, chain(v.b, v.room, v.pdl, v.early), bytes);
         }
+        // Section 3: one persistent launch of m phases.
+        unsigned* counter;
+        int* err;
+        CK(cudaMalloc(&counter, 4));
+        CK(cudaMalloc(&err, 4));
+        CK(cudaMemset(err, 0, 4));
+        for (int early = 0; early < 2; early++) {
+            auto f = early ? pchain<true> : pchain<false>;
+            int per = 0;
+            CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, f, 256, 0));
+            if (per < 4) {
+                printf("pchain: %d blocks an SM fit, not 4; skipped\n", per);
+                continue;
+            }
+            char name[96];
+            snprintf(name, sizeof name, "persistent %.1f MB x%d, 4/SM%s", mb, m, early ? ", early" : "");
+            timed(name, m, s, [=, &s] {
+                CK(cudaMemsetAsync(counter, 0, 4, s));
+                const int4* w = pool;
+                size_t nn = n16;
+                int mm = m;
+                float* o = fl;
+                unsigned* c = counter;
+                int* e = err;
+                void* args[] = {(void*)&w, (void*)&nn, (void*)&mm, (void*)&o, (void*)&c, (void*)&e};
+                launch(f, dim3(sms * 4), false, s, args);
+            }, bytes);
+            int herr = 0;
+            CK(cudaMemcpy(&herr, err, 4, cudaMemcpyDeviceToHost));
+            if (herr) printf("pchain: a poll timed out\n");
+        }
+        CK(cudaFree(counter));
+        CK(cudaFree(err));
         CK(cudaFree(pool));
     }
     return 0;
