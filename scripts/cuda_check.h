@@ -1,5 +1,5 @@
 // CK(call): a CUDA runtime call whose failure prints the file, line, call and error and exits 1.
-// Shared by the standalone device benchmarks (scripts/mvbench, scripts/syncbench).
+// Shared by the standalone device benchmarks (scripts/mvbench, scripts/syncbench, scripts/pdlbench).
 #pragma once
 #include <cstdio>
 #include <cstdlib>

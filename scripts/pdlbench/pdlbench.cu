@@ -19,19 +19,8 @@
 //    thread 0 polls it before the next phase), with or without each block's first loads of the
 //    next phase issued before that poll. Against 2., what a big model's decode would gain from a
 //    persistent kernel at matvec_wide's occupancy.
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
-#include <cuda_runtime.h>
-
-#define CK(x)                                                                                    \
-    do {                                                                                         \
-        cudaError_t e = (x);                                                                     \
-        if (e != cudaSuccess) {                                                                  \
-            printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));             \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
+#include "../cuda_check.h"
 
 __device__ __forceinline__ void trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void dwait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
@@ -46,30 +35,21 @@ __global__ void tiny(const int* in, int* out) {
     if (blockIdx.x == 0 && threadIdx.x == 0) *out = *in + 1;
 }
 
-// A streaming read of n16 16-byte words at w: every thread sums its words, a warp's sum is
-// added to out (one atomic a warp). `in` (what the step before wrote) is read first, after the
-// dependency. EARLY: the thread's first K words are loaded before griddepcontrol.wait.
-template <bool PDL, bool EARLY>
-__global__ void __launch_bounds__(256) stream(const int4* __restrict__ w, size_t n16, const float* in, float* out) {
-    constexpr int K = 4;
-    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
-    int4 first[K];
-    if (EARLY) {
+// The first K 16-byte words of a streaming read that thread `tid` of `nt` takes (a thread takes
+// words tid, tid + nt, ...), and what `read_rest` adds of the words after them.
+constexpr int K_FIRST = 4;
+__device__ __forceinline__ void read_first(const int4* __restrict__ w, size_t n16, size_t tid, size_t nt, int4* first) {
 #pragma unroll
-        for (int k = 0; k < K; k++) first[k] = tid + k * nt < n16 ? __ldg(w + tid + k * nt) : make_int4(0, 0, 0, 0);
-    }
-    if (PDL) {
-        trigger();
-        dwait();
-    }
-    float acc = __ldcg(in);
-    if (!EARLY) {
+    for (int k = 0; k < K_FIRST; k++) first[k] = tid + k * nt < n16 ? __ldg(w + tid + k * nt) : make_int4(0, 0, 0, 0);
+}
+
+// acc plus the thread's words (the K_FIRST it has and the rest, four loads in flight), summed
+// over the warp and added to *out (one atomic a warp).
+__device__ __forceinline__ void read_rest(const int4* __restrict__ w, size_t n16, size_t tid, size_t nt, const int4* first,
+                                          float acc, float* out) {
 #pragma unroll
-        for (int k = 0; k < K; k++) first[k] = tid + k * nt < n16 ? __ldg(w + tid + k * nt) : make_int4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int k = 0; k < K; k++) acc += (float)(first[k].x ^ first[k].y ^ first[k].z ^ first[k].w);
-    for (size_t i = tid + K * nt; i < n16; i += 4 * nt) {
+    for (int k = 0; k < K_FIRST; k++) acc += (float)(first[k].x ^ first[k].y ^ first[k].z ^ first[k].w);
+    for (size_t i = tid + K_FIRST * nt; i < n16; i += 4 * nt) {
         int4 v[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) v[k] = i + k * nt < n16 ? __ldg(w + i + k * nt) : make_int4(0, 0, 0, 0);
@@ -80,20 +60,33 @@ __global__ void __launch_bounds__(256) stream(const int4* __restrict__ w, size_t
     if ((threadIdx.x & 31) == 0) atomicAdd(out, acc * 1e-30f);
 }
 
+// A streaming read of n16 16-byte words at w (as a decode matvec reads its weights), after
+// reading `in` (what the step before wrote). EARLY: the thread's first words are loaded before
+// griddepcontrol.wait.
+template <bool PDL, bool EARLY>
+__global__ void __launch_bounds__(256) stream(const int4* __restrict__ w, size_t n16, const float* in, float* out) {
+    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
+    int4 first[K_FIRST];
+    if (EARLY) read_first(w, n16, tid, nt, first);
+    if (PDL) {
+        trigger();
+        dwait();
+    }
+    float acc = __ldcg(in);
+    if (!EARLY) read_first(w, n16, tid, nt, first);
+    read_rest(w, n16, tid, nt, first, acc, out);
+}
+
 // Section 3: m phases of streaming reads in one launch; counter counts block arrivals (zeroed
 // before the launch); a bounded poll (err set on a timeout, 2 s).
 template <bool EARLY>
 __global__ void __launch_bounds__(256, 4) pchain(const int4* __restrict__ pool, size_t n16, int m, float* out,
                                                  unsigned* counter, int* err) {
-    constexpr int K = 4;
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nt = (size_t)gridDim.x * blockDim.x;
-    int4 first[K];
+    int4 first[K_FIRST];
     for (int i = 0; i < m; i++) {
         const int4* w = pool + (size_t)i * n16;
-        if (EARLY) {
-#pragma unroll
-            for (int k = 0; k < K; k++) first[k] = tid + k * nt < n16 ? __ldg(w + tid + k * nt) : make_int4(0, 0, 0, 0);
-        }
+        if (EARLY) read_first(w, n16, tid, nt, first);
         if (i > 0) {
             if (threadIdx.x == 0) {
                 const unsigned target = (unsigned)i * gridDim.x;
@@ -110,21 +103,8 @@ __global__ void __launch_bounds__(256, 4) pchain(const int4* __restrict__ pool, 
             __syncthreads();
         }
         float acc = __ldcg(out + i);
-        if (!EARLY) {
-#pragma unroll
-            for (int k = 0; k < K; k++) first[k] = tid + k * nt < n16 ? __ldg(w + tid + k * nt) : make_int4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int k = 0; k < K; k++) acc += (float)(first[k].x ^ first[k].y ^ first[k].z ^ first[k].w);
-        for (size_t j = tid + K * nt; j < n16; j += 4 * nt) {
-            int4 v[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) v[k] = j + k * nt < n16 ? __ldg(w + j + k * nt) : make_int4(0, 0, 0, 0);
-#pragma unroll
-            for (int k = 0; k < 4; k++) acc += (float)(v[k].x ^ v[k].y ^ v[k].z ^ v[k].w);
-        }
-        for (int off = 16; off; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-        if ((threadIdx.x & 31) == 0) atomicAdd(out + i + 1, acc * 1e-30f);
+        if (!EARLY) read_first(w, n16, tid, nt, first);
+        read_rest(w, n16, tid, nt, first, acc, out + i + 1);
         __syncthreads();
         if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
     }
