@@ -406,31 +406,9 @@ __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* d
     return xq_at((u8*)dst, a.cols);
 }
 
-// Decode matvec for big matrices, on an input `matvec_prep_wide` prepared once (prep: room for the
-// f32 row, then its q16 quantization): each block copies only the quantized row into shared memory, a warp
-// takes a row (lanes 32: the bits `matvec` gives), one unit a lane at a time in few registers so
-// that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
-// in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
-// 3.0 TB/s; scripts/mvbench).
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
-    KTRACE(5);
-    extern __shared__ float4 smem4[];
-    pdl_trigger();
-#ifdef MOLLA_PDL
-    {
-        // The weights do not depend on the kernel before: L2 fetches this warp's first row while
-        // that kernel finishes.
-        int si, r;
-        if (mv_row(a, blockIdx.x * (blockDim.x >> 5), 32, si, r)) {
-            const u8* row = a.seg[si].w + (size_t)r * a.seg[si].row_bytes;
-            for (int off = 128 * (threadIdx.x & 31); off < a.seg[si].row_bytes; off += 32 * 128)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
-        }
-    }
-#endif
-    pdl_wait();
-    const Xq xq = prep_xq(a, prep, smem4);
-    const float scale = prep_scale(a, prep);
+// matvec_wide's rows on the prepared input xq (in shared memory) whose RMSNorm scale is `scale`:
+// a warp a row, 32 lanes, the block's warps striding over the grid's rows.
+__device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float scale) {
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, total = mv_total(a);
     const bool fx = mv_fx(a);
     for (int rb = blockIdx.x * warps; rb < total; rb += gridDim.x * warps) {
@@ -455,20 +433,10 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     }
 }
 
-// matvec_wide over a gate and an up matrix (segments 0 and 1, as many rows), with the SwiGLU of
-// their outputs quantized for the next matvec: each block takes 32 rows of both at a time (8
-// warps, 4 rows each, 32 lanes a row: the bits matvec_wide gives), stores them as matvec_wide
-// does, then quantizes silu(gate) * up of those 32 rows into the q16 row at out + 4 * rows (the
-// bits matvec_prep_wide's SwiGLU mode gives), so that the down matvec needs no preparation
-// launch. `out` must not overlap `prep` (blocks still copying their input would read it).
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, const u8* prep, u8* out) {
-    KTRACE(6);
-    extern __shared__ float4 smem4[];
-    __shared__ float glu[32];
-    pdl_trigger();
-    pdl_wait();
-    const Xq xq = prep_xq(a, prep, smem4);
-    const float scale = prep_scale(a, prep);
+// matvec_wide_glu's rows (gate and up, segments 0 and 1, as many rows) on the prepared input xq
+// whose RMSNorm scale is `scale`, with silu(gate) * up quantized into the q16 row at out + 4 *
+// rows; `glu`: 32 floats of shared memory.
+__device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, float scale, u8* out, float* glu) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = a.seg[0].rows;
     for (int g = blockIdx.x; g < (n >> 5); g += gridDim.x) {
         for (int j = 0; j < 4; j++) {
@@ -498,6 +466,47 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, cons
         }
         __syncthreads();  // glu is refilled for the block's next rows
     }
+}
+
+// Decode matvec for big matrices, on an input `matvec_prep_wide` prepared once (prep: room for the
+// f32 row, then its q16 quantization): each block copies only the quantized row into shared memory, a warp
+// takes a row (lanes 32: the bits `matvec` gives), one unit a lane at a time in few registers so
+// that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
+// in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
+// 3.0 TB/s; scripts/mvbench).
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
+    KTRACE(5);
+    extern __shared__ float4 smem4[];
+    pdl_trigger();
+#ifdef MOLLA_PDL
+    {
+        // The weights do not depend on the kernel before: L2 fetches this warp's first row while
+        // that kernel finishes.
+        int si, r;
+        if (mv_row(a, blockIdx.x * (blockDim.x >> 5), 32, si, r)) {
+            const u8* row = a.seg[si].w + (size_t)r * a.seg[si].row_bytes;
+            for (int off = 128 * (threadIdx.x & 31); off < a.seg[si].row_bytes; off += 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
+        }
+    }
+#endif
+    pdl_wait();
+    wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
+}
+
+// matvec_wide over a gate and an up matrix (segments 0 and 1, as many rows), with the SwiGLU of
+// their outputs quantized for the next matvec: each block takes 32 rows of both at a time (8
+// warps, 4 rows each, 32 lanes a row: the bits matvec_wide gives), stores them as matvec_wide
+// does, then quantizes silu(gate) * up of those 32 rows into the q16 row at out + 4 * rows (the
+// bits matvec_prep_wide's SwiGLU mode gives), so that the down matvec needs no preparation
+// launch. `out` must not overlap `prep` (blocks still copying their input would read it).
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, const u8* prep, u8* out) {
+    KTRACE(6);
+    extern __shared__ float4 smem4[];
+    __shared__ float glu[32];
+    pdl_trigger();
+    pdl_wait();
+    wide_glu_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep), out, glu);
 }
 
 // Inputs a batched matvec block prepares at most (one token of each of several sequences).

@@ -40,6 +40,9 @@ pub(crate) struct Kernels {
     pub matvec_prep_wide: CudaFunction,
     /// `matvec_wide` of gate and up, with silu(gate) * up quantized for down (launch/fused.rs).
     pub matvec_wide_glu: CudaFunction,
+    /// Experiment CHAIN (launch/chain.rs): a layer after its attention in one launch; only built
+    /// under `MOLLA_KDEFS=CHAIN`.
+    pub layer_chain: Option<CudaFunction>,
     /// Rope, cache store and attention of one decode token in one launch.
     pub rope_attention: CudaFunction,
     /// Holds the stream for a while (the kernel timeline).
@@ -217,6 +220,9 @@ impl Gpu {
             matvec_prep: f("matvec_prep")?,
             matvec_wide: f("matvec_wide")?,
             matvec_wide_glu: f("matvec_wide_glu")?,
+            layer_chain: compile::experiment("CHAIN")
+                .then(|| f("layer_chain"))
+                .transpose()?,
             matvec_prep_wide: f("matvec_prep_wide")?,
             hold: f("hold")?,
             rope_attention: f("rope_attention")?,
@@ -256,7 +262,10 @@ impl Gpu {
             &k.matvec_prep,
             &k.matvec_wide,
             &k.matvec_prep_wide,
-        ] {
+        ]
+        .into_iter()
+        .chain(k.layer_chain.as_ref())
+        {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 max_smem as i32,
