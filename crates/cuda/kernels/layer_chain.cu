@@ -86,7 +86,15 @@ __device__ __forceinline__ Xq chain_norm_input(const MvArgs& a, float* xs, float
     return xq_at((u8*)(xs + n), n);
 }
 
-MOLLA_KERNEL void __launch_bounds__(256, 4) layer_chain(const ChainArgs c) {
+// Blocks an SM the registers are capped for: 4 (64 registers; ptxas then spills 68 bytes, a few
+// local loads a unit in the row loops), or MOLLA_KDEFS=CHAINMINB=3 (80 registers).
+#ifdef MOLLA_X_CHAINMINB
+#define CHAIN_MINB MOLLA_X_CHAINMINB
+#else
+#define CHAIN_MINB 4
+#endif
+
+MOLLA_KERNEL void __launch_bounds__(256, CHAIN_MINB) layer_chain(const ChainArgs c) {
     KTRACE(11);
     u32* count = chain_count;
     extern __shared__ float4 smem4[];
