@@ -115,3 +115,17 @@ pub(crate) unsafe fn layer_chain(
         .map(|_| ())
         .map_err(drv("chain launch"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chain_args_match_the_cuda_layout() {
+        // Four MvArgs of 168 bytes (8-byte aligned), then the two buffers.
+        assert_eq!(std::mem::offset_of!(ChainArgs, gu), 168);
+        assert_eq!(std::mem::offset_of!(ChainArgs, qkv), 3 * 168);
+        assert_eq!(std::mem::offset_of!(ChainArgs, prep0), 4 * 168);
+        assert_eq!(size_of::<ChainArgs>(), 4 * 168 + 16);
+    }
+}
