@@ -69,6 +69,13 @@ __device__ __forceinline__ float group_sum(float v, int lanes) {
 
 __device__ __forceinline__ float warp_sum(float v) { return group_sum(v, 32); }
 
+// The device's global timer, ns.
+__device__ __forceinline__ u64 global_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 // Programmatic dependent launch (sm_90, compiled in with MOLLA_PDL; crate::pdl): pdl_trigger lets
 // the next kernel's blocks be scheduled as this grid's finish; pdl_wait returns once the kernel
 // before this one has completed and its writes are visible. A kernel launched as a dependent

@@ -41,10 +41,8 @@ MOLLA_KERNEL void gather_rows(const float* __restrict__ x, const int* __restrict
 // launches queued behind it run back to back, as in a graph: the kernel timeline
 // (testing::timeline) measures the device, not the host's launch pace.
 MOLLA_KERNEL void hold(u64 ns) {
-    u64 t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    const u64 t0 = global_ns();
     do {
         __nanosleep(1000);
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while (t - t0 < ns);
+    } while (global_ns() - t0 < ns);
 }

@@ -9,18 +9,12 @@
 __device__ unsigned long long ktrace_t0[KTRACE_SLOTS], ktrace_t1[KTRACE_SLOTS];
 __device__ unsigned int ktrace_kind[KTRACE_SLOTS], ktrace_seq, ktrace_done;
 
-__device__ __forceinline__ unsigned long long ktrace_now() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 struct KTrace {
     __device__ explicit KTrace(unsigned kind) {
         if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) {
             unsigned s = atomicAdd(&ktrace_seq, 1u) % KTRACE_SLOTS;
             ktrace_kind[s] = kind;
-            ktrace_t0[s] = ktrace_now();
+            ktrace_t0[s] = global_ns();
         }
     }
     // Every return of the kernel passes here.
@@ -31,7 +25,7 @@ struct KTrace {
         if (atomicAdd(&ktrace_done, 1u) == blocks - 1) {
             // Block 0 has started (and ended) by now: its slot is the last one taken.
             unsigned s = (*(volatile unsigned*)&ktrace_seq - 1u) % KTRACE_SLOTS;
-            ktrace_t1[s] = ktrace_now();
+            ktrace_t1[s] = global_ns();
             ktrace_done = 0;
             __threadfence();
         }

@@ -26,16 +26,6 @@ struct ChainArgs {
 __device__ u32 chain_count[4];
 __device__ int chain_err;
 
-// L2 fetches of each warp's first row of `a` (as matvec_wide under PDL).
-__device__ __forceinline__ void chain_prefetch(const MvArgs& a) {
-    int si, r;
-    if (mv_row(a, blockIdx.x * (blockDim.x >> 5), 32, si, r)) {
-        const u8* row = a.seg[si].w + (size_t)r * a.seg[si].row_bytes;
-        for (int off = 128 * (threadIdx.x & 31); off < a.seg[si].row_bytes; off += 32 * 128)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
-    }
-}
-
 // The block's arrival after a phase: its stores first (the barrier), then one release add.
 __device__ __forceinline__ void chain_arrive(u32* c) {
     __syncthreads();
@@ -48,8 +38,7 @@ __device__ __forceinline__ bool chain_wait(const u32* c) {
     int* err = &chain_err;
     __shared__ int ok;
     if (threadIdx.x == 0) {
-        u64 t0;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        const u64 t0 = global_ns();
         u32 v;
         ok = 1;
         for (;;) {
@@ -59,9 +48,7 @@ __device__ __forceinline__ bool chain_wait(const u32* c) {
                 ok = 0;
                 break;
             }
-            u64 t;
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-            if (t - t0 > 2000000000ull) {
+            if (global_ns() - t0 > 2000000000ull) {
                 atomicExch(err, 1);
                 ok = 0;
                 break;
@@ -105,7 +92,7 @@ MOLLA_KERNEL void __launch_bounds__(256, CHAIN_MINB) layer_chain(const ChainArgs
     wide_rows(c.wo, prep_xq(c.wo, c.prep0, smem4), prep_scale(c.wo, c.prep0));
     chain_arrive(count);
     // 2. gate/up on RMSNorm(x), silu(gate) * up quantized into prep1.
-    chain_prefetch(c.gu);
+    wide_prefetch_first(c.gu);
     ok = chain_wait(count);
     if (ok) {
         float scale;
@@ -113,7 +100,7 @@ MOLLA_KERNEL void __launch_bounds__(256, CHAIN_MINB) layer_chain(const ChainArgs
         wide_glu_rows(c.gu, xq, scale, c.prep1, glu);
         chain_arrive(count + 1);
         // 3. down, added onto x.
-        chain_prefetch(c.down);
+        wide_prefetch_first(c.down);
         ok = chain_wait(count + 1);
     }
     if (ok) {
@@ -122,7 +109,7 @@ MOLLA_KERNEL void __launch_bounds__(256, CHAIN_MINB) layer_chain(const ChainArgs
     }
     // 4. The next layer's q/k/v on RMSNorm(x).
     if (ok && c.qkv.nseg > 0) {
-        chain_prefetch(c.qkv);
+        wide_prefetch_first(c.qkv);
         ok = chain_wait(count + 2);
         if (ok) {
             float scale;

@@ -406,6 +406,17 @@ __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* d
     return xq_at((u8*)dst, a.cols);
 }
 
+// L2 fetches of each warp's first row of wide_rows' walk over `a` (cache lines of 128 bytes,
+// spread over the warp's lanes).
+__device__ __forceinline__ void wide_prefetch_first(const MvArgs& a) {
+    int si, r;
+    if (mv_row(a, blockIdx.x * (blockDim.x >> 5), 32, si, r)) {
+        const u8* row = a.seg[si].w + (size_t)r * a.seg[si].row_bytes;
+        for (int off = 128 * (threadIdx.x & 31); off < a.seg[si].row_bytes; off += 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
+    }
+}
+
 // matvec_wide's rows on the prepared input xq (in shared memory) whose RMSNorm scale is `scale`:
 // a warp a row, 32 lanes, the block's warps striding over the grid's rows.
 __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float scale) {
@@ -479,16 +490,8 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     extern __shared__ float4 smem4[];
     pdl_trigger();
 #ifdef MOLLA_PDL
-    {
-        // The weights do not depend on the kernel before: L2 fetches this warp's first row while
-        // that kernel finishes.
-        int si, r;
-        if (mv_row(a, blockIdx.x * (blockDim.x >> 5), 32, si, r)) {
-            const u8* row = a.seg[si].w + (size_t)r * a.seg[si].row_bytes;
-            for (int off = 128 * (threadIdx.x & 31); off < a.seg[si].row_bytes; off += 32 * 128)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
-        }
-    }
+    // The weights do not depend on the kernel before: L2 fetches them while that kernel finishes.
+    wide_prefetch_first(a);
 #endif
     pdl_wait();
     wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));

@@ -192,12 +192,6 @@ struct PkArgs {
     int fold_n;           // block zeroes its share as it ends, for the next launch
 };
 
-__device__ __forceinline__ u64 global_ns() {
-    u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 #ifdef MOLLA_X_PKMEASURE
 __shared__ long long pk_stamps[8];
 #else

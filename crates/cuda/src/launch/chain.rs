@@ -4,7 +4,7 @@
 //! instead of seven, with the bits of those launches. Its blocks must all be resident: the grid
 //! is the occupancy query's blocks an SM (at most four) times the SMs.
 
-use super::{Out, Prep, Rows, WIDE_THREADS, cfg, goes_wide, mv_args, prep_stride, xq_bytes};
+use super::{Out, Prep, Rows, WIDE_THREADS, cfg, glu_buffer, goes_wide, mv_args, xq_bytes};
 use crate::device::Gpu;
 use crate::error::{CudaError, Result, drv};
 use cudarc::driver::{DeviceRepr, PushKernelArg};
@@ -42,44 +42,41 @@ pub(crate) struct ChainLayer<'a> {
     pub n_embd: usize,
 }
 
-/// The second preparation buffer of the decode's two (`launch::glu_buffer`'s).
-fn second(rows: Rows, max_cols: usize) -> Rows {
-    Rows {
-        n: 1,
-        prep: rows.prep + prep_stride(max_cols) as u64,
-    }
+/// The buffer down's input goes to when the chain kernel is built (`MOLLA_KDEFS=CHAIN`) and `l`
+/// can take it: every matrix on `matvec_wide`, and gate/up and down as `matvec_wide_glu` takes
+/// them (`glu_buffer`: its second preparation buffer).
+fn down_buffer(gpu: &Gpu, l: &ChainLayer, rows: Rows, max_cols: usize) -> Option<Rows> {
+    gpu.k.layer_chain.as_ref()?;
+    let fits = goes_wide(l.wo, l.att_cols, rows)
+        && l.qkv.is_none_or(|(q, _)| goes_wide(q, l.n_embd, rows));
+    fits.then(|| glu_buffer(l.gu, l.n_embd, l.down, l.n_ff, rows, max_cols))
+        .flatten()
 }
 
-/// Whether the chain kernel is built (`MOLLA_KDEFS=CHAIN`) and `l` can take it: one row, every
-/// matrix on `matvec_wide`, gate and up of `n_ff` rows, a multiple of 32.
+/// Whether [`layer_chain`] can run `l` (see `down_buffer`).
 pub(crate) fn fits(gpu: &Gpu, l: &ChainLayer, rows: Rows, max_cols: usize) -> bool {
-    gpu.k.layer_chain.is_some()
-        && rows.n == 1
-        && rows.prep != 0
-        && l.gu.iter().all(|o| o.w.rows == l.n_ff)
-        && l.n_ff.is_multiple_of(32)
-        && goes_wide(l.wo, l.att_cols, rows)
-        && goes_wide(l.gu, l.n_embd, rows)
-        && goes_wide(l.down, l.n_ff, second(rows, max_cols))
-        && l.qkv.is_none_or(|(q, _)| goes_wide(q, l.n_embd, rows))
+    down_buffer(gpu, l, rows, max_cols).is_some()
 }
 
 /// The chain of `l`, with wo's input ready in `rows.prep` (the decode's preparation buffers hold
 /// two rows of `prep_stride(max_cols)` bytes).
 ///
 /// # Safety
-/// As `matvec_wide` for each matrix; [`fits`] holds.
+/// As `matvec_wide` for each matrix.
 pub(crate) unsafe fn layer_chain(
     gpu: &Gpu,
     l: &ChainLayer,
     rows: Rows,
     max_cols: usize,
 ) -> Result<()> {
-    let f = gpu
-        .k
-        .layer_chain
-        .as_ref()
-        .ok_or_else(|| CudaError::Unsupported("the chain kernel is not built".into()))?;
+    let (Some(f), Some(second)) = (
+        gpu.k.layer_chain.as_ref(),
+        down_buffer(gpu, l, rows, max_cols),
+    ) else {
+        return Err(CudaError::Unsupported(
+            "a layer the chain kernel does not take".into(),
+        ));
+    };
     let (norm_w, eps) = l.ffn_norm;
     let args = ChainArgs {
         wo: mv_args(l.wo, l.att_cols, 0, Prep::Ready).0,
@@ -89,7 +86,7 @@ pub(crate) unsafe fn layer_chain(
             mv_args(q, l.n_embd, l.x, Prep::RmsNorm(w, eps)).0
         }),
         prep0: rows.prep,
-        prep1: second(rows, max_cols).prep,
+        prep1: second.prep,
     };
     // An RMSNorm input's f32 row and its quantization, or a ready row's quantization.
     let smem = (l.n_embd * 4 + xq_bytes(l.n_embd))
