@@ -262,10 +262,7 @@ impl Gpu {
             &k.matvec_prep,
             &k.matvec_wide,
             &k.matvec_prep_wide,
-        ]
-        .into_iter()
-        .chain(k.layer_chain.as_ref())
-        {
+        ] {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 max_smem as i32,
@@ -274,6 +271,10 @@ impl Gpu {
         }
         // rope_attention's allowance (it stages a head's keys and values: att_stage_cap).
         let att_max_smem = allow_dynamic_smem(&k.rope_attention, optin)?;
+        // layer_chain's static shared memory is larger than matvec's: its own allowance.
+        if let Some(f) = &k.layer_chain {
+            allow_dynamic_smem(f, optin)?;
+        }
         let pk_max_smem = allow_dynamic_smem(&k.decode_persistent, optin)? as usize;
         let pdl = compile::pdl(cc);
         let q6pad = !compile::experiment("Q6FILE");
