@@ -40,9 +40,6 @@ pub(crate) struct Kernels {
     pub matvec_prep_wide: CudaFunction,
     /// `matvec_wide` of gate and up, with silu(gate) * up quantized for down (launch/fused.rs).
     pub matvec_wide_glu: CudaFunction,
-    /// Experiment CHAIN (launch/chain.rs): a layer after its attention in one launch; only built
-    /// under `MOLLA_KDEFS=CHAIN`.
-    pub layer_chain: Option<CudaFunction>,
     /// Rope, cache store and attention of one decode token in one launch.
     pub rope_attention: CudaFunction,
     /// Holds the stream for a while (the kernel timeline).
@@ -220,9 +217,6 @@ impl Gpu {
             matvec_prep: f("matvec_prep")?,
             matvec_wide: f("matvec_wide")?,
             matvec_wide_glu: f("matvec_wide_glu")?,
-            layer_chain: compile::experiment("CHAIN")
-                .then(|| f("layer_chain"))
-                .transpose()?,
             matvec_prep_wide: f("matvec_prep_wide")?,
             hold: f("hold")?,
             rope_attention: f("rope_attention")?,
@@ -271,10 +265,6 @@ impl Gpu {
         }
         // rope_attention's allowance (it stages a head's keys and values: att_stage_cap).
         let att_max_smem = allow_dynamic_smem(&k.rope_attention, optin)?;
-        // layer_chain's static shared memory is larger than matvec's: its own allowance.
-        if let Some(f) = &k.layer_chain {
-            allow_dynamic_smem(f, optin)?;
-        }
         let pk_max_smem = allow_dynamic_smem(&k.decode_persistent, optin)? as usize;
         let pdl = compile::pdl(cc);
         let q6pad = !compile::experiment("Q6FILE");

@@ -629,61 +629,32 @@ impl CudaModel {
         // SAFETY (all launches): as the caller guarantees.
         unsafe {
             launch::embed(g, &self.embd.r(g), tokens, n, x)?;
-            // Whether the last layer's chain launch (experiment CHAIN) computed this one's q/k/v.
-            let mut qkv_done = false;
             for (li, l) in self.layers.iter().enumerate() {
-                let qkv_of = |l: &DevLayer| {
-                    [
-                        out(&l.wq, q, self.opt(&l.bq), false),
-                        out(&l.wk, k, self.opt(&l.bk), false),
-                        out(&l.wv, v, self.opt(&l.bv), false),
-                    ]
-                };
-                let qkv = qkv_of(l);
+                let qkv = [
+                    out(&l.wq, q, self.opt(&l.bq), false),
+                    out(&l.wk, k, self.opt(&l.bk), false),
+                    out(&l.wv, v, self.opt(&l.bv), false),
+                ];
                 let norm = Prep::RmsNorm(p(&l.attn_norm), eps);
-                if !std::mem::take(&mut qkv_done) {
-                    launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, rows)?;
-                }
+                launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, rows)?;
                 // Rows summed in fixed point when the persistent kernel folds wo (the same bits).
                 let wo = [Out {
                     fixed: g.pk_build.fold,
                     ..out(&l.wo, x, 0, true)
                 }];
                 let att_cols = hp.n_head * hp.head_dim_v;
-                let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
-                let down = [out(&l.w_down, x, 0, true)];
-                let next = self
-                    .layers
-                    .get(li + 1)
-                    .map(|nl| (qkv_of(nl), p(&nl.attn_norm)));
-                let chain = launch::ChainLayer {
-                    wo: &wo,
-                    att_cols,
-                    gu: &gu,
-                    ffn_norm: (p(&l.ffn_norm), eps),
-                    down: &down,
-                    n_ff: hp.n_ff,
-                    qkv: next.as_ref().map(|(nq, w)| (&nq[..], *w)),
-                    x,
-                    n_embd: hp.n_embd,
-                };
-                let chained = hp.head_dim_v.is_multiple_of(32)
-                    && launch::chain_fits(g, &chain, rows, max_cols);
                 // Experiments (launch/fused.rs): wo's and down's inputs quantized by the kernel
                 // that computes them, not by a preparation launch.
-                let att_prep = (chained || launch::att_prep_on())
+                let att_prep = launch::att_prep_on()
                     && hp.head_dim_v.is_multiple_of(32)
                     && launch::goes_wide(&wo, att_cols, rows);
                 let ready =
                     self.rope_attend((q, k, v), at(li), att, n, att_prep.then_some(rows.prep))?;
-                if chained && ready {
-                    launch::layer_chain(g, &chain, rows, max_cols)?;
-                    qkv_done = next.is_some();
-                    continue;
-                }
                 let wo_prep = if ready { Prep::Ready } else { Prep::Plain };
                 launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
+                let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
                 let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
+                let down = [out(&l.w_down, x, 0, true)];
                 let glu = launch::glu_prep_on()
                     .then(|| launch::glu_buffer(&gu, hp.n_embd, &down, hp.n_ff, rows, max_cols))
                     .flatten();

@@ -8,12 +8,10 @@ use crate::pdl::launch_dep;
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
 mod attention;
-mod chain;
 mod fused;
 mod split;
 pub use attention::Heads;
 pub(crate) use attention::{KvAt, KvRow, attention, rope_attention, rope_attention_on, rope_store};
-pub(crate) use chain::{ChainLayer, fits as chain_fits, layer_chain};
 pub(crate) use fused::{att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, prepare};
 pub use split::att_tile;
 pub(crate) use split::{AttSplit, SplitScratch, split_blocks};

@@ -26,7 +26,6 @@ pub fn kind_name(kind: u32) -> &'static str {
         8 => "attention",
         9 => "rope_store",
         10 => "pick_greedy",
-        11 => "layer_chain",
         _ => "?",
     }
 }
