@@ -87,9 +87,16 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+#ifdef MOLLA_X_KTRACE
+__device__ void ktrace_wait_stamp();  // ktrace.cuh
+#endif
+
 __device__ __forceinline__ void pdl_wait() {
 #if defined(MOLLA_PDL) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+#ifdef MOLLA_X_KTRACE
+    ktrace_wait_stamp();
 #endif
 }
 

@@ -440,8 +440,8 @@ fn kernel_timeline() {
 }
 
 /// A graph replay's decode step seen from the device (`MOLLA_KDEFS=KTRACE`, kernels/ktrace.cuh):
-/// each launch's time from its first block's start to its last block's end, and the gap before
-/// it. The shape is MOLLA_BENCH_SHAPES's first (default "l8:Q4_K"); the graph path, one token at
+/// each launch's time from its work's start (its first block past `pdl_wait`) to its last block's
+/// end, the gap before it, and how long its first block was resident before its work (PDL). The shape is MOLLA_BENCH_SHAPES's first (default "l8:Q4_K"); the graph path, one token at
 /// position ~100 after five warm-up steps, eight steps traced and the middle ones summed.
 #[test]
 #[ignore]
@@ -484,42 +484,52 @@ fn graph_trace() {
         median(span),
         mid.len()
     );
-    // The gap before launch i of a step (none before its first).
+    // A launch's work starts when its first block passes pdl_wait (under MOLLA_PDL that block
+    // may have started, and waited, before the launch before ended).
+    let work = |l: &cuda::testing::Launch| l.tw.max(l.t0);
+    // The gap before launch i of a step: from the last one's end to this one's work (none
+    // before its first).
     let gap = |s: &[cuda::testing::Launch], i: usize| {
         if i == 0 {
             0
         } else {
-            s[i].t0.saturating_sub(s[i - 1].t1)
+            work(&s[i]).saturating_sub(s[i - 1].t1)
         }
     };
-    // By kernel: time inside launches and in the gaps before them, a step.
-    let mut by: Vec<(u32, usize, f64, f64)> = Vec::new();
+    // By kernel: time inside launches (from the work's start), in the gaps before them, and
+    // resident before the work, a step.
+    let mut by: Vec<(u32, usize, f64, f64, f64)> = Vec::new();
     for s in &mid {
         for (i, l) in s.iter().enumerate() {
             let e = match by.iter_mut().find(|b| b.0 == l.kind) {
                 Some(e) => e,
                 None => {
-                    by.push((l.kind, 0, 0.0, 0.0));
+                    by.push((l.kind, 0, 0.0, 0.0, 0.0));
                     by.last_mut().unwrap()
                 }
             };
             e.1 += 1;
-            e.2 += us(l.t1 - l.t0);
+            e.2 += us(l.t1.saturating_sub(work(l)));
             e.3 += us(gap(s, i));
+            e.4 += us(work(l) - l.t0);
         }
     }
     let n = mid.len() as f64;
-    println!("| kernel | launches a step | us inside a step | us each | us of gaps before, each |");
-    println!("| --- | --- | --- | --- | --- |");
-    for (k, c, inside, gaps) in &by {
+    println!(
+        "| kernel | launches a step | us inside a step | us each | us of gaps before, each | \
+         us resident before its work, each |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (k, c, inside, gaps, early) in &by {
         let c = *c as f64;
         println!(
-            "| {} | {} | {:.1} | {:.2} | {:.2} |",
+            "| {} | {} | {:.1} | {:.2} | {:.2} | {:.2} |",
             cuda::testing::kind_name(*k),
             c / n,
             inside / n,
             inside / c,
-            gaps / c
+            gaps / c,
+            early / c
         );
     }
     // One middle layer of the third step: the launches between two attention launches.
@@ -534,7 +544,7 @@ fn graph_trace() {
             println!(
                 "  {:<20} {:7.2} {:7.2}",
                 cuda::testing::kind_name(s[i].kind),
-                us(s[i].t1 - s[i].t0),
+                us(s[i].t1.saturating_sub(work(&s[i]))),
                 us(gap(s, i))
             );
         }

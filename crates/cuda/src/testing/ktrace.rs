@@ -5,11 +5,13 @@ use crate::device::Gpu;
 use crate::error::{Result, drv};
 
 /// One traced launch: the kernel's kind (kernels/ktrace.cuh's numbers, [`kind_name`]), its first
-/// block's start and its last block's end, in ns of the device's global timer.
+/// block's start, when that block passed `pdl_wait` (its work's start; 0 for a kernel that does
+/// not call it) and its last block's end, in ns of the device's global timer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Launch {
     pub kind: u32,
     pub t0: u64,
+    pub tw: u64,
     pub t1: u64,
 }
 
@@ -35,18 +37,16 @@ pub fn ktrace_on() -> bool {
     crate::compile::experiment("KTRACE")
 }
 
-/// Forgets the launches traced so far (the device's slot and block counters to 0). Call it with
-/// the stream idle.
+/// Forgets the launches traced so far (the device's slot counter to 0; a slot's stamps are
+/// cleared as a launch takes it). Call it with the stream idle.
 pub fn ktrace_reset(gpu: &Gpu) -> Result<()> {
-    let m = gpu.main_module();
-    for name in ["ktrace_seq", "ktrace_done"] {
-        let mut v = m
-            .get_global(name, &gpu.stream)
-            .map_err(drv("ktrace global"))?;
-        gpu.stream
-            .memset_zeros(&mut v)
-            .map_err(drv("ktrace reset"))?;
-    }
+    let mut seq = gpu
+        .main_module()
+        .get_global("ktrace_seq", &gpu.stream)
+        .map_err(drv("ktrace global"))?;
+    gpu.stream
+        .memset_zeros(&mut seq)
+        .map_err(drv("ktrace reset"))?;
     gpu.stream.synchronize().map_err(drv("ktrace reset"))
 }
 
@@ -64,8 +64,9 @@ pub fn ktrace_read(gpu: &Gpu) -> Result<Vec<Launch>> {
         .copied()
         .unwrap_or(0) as usize;
     let kind = le_words(get("ktrace_kind")?, 4);
-    let (t0, t1) = (
+    let (t0, tw, t1) = (
         le_words(get("ktrace_t0")?, 8),
+        le_words(get("ktrace_tw")?, 8),
         le_words(get("ktrace_t1")?, 8),
     );
     let n = seq.min(kind.len());
@@ -73,6 +74,7 @@ pub fn ktrace_read(gpu: &Gpu) -> Result<Vec<Launch>> {
         .map(|i| Launch {
             kind: kind[i] as u32,
             t0: t0[i],
+            tw: tw[i],
             t1: t1[i],
         })
         .collect())
