@@ -635,6 +635,23 @@ __device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const
     return acc;
 }
 
+// row_dot_q16_one with the lane's first unit (u = lane < the row's units) decoded already
+// (unit_load, before the kernel could read its input: MOLLA_X_EARLY). unit_apply gives
+// unit_q16's bits (tests/batch.rs), added in the same order, so the row has the same bits.
+template <int T>
+__device__ __forceinline__ float row_dot_q16_one_first(const u8* __restrict__ w, const Xq& x, int cols, int lane,
+                                                       const UnitW& first) {
+    int nu = q16_units<T>(cols);
+    int4 xr[8];
+    load_xu<T>(x, lane, xr);
+    float acc = __fadd_rn(0.f, unit_apply<T>(first, xr, x, lane));
+    for (int u = lane + 32; u < nu; u += 32) {
+        load_xu<T>(x, u, xr);
+        acc = __fadd_rn(acc, unit_q16<T, true>(w, xr, x, u));
+    }
+    return acc;
+}
+
 // Fixed-point rows (MvSeg::accumulate 2; the persistent kernel's wo folded into attention,
 // PK_OP_ATTN_WO): a row's unit products are each rounded to a multiple of 2^-32 and summed as
 // 64-bit integers, exactly, so that the sum has the same bits whatever adds them in whatever

@@ -386,6 +386,11 @@ mod tests {
                 Program::Main,
                 &["MOLLA_PDL", "MOLLA_X_Q6FILE", "MOLLA_X_RSQRT"],
             );
+            compiles(
+                Program::Main,
+                &["MOLLA_PDL", "MOLLA_X_EARLY", "MOLLA_X_KTRACE"],
+            );
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_PDLNOPF"]);
         }
     }
 
