@@ -302,21 +302,6 @@ unsafe fn prep_wide(gpu: &Gpu, a: &MvArgs, cols: usize, buf: u64) -> Result<()> 
     unsafe { launch_dep!(gpu, &gpu.k.matvec_prep_wide, prep_cfg, "matvec launch"; a, &buf) }
 }
 
-/// The grid of `matvec_wide` and `matvec_wide_glu`, in blocks an SM: 4 (all their registers
-/// allow), or `MOLLA_WIDE_PER_SM` (1 to 4; read once). An experiment for programmatic dependent
-/// launch (`MOLLA_PDL=1`): with 3, an SM keeps room for one block of the next kernel, which can
-/// then start (and prefetch its weights) before the last blocks of this one end.
-pub(crate) fn wide_per_sm() -> usize {
-    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("MOLLA_WIDE_PER_SM")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|n| (1..=4).contains(n))
-            .unwrap_or(4)
-    })
-}
-
 /// Whether [`matvec_rows`] runs `outs` on a `cols`-wide input through `matvec_wide`: one row, a
 /// preparation buffer, 32 lanes a row, and matrices [`wide`] takes.
 pub(crate) fn goes_wide(outs: &[Out], cols: usize, rows: Rows) -> bool {
@@ -345,7 +330,7 @@ pub(crate) unsafe fn matvec_wide(
     let (a, total) = mv_args(outs, cols, x, prep);
     let blocks = total
         .div_ceil(WIDE_THREADS as usize / 32)
-        .clamp(1, gpu.sm_count * wide_per_sm()) as u32;
+        .clamp(1, gpu.sm_count * 4) as u32;
     if !matches!(prep, Prep::Ready) {
         // SAFETY: the caller guarantees the addresses and the buffer's size.
         unsafe { prep_wide(gpu, &a, cols, buf) }?;
