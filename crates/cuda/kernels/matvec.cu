@@ -331,12 +331,13 @@ __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w,
 }
 
 #ifdef MOLLA_X_EARLY
-// Experiment EARLY: a lane's first unit of its warp's first row, loaded and decoded before the
-// kernel waits for its input (pdl_wait, prep_xq's copy): weights depend on no kernel, so their
-// round trip overlaps the kernel before (under MOLLA_PDL) and the input's copy. on: the lane
-// has one (a q16 row, not summed in fixed point, lane < its units).
+// Experiment EARLY: the bytes of a lane's first unit of its warp's first row, loaded before the
+// kernel waits for its input (pdl_wait, prep_xq's copy) and decoded after: weights depend on no
+// kernel, so their round trip overlaps the input's copy and (under MOLLA_PDL) the kernel
+// before. Q4_K and Q5_K rows (the 8B's); on: the lane has one (such a row, not summed in fixed
+// point, lane < its units).
 struct WideFirst {
-    UnitW uw;
+    K45Raw raw;
     bool on;
 };
 
@@ -344,22 +345,15 @@ __device__ __forceinline__ void wide_first_load(const MvSeg& s, int r, int cols,
     const int lane = threadIdx.x & 31;
     const u8* row = s.w + (size_t)r * s.row_bytes;
     f.on = false;
-#define FIRST_LOAD(T)                      \
-    if (lane < q16_units<T>(cols)) {       \
-        unit_load<T>(row, lane, f.uw);     \
-        f.on = true;                       \
-    }
-    Q16_DISPATCH(s.ty, FIRST_LOAD)
-#undef FIRST_LOAD
+    if (s.ty == T_Q4_K && lane < q16_units<T_Q4_K>(cols)) f.raw = k45_raw<T_Q4_K>(row, lane), f.on = true;
+    if (s.ty == T_Q5_K && lane < q16_units<T_Q5_K>(cols)) f.raw = k45_raw<T_Q5_K>(row, lane), f.on = true;
 }
 
-// acc = row_dot_q16_one_first by weight type (f.on rows only).
+// acc = row_dot_k45_first by weight type (f.on rows only: Q4_K, Q5_K).
 __device__ __forceinline__ void row_dot_first_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
-                                                 const UnitW& first, float& acc) {
-    acc = __int_as_float(0x7fc00000);
-#define FIRST_Q16(T) acc = row_dot_q16_one_first<T>(w, xq, cols, lane, first)
-    Q16_DISPATCH(ty, FIRST_Q16)
-#undef FIRST_Q16
+                                                 const K45Raw& first, float& acc) {
+    if (ty == T_Q4_K) acc = row_dot_k45_first<T_Q4_K>(w, xq, cols, lane, first);
+    else acc = row_dot_k45_first<T_Q5_K>(w, xq, cols, lane, first);
 }
 #endif
 
@@ -485,7 +479,7 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
             const MvSeg& s = a.seg[si];
             const u8* row = s.w + (size_t)r * s.row_bytes;
 #ifdef MOLLA_X_EARLY
-            if (first.on && rb == blockIdx.x * warps) row_dot_first_ty(s.ty, row, xq, a.cols, lane, first.uw, acc);
+            if (first.on && rb == blockIdx.x * warps) row_dot_first_ty(s.ty, row, xq, a.cols, lane, first.raw, acc);
             else
 #endif
                 row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
@@ -524,7 +518,7 @@ __device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, flo
                 float t = 0.f;
 #ifdef MOLLA_X_EARLY
                 if (si == 0 && j == 0 && g == (int)blockIdx.x && first.on)
-                    row_dot_first_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, first.uw, t);
+                    row_dot_first_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, first.raw, t);
                 else
 #endif
                     row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, t);
