@@ -497,7 +497,7 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
 // row is loaded as before).
 __device__ __forceinline__ void wide_glu_first(const MvArgs& a, WideFirst& f) {
     f.on = false;
-    if (32 * blockIdx.x < a.seg[0].rows) wide_first_load(a.seg[0], 32 * blockIdx.x + 4 * (threadIdx.x >> 5), a.cols, f);
+    if ((int)blockIdx.x < (a.seg[0].rows >> 5)) wide_first_load(a.seg[0], 32 * blockIdx.x + 4 * (threadIdx.x >> 5), a.cols, f);
 }
 #endif
 

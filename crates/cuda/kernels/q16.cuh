@@ -645,16 +645,21 @@ __device__ __forceinline__ float row_dot_q16(const u8* __restrict__ w, const Xq&
 // row_dot_q16 one unit a lane at a time: the same unit values added in the same order, so the
 // same bits, in fewer registers (matvec_wide runs four blocks an SM on them). The row is in global
 // memory (the 2-byte aligned formats read it with ldg_a2).
+// acc plus units u0, u0 + 32, ... of the row (the walk's rest from unit u0).
 template <int T>
-__device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const Xq& x, int cols, int lane) {
+__device__ __forceinline__ float row_dot_q16_from(const u8* __restrict__ w, const Xq& x, int cols, int u0, float acc) {
     int nu = q16_units<T>(cols);
-    float acc = 0.f;
-    for (int u = lane; u < nu; u += 32) {
+    for (int u = u0; u < nu; u += 32) {
         int4 xr[8];
         load_xu<T>(x, u, xr);
         acc = __fadd_rn(acc, unit_q16<T, true>(w, xr, x, u));
     }
     return acc;
+}
+
+template <int T>
+__device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const Xq& x, int cols, int lane) {
+    return row_dot_q16_from<T>(w, x, cols, lane, 0.f);
 }
 
 // row_dot_q16_one of a Q4_K / Q5_K row with the bytes of the lane's first unit (u = lane < the
@@ -663,17 +668,11 @@ __device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const
 template <int T>
 __device__ __forceinline__ float row_dot_k45_first(const u8* __restrict__ w, const Xq& x, int cols, int lane,
                                                    const K45Raw& first) {
-    int nu = q16_units<T>(cols);
     UnitW uw;
     unit_decode_k45<T>(first, w, lane, uw);
     int4 xr[8];
     load_xu<T>(x, lane, xr);
-    float acc = __fadd_rn(0.f, unit_apply<T>(uw, xr, x, lane));
-    for (int u = lane + 32; u < nu; u += 32) {
-        load_xu<T>(x, u, xr);
-        acc = __fadd_rn(acc, unit_q16<T, true>(w, xr, x, u));
-    }
-    return acc;
+    return row_dot_q16_from<T>(w, x, cols, lane + 32, __fadd_rn(0.f, unit_apply<T>(uw, xr, x, lane)));
 }
 
 // Fixed-point rows (MvSeg::accumulate 2; the persistent kernel's wo folded into attention,
