@@ -45,6 +45,8 @@ struct KTrace {
     __device__ explicit KTrace(unsigned kind) {
         if (ktrace_block0()) {
             // The grid id first, then the slot count (a block searching the slots sees the id).
+            // Launches take slots one at a time: KTRACE comes before pdl_trigger in every
+            // kernel, so the next launch starts only after this block 0 has taken its slot.
             unsigned s = (*(volatile unsigned*)&ktrace_seq) % KTRACE_SLOTS;
             ktrace_kind[s] = kind;
             ktrace_t0[s] = global_ns();
