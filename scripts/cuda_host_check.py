@@ -5,7 +5,7 @@ The batched matvec decodes a weight unit once for several inputs (unit_load / un
 single-row decoders (unit_q16: unit_legacy, unit_k45, unit_q6k) are kept whole because splitting
 them changes the persistent kernel's register allocation. Both must give the same bits, as must
 the wide matvec's decoders (unit_q16<T, true>: aligned word loads for the 2-byte aligned formats)
-and unit_q16<T>, and experiment EARLY's row walk (row_dot_k45_first) and row_dot_q16_one. This
+and unit_q16<T>. This
 compiles q16.cuh for the host with a C++ compiler (PTX-only helpers replaced by exact C
 equivalents, no FMA contraction, as the kernels' _rn operations) and compares the two on random
 units of every format. Skipped (exit 0, with a message) when no C++ compiler is found.
@@ -118,16 +118,6 @@ template <int T> int check(const char* name) {
         for (int off = 0; off < 4; off += 2) {
             float c = unit_q16<T, true>(w + off, xr, x, u), e = unit_q16<T, false>(w + off, xr, x, u);
             if (memcmp(&c, &e, 4) != 0) { bad++; if (bad < 3) printf("%s word loads unit %d: %g vs %g\n", name, u, c, e); }
-        }
-    }
-    if constexpr (T == T_Q4_K || T == T_Q5_K) {
-        // Experiment EARLY's row walk (the lane's first unit from bytes loaded before:
-        // row_dot_k45_first) against row_dot_q16_one, lane by lane, at two and one units a lane.
-        for (int c : {4096, 2048}) {
-            for (int lane = 0; lane < q16_units<T>(c) && lane < 32; lane++) {
-                float a = row_dot_q16_one<T>(w, x, c, lane), b = row_dot_k45_first<T>(w, x, c, lane, k45_raw<T>(w, lane));
-                if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 3) printf("%s first-unit walk cols %d lane %d: %g vs %g\n", name, c, lane, a, b); }
-            }
         }
     }
     printf("%s: %d units, %d differ\n", name, nu, bad);

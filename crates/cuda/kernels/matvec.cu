@@ -330,33 +330,6 @@ __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w,
 #undef ONE_Q16
 }
 
-#ifdef MOLLA_X_EARLY
-// Experiment EARLY: the bytes of a lane's first unit of its warp's first row, loaded before the
-// kernel waits for its input (pdl_wait, prep_xq's copy) and decoded after: weights depend on no
-// kernel, so their round trip overlaps the input's copy and (under MOLLA_PDL) the kernel
-// before. Q4_K and Q5_K rows (the 8B's); on: the lane has one (such a row, not summed in fixed
-// point, lane < its units).
-struct WideFirst {
-    K45Raw raw;
-    bool on;
-};
-
-__device__ __forceinline__ void wide_first_load(const MvSeg& s, int r, int cols, WideFirst& f) {
-    const int lane = threadIdx.x & 31;
-    const u8* row = s.w + (size_t)r * s.row_bytes;
-    f.on = false;
-    if (s.ty == T_Q4_K && lane < q16_units<T_Q4_K>(cols)) f.raw = k45_raw<T_Q4_K>(row, lane), f.on = true;
-    if (s.ty == T_Q5_K && lane < q16_units<T_Q5_K>(cols)) f.raw = k45_raw<T_Q5_K>(row, lane), f.on = true;
-}
-
-// acc = row_dot_k45_first by weight type (f.on rows only: Q4_K, Q5_K).
-__device__ __forceinline__ void row_dot_first_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
-                                                 const K45Raw& first, float& acc) {
-    if (ty == T_Q4_K) acc = row_dot_k45_first<T_Q4_K>(w, xq, cols, lane, first);
-    else acc = row_dot_k45_first<T_Q5_K>(w, xq, cols, lane, first);
-}
-#endif
-
 // matvec_wide's input, prepared in parallel: block b takes values [1024 b, 1024 b + 1024) of the
 // row (four threads a block of 32), prepared as load_input prepares them (RMSNorm: x * w; block 0
 // sums the whole row with 128 threads, so the scale has load_input's bits, and stores it at
@@ -433,34 +406,9 @@ __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* d
     return xq_at((u8*)dst, a.cols);
 }
 
-// L2 fetches of each warp's first row of wide_rows' walk over `a` (cache lines of 128 bytes,
-// spread over the warp's lanes).
-__device__ __forceinline__ void wide_prefetch_first(const MvArgs& a) {
-    int si, r;
-    if (mv_row(a, blockIdx.x * (blockDim.x >> 5), 32, si, r)) {
-        const u8* row = a.seg[si].w + (size_t)r * a.seg[si].row_bytes;
-        for (int off = 128 * (threadIdx.x & 31); off < a.seg[si].row_bytes; off += 32 * 128)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
-    }
-}
-
 // matvec_wide's rows on the prepared input xq (in shared memory) whose RMSNorm scale is `scale`:
 // a warp a row, 32 lanes, the block's warps striding over the grid's rows.
-#ifdef MOLLA_X_EARLY
-// EARLY: the lanes' first units of the warp's first row (the first round of wide_rows).
-__device__ __forceinline__ void wide_rows_first(const MvArgs& a, WideFirst& f) {
-    int si, r;
-    f.on = false;
-    if (!mv_fx(a) && mv_row(a, blockIdx.x * (blockDim.x >> 5), 32, si, r)) wide_first_load(a.seg[si], r, a.cols, f);
-}
-#endif
-
-__device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float scale
-#ifdef MOLLA_X_EARLY
-                                          ,
-                                          const WideFirst& first
-#endif
-) {
+__device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float scale) {
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, total = mv_total(a);
     const bool fx = mv_fx(a);
     for (int rb = blockIdx.x * warps; rb < total; rb += gridDim.x * warps) {
@@ -478,11 +426,7 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
         if (active) {
             const MvSeg& s = a.seg[si];
             const u8* row = s.w + (size_t)r * s.row_bytes;
-#ifdef MOLLA_X_EARLY
-            if (first.on && rb == blockIdx.x * warps) row_dot_first_ty(s.ty, row, xq, a.cols, lane, first.raw, acc);
-            else
-#endif
-                row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
+            row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
         }
         acc = warp_sum(acc);
         if (active && lane == 0) mv_store(a.seg[si], 0, r, mv_scaled(acc, scale));
@@ -492,21 +436,7 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
 // matvec_wide_glu's rows (gate and up, segments 0 and 1, as many rows) on the prepared input xq
 // whose RMSNorm scale is `scale`, with silu(gate) * up quantized into the q16 row at out + 4 *
 // rows; `glu`: 32 floats of shared memory.
-#ifdef MOLLA_X_EARLY
-// EARLY: the lanes' first units of the warp's first gate row (wide_glu_rows' first round; its up
-// row is loaded as before).
-__device__ __forceinline__ void wide_glu_first(const MvArgs& a, WideFirst& f) {
-    f.on = false;
-    if ((int)blockIdx.x < (a.seg[0].rows >> 5)) wide_first_load(a.seg[0], 32 * blockIdx.x + 4 * (threadIdx.x >> 5), a.cols, f);
-}
-#endif
-
-__device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, float scale, u8* out, float* glu
-#ifdef MOLLA_X_EARLY
-                                              ,
-                                              const WideFirst& first
-#endif
-) {
+__device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, float scale, u8* out, float* glu) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = a.seg[0].rows;
     for (int g = blockIdx.x; g < (n >> 5); g += gridDim.x) {
         for (int j = 0; j < 4; j++) {
@@ -516,12 +446,7 @@ __device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, flo
             for (int si = 0; si < 2; si++) {
                 const MvSeg& s = a.seg[si];
                 float t = 0.f;
-#ifdef MOLLA_X_EARLY
-                if (si == 0 && j == 0 && g == (int)blockIdx.x && first.on)
-                    row_dot_first_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, first.raw, t);
-                else
-#endif
-                    row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, t);
+                row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, t);
                 acc[si] = mv_scaled(warp_sum(t), scale);
             }
             if (lane == 0) {
@@ -553,19 +478,9 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     KTRACE(5);
     extern __shared__ float4 smem4[];
     pdl_trigger();
-#ifdef MOLLA_X_EARLY
-    WideFirst first;
-    wide_rows_first(a, first);
-    pdl_wait();
-    wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep), first);
-#else
-#if defined(MOLLA_PDL) && !defined(MOLLA_X_PDLNOPF)
-    // The weights do not depend on the kernel before: L2 fetches them while that kernel finishes.
-    wide_prefetch_first(a);
-#endif
+    // No L2 prefetch of the first rows before the wait: measured 5% slower under PDL (session 25).
     pdl_wait();
     wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
-#endif
 }
 
 // matvec_wide over a gate and an up matrix (segments 0 and 1, as many rows), with the SwiGLU of
@@ -579,15 +494,8 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, cons
     extern __shared__ float4 smem4[];
     __shared__ float glu[32];
     pdl_trigger();
-#ifdef MOLLA_X_EARLY
-    WideFirst first;
-    wide_glu_first(a, first);
-    pdl_wait();
-    wide_glu_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep), out, glu, first);
-#else
     pdl_wait();
     wide_glu_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep), out, glu);
-#endif
 }
 
 // Inputs a batched matvec block prepares at most (one token of each of several sequences).

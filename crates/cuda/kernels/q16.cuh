@@ -488,32 +488,15 @@ __device__ __forceinline__ float unit_apply_legacy(const UnitW& uw, const int4* 
     return r;
 }
 
-// The bytes of a Q4_K / Q5_K unit that unit_load_k45 decodes: its super-block's header (d, dmin,
-// the 6-bit scales) and its pair's 32 quant bytes (Q5_K's qh bytes are read by the decode).
-struct K45Raw {
-    uint4 h, qa, qb;
-};
-
+// unit_k45's decode of unit u, for row_dot_q16_multi.
 template <int T>
-__device__ __forceinline__ const u8* k45_block(const u8* __restrict__ w, int u) {
-    return w + (size_t)(u >> 2) * (T == T_Q4_K ? 144 : 176);
-}
-
-template <int T>
-__device__ __forceinline__ K45Raw k45_raw(const u8* __restrict__ w, int u) {
+__device__ __forceinline__ void unit_load_k45(const u8* __restrict__ w, int u, UnitW& uw) {
+    constexpr int BYTES = T == T_Q4_K ? 144 : 176;
     constexpr int QS = T == T_Q4_K ? 16 : 48;
-    const u8* b = k45_block<T>(w, u);
-    const int j = u & 3;
-    return K45Raw{*(const uint4*)b, *(const uint4*)(b + QS + 32 * j), *(const uint4*)(b + QS + 32 * j + 16)};
-}
-
-// unit_k45's decode of unit u, for row_dot_q16_multi (and EARLY's first unit, from bytes loaded
-// before: k45_raw).
-template <int T>
-__device__ __forceinline__ void unit_decode_k45(const K45Raw& raw, const u8* __restrict__ w, int u, UnitW& uw) {
-    const u8* b = k45_block<T>(w, u);
+    const u8* b = w + (size_t)(u >> 2) * BYTES;
     int j = u & 3;
-    const uint4 h = raw.h, qa = raw.qa, qb = raw.qb;
+    uint4 h = *(const uint4*)b;
+    uint4 qa = *(const uint4*)(b + QS + 32 * j), qb = *(const uint4*)(b + QS + 32 * j + 16);
     u32 q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
 #pragma unroll
     for (int k = 0; k < 8; k++) {
@@ -542,11 +525,6 @@ __device__ __forceinline__ void unit_decode_k45(const K45Raw& raw, const u8* __r
         uw.f[2 * e] = __fmul_rn(d, (float)(s < 4 ? lo_sc : hi_sc));
         uw.f[2 * e + 1] = __fmul_rn(dm, (float)(s < 4 ? lo_mn : hi_mn));
     }
-}
-
-template <int T>
-__device__ __forceinline__ void unit_load_k45(const u8* __restrict__ w, int u, UnitW& uw) {
-    unit_decode_k45<T>(k45_raw<T>(w, u), w, u, uw);
 }
 
 template <int T>
@@ -645,34 +623,16 @@ __device__ __forceinline__ float row_dot_q16(const u8* __restrict__ w, const Xq&
 // row_dot_q16 one unit a lane at a time: the same unit values added in the same order, so the
 // same bits, in fewer registers (matvec_wide runs four blocks an SM on them). The row is in global
 // memory (the 2-byte aligned formats read it with ldg_a2).
-// acc plus units u0, u0 + 32, ... of the row (the walk's rest from unit u0).
 template <int T>
-__device__ __forceinline__ float row_dot_q16_from(const u8* __restrict__ w, const Xq& x, int cols, int u0, float acc) {
+__device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const Xq& x, int cols, int lane) {
     int nu = q16_units<T>(cols);
-    for (int u = u0; u < nu; u += 32) {
+    float acc = 0.f;
+    for (int u = lane; u < nu; u += 32) {
         int4 xr[8];
         load_xu<T>(x, u, xr);
         acc = __fadd_rn(acc, unit_q16<T, true>(w, xr, x, u));
     }
     return acc;
-}
-
-template <int T>
-__device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const Xq& x, int cols, int lane) {
-    return row_dot_q16_from<T>(w, x, cols, lane, 0.f);
-}
-
-// row_dot_q16_one of a Q4_K / Q5_K row with the bytes of the lane's first unit (u = lane < the
-// row's units) loaded already (k45_raw, before the kernel could read its input: MOLLA_X_EARLY).
-// unit_apply gives unit_q16's bits (tests/batch.rs), added in the same order: the same row.
-template <int T>
-__device__ __forceinline__ float row_dot_k45_first(const u8* __restrict__ w, const Xq& x, int cols, int lane,
-                                                   const K45Raw& first) {
-    UnitW uw;
-    unit_decode_k45<T>(first, w, lane, uw);
-    int4 xr[8];
-    load_xu<T>(x, lane, xr);
-    return row_dot_q16_from<T>(w, x, cols, lane + 32, __fadd_rn(0.f, unit_apply<T>(uw, xr, x, lane)));
 }
 
 // Fixed-point rows (MvSeg::accumulate 2; the persistent kernel's wo folded into attention,

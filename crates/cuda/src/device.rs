@@ -121,7 +121,7 @@ pub struct Gpu {
     /// Dynamic shared memory `rope_attention` may take.
     pub(crate) att_max_smem: usize,
     /// Decode kernels launch as programmatic dependents of the kernel before them (crate::pdl):
-    /// compute capability 9.0 and up with `MOLLA_PDL=1`.
+    /// compute capability 9.0 and up unless `MOLLA_PDL=0`.
     pub(crate) pdl: bool,
     /// Q6_K blocks are padded to 224 bytes on the device (kernels/common.cuh `Q6K_BYTES`), unless
     /// `MOLLA_KDEFS` names `Q6FILE` (the file's 210-byte blocks, for comparison).
