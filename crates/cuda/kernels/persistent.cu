@@ -191,8 +191,9 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     int n = st.cols;
     scale = 1.f;
     if (st.prep == PK_PREP_EMBED_RMSNORM) {
-        if (a.token < (u32)st.emb_rows) {
-            const u8* row = st.emb + (size_t)a.token * st.emb_row_bytes;
+        const u32 token = pk_token(a);
+        if (token < (u32)st.emb_rows) {
+            const u8* row = st.emb + (size_t)token * st.emb_row_bytes;
             for (int c = threadIdx.x; c < (n >> 3); c += PK_THREADS) {
                 float v[8];
                 dq8_rt(st.emb_ty, row, c, v);

@@ -190,7 +190,18 @@ struct PkArgs {
     int l2_ahead;  // chunks of a block's rows prefetched into L2 beyond those in shared memory
     long long* fold_acc;  // the PK_OP_ATTN_WO steps' accumulators (fold_n values), or null: each
     int fold_n;           // block zeroes its share as it ends, for the next launch
+    const u32* tok_src;   // or null: the token is the greedy pick of the step before, in the pick
+                          // kernel's words (pick.cu: status, then index), written by a launch
+                          // earlier on the stream (greedy decoding chained on the device,
+                          // forward/chain.rs); a bad pick's status gives no token
 };
+
+// The token this launch decodes: the argument, or the pick at tok_src (none: all ones, past
+// every embedding row, when the pick was not a token).
+__device__ __forceinline__ u32 pk_token(const PkArgs& a) {
+    if (!a.tok_src) return a.token;
+    return __ldcg(a.tok_src) == 0 ? __ldcg(a.tok_src + 1) : 0xffffffffu;
+}
 
 #ifdef MOLLA_X_PKMEASURE
 __shared__ long long pk_stamps[8];

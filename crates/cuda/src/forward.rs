@@ -108,11 +108,13 @@ pub struct CudaModel {
 }
 
 mod batch;
+mod chain;
 mod persistent_decode;
 pub(crate) mod pick;
 mod prefill;
 pub(crate) mod top;
 
+pub use chain::chain_on;
 pub use pick::Pick;
 pub use top::{TOPK_MAX, TopLogits, top_k_fits};
 

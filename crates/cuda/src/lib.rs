@@ -25,7 +25,7 @@ mod weights;
 
 pub use device::{Gpu, is_available};
 pub use error::{CudaError, Result};
-pub use forward::{CudaModel, PK_MAX_POS, Pick, TOPK_MAX, TopLogits, top_k_fits};
+pub use forward::{CudaModel, PK_MAX_POS, Pick, TOPK_MAX, TopLogits, chain_on, top_k_fits};
 pub use kv::CudaKvCache;
 pub use launch::att_tile;
 pub use persistent::Trace;

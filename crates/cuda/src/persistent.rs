@@ -52,10 +52,22 @@ struct PkArgs {
     fold_acc: u64,
     fold_n: i32,
     pad: i32,
+    tok_src: u64,
 }
 
 // SAFETY: as for PkStep.
 unsafe impl DeviceRepr for PkArgs {}
+
+/// The token a persistent launch decodes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Token {
+    /// This id.
+    Id(u32),
+    /// The greedy pick at this device address (the pick kernel's words: status, then index),
+    /// written by a launch before this one on the stream: greedy decoding chained on the device
+    /// (forward/chain.rs). A pick that is not a token gives no embedding row.
+    Picked(u64),
+}
 
 /// A persistent decode step's timing, for measurements (`MOLLA_PK_TRACE=1` with
 /// `MOLLA_KDEFS=PKMEASURE`).
@@ -277,17 +289,18 @@ impl Persistent {
         self.packed_build
     }
 
-    /// Launches one decode step. `err` is a device u32 that must be 0; the kernel stores a nonzero
-    /// value there when a wait timed out.
+    /// Launches one decode step of `token` at `pos`. `err` is a device u32 that must be 0; the
+    /// kernel stores a nonzero value there when a wait timed out.
     ///
     /// # Safety
     /// Every address in the step list is live; `err` and `freqs` are device addresses of this
-    /// model and cache.
+    /// model and cache; a [`Token::Picked`] address holds the pick kernel's words, written
+    /// before this launch in stream order.
     pub unsafe fn launch(
         &mut self,
         gpu: &Gpu,
         h: &Heads,
-        (token, pos): (u32, usize),
+        (token, pos): (Token, usize),
         err: u64,
         freqs: u64,
     ) -> Result<()> {
@@ -307,7 +320,10 @@ impl Persistent {
             err,
             freqs,
             nsteps: self.nsteps as i32,
-            token,
+            token: match token {
+                Token::Id(t) => t,
+                Token::Picked(_) => 0,
+            },
             pos: pos as i32,
             tag_base: (u64::from(self.epoch) * n) as u32,
             epoch: self.epoch,
@@ -331,6 +347,10 @@ impl Persistent {
             fold_acc: self.fold.0,
             fold_n: self.fold.1 as i32,
             pad: 0,
+            tok_src: match token {
+                Token::Id(_) => 0,
+                Token::Picked(a) => a,
+            },
         };
         let mut b = gpu.stream.launch_builder(&self.f);
         b.arg(&a);
@@ -360,6 +380,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(PkArgs, l2_ahead), 124);
         assert_eq!(std::mem::offset_of!(PkArgs, fold_acc), 128);
         assert_eq!(std::mem::offset_of!(PkArgs, fold_n), 136);
-        assert_eq!(size_of::<PkArgs>(), 144);
+        assert_eq!(std::mem::offset_of!(PkArgs, tok_src), 144);
+        assert_eq!(size_of::<PkArgs>(), 152);
     }
 }

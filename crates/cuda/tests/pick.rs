@@ -113,6 +113,85 @@ fn forward_pick_is_the_pick_of_the_logits_on_every_path() {
     }
 }
 
+/// Greedy decoding chained on the device (`decode_greedy`: each step's input the pick the step
+/// before left on the device, steps queued ahead) gives the picks of `forward_pick` step by step,
+/// on every path, when stopped early and resumed, and across the persistent kernel's hand-over
+/// to the graph path.
+#[test]
+fn decode_greedy_gives_the_picks_of_forward_pick_step_by_step() {
+    let Some(_) = gpu() else { return };
+    for s in [
+        small_spec("llama", GgmlType::Q8_0, 576, 1536, 2, 41),
+        small_spec("qwen2", GgmlType::Q4_K, 512, 1536, 2, 42),
+    ] {
+        let m = load(&s);
+        let prompt: Vec<u32> = (0..23).map(|i| (i * 131 + 7) % 4096).collect();
+        for (persistent, max_pos) in [(true, 4096), (true, prompt.len() + 7), (false, 4096)] {
+            m.set_persistent(persistent);
+            m.set_persistent_max_pos(max_pos);
+            let tag = format!(
+                "{} {} persistent {persistent} up to {max_pos}",
+                s.arch, s.ty
+            );
+            let steps = 20;
+            let mut a = m.new_cache(64).unwrap();
+            let first = match m.forward_pick(&prompt, &mut a).unwrap() {
+                Pick::Token(t) => t,
+                p => panic!("{tag}: {p:?}"),
+            };
+            let mut want = Vec::new();
+            let mut tok = first;
+            for _ in 0..steps {
+                let p = m.forward_pick(&[tok], &mut a).unwrap();
+                want.push(p);
+                tok = match p {
+                    Pick::Token(t) => t,
+                    p => panic!("{tag}: {p:?}"),
+                };
+            }
+            // In one go.
+            let mut b = m.new_cache(64).unwrap();
+            m.forward_pick(&prompt, &mut b).unwrap();
+            let mut got = Vec::new();
+            let n = m
+                .decode_greedy(first, steps, &mut b, |p| {
+                    got.push(p);
+                    true
+                })
+                .unwrap();
+            assert_eq!((n, &got), (steps, &want), "{tag}: chained");
+            assert_eq!(b.len, a.len, "{tag}: cache length");
+            // Stopped after the fifth pick (that step stays in the cache), then resumed from it.
+            let mut c = m.new_cache(64).unwrap();
+            m.forward_pick(&prompt, &mut c).unwrap();
+            let mut got = Vec::new();
+            let n = m
+                .decode_greedy(first, steps, &mut c, |p| {
+                    got.push(p);
+                    got.len() < 5
+                })
+                .unwrap();
+            assert_eq!((n, c.len), (5, prompt.len() + 5), "{tag}: stopped");
+            let Pick::Token(t) = got[4] else {
+                panic!("{tag}: {:?}", got[4])
+            };
+            let n = m
+                .decode_greedy(t, steps - 5, &mut c, |p| {
+                    got.push(p);
+                    true
+                })
+                .unwrap();
+            assert_eq!((n + 5, &got), (steps, &want), "{tag}: resumed");
+            assert_eq!(c.len, a.len, "{tag}: cache length, resumed");
+            println!(
+                "{tag}: decode_greedy gives forward_pick's {steps} picks ({})",
+                m.decode_path()
+            );
+        }
+        m.set_persistent_max_pos(cuda::PK_MAX_POS);
+    }
+}
+
 /// Rows for the top-k kernel: random rows of real vocabulary sizes, with ties (equal logits in
 /// different blocks, -0 and +0), masked stretches, and `across_blocks`.
 fn top_rows(rng: &mut Rng) -> Vec<Vec<f32>> {

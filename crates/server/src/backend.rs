@@ -267,6 +267,41 @@ impl Backend {
         }
     }
 
+    /// Greedy decoding chained on the backend (CUDA's `decode_greedy`: each pick stays on the
+    /// device as the next step's input, so no host round trip between tokens), from `first`
+    /// after what `cache` holds, for at most `max` steps: `on_pick` gets each step's pick in
+    /// order and returns whether to go on (the step whose pick it refused stays in the cache).
+    /// Returns the steps taken; None, having run nothing, where the backend does not chain (not
+    /// CUDA, or `MOLLA_CHAIN=0`). Use it only for a sampler that is plain greedy
+    /// (`Sampler::is_plain_greedy`).
+    pub fn decode_greedy(
+        &self,
+        first: u32,
+        max: usize,
+        cache: &mut Cache,
+        mut on_pick: impl FnMut(Result<u32, ServerError>) -> bool,
+    ) -> Option<Result<usize, ServerError>> {
+        match (self, cache) {
+            #[cfg(feature = "cuda")]
+            (Backend::Cuda(m), Cache::Cuda(c)) if cuda::chain_on() => Some(
+                m.decode_greedy(first, max, c, |p| {
+                    on_pick(match p {
+                        cuda::Pick::Token(id) => Ok(id),
+                        cuda::Pick::BadLogit { index, value } => {
+                            Err(sampler::SamplerError::BadLogit { index, value }.into())
+                        }
+                        cuda::Pick::NoCandidates => Err(sampler::SamplerError::NoCandidates.into()),
+                    })
+                })
+                .map_err(ServerError::from),
+            ),
+            _ => {
+                let _ = (first, max, &mut on_pick);
+                None
+            }
+        }
+    }
+
     /// Runs `tokens` after what `cache` holds and returns the top `k` of the last token's logits
     /// (`(id, logit)`, see `cuda::TopLogits`) found by the backend, without sending the logits
     /// back (CUDA's `forward_top`, with `MOLLA_CUDA_PICK=1`); None,

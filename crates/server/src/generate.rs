@@ -56,6 +56,51 @@ pub fn generate(
         if cancelled() {
             break;
         }
+        // Plain greedy after the prompt: the backend may chain the steps on the device (no
+        // host round trip between tokens), taking each pick through `seq` as below.
+        if let Some(first) = next.filter(|_| seq.backend_may_pick()) {
+            let mut len = cache.len();
+            let (mut cancel, mut stop, mut failed, mut follow) = (false, false, None, None);
+            let max = capacity.saturating_sub(len);
+            let chained = backend.decode_greedy(first, max, cache, |p| {
+                len += 1;
+                if cancelled() {
+                    cancel = true;
+                    return false;
+                }
+                let out = match p.and_then(|id| seq.accept(id, len)) {
+                    Ok(out) => out,
+                    Err(e) => {
+                        failed = Some(e);
+                        return false;
+                    }
+                };
+                if !out.text.is_empty() && !emit(&out.text) {
+                    stop = true;
+                    return false;
+                }
+                follow = out.next;
+                follow.is_some()
+            });
+            if let Some(r) = chained {
+                r?;
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                if cancel {
+                    // Step by step, a cancelled step is not run: its input is not cached.
+                    cache.truncate(cache.len().saturating_sub(1));
+                }
+                if cancel || stop {
+                    break;
+                }
+                match follow {
+                    Some(id) => next = Some(id),
+                    None => break,
+                }
+                continue;
+            }
+        }
         let input = match &next {
             Some(id) => std::slice::from_ref(id),
             None => prompt,

@@ -37,9 +37,12 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
-    /// Generate as `molla run --temp 0` does: the greedy pick made by the backend where it can
-    /// (CUDA with `MOLLA_CUDA_PICK=1`: four words back a token instead of the logits; llama-bench
-    /// copies the logits back, as the default here).
+    /// Generate as `molla run --temp 0` does: on CUDA the greedy pick made on the device and
+    /// each step's input taken from the step before's pick there, steps queued ahead (unless
+    /// `MOLLA_CHAIN=0`; then with `MOLLA_CUDA_PICK=1` the pick is made on the device step by
+    /// step), so the tokens decoded after the first are the model's own picks; elsewhere
+    /// the host's greedy pick. llama-bench copies the logits back and samples nothing, as the
+    /// default here.
     #[arg(long)]
     pick: bool,
     /// Generate as sampling with top-k = K does where the backend finds the top K on the device
@@ -117,9 +120,22 @@ pub fn run(a: Args) -> Result<()> {
             kv.truncate(a.depth);
             let toks = tokens(a.n_gen, vocab);
             let t = Instant::now();
+            let chained = a
+                .pick
+                .then(|| m.decode_greedy(toks[0], a.n_gen, &mut kv, |p| p.is_ok()))
+                .flatten();
+            let stepwise = chained.is_none();
+            if let Some(steps) = chained {
+                let steps = steps?;
+                anyhow::ensure!(
+                    steps == a.n_gen,
+                    "greedy decoding stopped after {steps} of {} steps (a pick that is not a token)",
+                    a.n_gen
+                );
+            }
             // Each step's logits land on the host and are left there, as llama-bench's are
             // (generation reads them in place, `server::generate`).
-            for &tok in &toks {
+            for &tok in toks.iter().filter(|_| stepwise) {
                 if let Some(id) = a.pick.then(|| m.forward_pick(&[tok], &mut kv)).flatten() {
                     id?;
                 } else if let Some(top) = a.top.and_then(|k| m.forward_top(&[tok], &mut kv, k)) {

@@ -6,7 +6,7 @@ use super::CudaModel;
 use crate::error::{CudaError, Result};
 use crate::kv::CudaKvCache;
 use crate::launch::{self, Out, Prep};
-use crate::persistent::{Input, Persistent, Steps};
+use crate::persistent::{Input, Persistent, Steps, Token};
 use crate::weights::DevMatrix;
 use cudarc::driver::CudaSlice;
 use std::sync::atomic::Ordering;
@@ -28,16 +28,18 @@ impl CudaModel {
             .unwrap_or_else(|e| e.into_inner()) = Some(why);
     }
 
-    /// One decode step as one launch of the persistent kernel, its logits read by `f`. `f`
-    /// back, unused, when the kernel is not available for this model or a wait in it timed out
-    /// (then it is off from now on, and the caller runs the step on the graph path: the step
-    /// rewrites everything it wrote).
-    pub(super) fn decode_persistent<R, F: FnOnce(&[f32]) -> R>(
+    /// Queues one decode step of `token` at position `pos` as one launch of the persistent
+    /// kernel (and the head after it, when it runs outside): false, having queued nothing, when
+    /// the kernel is not available for this model (then it is off from now on).
+    ///
+    /// # Safety
+    /// A [`Token::Picked`] address holds the pick kernel's words, written earlier on the stream.
+    pub(super) unsafe fn queue_persistent(
         &self,
-        token: u32,
+        token: Token,
+        pos: usize,
         kv: &mut CudaKvCache,
-        f: F,
-    ) -> Result<std::result::Result<R, F>> {
+    ) -> Result<bool> {
         let (g, vocab) = (&self.gpu, self.hp.n_vocab);
         if kv.pk.is_none() {
             match self.build_persistent(kv) {
@@ -50,18 +52,18 @@ impl CudaModel {
                 }
                 Err(e) => {
                     self.persistent_fails(e.to_string());
-                    return Ok(Err(f));
+                    return Ok(false);
                 }
             }
         }
         let Some(pk) = kv.pk.as_mut() else {
-            return Ok(Err(f));
+            return Ok(false);
         };
         // The word after the logits is the kernel's error flag (zero).
         let err = g.ptr(&kv.decode.logits) + (vocab * 4) as u64;
-        let t0 = std::time::Instant::now();
-        // SAFETY: the step list holds addresses of this model's and this cache's buffers.
-        unsafe { pk.launch(g, &self.heads, (token, kv.len), err, g.ptr(&self.freqs))? };
+        // SAFETY: the step list holds addresses of this model's and this cache's buffers; a
+        // picked token's address is as the caller guarantees.
+        unsafe { pk.launch(g, &self.heads, (token, pos), err, g.ptr(&self.freqs))? };
         if let Some((x, tagged)) = pk.head_x {
             let (w, eps) = (g.ptr(&self.output_norm), self.hp.rms_eps);
             let norm = if tagged {
@@ -76,6 +78,41 @@ impl CudaModel {
             unsafe {
                 launch::matvec_wide(g, &[head], self.hp.n_embd, x, norm, g.ptr(&kv.decode_prep))?
             };
+        }
+        Ok(true)
+    }
+
+    /// Turns the persistent path off after a launch whose error word is `flag` (not 0): a wait
+    /// timed out or a folded product overflowed. The cache's step list is dropped and its logits
+    /// (and so the error word) cleared.
+    pub(super) fn persistent_flagged(&self, kv: &mut CudaKvCache, flag: u32) -> Result<()> {
+        kv.pk = None;
+        self.gpu.clear(&mut kv.decode.logits)?;
+        // 1 + the step; with PK_ERR_FX, a product a word cannot hold.
+        let step = (flag & !PK_ERR_FX).wrapping_sub(1);
+        self.persistent_fails(if flag & PK_ERR_FX != 0 {
+            format!("a folded product at step {step} was too large or not finite")
+        } else {
+            format!("a wait timed out at step {step}")
+        });
+        Ok(())
+    }
+
+    /// One decode step as one launch of the persistent kernel, its logits read by `f`. `f`
+    /// back, unused, when the kernel is not available for this model or a wait in it timed out
+    /// (then it is off from now on, and the caller runs the step on the graph path: the step
+    /// rewrites everything it wrote).
+    pub(super) fn decode_persistent<R, F: FnOnce(&[f32]) -> R>(
+        &self,
+        token: u32,
+        kv: &mut CudaKvCache,
+        f: F,
+    ) -> Result<std::result::Result<R, F>> {
+        let g = &self.gpu;
+        let t0 = std::time::Instant::now();
+        // SAFETY: the token is an id.
+        if !unsafe { self.queue_persistent(Token::Id(token), kv.len, kv)? } {
+            return Ok(Err(f));
         }
         let t1 = std::time::Instant::now();
         // The logits and the flag in one copy, or in pick mode (forward/pick.rs) the pick's
@@ -99,15 +136,7 @@ impl CudaModel {
                 Ok(Ok(r))
             }
             Err((f, flag)) => {
-                kv.pk = None;
-                g.clear(&mut kv.decode.logits)?;
-                // 1 + the step; with PK_ERR_FX, a product a word cannot hold.
-                let step = (flag & !PK_ERR_FX) - 1;
-                self.persistent_fails(if flag & PK_ERR_FX != 0 {
-                    format!("a folded product at step {step} was too large or not finite")
-                } else {
-                    format!("a wait timed out at step {step}")
-                });
+                self.persistent_flagged(kv, flag)?;
                 Ok(Err(f))
             }
         }

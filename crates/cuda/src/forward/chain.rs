@@ -1,0 +1,234 @@
+//! Greedy decoding chained on the device: each step's pick (kernels/pick.cu) stays on the
+//! device, where the next step's persistent launch reads it as its token (`Token::Picked`), so
+//! the host queues steps back to back and reads the picks as they complete. Step by step, the
+//! GPU idles between tokens while the pick comes back, the host takes it and launches the next
+//! step (docs/cuda-persistent.md, "the host round trip": about 5% of a SmolLM2 token); chained,
+//! the next launch is already queued.
+
+use super::CudaModel;
+use super::pick::{PICK_WORDS, Pick, launch_pick};
+use crate::error::{CudaError, Result, drv};
+use crate::kv::CudaKvCache;
+use crate::persistent::Token;
+use cudarc::driver::{CudaEvent, CudaStream};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// Steps queued ahead of the one whose pick the host waits for (`MOLLA_CHAIN_DEPTH`, 1 .. 16,
+/// read once; 1 is step by step through the same code).
+fn depth() -> usize {
+    static D: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *D.get_or_init(|| {
+        std::env::var("MOLLA_CHAIN_DEPTH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3)
+            .clamp(1, 16)
+    })
+}
+
+/// Whether greedy decoding is chained on the device where it can be (`MOLLA_CHAIN=0` turns it
+/// off; read once).
+pub fn chain_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MOLLA_CHAIN").map_or(true, |v| v != "0"))
+}
+
+/// Page-locked slots the picks are copied into, one a queued step, each with the event recorded
+/// after its copy.
+struct Ring {
+    ptr: *mut u32,
+    events: Vec<CudaEvent>,
+    stream: Arc<CudaStream>,
+}
+
+impl Ring {
+    fn new(m: &CudaModel, slots: usize) -> Result<Ring> {
+        let g = &m.gpu;
+        g.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        // SAFETY: plain allocation of page-locked host memory.
+        let p = unsafe { cudarc::driver::result::malloc_host(slots * PICK_WORDS * 4, 0) }
+            .map_err(drv("page-locked pick slots"))?;
+        let mut ring = Ring {
+            ptr: p.cast(),
+            events: Vec::with_capacity(slots),
+            stream: g.stream.clone(),
+        };
+        for _ in 0..slots {
+            ring.events
+                .push(g.ctx.new_event(None).map_err(drv("event"))?);
+        }
+        Ok(ring)
+    }
+
+    /// Queues the copy of the pick's words into slot `i` and records its event.
+    fn queue(&mut self, m: &CudaModel, kv: &CudaKvCache, i: usize) -> Result<()> {
+        // SAFETY: slot i lies in the allocation (i < slots); the copy completes before the
+        // slot is read (its event is waited for) and before the memory is freed (Drop waits
+        // for the stream); pick holds at least PICK_WORDS words.
+        unsafe {
+            let dst = std::slice::from_raw_parts_mut(self.ptr.add(i * PICK_WORDS), PICK_WORDS);
+            cudarc::driver::result::memcpy_dtoh_async(
+                dst,
+                m.gpu.ptr(&kv.pick),
+                m.gpu.stream.cu_stream(),
+            )
+            .map_err(drv("pick download"))?;
+        }
+        self.events[i]
+            .record(&m.gpu.stream)
+            .map_err(drv("event record"))
+    }
+
+    /// Slot `i`'s words once its copy is done.
+    fn read(&self, i: usize) -> Result<[u32; PICK_WORDS]> {
+        self.events[i].synchronize().map_err(drv("pick download"))?;
+        let mut w = [0u32; PICK_WORDS];
+        // SAFETY: the slot's copy is complete (its event), and nothing writes it until it is
+        // queued again.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.add(i * PICK_WORDS), w.as_mut_ptr(), PICK_WORDS)
+        };
+        Ok(w)
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // No copy into the slots may be in flight when they are freed.
+        let _ = self.stream.synchronize();
+        // SAFETY: allocated by cuMemHostAlloc above; the context outlives the stream we hold.
+        let _ = unsafe { cudarc::driver::result::free_host(self.ptr.cast()) };
+    }
+}
+
+impl CudaModel {
+    /// Greedy decoding of up to `max` tokens after what `kv` holds, from `first`: each step's
+    /// input is the step before's pick. `on_pick` gets each step's pick, in order, and says
+    /// whether to go on; generation stops at once after a pick that is not a token. Where the
+    /// persistent kernel serves the cache, the steps are chained on the device: up to
+    /// `MOLLA_CHAIN_DEPTH` (3) are queued ahead of the pick the host waits for, and those queued
+    /// past the last pick taken are discarded (their cache positions lie past `kv.len`, which
+    /// counts the steps whose picks `on_pick` saw). Elsewhere, step by step
+    /// ([`forward_pick`](Self::forward_pick)). The picks are those of `forward_pick` step by
+    /// step, bit for bit: the same kernels on the same inputs. Returns the steps taken.
+    pub fn decode_greedy(
+        &self,
+        first: u32,
+        max: usize,
+        kv: &mut CudaKvCache,
+        mut on_pick: impl FnMut(Pick) -> bool,
+    ) -> Result<usize> {
+        if kv.model_uid != self.uid {
+            return Err(CudaError::CacheShape);
+        }
+        let mut input = first;
+        let mut taken = 0;
+        while taken < max {
+            cpu::check_input(&[input], kv.len, kv.capacity(), self.hp.n_vocab)?;
+            let room = (max - taken).min(kv.capacity() - kv.len).min(
+                self.pk_max_pos
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(kv.len),
+            );
+            let chained =
+                if chain_on() && room > 1 && self.persistent.load(Ordering::Relaxed) && !kv.f32 {
+                    self.chain(input, room, kv, &mut on_pick)?
+                } else {
+                    None
+                };
+            let (n, next) = match chained {
+                Some(r) => r,
+                None => {
+                    let p = self.forward_pick(&[input], kv)?;
+                    let go = on_pick(p);
+                    (1, if go { token_of(p) } else { None })
+                }
+            };
+            taken += n;
+            match next {
+                Some(t) => input = t,
+                None => break,
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Up to `room` chained steps from `first` (see [`decode_greedy`](Self::decode_greedy)):
+    /// the steps taken and the next input (None: stop), or None, having taken none, when the
+    /// persistent kernel cannot run the first.
+    fn chain(
+        &self,
+        first: u32,
+        room: usize,
+        kv: &mut CudaKvCache,
+        on_pick: &mut impl FnMut(Pick) -> bool,
+    ) -> Result<Option<(usize, Option<u32>)>> {
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (g, vocab) = (&self.gpu, self.hp.n_vocab);
+        g.ctx.bind_to_thread().map_err(drv("bind context"))?;
+        let slots = depth();
+        let mut ring = Ring::new(self, slots)?;
+        let len0 = kv.len;
+        let picked = g.ptr(&kv.pick);
+        let logits = g.ptr(&kv.decode.logits);
+        let (mut queued, mut done) = (0usize, 0usize);
+        let mut input = first;
+        let next = loop {
+            while queued < room && queued - done < slots {
+                let token = if queued == 0 {
+                    Token::Id(first)
+                } else {
+                    Token::Picked(picked)
+                };
+                // SAFETY: a picked token's words were written by the pick launched after the
+                // step before, on this stream.
+                if !unsafe { self.queue_persistent(token, len0 + queued, kv)? } {
+                    // Only the first step can find the kernel unavailable (it is built then).
+                    if queued == 0 {
+                        return Ok(None);
+                    }
+                    break;
+                }
+                // SAFETY: the step just queued writes the logits and the error word after them;
+                // pick holds pick_buffer_words(vocab) words, its ticket left zero by the kernel.
+                unsafe { launch_pick(g, logits, vocab, true, &kv.pick)? };
+                ring.queue(self, kv, queued % slots)?;
+                queued += 1;
+            }
+            if done == queued {
+                break Some(input);
+            }
+            let w = ring.read(done % slots)?;
+            let flag = w[PICK_WORDS - 1];
+            if flag != 0 {
+                // A wait in the kernel timed out: this step and those after it are redone on
+                // the graph path, from the input the host knows.
+                g.sync()?;
+                kv.len = len0 + done;
+                self.persistent_flagged(kv, flag)?;
+                return Ok(Some((done, Some(input))));
+            }
+            let p = Pick::from_words(&w.map(f32::from_bits));
+            done += 1;
+            kv.len = len0 + done;
+            let go = on_pick(p);
+            match token_of(p) {
+                Some(t) if go => input = t,
+                _ => break None,
+            }
+        };
+        // Steps queued past the last pick taken are left to finish (the ring waits for them);
+        // what they wrote lies past kv.len.
+        drop(ring);
+        Ok(Some((done, next)))
+    }
+}
+
+/// The pick's token, if it is one.
+fn token_of(p: Pick) -> Option<u32> {
+    match p {
+        Pick::Token(t) => Some(t),
+        _ => None,
+    }
+}
