@@ -124,6 +124,11 @@ def collect(a):
             row["molla_tg_d"] = (dm or {}).get("tg_tok_s")
             row["tg_d_ratio"] = (row["molla_tg_d"] / row["llama_tg_d"]
                                  if row["molla_tg_d"] and row["llama_tg_d"] else None)
+        if os.path.exists(os.path.join(a.raw, name + ".molla-pick.json")):
+            pm, _ = load(os.path.join(a.raw, name + ".molla-pick.json"))
+            row["molla_tg_pick"] = (pm or {}).get("tg_tok_s")
+            row["tg_pick_ratio"] = (row["molla_tg_pick"] / row["llama_tg"]
+                                    if row["molla_tg_pick"] and row["llama_tg"] else None)
         rows.append(row)
         for i, toks in enumerate(lists):
             cpu, cerr = load(os.path.join(a.raw, f"{name}.L{i}.cpu.json"))
@@ -169,6 +174,14 @@ def render(res, reproduce=None):
                   "| model | depth | tg molla | tg llama.cpp | ratio |", "|---|---|---|---|---|"]
         lines += [f"| {r['model']} | {r['depth']} | {f1(r['molla_tg_d'])} | {f1(r['llama_tg_d'])} "
                   f"| {rat(r['tg_d_ratio'], 0)} |" for r in deep]
+    picked = [r for r in res["rows"] if "molla_tg_pick" in r]
+    if picked:
+        lines += ["", f"Greedy generation as `molla run --temp 0` does it (`molla bench --pick -p 0 -n {N}`: the pick made "
+                  f"on the device, each step's token the step before's pick, steps queued ahead), against llama-bench's "
+                  f"tg{N} above (which samples nothing):", "",
+                  f"| model | tg{N} molla, greedy | tg{N} llama.cpp | ratio |", "|---|---|---|---|"]
+        lines += [f"| {r['model']} | {f1(r['molla_tg_pick'])} | {f1(r['llama_tg'])} | {rat(r['tg_pick_ratio'], TG_GOAL)} |"
+                  for r in picked]
     errs = [f"- {r['model']}: {e}" for r in res["rows"] for e in r.get("errors", [])]
     if errs:
         lines += ["", "Errors:"] + errs
