@@ -37,12 +37,11 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
-    /// Generate as `molla run --temp 0` does: on CUDA the greedy pick made on the device and
-    /// each step's input taken from the step before's pick there, steps queued ahead (unless
-    /// `MOLLA_CHAIN=0`; then with `MOLLA_CUDA_PICK=1` the pick is made on the device step by
-    /// step), so the tokens decoded after the first are the model's own picks; elsewhere
-    /// the host's greedy pick. llama-bench copies the logits back and samples nothing, as the
-    /// default here.
+    /// Generate as `molla run --temp 0` does: on CUDA with `MOLLA_CHAIN=1` the greedy pick made
+    /// on the device and each step's input taken from the step before's pick there, steps
+    /// queued ahead (the tokens decoded after the first are then the model's own picks); with
+    /// `MOLLA_CUDA_PICK=1` the pick made on the device step by step; else the host's greedy
+    /// pick. llama-bench copies the logits back and samples nothing, as the default here.
     #[arg(long)]
     pick: bool,
     /// Generate as sampling with top-k = K does where the backend finds the top K on the device

@@ -3,7 +3,7 @@
 //! the host queues steps back to back and reads the picks as they complete. Step by step, the
 //! GPU idles between tokens while the pick comes back, the host takes it and launches the next
 //! step (docs/cuda-persistent.md, "the host round trip": about 5% of a SmolLM2 token); chained,
-//! the next launch is already queued.
+//! the next launch is already queued. Off by default (`MOLLA_CHAIN=1`): see [`chain_on`].
 
 use super::CudaModel;
 use super::pick::{PICK_WORDS, Pick, launch_pick};
@@ -27,11 +27,15 @@ fn depth() -> usize {
     })
 }
 
-/// Whether greedy decoding is chained on the device where it can be (`MOLLA_CHAIN=0` turns it
-/// off; read once).
+/// Whether the server's and the CLI's greedy decoding goes through
+/// [`CudaModel::decode_greedy`] (`MOLLA_CHAIN=1`; read once). Off by default: measured on the H200 (session 25, `molla bench --pick`, tg128), the
+/// chain at depth 3 beats depth 1 (the host round trip) by 1-3%, but the pick's own launch costs
+/// about as much, so chained greedy decoding was 1-3% slower than copying the logits back
+/// (SmolLM2 Q4_1 2227 against 2250 tok/s, Q8_0 2123 against 2185, Qwen2.5-0.5B 1731 against
+/// 1739). It should pay once the pick is the persistent kernel's last step.
 pub fn chain_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MOLLA_CHAIN").map_or(true, |v| v != "0"))
+    *ON.get_or_init(|| std::env::var("MOLLA_CHAIN").is_ok_and(|v| v == "1"))
 }
 
 /// Page-locked slots the picks are copied into, one a queued step, each with the event recorded
@@ -131,12 +135,11 @@ impl CudaModel {
                     .load(Ordering::Relaxed)
                     .saturating_sub(kv.len),
             );
-            let chained =
-                if chain_on() && room > 1 && self.persistent.load(Ordering::Relaxed) && !kv.f32 {
-                    self.chain(input, room, kv, &mut on_pick)?
-                } else {
-                    None
-                };
+            let chained = if room > 1 && self.persistent.load(Ordering::Relaxed) && !kv.f32 {
+                self.chain(input, room, kv, &mut on_pick)?
+            } else {
+                None
+            };
             let (n, next) = match chained {
                 Some(r) => r,
                 None => {
