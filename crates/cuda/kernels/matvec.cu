@@ -234,11 +234,28 @@ __device__ __forceinline__ bool mv_row(const MvArgs& a, int rb, int lanes, int& 
 }
 
 // Output row r of input row t: the dot product v, plus the bias, plus what y holds (accumulate).
-__device__ __forceinline__ void mv_store(const MvSeg& s, int t, int r, float v) {
+// Returns the value stored.
+__device__ __forceinline__ float mv_store(const MvSeg& s, int t, int r, float v) {
     float* y = s.y + (size_t)t * s.rows;
     if (s.bias) v += s.bias[r];
     if (s.accumulate) v += y[r];
     y[r] = v;
+    return v;
+}
+
+// A thread's running greedy pick over the values it stored, by pick.cu's rule (pick_greedy):
+// the highest value, the lowest index among equals (a thread's indices rise, so a strictly
+// greater value replaces), -inf masked; and the lowest index of a NaN or +inf.
+struct PickAcc {
+    float best;
+    int bi, bad;
+};
+
+__device__ __forceinline__ PickAcc pick_acc() { return PickAcc{-__int_as_float(0x7f800000), 0x7fffffff, 0x7fffffff}; }
+
+__device__ __forceinline__ void pick_add(PickAcc& p, float v, int i) {
+    if (v != v || v == __int_as_float(0x7f800000)) p.bad = min(p.bad, i);
+    else if (v > p.best) p.best = v, p.bi = i;
 }
 
 // A fixed-point row (MvSeg::accumulate 2): y[r] = fx_value(sum) + y[r], as the persistent
@@ -407,8 +424,11 @@ __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* d
 }
 
 // matvec_wide's rows on the prepared input xq (in shared memory) whose RMSNorm scale is `scale`:
-// a warp a row, 32 lanes, the block's warps striding over the grid's rows.
-__device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float scale) {
+// a warp a row, 32 lanes, the block's warps striding over the grid's rows. With PICK (one plain
+// segment: matvec_wide_pick), lane 0 of each warp keeps the greedy pick of the rows it stored in
+// `pick`.
+template <bool PICK = false>
+__device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float scale, PickAcc* pick = nullptr) {
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, total = mv_total(a);
     const bool fx = mv_fx(a);
     for (int rb = blockIdx.x * warps; rb < total; rb += gridDim.x * warps) {
@@ -429,7 +449,10 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
             row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
         }
         acc = warp_sum(acc);
-        if (active && lane == 0) mv_store(a.seg[si], 0, r, mv_scaled(acc, scale));
+        if (active && lane == 0) {
+            float v = mv_store(a.seg[si], 0, r, mv_scaled(acc, scale));
+            if constexpr (PICK) pick_add(*pick, v, r);
+        }
     }
 }
 

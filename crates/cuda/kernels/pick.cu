@@ -36,8 +36,52 @@ __device__ __forceinline__ void pick_block(float& best, int& bi, int& bad) {
     if (lane == 0) wv[warp] = best, wi[warp] = bi, wb[warp] = bad;
     __syncthreads();
     if (warp == 0) {
-        best = wv[lane], bi = wi[lane], bad = wb[lane];
+        // Blocks of fewer than 32 warps (matvec_wide_pick's 8): the lanes past them hold nothing.
+        const bool w = lane < (int)(blockDim.x >> 5);
+        best = w ? wv[lane] : -__int_as_float(0x7f800000), bi = w ? wi[lane] : 0x7fffffff;
+        bad = w ? wb[lane] : 0x7fffffff;
         pick_warp(best, bi, bad);
+    }
+}
+
+// The end of a greedy pick over the grid: every thread of the block calls it with its own
+// (best, bi, bad) over the logits x[0 .. n) it saw; the block's goes to its words in `out`, and
+// the last block to arrive (a ticket, reset by it) picks among the blocks' and writes the result
+// (pick_greedy's words; with `flag`, x[n] in the fourth). Logits another block of this grid wrote
+// are read through L2 after the ticket's fence.
+__device__ void pick_finish(const float* x, int n, int flag, u32* out, float best, int bi, int bad) {
+    const float inf = __int_as_float(0x7f800000);
+    pick_block(best, bi, bad);
+    __shared__ int last;
+    u32* part = out + 5;
+    if (threadIdx.x == 0) {
+        part[3 * blockIdx.x] = __float_as_uint(best), part[3 * blockIdx.x + 1] = (u32)bi;
+        part[3 * blockIdx.x + 2] = (u32)bad;
+        __threadfence();
+        last = atomicAdd(out + 4, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    best = -inf, bi = 0x7fffffff, bad = 0x7fffffff;
+    for (int b = threadIdx.x; b < (int)gridDim.x; b += blockDim.x) {
+        float ov = __uint_as_float(__ldcg(part + 3 * b));
+        int oi = (int)__ldcg(part + 3 * b + 1), ob = (int)__ldcg(part + 3 * b + 2);
+        if (ov > best || (ov == best && oi < bi)) best = ov, bi = oi;
+        bad = min(bad, ob);
+    }
+    pick_block(best, bi, bad);
+    if (threadIdx.x == 0) {
+        u32 f = flag ? __ldcg((const u32*)x + n) : 0u;
+        if (bad != 0x7fffffff) {
+            out[0] = 1, out[1] = (u32)bad, out[2] = __float_as_uint(__ldcg(x + bad));
+        } else if (bi == 0x7fffffff) {
+            out[0] = 2, out[1] = 0, out[2] = 0;
+        } else {
+            out[0] = 0, out[1] = (u32)bi, out[2] = __float_as_uint(best);
+        }
+        out[3] = f;
+        out[4] = 0;
     }
 }
 
@@ -68,38 +112,22 @@ MOLLA_KERNEL void __launch_bounds__(PICK_THREADS) pick_greedy(const float* __res
             bi = i;
         }
     }
-    pick_block(best, bi, bad);
-    __shared__ int last;
-    u32* part = out + 5;
-    if (threadIdx.x == 0) {
-        part[3 * blockIdx.x] = __float_as_uint(best), part[3 * blockIdx.x + 1] = (u32)bi;
-        part[3 * blockIdx.x + 2] = (u32)bad;
-        __threadfence();
-        last = atomicAdd(out + 4, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    best = -inf, bi = 0x7fffffff, bad = 0x7fffffff;
-    for (int b = threadIdx.x; b < (int)gridDim.x; b += PICK_THREADS) {
-        float ov = __uint_as_float(__ldcg(part + 3 * b));
-        int oi = (int)__ldcg(part + 3 * b + 1), ob = (int)__ldcg(part + 3 * b + 2);
-        if (ov > best || (ov == best && oi < bi)) best = ov, bi = oi;
-        bad = min(bad, ob);
-    }
-    pick_block(best, bi, bad);
-    if (threadIdx.x == 0) {
-        u32 f = flag ? ((const u32*)x)[n] : 0u;
-        if (bad != 0x7fffffff) {
-            out[0] = 1, out[1] = (u32)bad, out[2] = __float_as_uint(x[bad]);
-        } else if (bi == 0x7fffffff) {
-            out[0] = 2, out[1] = 0, out[2] = 0;
-        } else {
-            out[0] = 0, out[1] = (u32)bi, out[2] = __float_as_uint(best);
-        }
-        out[3] = f;
-        out[4] = 0;
-    }
+    pick_finish(x, n, flag, out, best, bi, bad);
+}
+
+// matvec_wide over one plain segment (a head: no bias, no accumulation, not fixed point) with
+// the greedy pick of its output made by the same grid (pick_finish into `out`, as pick_greedy
+// leaves it; `flag`: the word after the row, the persistent kernel's error flag, goes with it),
+// so that a decode step's pick costs no launch of its own. The rows' bits are matvec_wide's. `out`
+// holds 5 + 3 * gridDim.x words, its ticket zero.
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_pick(const MvArgs a, const u8* prep, int flag, u32* out) {
+    KTRACE(11);
+    extern __shared__ float4 smem4[];
+    pdl_trigger();
+    pdl_wait();
+    PickAcc p = pick_acc();
+    wide_rows<true>(a, prep_xq(a, prep, smem4), prep_scale(a, prep), &p);
+    pick_finish(a.seg[0].y, a.seg[0].rows, flag, out, p.best, p.bi, p.bad);
 }
 
 // The top k logits of a row on the device (k <= TOPK_MAX), for sampling with top-k on the host

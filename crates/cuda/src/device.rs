@@ -55,6 +55,8 @@ pub(crate) struct Kernels {
     pub gather_rows: CudaFunction,
     /// The greedy pick of a row of logits (kernels/pick.cu).
     pub pick_greedy: CudaFunction,
+    /// `matvec_wide` of a head with the greedy pick of its output (kernels/pick.cu).
+    pub matvec_wide_pick: CudaFunction,
     /// The top k logits of a row (kernels/pick.cu).
     pub pick_top: CudaFunction,
     /// The persistent decode kernel.
@@ -230,6 +232,7 @@ impl Gpu {
             swiglu: f("swiglu")?,
             gather_rows: f("gather_rows")?,
             pick_greedy: f("pick_greedy")?,
+            matvec_wide_pick: f("matvec_wide_pick")?,
             pick_top: f("pick_top")?,
             decode_persistent: pk_module
                 .load_function("decode_persistent")
@@ -265,6 +268,8 @@ impl Gpu {
         }
         // rope_attention's allowance (it stages a head's keys and values: att_stage_cap).
         let att_max_smem = allow_dynamic_smem(&k.rope_attention, optin)?;
+        // matvec_wide_pick's static shared memory (the pick's block reduction) exceeds matvec's.
+        allow_dynamic_smem(&k.matvec_wide_pick, optin)?;
         let pk_max_smem = allow_dynamic_smem(&k.decode_persistent, optin)? as usize;
         let pdl = compile::pdl(cc);
         let q6pad = !compile::experiment("Q6FILE");

@@ -98,6 +98,9 @@ pub struct CudaModel {
     /// Positions from which decode leaves the persistent kernel for the graph path, whose
     /// attention splits over several blocks a head (see `set_persistent_max_pos`).
     pk_max_pos: std::sync::atomic::AtomicUsize,
+    /// Where caches made from now on run the persistent path's head: 0 as `MOLLA_PK_HEAD`
+    /// says, 1 after the kernel, 2 inside it ([`CudaModel::set_persistent_head`]).
+    pk_head: std::sync::atomic::AtomicU8,
     /// cuBLAS for the prefill matmuls, set up on the first prefill.
     blas: Mutex<BlasState>,
     /// Serialises forward passes: they share one stream, and a graph capture must see no
@@ -231,6 +234,7 @@ impl CudaModel {
             pk_grid: std::sync::atomic::AtomicU32::new(0),
             pk_packed: AtomicBool::new(false),
             pk_head_out: AtomicBool::new(false),
+            pk_head: std::sync::atomic::AtomicU8::new(0),
             pk_max_pos: std::sync::atomic::AtomicUsize::new(
                 std::env::var("MOLLA_PK_MAX_POS")
                     .ok()
@@ -284,6 +288,19 @@ impl CudaModel {
     /// the same bits.
     pub fn set_persistent_max_pos(&self, pos: usize) {
         self.pk_max_pos.store(pos, Ordering::Relaxed);
+    }
+
+    /// Where persistent kernels built from now on (a cache's, at its first decode step) run the
+    /// head: after the kernel
+    /// on `matvec_wide` (`Some(true)`), inside it (`Some(false)`), or as `MOLLA_PK_HEAD` and the
+    /// head's size decide (`None`, the default). The same bits either way.
+    pub fn set_persistent_head(&self, outside: Option<bool>) {
+        let v = match outside {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        };
+        self.pk_head.store(v, Ordering::Relaxed);
     }
 
     /// KV caches made from now on store keys and values in f32 (`true`) or f16 (`false`, the

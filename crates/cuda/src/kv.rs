@@ -151,7 +151,8 @@ impl CudaKvCache {
             reduce: Default::default(),
             pick: gpu.zeros(
                 crate::forward::pick::pick_buffer_words(hp.n_vocab)
-                    .max(crate::forward::top::top_buffer_words(hp.n_vocab)),
+                    .max(crate::forward::top::top_buffer_words(hp.n_vocab))
+                    .max(launch::pick_wide_words(4 * gpu.sm_count)),
             )?,
             att_split: launch::SplitScratch::new(
                 gpu,

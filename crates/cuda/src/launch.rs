@@ -5,7 +5,7 @@
 use crate::device::Gpu;
 use crate::error::{Result, drv};
 use crate::pdl::launch_dep;
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
 mod attention;
 mod fused;
@@ -338,6 +338,60 @@ pub(crate) unsafe fn matvec_wide(
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
     unsafe { launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf) }
+}
+
+/// [`matvec_wide`] of one plain matrix (a head: no bias, no accumulation, not fixed point) with
+/// the greedy pick of its output made by the same grid (kernels/pick.cu `matvec_wide_pick`) into
+/// `pick`, in `pick_greedy`'s words; with `flag`, the word after the output (the persistent
+/// kernel's error flag) goes with them. The output's bits are `matvec_wide`'s.
+///
+/// # Safety
+/// As [`matvec_wide`]; `pick`'s ticket (its fifth word) is zero, as the pick kernels leave it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn matvec_wide_pick(
+    gpu: &Gpu,
+    out: Out,
+    cols: usize,
+    x: u64,
+    prep: Prep,
+    buf: u64,
+    flag: bool,
+    pick: &CudaSlice<f32>,
+) -> Result<()> {
+    if !is_q16(out.w.ty) || !cols.is_multiple_of(32) || out.bias != 0 || out.accumulate || out.fixed
+    {
+        return Err(crate::error::CudaError::Unsupported(
+            "a picked wide matvec of other than a plain q16 matrix".into(),
+        ));
+    }
+    let (a, total) = mv_args(&[out], cols, x, prep);
+    let blocks = total
+        .div_ceil(WIDE_THREADS as usize / 32)
+        .clamp(1, gpu.sm_count * 4) as u32;
+    if pick.len() < pick_wide_words(blocks as usize) {
+        return Err(crate::error::CudaError::Length {
+            what: "pick buffer",
+            got: pick.len(),
+            expected: pick_wide_words(blocks as usize),
+        });
+    }
+    if !matches!(prep, Prep::Ready) {
+        // SAFETY: the caller guarantees the addresses and the buffer's size.
+        unsafe { prep_wide(gpu, &a, cols, buf) }?;
+    }
+    let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
+    let (flag, pick) = (i32::from(flag), gpu.ptr(pick));
+    // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel; the
+    // pick buffer holds the grid's words (checked above).
+    unsafe {
+        launch_dep!(gpu, &gpu.k.matvec_wide_pick, cfg, "matvec launch"; &a, &buf, &flag, &pick)
+    }
+}
+
+/// Words `matvec_wide_pick` needs in its pick buffer over `blocks` blocks: the result, the
+/// ticket, three a block.
+pub(crate) fn pick_wide_words(blocks: usize) -> usize {
+    5 + 3 * blocks
 }
 
 /// [`matvec`] for `rows.n` input rows (`x`: n rows of `cols`; `Prep::SwiGlu`'s second input

@@ -115,8 +115,9 @@ fn forward_pick_is_the_pick_of_the_logits_on_every_path() {
 
 /// Greedy decoding chained on the device (`decode_greedy`: each step's input the pick the step
 /// before left on the device, steps queued ahead) gives the picks of `forward_pick` step by step,
-/// on every path, when stopped early and resumed, and across the persistent kernel's hand-over
-/// to the graph path.
+/// on every path, with the head inside the persistent kernel and after it (the pick then made by
+/// the head's grid), when stopped early and resumed, and across the persistent kernel's
+/// hand-over to the graph path.
 #[test]
 fn decode_greedy_gives_the_picks_of_forward_pick_step_by_step() {
     let Some(_) = gpu() else { return };
@@ -126,11 +127,19 @@ fn decode_greedy_gives_the_picks_of_forward_pick_step_by_step() {
     ] {
         let m = load(&s);
         let prompt: Vec<u32> = (0..23).map(|i| (i * 131 + 7) % 4096).collect();
-        for (persistent, max_pos) in [(true, 4096), (true, prompt.len() + 7), (false, 4096)] {
+        // The head inside the kernel or after it (where the chain's pick is made by the head's
+        // own grid, matvec_wide_pick, instead of pick_greedy).
+        for (persistent, max_pos, outside) in [
+            (true, 4096, None),
+            (true, 4096, Some(true)),
+            (true, prompt.len() + 7, Some(true)),
+            (false, 4096, None),
+        ] {
             m.set_persistent(persistent);
             m.set_persistent_max_pos(max_pos);
+            m.set_persistent_head(outside);
             let tag = format!(
-                "{} {} persistent {persistent} up to {max_pos}",
+                "{} {} persistent {persistent} up to {max_pos} head outside {outside:?}",
                 s.arch, s.ty
             );
             let steps = 20;
@@ -189,6 +198,7 @@ fn decode_greedy_gives_the_picks_of_forward_pick_step_by_step() {
             );
         }
         m.set_persistent_max_pos(cuda::PK_MAX_POS);
+        m.set_persistent_head(None);
     }
 }
 

@@ -32,7 +32,8 @@ fn depth() -> usize {
 /// chain at depth 3 beats depth 1 (the host round trip) by 1-3%, but the pick's own launch costs
 /// about as much, so chained greedy decoding was 1-3% slower than copying the logits back
 /// (SmolLM2 Q4_1 2227 against 2250 tok/s, Q8_0 2123 against 2185, Qwen2.5-0.5B 1731 against
-/// 1739). It should pay once the pick is the persistent kernel's last step.
+/// 1739), where the pick was a launch of its own. Since then a head after the kernel (every
+/// real-shape file's) makes the pick with its own grid (`matvec_wide_pick`): not yet measured.
 pub fn chain_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("MOLLA_CHAIN").is_ok_and(|v| v == "1"))
@@ -186,16 +187,21 @@ impl CudaModel {
                 };
                 // SAFETY: a picked token's words were written by the pick launched after the
                 // step before, on this stream.
-                if !unsafe { self.queue_persistent(token, len0 + queued, kv)? } {
+                // A head after the kernel makes the pick itself (matvec_wide_pick).
+                let Some(picked) =
+                    (unsafe { self.queue_persistent(token, len0 + queued, kv, true)? })
+                else {
                     // Only the first step can find the kernel unavailable (it is built then).
                     if queued == 0 {
                         return Ok(None);
                     }
                     break;
+                };
+                if !picked {
+                    // SAFETY: the step just queued writes the logits and the error word after
+                    // them; pick holds pick_buffer_words(vocab) words, its ticket left zero.
+                    unsafe { launch_pick(g, logits, vocab, true, &kv.pick)? };
                 }
-                // SAFETY: the step just queued writes the logits and the error word after them;
-                // pick holds pick_buffer_words(vocab) words, its ticket left zero by the kernel.
-                unsafe { launch_pick(g, logits, vocab, true, &kv.pick)? };
                 ring.queue(self, kv, queued % slots)?;
                 queued += 1;
             }

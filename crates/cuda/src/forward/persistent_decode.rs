@@ -29,8 +29,10 @@ impl CudaModel {
     }
 
     /// Queues one decode step of `token` at position `pos` as one launch of the persistent
-    /// kernel (and the head after it, when it runs outside): false, having queued nothing, when
-    /// the kernel is not available for this model (then it is off from now on).
+    /// kernel (and the head after it, when it runs outside): None, having queued nothing, when
+    /// the kernel is not available for this model (then it is off from now on). With `pick`, a
+    /// head after the kernel also makes the greedy pick into `kv.pick` (`matvec_wide_pick`, the
+    /// error flag with it): Some(true) says it did.
     ///
     /// # Safety
     /// A [`Token::Picked`] address holds the pick kernel's words, written earlier on the stream.
@@ -39,7 +41,8 @@ impl CudaModel {
         token: Token,
         pos: usize,
         kv: &mut CudaKvCache,
-    ) -> Result<bool> {
+        pick: bool,
+    ) -> Result<Option<bool>> {
         let (g, vocab) = (&self.gpu, self.hp.n_vocab);
         if kv.pk.is_none() {
             match self.build_persistent(kv) {
@@ -52,12 +55,12 @@ impl CudaModel {
                 }
                 Err(e) => {
                     self.persistent_fails(e.to_string());
-                    return Ok(false);
+                    return Ok(None);
                 }
             }
         }
         let Some(pk) = kv.pk.as_mut() else {
-            return Ok(false);
+            return Ok(None);
         };
         // The word after the logits is the kernel's error flag (zero).
         let err = g.ptr(&kv.decode.logits) + (vocab * 4) as u64;
@@ -75,11 +78,27 @@ impl CudaModel {
             // SAFETY: x is the step list's x (n_embd values, tagged or plain as the kernel wrote
             // them), complete once the kernel is; the prep buffer holds prep_stride(max_cols)
             // bytes.
-            unsafe {
-                launch::matvec_wide(g, &[head], self.hp.n_embd, x, norm, g.ptr(&kv.decode_prep))?
-            };
+            let prep = g.ptr(&kv.decode_prep);
+            if pick {
+                // SAFETY: as above; the pick buffer's ticket is zero, as the pick kernels leave it.
+                unsafe {
+                    launch::matvec_wide_pick(
+                        g,
+                        head,
+                        self.hp.n_embd,
+                        x,
+                        norm,
+                        prep,
+                        true,
+                        &kv.pick,
+                    )?
+                };
+                return Ok(Some(true));
+            }
+            // SAFETY: as above.
+            unsafe { launch::matvec_wide(g, &[head], self.hp.n_embd, x, norm, prep)? };
         }
-        Ok(true)
+        Ok(Some(false))
     }
 
     /// Turns the persistent path off after a launch whose error word is `flag` (not 0): a wait
@@ -111,7 +130,7 @@ impl CudaModel {
         let g = &self.gpu;
         let t0 = std::time::Instant::now();
         // SAFETY: the token is an id.
-        if !unsafe { self.queue_persistent(Token::Id(token), kv.len, kv)? } {
+        if unsafe { self.queue_persistent(Token::Id(token), kv.len, kv, false)? }.is_none() {
             return Ok(Err(f));
         }
         let t1 = std::time::Instant::now();
@@ -147,7 +166,12 @@ impl CudaModel {
     fn build_persistent(&self, kv: &CudaKvCache) -> Result<Persistent> {
         let w = self.output();
         let can_go_out = launch::is_q16(w.ty) && self.hp.n_embd.is_multiple_of(32);
-        match head_policy() {
+        let policy = match self.pk_head.load(Ordering::Relaxed) {
+            1 => HeadPolicy::Wide,
+            2 => HeadPolicy::Kernel,
+            _ => head_policy(),
+        };
+        match policy {
             HeadPolicy::Wide => self.build_persistent_with(kv, can_go_out),
             HeadPolicy::Kernel => self.build_persistent_with(kv, false),
             HeadPolicy::Auto if can_go_out && w.rows * w.row_bytes >= HEAD_OUTSIDE_BYTES => {

@@ -28,6 +28,7 @@ pub fn kind_name(kind: u32) -> &'static str {
         8 => "attention",
         9 => "rope_store",
         10 => "pick_greedy",
+        11 => "matvec_wide_pick",
         _ => "?",
     }
 }
