@@ -76,11 +76,18 @@ fn forward_pick_is_the_pick_of_the_logits_on_every_path() {
         small_spec("qwen2", GgmlType::Q4_K, 512, 1536, 2, 42),
     ] {
         let m = load(&s);
-        for (persistent, graphs) in [(true, true), (false, true), (false, false)] {
+        // With the head after the persistent kernel, its grid makes the pick (matvec_wide_pick).
+        for (persistent, graphs, outside) in [
+            (true, true, None),
+            (true, true, Some(true)),
+            (false, true, None),
+            (false, false, None),
+        ] {
             m.set_persistent(persistent);
             m.set_graphs(graphs);
+            m.set_persistent_head(outside);
             let tag = format!(
-                "{} {} persistent {persistent} graphs {graphs}",
+                "{} {} persistent {persistent} graphs {graphs} head outside {outside:?}",
                 s.arch, s.ty
             );
             let prompt: Vec<u32> = (0..23).map(|i| (i * 131 + 7) % 4096).collect();
@@ -110,16 +117,17 @@ fn forward_pick_is_the_pick_of_the_logits_on_every_path() {
                 m.decode_path()
             );
         }
+        m.set_persistent_head(None);
     }
 }
 
 /// Greedy decoding chained on the device (`decode_greedy`: each step's input the pick the step
-/// before left on the device, steps queued ahead) gives the picks of `forward_pick` step by step,
-/// on every path, with the head inside the persistent kernel and after it (the pick then made by
-/// the head's grid), when stopped early and resumed, and across the persistent kernel's
+/// before left on the device, steps queued ahead) gives the host's picks of the logits step by
+/// step, on every path, with the head inside the persistent kernel and after it (the pick then
+/// made by the head's grid), when stopped early and resumed, and across the persistent kernel's
 /// hand-over to the graph path.
 #[test]
-fn decode_greedy_gives_the_picks_of_forward_pick_step_by_step() {
+fn decode_greedy_gives_the_host_picks_step_by_step() {
     let Some(_) = gpu() else { return };
     for s in [
         small_spec("llama", GgmlType::Q8_0, 576, 1536, 2, 41),
@@ -143,15 +151,16 @@ fn decode_greedy_gives_the_picks_of_forward_pick_step_by_step() {
                 s.arch, s.ty
             );
             let steps = 20;
+            // The reference: the host's pick of each step's logits.
             let mut a = m.new_cache(64).unwrap();
-            let first = match m.forward_pick(&prompt, &mut a).unwrap() {
+            let first = match Pick::of(&m.forward(&prompt, &mut a, Logits::Last).unwrap()) {
                 Pick::Token(t) => t,
                 p => panic!("{tag}: {p:?}"),
             };
             let mut want = Vec::new();
             let mut tok = first;
             for _ in 0..steps {
-                let p = m.forward_pick(&[tok], &mut a).unwrap();
+                let p = Pick::of(&m.forward(&[tok], &mut a, Logits::Last).unwrap());
                 want.push(p);
                 tok = match p {
                     Pick::Token(t) => t,

@@ -174,7 +174,7 @@ impl CudaModel {
         let slots = depth();
         let mut ring = Ring::new(self, slots)?;
         let len0 = kv.len;
-        let picked = g.ptr(&kv.pick);
+        let pick_at = g.ptr(&kv.pick);
         let logits = g.ptr(&kv.decode.logits);
         let (mut queued, mut done) = (0usize, 0usize);
         let mut input = first;
@@ -183,12 +183,12 @@ impl CudaModel {
                 let token = if queued == 0 {
                     Token::Id(first)
                 } else {
-                    Token::Picked(picked)
+                    Token::Picked(pick_at)
                 };
+                // A head after the kernel makes the pick itself (matvec_wide_pick).
                 // SAFETY: a picked token's words were written by the pick launched after the
                 // step before, on this stream.
-                // A head after the kernel makes the pick itself (matvec_wide_pick).
-                let Some(picked) =
+                let Some(head_picked) =
                     (unsafe { self.queue_persistent(token, len0 + queued, kv, true)? })
                 else {
                     // Only the first step can find the kernel unavailable (it is built then).
@@ -197,7 +197,7 @@ impl CudaModel {
                     }
                     break;
                 };
-                if !picked {
+                if !head_picked {
                     // SAFETY: the step just queued writes the logits and the error word after
                     // them; pick holds pick_buffer_words(vocab) words, its ticket left zero.
                     unsafe { launch_pick(g, logits, vocab, true, &kv.pick)? };

@@ -129,15 +129,23 @@ impl CudaModel {
     ) -> Result<std::result::Result<R, F>> {
         let g = &self.gpu;
         let t0 = std::time::Instant::now();
+        // In pick mode a head after the kernel makes the pick (matvec_wide_pick).
+        let pick = kv.reduce == super::pick::Reduce::Pick;
         // SAFETY: the token is an id.
-        if unsafe { self.queue_persistent(Token::Id(token), kv.len, kv, false)? }.is_none() {
+        let Some(head_picked) =
+            (unsafe { self.queue_persistent(Token::Id(token), kv.len, kv, pick)? })
+        else {
             return Ok(Err(f));
-        }
+        };
         let t1 = std::time::Instant::now();
         // The logits and the flag in one copy, or in pick mode (forward/pick.rs) the pick's
         // three words and the flag; `f` reads them only when the flag is clear.
-        // SAFETY: the kernel (and the head after it) wrote this cache's logits and flag.
-        let (buf, words) = unsafe { self.step_result(kv, true)? };
+        let (buf, words) = if head_picked {
+            (&kv.pick, super::pick::PICK_WORDS - 1)
+        } else {
+            // SAFETY: the kernel (and the head after it) wrote this cache's logits and flag.
+            unsafe { self.step_result(kv, true)? }
+        };
         let got = g.download_with(buf, words + 1, |out| match out[words].to_bits() {
             0 => Ok(f(&out[..words])),
             flag => Err((f, flag)),
