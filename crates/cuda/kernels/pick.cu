@@ -127,6 +127,8 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_pick(const MvArgs a, con
     pdl_wait();
     PickAcc p = pick_acc();
     wide_rows<true>(a, prep_xq(a, prep, smem4), prep_scale(a, prep), &p);
+    // The rows this block stored are visible before its ticket (the last block may read one).
+    __threadfence();
     pick_finish(a.seg[0].y, a.seg[0].rows, flag, out, p.best, p.bi, p.bad);
 }
 

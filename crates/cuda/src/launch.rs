@@ -12,7 +12,9 @@ mod fused;
 mod split;
 pub use attention::Heads;
 pub(crate) use attention::{KvAt, KvRow, attention, rope_attention, rope_attention_on, rope_store};
-pub(crate) use fused::{att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, prepare};
+pub(crate) use fused::{
+    att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, matvec_wide_norm, norm_last_on, prepare,
+};
 pub use split::att_tile;
 pub(crate) use split::{AttSplit, SplitScratch, split_blocks};
 
@@ -73,6 +75,16 @@ pub(crate) enum Prep {
     /// Already quantized into the buffer `matvec_wide` reads, by the kernel before (launch/
     /// fused.rs): `matvec_wide` only, and no preparation launch.
     Ready,
+    /// `RmsNorm` already prepared into that buffer, its scale with it, by the kernel before
+    /// (`matvec_wide_norm`, launch/fused.rs): `matvec_wide` only, no preparation launch.
+    NormReady(u64, f32),
+}
+
+impl Prep {
+    /// Whether the kernel before prepared the input (no preparation launch).
+    pub(crate) fn is_ready(self) -> bool {
+        matches!(self, Prep::Ready | Prep::NormReady(..))
+    }
 }
 
 /// An output of a fused matvec: y = W·x (+ bias) (+ y when accumulating).
@@ -262,7 +274,7 @@ fn mv_args(outs: &[Out], cols: usize, x: u64, prep: Prep) -> (MvArgs, usize) {
     };
     match prep {
         Prep::Plain | Prep::Ready => {}
-        Prep::RmsNorm(w, eps) => (a.mode, a.norm_w, a.eps) = (1, w, eps),
+        Prep::RmsNorm(w, eps) | Prep::NormReady(w, eps) => (a.mode, a.norm_w, a.eps) = (1, w, eps),
         Prep::SwiGlu(up) => (a.mode, a.x2) = (2, up),
         Prep::RmsNormTagged(w, eps) => (a.mode, a.norm_w, a.eps) = (3, w, eps),
     }
@@ -331,7 +343,7 @@ pub(crate) unsafe fn matvec_wide(
     let blocks = total
         .div_ceil(WIDE_THREADS as usize / 32)
         .clamp(1, gpu.sm_count * 4) as u32;
-    if !matches!(prep, Prep::Ready) {
+    if !prep.is_ready() {
         // SAFETY: the caller guarantees the addresses and the buffer's size.
         unsafe { prep_wide(gpu, &a, cols, buf) }?;
     }
@@ -375,7 +387,7 @@ pub(crate) unsafe fn matvec_wide_pick(
             expected: pick_wide_words(blocks as usize),
         });
     }
-    if !matches!(prep, Prep::Ready) {
+    if !prep.is_ready() {
         // SAFETY: the caller guarantees the addresses and the buffer's size.
         unsafe { prep_wide(gpu, &a, cols, buf) }?;
     }
@@ -417,7 +429,7 @@ pub(crate) unsafe fn matvec_rows(
             "a tagged input outside matvec_wide".into(),
         ));
     }
-    if matches!(prep, Prep::Ready) && !goes_wide(outs, cols, rows) {
+    if prep.is_ready() && !goes_wide(outs, cols, rows) {
         return Err(crate::error::CudaError::Unsupported(
             "a prepared input outside matvec_wide".into(),
         ));
