@@ -659,11 +659,14 @@ impl CudaModel {
         let norm_last = launch::norm_last_on()
             && wanted.is_none()
             && self.layers.iter().all(|l| {
-                let o = |w: &DevMatrix| [out(w, 0, 0, false)];
-                launch::goes_wide(&o(&l.wq), hp.n_embd, rows)
-                    && launch::goes_wide(&o(&l.w_gate), hp.n_embd, rows)
-                    && launch::goes_wide(&o(&l.wo), hp.n_head * hp.head_dim_v, rows)
-                    && launch::goes_wide(&o(&l.w_down), hp.n_ff, rows)
+                // The launches' own outputs (their addresses do not matter here).
+                let qkv = [&l.wq, &l.wk, &l.wv].map(|w| out(w, 0, 0, false));
+                let gu = [&l.w_gate, &l.w_up].map(|w| out(w, 0, 0, false));
+                let one = |w: &DevMatrix| [out(w, 0, 0, true)];
+                launch::goes_wide(&qkv, hp.n_embd, rows)
+                    && launch::goes_wide(&gu, hp.n_embd, rows)
+                    && launch::goes_wide(&one(&l.wo), hp.n_head * hp.head_dim_v, rows)
+                    && launch::goes_wide(&one(&l.w_down), hp.n_ff, rows)
             })
             && launch::goes_wide(&head, hp.n_embd, rows);
         // Whether x's next RMSNorm input is prepared already (by wo or down, `norm_last`).
