@@ -707,9 +707,13 @@ impl CudaModel {
                 if norm_last {
                     // gate/up's input, into the buffer wo read its own from.
                     let next = (ffn_norm, eps);
-                    launch::matvec_wide_norm(
-                        g, wo[0], att_cols, att, wo_prep, rows.prep, next, rows.prep, ticket,
-                    )?;
+                    let input = launch::WideIn {
+                        cols: att_cols,
+                        x: att,
+                        prep: wo_prep,
+                        buf: rows.prep,
+                    };
+                    launch::matvec_wide_norm(g, wo[0], input, next, rows.prep, ticket)?;
                 } else {
                     launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
                 }
@@ -744,13 +748,16 @@ impl CudaModel {
                 };
                 if norm_last {
                     // The next input into rows.prep: gate/up read theirs from it long before.
+                    let input = launch::WideIn {
+                        cols: hp.n_ff,
+                        x: down_in,
+                        prep: down_prep,
+                        buf: down_rows.prep,
+                    };
                     launch::matvec_wide_norm(
                         g,
                         down[0],
-                        hp.n_ff,
-                        down_in,
-                        down_prep,
-                        down_rows.prep,
+                        input,
                         (next_norm, eps),
                         rows.prep,
                         ticket,

@@ -339,6 +339,31 @@ pub(crate) unsafe fn matvec_wide(
             "wide matvec of a format without q16 decoding".into(),
         ));
     }
+    let input = WideIn { cols, x, prep, buf };
+    // SAFETY: as the caller guarantees.
+    let (a, blocks) = unsafe { wide_setup(gpu, outs, input) }?;
+    let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
+    // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
+    unsafe { launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf) }
+}
+
+/// The input of a `matvec_wide`-shaped launch: `cols` values at `x`, prepared by `prep` into
+/// `buf` (`prep_stride(cols)` bytes).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WideIn {
+    pub cols: usize,
+    pub x: u64,
+    pub prep: Prep,
+    pub buf: u64,
+}
+
+/// The arguments and grid of a `matvec_wide`-shaped launch over `outs` (a warp a row, four
+/// blocks an SM at most), with the input's preparation launched first unless it is ready.
+///
+/// # Safety
+/// As [`matvec_wide`].
+pub(crate) unsafe fn wide_setup(gpu: &Gpu, outs: &[Out], input: WideIn) -> Result<(MvArgs, u32)> {
+    let WideIn { cols, x, prep, buf } = input;
     let (a, total) = mv_args(outs, cols, x, prep);
     let blocks = total
         .div_ceil(WIDE_THREADS as usize / 32)
@@ -347,9 +372,7 @@ pub(crate) unsafe fn matvec_wide(
         // SAFETY: the caller guarantees the addresses and the buffer's size.
         unsafe { prep_wide(gpu, &a, cols, buf) }?;
     }
-    let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
-    // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
-    unsafe { launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf) }
+    Ok((a, blocks))
 }
 
 /// [`matvec_wide`] of one plain matrix (a head: no bias, no accumulation, not fixed point) with
@@ -359,38 +382,30 @@ pub(crate) unsafe fn matvec_wide(
 ///
 /// # Safety
 /// As [`matvec_wide`]; `pick`'s ticket (its fifth word) is zero, as the pick kernels leave it.
-#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn matvec_wide_pick(
     gpu: &Gpu,
     out: Out,
-    cols: usize,
-    x: u64,
-    prep: Prep,
-    buf: u64,
+    input: WideIn,
     flag: bool,
     pick: &CudaSlice<f32>,
 ) -> Result<()> {
+    let (cols, buf) = (input.cols, input.buf);
     if !is_q16(out.w.ty) || !cols.is_multiple_of(32) || out.bias != 0 || out.accumulate || out.fixed
     {
         return Err(crate::error::CudaError::Unsupported(
             "a picked wide matvec of other than a plain q16 matrix".into(),
         ));
     }
-    let (a, total) = mv_args(&[out], cols, x, prep);
-    let blocks = total
-        .div_ceil(WIDE_THREADS as usize / 32)
-        .clamp(1, gpu.sm_count * 4) as u32;
-    if pick.len() < pick_wide_words(blocks as usize) {
+    let most = pick_wide_words(4 * gpu.sm_count);
+    if pick.len() < most {
         return Err(crate::error::CudaError::Length {
             what: "pick buffer",
             got: pick.len(),
-            expected: pick_wide_words(blocks as usize),
+            expected: most,
         });
     }
-    if !prep.is_ready() {
-        // SAFETY: the caller guarantees the addresses and the buffer's size.
-        unsafe { prep_wide(gpu, &a, cols, buf) }?;
-    }
+    // SAFETY: as the caller guarantees.
+    let (a, blocks) = unsafe { wide_setup(gpu, &[out], input) }?;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
     let (flag, pick) = (i32::from(flag), gpu.ptr(pick));
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel; the

@@ -82,16 +82,13 @@ impl CudaModel {
             if pick {
                 // SAFETY: as above; the pick buffer's ticket is zero, as the pick kernels leave it.
                 unsafe {
-                    launch::matvec_wide_pick(
-                        g,
-                        head,
-                        self.hp.n_embd,
+                    let input = launch::WideIn {
+                        cols: self.hp.n_embd,
                         x,
-                        norm,
-                        prep,
-                        true,
-                        &kv.pick,
-                    )?
+                        prep: norm,
+                        buf: prep,
+                    };
+                    launch::matvec_wide_pick(g, head, input, true, &kv.pick)?
                 };
                 return Ok(Some(true));
             }

@@ -13,7 +13,7 @@
 //!   last block to finish prepare them, with `matvec_prep_wide`'s arithmetic.
 
 use super::{
-    Out, Prep, Rows, WIDE_THREADS, cfg, goes_wide, is_q16, mv_args, prep_stride, prep_wide,
+    Out, Prep, Rows, WIDE_THREADS, WideIn, cfg, goes_wide, is_q16, mv_args, prep_stride, prep_wide,
     xq_bytes,
 };
 use crate::device::Gpu;
@@ -41,38 +41,28 @@ pub(crate) fn norm_last_on() -> bool {
 }
 
 /// `matvec_wide` of `out`, a matrix adding into x (`out.y`, `out.w.rows` values, a multiple of
-/// 32), on the `cols`-wide input `x` (prepared by `prep` into `buf`), whose last block then
+/// 32), on `input`, whose last block then
 /// prepares rmsnorm(x) * `norm` (weights, epsilon) into `next` as `matvec_prep_wide` would: the
 /// next matvec takes `Prep::NormReady`. `ticket`: a device word that is zero (and is left so).
 ///
 /// # Safety
-/// As `matvec_wide`; `next` holds `prep_stride(out.w.rows)` bytes and may be `buf`.
-#[allow(clippy::too_many_arguments)]
+/// As `matvec_wide`; `next` holds `prep_stride(out.w.rows)` bytes and may be `input.buf`.
 pub(crate) unsafe fn matvec_wide_norm(
     gpu: &Gpu,
     out: Out,
-    cols: usize,
-    x: u64,
-    prep: Prep,
-    buf: u64,
+    input: WideIn,
     norm: (u64, f32),
     next: u64,
     ticket: u64,
 ) -> Result<()> {
-    let n = out.w.rows;
+    let (n, cols, buf) = (out.w.rows, input.cols, input.buf);
     if !is_q16(out.w.ty) || !cols.is_multiple_of(32) || !n.is_multiple_of(32) || !out.accumulate {
         return Err(CudaError::Unsupported(
             "a wide matvec preparing the next norm of other shapes or formats".into(),
         ));
     }
-    let (a, total) = mv_args(&[out], cols, x, prep);
-    if !prep.is_ready() {
-        // SAFETY: the caller guarantees the addresses and the buffer's size.
-        unsafe { prep_wide(gpu, &a, cols, buf) }?;
-    }
-    let blocks = total
-        .div_ceil(WIDE_THREADS as usize / 32)
-        .clamp(1, gpu.sm_count * 4) as u32;
+    // SAFETY: as the caller guarantees.
+    let (a, blocks) = unsafe { super::wide_setup(gpu, &[out], input) }?;
     // The input's copy, then (in the last block) the row.
     let smem = xq_bytes(cols).max(4 * n) as u32;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, smem);
