@@ -513,7 +513,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
 // (experiment MOLLA_NORM_LAST, launch/fused.rs). `next` may be `prep` (every block has copied its
 // input before the last one starts). Dynamic shared memory: the larger of the input's copy and
 // the row (4 bytes a value of y). `ticket`: a zero word, left zero.
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_norm(const MvArgs a, const u8* prep, const float* norm_w,
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_norm_last(const MvArgs a, const u8* prep, const float* norm_w,
                                                                       float eps, u8* next, u32* ticket) {
     KTRACE(12);
     extern __shared__ float4 smem4[];

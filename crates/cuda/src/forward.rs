@@ -713,7 +713,7 @@ impl CudaModel {
                         prep: wo_prep,
                         buf: rows.prep,
                     };
-                    launch::matvec_wide_norm(g, wo[0], input, next, rows.prep, ticket)?;
+                    launch::matvec_wide_norm_last(g, wo[0], input, next, rows.prep, ticket)?;
                 } else {
                     launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
                 }
@@ -754,7 +754,7 @@ impl CudaModel {
                         prep: down_prep,
                         buf: down_rows.prep,
                     };
-                    launch::matvec_wide_norm(
+                    launch::matvec_wide_norm_last(
                         g,
                         down[0],
                         input,

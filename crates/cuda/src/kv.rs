@@ -24,7 +24,7 @@ pub(crate) struct Scratch {
     pub up: CudaSlice<f32>,
     /// Logits of one token.
     pub logits: CudaSlice<f32>,
-    /// A zero word the last-block patterns take tickets from (`matvec_wide_norm`), left zero.
+    /// A zero word the last-block patterns take tickets from (`matvec_wide_norm_last`), left zero.
     pub ticket: CudaSlice<u32>,
 }
 

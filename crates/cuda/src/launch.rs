@@ -13,7 +13,8 @@ mod split;
 pub use attention::Heads;
 pub(crate) use attention::{KvAt, KvRow, attention, rope_attention, rope_attention_on, rope_store};
 pub(crate) use fused::{
-    att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, matvec_wide_norm, norm_last_on, prepare,
+    att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, matvec_wide_norm_last, norm_last_on,
+    prepare,
 };
 pub use split::att_tile;
 pub(crate) use split::{AttSplit, SplitScratch, split_blocks};
@@ -76,7 +77,7 @@ pub(crate) enum Prep {
     /// fused.rs): `matvec_wide` only, and no preparation launch.
     Ready,
     /// `RmsNorm` already prepared into that buffer, its scale with it, by the kernel before
-    /// (`matvec_wide_norm`, launch/fused.rs): `matvec_wide` only, no preparation launch.
+    /// (`matvec_wide_norm_last`, launch/fused.rs): `matvec_wide` only, no preparation launch.
     NormReady(u64, f32),
 }
 

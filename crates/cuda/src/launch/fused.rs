@@ -9,7 +9,7 @@
 //!   for down.
 //!
 //! - `MOLLA_NORM_LAST=1`: the two RMSNorm inputs (q/k/v's, gate/up's; the head's) need the whole
-//!   row's sum of squares, so the matvec that completes x (wo, down: `matvec_wide_norm`) has its
+//!   row's sum of squares, so the matvec that completes x (wo, down: `matvec_wide_norm_last`) has its
 //!   last block to finish prepare them, with `matvec_prep_wide`'s arithmetic.
 
 use super::{
@@ -47,7 +47,7 @@ pub(crate) fn norm_last_on() -> bool {
 ///
 /// # Safety
 /// As `matvec_wide`; `next` holds `prep_stride(out.w.rows)` bytes and may be `input.buf`.
-pub(crate) unsafe fn matvec_wide_norm(
+pub(crate) unsafe fn matvec_wide_norm_last(
     gpu: &Gpu,
     out: Out,
     input: WideIn,
@@ -69,7 +69,7 @@ pub(crate) unsafe fn matvec_wide_norm(
     let (w, eps) = norm;
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
     unsafe {
-        launch_dep!(gpu, &gpu.k.matvec_wide_norm, cfg, "matvec launch"; &a, &buf, &w, &eps, &next,
+        launch_dep!(gpu, &gpu.k.matvec_wide_norm_last, cfg, "matvec launch"; &a, &buf, &w, &eps, &next,
             &ticket)
     }
 }
