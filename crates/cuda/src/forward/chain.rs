@@ -2,8 +2,9 @@
 //! device, where the next step's persistent launch reads it as its token (`Token::Picked`), so
 //! the host queues steps back to back and reads the picks as they complete. Step by step, the
 //! GPU idles between tokens while the pick comes back, the host takes it and launches the next
-//! step (docs/cuda-persistent.md, "the host round trip": about 5% of a SmolLM2 token); chained,
-//! the next launch is already queued. Off by default (`MOLLA_CHAIN=1`): see [`chain_on`].
+//! step (docs/cuda-persistent.md, "the host round trip": 1-3% of a SmolLM2 token, measured in
+//! session 25); chained, the next launch is already queued. The server and the CLI take this
+//! path only with `MOLLA_CHAIN=1` (see [`chain_on`]).
 
 use super::CudaModel;
 use super::pick::{PICK_WORDS, Pick, launch_pick};
@@ -28,8 +29,9 @@ fn depth() -> usize {
 }
 
 /// Whether the server's and the CLI's greedy decoding goes through
-/// [`CudaModel::decode_greedy`] (`MOLLA_CHAIN=1`; read once). Off by default: measured on the H200 (session 25, `molla bench --pick`, tg128), the
-/// chain at depth 3 beats depth 1 (the host round trip) by 1-3%, but the pick's own launch costs
+/// [`CudaModel::decode_greedy`] (`MOLLA_CHAIN=1`; read once). Off by default: measured on the
+/// H200 (session 25, `molla bench --pick`, tg128), the chain at depth 3 beats depth 1 (the host
+/// round trip) by 1-3%, but the pick's own launch costs
 /// about as much, so chained greedy decoding was 1-3% slower than copying the logits back
 /// (SmolLM2 Q4_1 2227 against 2250 tok/s, Q8_0 2123 against 2185, Qwen2.5-0.5B 1731 against
 /// 1739), where the pick was a launch of its own. Since then a head after the kernel (every
