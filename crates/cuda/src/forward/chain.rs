@@ -162,7 +162,7 @@ impl CudaModel {
 
     /// Up to `room` chained steps from `first` (see [`decode_greedy`](Self::decode_greedy)):
     /// the steps taken and the next input (None: stop), or None, having taken none, when the
-    /// persistent kernel cannot run the first.
+    /// persistent kernel cannot run the first or no page-locked memory can be had.
     fn chain(
         &self,
         first: u32,
@@ -174,7 +174,10 @@ impl CudaModel {
         let (g, vocab) = (&self.gpu, self.hp.n_vocab);
         g.ctx.bind_to_thread().map_err(drv("bind context"))?;
         let slots = depth();
-        let mut ring = Ring::new(self, slots)?;
+        // Without page-locked memory, step by step.
+        let Ok(mut ring) = Ring::new(self, slots) else {
+            return Ok(None);
+        };
         let len0 = kv.len;
         let pick_at = g.ptr(&kv.pick);
         let logits = g.ptr(&kv.decode.logits);
