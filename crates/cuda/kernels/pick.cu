@@ -90,29 +90,18 @@ MOLLA_KERNEL void __launch_bounds__(PICK_THREADS) pick_greedy(const float* __res
     KTRACE(10);
     pdl_trigger();
     pdl_wait();
-    const float inf = __int_as_float(0x7f800000);
-    float best = -inf;
-    int bi = 0x7fffffff, bad = 0x7fffffff;
-    // Each thread's indices rise, so its first bad index and (strictly greater) its best are the
-    // lowest of their kind.
+    // Each thread's indices rise (pick_add's rule: matvec.cu).
     int base = blockIdx.x * PICK_CHUNK + threadIdx.x;
     float v[PICK_PER_THREAD];
 #pragma unroll
     for (int j = 0; j < PICK_PER_THREAD; j++) {
         int i = base + j * PICK_THREADS;
-        v[j] = i < n ? __ldcg(x + i) : -inf;
+        v[j] = i < n ? __ldcg(x + i) : -__int_as_float(0x7f800000);
     }
+    PickAcc p = pick_acc();
 #pragma unroll
-    for (int j = 0; j < PICK_PER_THREAD; j++) {
-        int i = base + j * PICK_THREADS;
-        if (v[j] != v[j] || v[j] == inf) {
-            bad = min(bad, i);
-        } else if (v[j] > best) {
-            best = v[j];
-            bi = i;
-        }
-    }
-    pick_finish(x, n, flag, out, best, bi, bad);
+    for (int j = 0; j < PICK_PER_THREAD; j++) pick_add(p, v[j], base + j * PICK_THREADS);
+    pick_finish(x, n, flag, out, p.best, p.bi, p.bad);
 }
 
 // matvec_wide over one plain segment (a head: no bias, no accumulation, not fixed point) with

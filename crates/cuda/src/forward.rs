@@ -98,8 +98,8 @@ pub struct CudaModel {
     /// Positions from which decode leaves the persistent kernel for the graph path, whose
     /// attention splits over several blocks a head (see `set_persistent_max_pos`).
     pk_max_pos: std::sync::atomic::AtomicUsize,
-    /// Where caches made from now on run the persistent path's head: 0 as `MOLLA_PK_HEAD`
-    /// says, 1 after the kernel, 2 inside it ([`CudaModel::set_persistent_head`]).
+    /// Where persistent kernels built from now on run the head: 0 as `MOLLA_PK_HEAD` says, 1
+    /// after the kernel, 2 inside it ([`CudaModel::set_persistent_head`]).
     pk_head: std::sync::atomic::AtomicU8,
     /// cuBLAS for the prefill matmuls, set up on the first prefill.
     blas: Mutex<BlasState>,
@@ -291,9 +291,9 @@ impl CudaModel {
     }
 
     /// Where persistent kernels built from now on (a cache's, at its first decode step) run the
-    /// head: after the kernel
-    /// on `matvec_wide` (`Some(true)`), inside it (`Some(false)`), or as `MOLLA_PK_HEAD` and the
-    /// head's size decide (`None`, the default). The same bits either way.
+    /// head: after the kernel on `matvec_wide` (`Some(true)`), inside it (`Some(false)`), or as
+    /// `MOLLA_PK_HEAD` and the head's size decide (`None`, the default). The same bits either
+    /// way.
     pub fn set_persistent_head(&self, outside: Option<bool>) {
         let v = match outside {
             None => 0,

@@ -157,7 +157,7 @@ impl CudaKvCache {
             pick: gpu.zeros(
                 crate::forward::pick::pick_buffer_words(hp.n_vocab)
                     .max(crate::forward::top::top_buffer_words(hp.n_vocab))
-                    .max(launch::pick_wide_words(4 * gpu.sm_count)),
+                    .max(launch::pick_wide_words(launch::wide_max_blocks(gpu))),
             )?,
             att_split: launch::SplitScratch::new(
                 gpu,

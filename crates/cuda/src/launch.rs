@@ -358,6 +358,11 @@ pub(crate) struct WideIn {
     pub buf: u64,
 }
 
+/// The most blocks a `matvec_wide`-shaped launch takes: four an SM, all its registers allow.
+pub(crate) fn wide_max_blocks(gpu: &Gpu) -> usize {
+    4 * gpu.sm_count
+}
+
 /// The arguments and grid of a `matvec_wide`-shaped launch over `outs` (a warp a row, four
 /// blocks an SM at most), with the input's preparation launched first unless it is ready.
 ///
@@ -368,7 +373,7 @@ pub(crate) unsafe fn wide_setup(gpu: &Gpu, outs: &[Out], input: WideIn) -> Resul
     let (a, total) = mv_args(outs, cols, x, prep);
     let blocks = total
         .div_ceil(WIDE_THREADS as usize / 32)
-        .clamp(1, gpu.sm_count * 4) as u32;
+        .clamp(1, wide_max_blocks(gpu)) as u32;
     if !prep.is_ready() {
         // SAFETY: the caller guarantees the addresses and the buffer's size.
         unsafe { prep_wide(gpu, &a, cols, buf) }?;
@@ -397,7 +402,7 @@ pub(crate) unsafe fn matvec_wide_pick(
             "a picked wide matvec of other than a plain q16 matrix".into(),
         ));
     }
-    let most = pick_wide_words(4 * gpu.sm_count);
+    let most = pick_wide_words(wide_max_blocks(gpu));
     if pick.len() < most {
         return Err(crate::error::CudaError::Length {
             what: "pick buffer",

@@ -441,7 +441,8 @@ fn kernel_timeline() {
 
 /// A graph replay's decode step seen from the device (`MOLLA_KDEFS=KTRACE`, kernels/ktrace.cuh):
 /// each launch's time from its work's start (its first block past `pdl_wait`) to its last block's
-/// end, the gap before it, and how long its first block was resident before its work (PDL). The shape is MOLLA_BENCH_SHAPES's first (default "l8:Q4_K"); the graph path, one token at
+/// end, the gap before it, and how long its first block was resident before its work (PDL). The
+/// shape is MOLLA_BENCH_SHAPES's first (default "l8:Q4_K"); the graph path, one token at
 /// position ~100 after five warm-up steps, eight steps traced and the middle ones summed.
 #[test]
 #[ignore]

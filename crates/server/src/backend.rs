@@ -250,16 +250,11 @@ impl Backend {
     ) -> Option<Result<u32, ServerError>> {
         match (self, cache) {
             #[cfg(feature = "cuda")]
-            (Backend::Cuda(m), Cache::Cuda(c)) if cuda_pick_on() => {
-                Some(match m.forward_pick(tokens, c) {
-                    Ok(cuda::Pick::Token(id)) => Ok(id),
-                    Ok(cuda::Pick::BadLogit { index, value }) => {
-                        Err(sampler::SamplerError::BadLogit { index, value }.into())
-                    }
-                    Ok(cuda::Pick::NoCandidates) => Err(sampler::SamplerError::NoCandidates.into()),
-                    Err(e) => Err(e.into()),
-                })
-            }
+            (Backend::Cuda(m), Cache::Cuda(c)) if cuda_pick_on() => Some(
+                m.forward_pick(tokens, c)
+                    .map_err(ServerError::from)
+                    .and_then(pick_id),
+            ),
             _ => {
                 let _ = tokens;
                 None
@@ -272,8 +267,8 @@ impl Backend {
     /// after what `cache` holds, for at most `max` steps: `on_pick` gets each step's pick in
     /// order and returns whether to go on (the step whose pick it refused stays in the cache).
     /// Returns the steps taken; None, having run nothing, where the backend does not chain (not
-    /// CUDA, or without `MOLLA_CHAIN=1`: measured no faster yet, see `cuda::chain_on`). Use it only for a sampler that is plain greedy
-    /// (`Sampler::is_plain_greedy`).
+    /// CUDA, or without `MOLLA_CHAIN=1`: measured no faster yet, see `cuda::chain_on`). Use it
+    /// only for a sampler that is plain greedy (`Sampler::is_plain_greedy`).
     pub fn decode_greedy(
         &self,
         first: u32,
@@ -284,16 +279,8 @@ impl Backend {
         match (self, cache) {
             #[cfg(feature = "cuda")]
             (Backend::Cuda(m), Cache::Cuda(c)) if cuda::chain_on() => Some(
-                m.decode_greedy(first, max, c, |p| {
-                    on_pick(match p {
-                        cuda::Pick::Token(id) => Ok(id),
-                        cuda::Pick::BadLogit { index, value } => {
-                            Err(sampler::SamplerError::BadLogit { index, value }.into())
-                        }
-                        cuda::Pick::NoCandidates => Err(sampler::SamplerError::NoCandidates.into()),
-                    })
-                })
-                .map_err(ServerError::from),
+                m.decode_greedy(first, max, c, |p| on_pick(pick_id(p)))
+                    .map_err(ServerError::from),
             ),
             _ => {
                 let _ = (first, max, &mut on_pick);
@@ -455,6 +442,18 @@ impl Cache {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// A CUDA greedy pick as the host sampler would answer: the token, or its error.
+#[cfg(feature = "cuda")]
+fn pick_id(p: cuda::Pick) -> Result<u32, ServerError> {
+    match p {
+        cuda::Pick::Token(id) => Ok(id),
+        cuda::Pick::BadLogit { index, value } => {
+            Err(sampler::SamplerError::BadLogit { index, value }.into())
+        }
+        cuda::Pick::NoCandidates => Err(sampler::SamplerError::NoCandidates.into()),
     }
 }
 

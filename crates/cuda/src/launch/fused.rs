@@ -8,9 +8,10 @@
 //! - `MOLLA_GLU_PREP=1`: `matvec_wide_glu` computes gate and up and quantizes silu(gate) * up
 //!   for down.
 //!
-//! - `MOLLA_NORM_LAST=1`: the two RMSNorm inputs (q/k/v's, gate/up's; the head's) need the whole
-//!   row's sum of squares, so the matvec that completes x (wo, down: `matvec_wide_norm_last`) has its
-//!   last block to finish prepare them, with `matvec_prep_wide`'s arithmetic.
+//! - `MOLLA_NORM_LAST=1`: the two RMSNorm inputs (q/k/v's, gate/up's; the head's) need the
+//!   whole row's sum of squares, so the matvec that completes x (wo, down:
+//!   `matvec_wide_norm_last`) has its last block to finish prepare them, with
+//!   `matvec_prep_wide`'s arithmetic.
 
 use super::{
     Out, Prep, Rows, WIDE_THREADS, WideIn, cfg, goes_wide, is_q16, mv_args, prep_stride, prep_wide,
@@ -41,9 +42,9 @@ pub(crate) fn norm_last_on() -> bool {
 }
 
 /// `matvec_wide` of `out`, a matrix adding into x (`out.y`, `out.w.rows` values, a multiple of
-/// 32), on `input`, whose last block then
-/// prepares rmsnorm(x) * `norm` (weights, epsilon) into `next` as `matvec_prep_wide` would: the
-/// next matvec takes `Prep::NormReady`. `ticket`: a device word that is zero (and is left so).
+/// 32), on `input`, whose last block then prepares rmsnorm(x) * `norm` (weights, epsilon) into
+/// `next` as `matvec_prep_wide` would: the next matvec takes `Prep::NormReady`. `ticket`: a
+/// device word that is zero (and is left so).
 ///
 /// # Safety
 /// As `matvec_wide`; `next` holds `prep_stride(out.w.rows)` bytes and may be `input.buf`.
@@ -127,7 +128,7 @@ pub(crate) unsafe fn matvec_wide_glu(
         // SAFETY: the caller guarantees the addresses and the buffer's size.
         unsafe { prep_wide(gpu, &a, cols, buf) }?;
     }
-    let blocks = (n / 32).clamp(1, gpu.sm_count * 4) as u32;
+    let blocks = (n / 32).clamp(1, super::wide_max_blocks(gpu)) as u32;
     let smem = xq_bytes(cols) as u32;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, smem);
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
