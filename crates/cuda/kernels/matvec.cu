@@ -506,52 +506,6 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
 }
 
-// matvec_wide of one matrix that adds into x (wo, down: one segment accumulating into its y),
-// whose last block to finish then prepares the next matvec's RMSNorm input from x as
-// matvec_prep_wide does it (mode 1: block 0's 128-thread sum for the scale, x * w quantized block
-// by block: the same bits) into `next`, so that the next matvec needs no preparation launch
-// (experiment MOLLA_NORM_LAST, launch/fused.rs). `next` may be `prep` (every block has copied its
-// input before the last one starts). Dynamic shared memory: the larger of the input's copy and
-// the row (4 bytes a value of y). `ticket`: a zero word, left zero.
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_norm_last(const MvArgs a, const u8* prep, const float* norm_w,
-                                                                      float eps, u8* next, u32* ticket) {
-    KTRACE(12);
-    extern __shared__ float4 smem4[];
-    __shared__ int last;
-    pdl_trigger();
-    pdl_wait();
-    wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
-    // Every row this block stored is visible before its ticket is taken.
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    const int n = a.seg[0].rows;
-    float* xs = (float*)smem4;
-    load_row(a.seg[0].y, xs, n);
-    __syncthreads();
-    const float scale = rms_scale(xs, n, eps, 128);
-    // Four threads a block of 32, as matvec_prep_wide (q16_block's shuffles: whole warps).
-    for (int b0 = 0; b0 < (n >> 5); b0 += blockDim.x >> 2) {
-        int b = b0 + (threadIdx.x >> 2), part = threadIdx.x & 3;
-        bool live = b < (n >> 5);
-        if (!live) b = 0;
-        float v[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            int i = 32 * b + 8 * part + j;
-            v[j] = __fmul_rn(xs[i], __ldg(norm_w + i));
-        }
-        q16_block(v, b, part, live, n, next + (size_t)n * 4);
-    }
-    if (threadIdx.x == 0) {
-        *(float*)(next + prep_scale_off(n)) = scale;
-        *ticket = 0;
-    }
-}
-
 // matvec_wide over a gate and an up matrix (segments 0 and 1, as many rows), with the SwiGLU of
 // their outputs quantized for the next matvec: each block takes 32 rows of both at a time (8
 // warps, 4 rows each, 32 lanes a row: the bits matvec_wide gives), stores them as matvec_wide

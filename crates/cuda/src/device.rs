@@ -57,9 +57,6 @@ pub(crate) struct Kernels {
     pub pick_greedy: CudaFunction,
     /// `matvec_wide` of a head with the greedy pick of its output (kernels/pick.cu).
     pub matvec_wide_pick: CudaFunction,
-    /// `matvec_wide` adding into x, its last block preparing the next RMSNorm input
-    /// (launch/fused.rs, `MOLLA_NORM_LAST`).
-    pub matvec_wide_norm_last: CudaFunction,
     /// The top k logits of a row (kernels/pick.cu).
     pub pick_top: CudaFunction,
     /// The persistent decode kernel.
@@ -236,7 +233,6 @@ impl Gpu {
             gather_rows: f("gather_rows")?,
             pick_greedy: f("pick_greedy")?,
             matvec_wide_pick: f("matvec_wide_pick")?,
-            matvec_wide_norm_last: f("matvec_wide_norm_last")?,
             pick_top: f("pick_top")?,
             decode_persistent: pk_module
                 .load_function("decode_persistent")
@@ -274,7 +270,6 @@ impl Gpu {
         let att_max_smem = allow_dynamic_smem(&k.rope_attention, optin)?;
         // matvec_wide_pick's static shared memory (the pick's block reduction) exceeds matvec's.
         allow_dynamic_smem(&k.matvec_wide_pick, optin)?;
-        allow_dynamic_smem(&k.matvec_wide_norm_last, optin)?;
         let pk_max_smem = allow_dynamic_smem(&k.decode_persistent, optin)? as usize;
         let pdl = compile::pdl(cc);
         let q6pad = !compile::experiment("Q6FILE");

@@ -640,44 +640,11 @@ impl CudaModel {
             att,
             gate,
             up,
-            ticket,
             ..
         } = s.ptrs(g);
         let (eps, max_cols) = (hp.rms_eps, launch::max_cols(hp));
         let out =
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
-        let head = [Out {
-            w: self.output(),
-            y: logits,
-            bias: 0,
-            accumulate: false,
-            fixed: false,
-        }];
-        // Experiment (launch/fused.rs): wo and down prepare the next RMSNorm input in their last
-        // block, when every matvec that reads one (q/k/v, gate/up, the head) and wo and down
-        // themselves go wide.
-        let norm_last = launch::norm_last_on()
-            && wanted.is_none()
-            && self.layers.iter().all(|l| {
-                // The launches' own outputs (their addresses do not matter here).
-                let qkv = [&l.wq, &l.wk, &l.wv].map(|w| out(w, 0, 0, false));
-                let gu = [&l.w_gate, &l.w_up].map(|w| out(w, 0, 0, false));
-                let one = |w: &DevMatrix| [out(w, 0, 0, true)];
-                launch::goes_wide(&qkv, hp.n_embd, rows)
-                    && launch::goes_wide(&gu, hp.n_embd, rows)
-                    && launch::goes_wide(&one(&l.wo), hp.n_head * hp.head_dim_v, rows)
-                    && launch::goes_wide(&one(&l.w_down), hp.n_ff, rows)
-            })
-            && launch::goes_wide(&head, hp.n_embd, rows);
-        // Whether x's next RMSNorm input is prepared already (by wo or down, `norm_last`).
-        let mut x_ready = false;
-        let rms = |w: u64, ready: bool| {
-            if ready {
-                Prep::NormReady(w, eps)
-            } else {
-                Prep::RmsNorm(w, eps)
-            }
-        };
         // SAFETY (all launches): as the caller guarantees.
         unsafe {
             launch::embed(g, &self.embd.r(g), tokens, n, x)?;
@@ -687,7 +654,7 @@ impl CudaModel {
                     out(&l.wk, k, self.opt(&l.bk), false),
                     out(&l.wv, v, self.opt(&l.bv), false),
                 ];
-                let norm = rms(p(&l.attn_norm), x_ready);
+                let norm = Prep::RmsNorm(p(&l.attn_norm), eps);
                 launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, rows)?;
                 // Rows summed in fixed point when the persistent kernel folds wo (the same bits).
                 let wo = [Out {
@@ -703,71 +670,29 @@ impl CudaModel {
                 let ready =
                     self.rope_attend((q, k, v), at(li), att, n, att_prep.then_some(rows.prep))?;
                 let wo_prep = if ready { Prep::Ready } else { Prep::Plain };
-                let ffn_norm = p(&l.ffn_norm);
-                if norm_last {
-                    // gate/up's input, into the buffer wo read its own from.
-                    let next = (ffn_norm, eps);
-                    let input = launch::WideIn {
-                        cols: att_cols,
-                        x: att,
-                        prep: wo_prep,
-                        buf: rows.prep,
-                    };
-                    launch::matvec_wide_norm_last(g, wo[0], input, next, rows.prep, ticket)?;
-                } else {
-                    launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
-                }
+                launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
                 let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
-                let norm = rms(ffn_norm, norm_last);
+                let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
                 let down = [out(&l.w_down, x, 0, true)];
                 let glu = launch::glu_prep_on()
                     .then(|| launch::glu_buffer(&gu, hp.n_embd, &down, hp.n_ff, rows, max_cols))
                     .flatten();
-                // The next RMSNorm input (the next layer's, or the head's) when down prepares it.
-                let next_norm = self
-                    .layers
-                    .get(li + 1)
-                    .map_or(p(&self.output_norm), |nl| p(&nl.attn_norm));
-                let (down_in, down_prep, down_rows) = match glu {
-                    Some(second) => {
-                        launch::matvec_wide_glu(
-                            g,
-                            &gu,
-                            hp.n_embd,
-                            x,
-                            norm,
-                            rows.prep,
-                            second.prep,
-                        )?;
-                        (gate, Prep::Ready, second)
-                    }
-                    None => {
-                        launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
-                        (gate, Prep::SwiGlu(up), rows)
-                    }
-                };
-                if norm_last {
-                    // The next input into rows.prep: gate/up read theirs from it long before.
-                    let input = launch::WideIn {
-                        cols: hp.n_ff,
-                        x: down_in,
-                        prep: down_prep,
-                        buf: down_rows.prep,
-                    };
-                    launch::matvec_wide_norm_last(
-                        g,
-                        down[0],
-                        input,
-                        (next_norm, eps),
-                        rows.prep,
-                        ticket,
-                    )?;
+                if let Some(second) = glu {
+                    launch::matvec_wide_glu(g, &gu, hp.n_embd, x, norm, rows.prep, second.prep)?;
+                    launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::Ready, second)?;
                 } else {
-                    launch::matvec_rows(g, &down, hp.n_ff, down_in, down_prep, down_rows)?;
+                    launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
+                    launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::SwiGlu(up), rows)?;
                 }
-                x_ready = norm_last;
             }
-            let norm = rms(p(&self.output_norm), x_ready);
+            let head = [Out {
+                w: self.output(),
+                y: logits,
+                bias: 0,
+                accumulate: false,
+                fixed: false,
+            }];
+            let norm = Prep::RmsNorm(p(&self.output_norm), eps);
             match wanted {
                 None => launch::matvec_rows(g, &head, hp.n_embd, x, norm, rows),
                 Some((idx, ns)) => {

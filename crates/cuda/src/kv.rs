@@ -24,8 +24,6 @@ pub(crate) struct Scratch {
     pub up: CudaSlice<f32>,
     /// Logits of one token.
     pub logits: CudaSlice<f32>,
-    /// A zero word the last-block patterns take tickets from (`matvec_wide_norm_last`), left zero.
-    pub ticket: CudaSlice<u32>,
 }
 
 /// Device addresses of a [`Scratch`]'s buffers, for kernel arguments.
@@ -40,7 +38,6 @@ pub(crate) struct Ptrs {
     pub gate: u64,
     pub up: u64,
     pub logits: u64,
-    pub ticket: u64,
 }
 
 impl Scratch {
@@ -56,7 +53,6 @@ impl Scratch {
             gate: p(&self.gate),
             up: p(&self.up),
             logits: p(&self.logits),
-            ticket: gpu.ptr(&self.ticket),
         }
     }
 
@@ -73,7 +69,6 @@ impl Scratch {
             up: gpu.zeros(n * hp.n_ff)?,
             // One word more: the persistent decode kernel's error flag.
             logits: gpu.zeros(hp.n_vocab + 1)?,
-            ticket: gpu.zeros(1)?,
         })
     }
 }

@@ -12,10 +12,7 @@ mod fused;
 mod split;
 pub use attention::Heads;
 pub(crate) use attention::{KvAt, KvRow, attention, rope_attention, rope_attention_on, rope_store};
-pub(crate) use fused::{
-    att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, matvec_wide_norm_last, norm_last_on,
-    prepare,
-};
+pub(crate) use fused::{att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, prepare};
 pub use split::att_tile;
 pub(crate) use split::{AttSplit, SplitScratch, split_blocks};
 
@@ -76,15 +73,12 @@ pub(crate) enum Prep {
     /// Already quantized into the buffer `matvec_wide` reads, by the kernel before (launch/
     /// fused.rs): `matvec_wide` only, and no preparation launch.
     Ready,
-    /// `RmsNorm` already prepared into that buffer, its scale with it, by the kernel before
-    /// (`matvec_wide_norm_last`, launch/fused.rs): `matvec_wide` only, no preparation launch.
-    NormReady(u64, f32),
 }
 
 impl Prep {
     /// Whether the kernel before prepared the input (no preparation launch).
     pub(crate) fn is_ready(self) -> bool {
-        matches!(self, Prep::Ready | Prep::NormReady(..))
+        matches!(self, Prep::Ready)
     }
 }
 
@@ -275,7 +269,7 @@ fn mv_args(outs: &[Out], cols: usize, x: u64, prep: Prep) -> (MvArgs, usize) {
     };
     match prep {
         Prep::Plain | Prep::Ready => {}
-        Prep::RmsNorm(w, eps) | Prep::NormReady(w, eps) => (a.mode, a.norm_w, a.eps) = (1, w, eps),
+        Prep::RmsNorm(w, eps) => (a.mode, a.norm_w, a.eps) = (1, w, eps),
         Prep::SwiGlu(up) => (a.mode, a.x2) = (2, up),
         Prep::RmsNormTagged(w, eps) => (a.mode, a.norm_w, a.eps) = (3, w, eps),
     }

@@ -8,13 +8,12 @@
 //! - `MOLLA_GLU_PREP=1`: `matvec_wide_glu` computes gate and up and quantizes silu(gate) * up
 //!   for down.
 //!
-//! - `MOLLA_NORM_LAST=1`: the two RMSNorm inputs (q/k/v's, gate/up's; the head's) need the
-//!   whole row's sum of squares, so the matvec that completes x (wo, down:
-//!   `matvec_wide_norm_last`) has its last block to finish prepare them, with
-//!   `matvec_prep_wide`'s arithmetic.
+//! The other two, the RMSNorm inputs, need the whole row's sum of squares; preparing them in the
+//! last block of wo and down (session 25's `MOLLA_NORM_LAST`) measured 7% slower on the 8B file
+//! (session 26; the code is in 02125c3).
 
 use super::{
-    Out, Prep, Rows, WIDE_THREADS, WideIn, cfg, goes_wide, is_q16, mv_args, prep_stride, prep_wide,
+    Out, Prep, Rows, WIDE_THREADS, cfg, goes_wide, is_q16, mv_args, prep_stride, prep_wide,
     xq_bytes,
 };
 use crate::device::Gpu;
@@ -32,47 +31,6 @@ pub(crate) fn att_prep_on() -> bool {
 pub(crate) fn glu_prep_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("MOLLA_GLU_PREP").is_ok_and(|v| v == "1"))
-}
-
-/// Whether wo and down prepare the next RMSNorm input in their last block (`MOLLA_NORM_LAST=1`;
-/// read once).
-pub(crate) fn norm_last_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MOLLA_NORM_LAST").is_ok_and(|v| v == "1"))
-}
-
-/// `matvec_wide` of `out`, a matrix adding into x (`out.y`, `out.w.rows` values, a multiple of
-/// 32), on `input`, whose last block then prepares rmsnorm(x) * `norm` (weights, epsilon) into
-/// `next` as `matvec_prep_wide` would: the next matvec takes `Prep::NormReady`. `ticket`: a
-/// device word that is zero (and is left so).
-///
-/// # Safety
-/// As `matvec_wide`; `next` holds `prep_stride(out.w.rows)` bytes and may be `input.buf`.
-pub(crate) unsafe fn matvec_wide_norm_last(
-    gpu: &Gpu,
-    out: Out,
-    input: WideIn,
-    norm: (u64, f32),
-    next: u64,
-    ticket: u64,
-) -> Result<()> {
-    let (n, cols, buf) = (out.w.rows, input.cols, input.buf);
-    if !is_q16(out.w.ty) || !cols.is_multiple_of(32) || !n.is_multiple_of(32) || !out.accumulate {
-        return Err(CudaError::Unsupported(
-            "a wide matvec preparing the next norm of other shapes or formats".into(),
-        ));
-    }
-    // SAFETY: as the caller guarantees.
-    let (a, blocks) = unsafe { super::wide_setup(gpu, &[out], input) }?;
-    // The input's copy, then (in the last block) the row.
-    let smem = xq_bytes(cols).max(4 * n) as u32;
-    let cfg = cfg((blocks, 1, 1), WIDE_THREADS, smem);
-    let (w, eps) = norm;
-    // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
-    unsafe {
-        launch_dep!(gpu, &gpu.k.matvec_wide_norm_last, cfg, "matvec launch"; &a, &buf, &w, &eps, &next,
-            &ticket)
-    }
 }
 
 /// The second preparation buffer `matvec_wide_glu` writes down's input into, after the first in
