@@ -47,9 +47,11 @@ __device__ __forceinline__ void pick_block(float& best, int& bi, int& bad) {
 // The end of a greedy pick over the grid: every thread of the block calls it with its own
 // (best, bi, bad) over the logits x[0 .. n) it saw; the block's goes to its words in `out`, and
 // the last block to arrive (a ticket, reset by it) picks among the blocks' and writes the result
-// (pick_greedy's words; with `flag`, x[n] in the fourth). Logits another block of this grid wrote
-// are read through L2 after the ticket's fence.
-__device__ void pick_finish(const float* x, int n, int flag, u32* out, float best, int bi, int bad) {
+// (pick_greedy's words; with `flag`, x[n] in the fourth), and the same four words to `host` when it
+// is not null (page-locked host memory mapped into the device's address space, which the host
+// reads once the launch is complete: no copy after the kernel). Logits another block of this grid
+// wrote are read through L2 after the ticket's fence.
+__device__ void pick_finish(const float* x, int n, int flag, u32* out, u32* host, float best, int bi, int bad) {
     const float inf = __int_as_float(0x7f800000);
     pick_block(best, bi, bad);
     __shared__ int last;
@@ -72,21 +74,27 @@ __device__ void pick_finish(const float* x, int n, int flag, u32* out, float bes
     }
     pick_block(best, bi, bad);
     if (threadIdx.x == 0) {
-        u32 f = flag ? __ldcg((const u32*)x + n) : 0u;
+        u32 r[4];
         if (bad != 0x7fffffff) {
-            out[0] = 1, out[1] = (u32)bad, out[2] = __float_as_uint(__ldcg(x + bad));
+            r[0] = 1, r[1] = (u32)bad, r[2] = __float_as_uint(__ldcg(x + bad));
         } else if (bi == 0x7fffffff) {
-            out[0] = 2, out[1] = 0, out[2] = 0;
+            r[0] = 2, r[1] = 0, r[2] = 0;
         } else {
-            out[0] = 0, out[1] = (u32)bi, out[2] = __float_as_uint(best);
+            r[0] = 0, r[1] = (u32)bi, r[2] = __float_as_uint(best);
         }
-        out[3] = f;
+        r[3] = flag ? __ldcg((const u32*)x + n) : 0u;
+#pragma unroll
+        for (int j = 0; j < 4; j++) out[j] = r[j];
         out[4] = 0;
+        if (host) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) host[j] = r[j];
+        }
     }
 }
 
 MOLLA_KERNEL void __launch_bounds__(PICK_THREADS) pick_greedy(const float* __restrict__ x, int n, int flag,
-                                                                       u32* __restrict__ out) {
+                                                                       u32* __restrict__ out, u32* host) {
     KTRACE(10);
     pdl_trigger();
     pdl_wait();
@@ -101,7 +109,7 @@ MOLLA_KERNEL void __launch_bounds__(PICK_THREADS) pick_greedy(const float* __res
     PickAcc p = pick_acc();
 #pragma unroll
     for (int j = 0; j < PICK_PER_THREAD; j++) pick_add(p, v[j], base + j * PICK_THREADS);
-    pick_finish(x, n, flag, out, p.best, p.bi, p.bad);
+    pick_finish(x, n, flag, out, host, p.best, p.bi, p.bad);
 }
 
 // matvec_wide over one plain segment (a head: no bias, no accumulation, not fixed point) with
@@ -109,7 +117,7 @@ MOLLA_KERNEL void __launch_bounds__(PICK_THREADS) pick_greedy(const float* __res
 // leaves it; `flag`: the word after the row, the persistent kernel's error flag, goes with it),
 // so that a decode step's pick costs no launch of its own. The rows' bits are matvec_wide's. `out`
 // holds 5 + 3 * gridDim.x words, its ticket zero.
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_pick(const MvArgs a, const u8* prep, int flag, u32* out) {
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_pick(const MvArgs a, const u8* prep, int flag, u32* out, u32* host) {
     KTRACE(11);
     extern __shared__ float4 smem4[];
     pdl_trigger();
@@ -118,7 +126,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_pick(const MvArgs a, con
     wide_rows<true>(a, prep_xq(a, prep, smem4), prep_scale(a, prep), &p);
     // The rows this block stored are visible before its ticket (the last block may read one).
     __threadfence();
-    pick_finish(a.seg[0].y, a.seg[0].rows, flag, out, p.best, p.bi, p.bad);
+    pick_finish(a.seg[0].y, a.seg[0].rows, flag, out, host, p.best, p.bi, p.bad);
 }
 
 // The top k logits of a row on the device (k <= TOPK_MAX), for sampling with top-k on the host

@@ -101,6 +101,9 @@ pub struct CudaModel {
     /// Where persistent kernels built from now on run the head: 0 as `MOLLA_PK_HEAD` says, 1
     /// after the kernel, 2 inside it ([`CudaModel::set_persistent_head`]).
     pk_head: std::sync::atomic::AtomicU8,
+    /// The page-locked slots of chained greedy decoding (forward/chain.rs), kept from one run
+    /// to the next.
+    chain_ring: Mutex<Option<chain::Ring>>,
     /// cuBLAS for the prefill matmuls, set up on the first prefill.
     blas: Mutex<BlasState>,
     /// Serialises forward passes: they share one stream, and a graph capture must see no
@@ -235,6 +238,7 @@ impl CudaModel {
             pk_packed: AtomicBool::new(false),
             pk_head_out: AtomicBool::new(false),
             pk_head: std::sync::atomic::AtomicU8::new(0),
+            chain_ring: Mutex::new(None),
             pk_max_pos: std::sync::atomic::AtomicUsize::new(
                 std::env::var("MOLLA_PK_MAX_POS")
                     .ok()

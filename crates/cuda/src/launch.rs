@@ -378,16 +378,19 @@ pub(crate) unsafe fn wide_setup(gpu: &Gpu, outs: &[Out], input: WideIn) -> Resul
 /// [`matvec_wide`] of one plain matrix (a head: no bias, no accumulation, not fixed point) with
 /// the greedy pick of its output made by the same grid (kernels/pick.cu `matvec_wide_pick`) into
 /// `pick`, in `pick_greedy`'s words; with `flag`, the word after the output (the persistent
-/// kernel's error flag) goes with them. The output's bits are `matvec_wide`'s.
+/// kernel's error flag) goes with them, and to `host` too unless it is 0 (four words of mapped
+/// page-locked memory, `forward/chain.rs`). The output's bits are `matvec_wide`'s.
 ///
 /// # Safety
-/// As [`matvec_wide`]; `pick`'s ticket (its fifth word) is zero, as the pick kernels leave it.
+/// As [`matvec_wide`]; `pick`'s ticket (its fifth word) is zero, as the pick kernels leave it;
+/// `host` is 0 or the device address of four words of mapped host memory.
 pub(crate) unsafe fn matvec_wide_pick(
     gpu: &Gpu,
     out: Out,
     input: WideIn,
     flag: bool,
     pick: &CudaSlice<f32>,
+    host: u64,
 ) -> Result<()> {
     let (cols, buf) = (input.cols, input.buf);
     if !is_q16(out.w.ty) || !cols.is_multiple_of(32) || out.bias != 0 || out.accumulate || out.fixed
@@ -411,7 +414,7 @@ pub(crate) unsafe fn matvec_wide_pick(
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel; the
     // pick buffer holds the grid's words (checked above).
     unsafe {
-        launch_dep!(gpu, &gpu.k.matvec_wide_pick, cfg, "matvec launch"; &a, &buf, &flag, &pick)
+        launch_dep!(gpu, &gpu.k.matvec_wide_pick, cfg, "matvec launch"; &a, &buf, &flag, &pick, &host)
     }
 }
 

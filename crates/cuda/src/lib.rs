@@ -18,6 +18,7 @@ mod error;
 mod forward;
 mod kv;
 mod launch;
+mod mapped;
 mod pdl;
 mod persistent;
 pub mod testing;

@@ -664,7 +664,8 @@ pub fn timeline<R>(
 /// `pick_greedy` on `logits`, with `flag` as the word after them (the persistent kernel's error
 /// flag, passed through when given): the pick and the fourth word. The kernel runs twice on the
 /// same buffer (its result words poisoned before each), which must give the same words: its
-/// blocks' ticket is back at zero after a launch.
+/// blocks' ticket is back at zero after a launch. The second run also writes its words to mapped
+/// host memory (`crate::mapped`, where the driver maps it), which must hold the same.
 pub fn pick(gpu: &Gpu, logits: &[f32], flag: Option<u32>) -> Result<(crate::Pick, u32)> {
     use crate::forward::pick::{PICK_WORDS, launch_pick, pick_buffer_words};
     let mut row = logits.to_vec();
@@ -672,11 +673,17 @@ pub fn pick(gpu: &Gpu, logits: &[f32], flag: Option<u32>) -> Result<(crate::Pick
     let x = gpu.upload(&row)?;
     let mut init = vec![f32::NAN; pick_buffer_words(logits.len())];
     init[PICK_WORDS] = 0.0;
+    let mirror = crate::mapped::HostWords::new(gpu, PICK_WORDS)?.filter(|m| m.mapped());
     let mut runs = Vec::new();
-    for _ in 0..2 {
+    for run in 0..2 {
         let out = gpu.upload(&init)?;
-        // SAFETY: x holds the logits and one more word; out pick_buffer_words, ticket zero.
-        unsafe { launch_pick(gpu, gpu.ptr(&x), logits.len(), flag.is_some(), &out)? };
+        let host = match &mirror {
+            Some(m) if run == 1 => m.dev_at(0),
+            _ => 0,
+        };
+        // SAFETY: x holds the logits and one more word; out pick_buffer_words, ticket zero;
+        // host 0 or four mapped words.
+        unsafe { launch_pick(gpu, gpu.ptr(&x), logits.len(), flag.is_some(), &out, host)? };
         let w = fetch(gpu, &out, init.len())?;
         init[PICK_WORDS..].copy_from_slice(&w[PICK_WORDS..]);
         runs.push(
@@ -693,6 +700,16 @@ pub fn pick(gpu: &Gpu, logits: &[f32], flag: Option<u32>) -> Result<(crate::Pick
             runs[0],
             init[PICK_WORDS].to_bits()
         )));
+    }
+    if let Some(m) = &mirror {
+        // SAFETY: the kernel is complete (fetch waited for the stream).
+        let h = unsafe { m.read::<PICK_WORDS>(0) };
+        if h[..] != runs[1][..] {
+            return Err(crate::error::CudaError::Unsupported(format!(
+                "pick: the mapped host words {h:?} differ from the device's {:?}",
+                runs[1]
+            )));
+        }
     }
     let w: Vec<f32> = runs[0].iter().map(|&b| f32::from_bits(b)).collect();
     Ok((crate::Pick::from_words(&w), runs[0][PICK_WORDS - 1]))

@@ -10,9 +10,9 @@ use super::CudaModel;
 use super::pick::{PICK_WORDS, Pick, launch_pick};
 use crate::error::{CudaError, Result, drv};
 use crate::kv::CudaKvCache;
+use crate::mapped::HostWords;
 use crate::persistent::Token;
-use cudarc::driver::{CudaEvent, CudaStream};
-use std::sync::Arc;
+use cudarc::driver::CudaEvent;
 use std::sync::atomic::Ordering;
 
 /// Steps queued ahead of the one whose pick the host waits for (`MOLLA_CHAIN_DEPTH`, 1 .. 16,
@@ -30,82 +30,71 @@ fn depth() -> usize {
 
 /// Whether the server's and the CLI's greedy decoding goes through
 /// [`CudaModel::decode_greedy`] (`MOLLA_CHAIN=1`; read once). Off by default: measured on the
-/// H200 (session 25, `molla bench --pick`, tg128), the chain at depth 3 beats depth 1 (the host
-/// round trip) by 1-3%, but the pick's own launch costs
-/// about as much, so chained greedy decoding was 1-3% slower than copying the logits back
-/// (SmolLM2 Q4_1 2227 against 2250 tok/s, Q8_0 2123 against 2185, Qwen2.5-0.5B 1731 against
-/// 1739), where the pick was a launch of its own. Since then a head after the kernel (every
-/// real-shape file's) makes the pick with its own grid (`matvec_wide_pick`): not yet measured.
+/// H200 (session 26, `molla bench --pick`, tg128, the head's grid making the pick), chained
+/// greedy decoding was 1-2% slower than copying the logits back (SmolLM2 Q8_0 2127 against 2178
+/// tok/s, Q4_1 2219 against 2256, Qwen2.5-0.5B 1727 against 1723), though depth 3 beat depth 1
+/// by 2%. Each run then allocated and freed its page-locked slots (a millisecond or so, against
+/// 58 ms for 128 steps) and queued a copy after each pick; since then the slots are kept and the
+/// pick kernels write them through a mapping: not yet measured.
 pub fn chain_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("MOLLA_CHAIN").is_ok_and(|v| v == "1"))
 }
 
-/// Page-locked slots the picks are copied into, one a queued step, each with the event recorded
-/// after its copy.
-struct Ring {
-    ptr: *mut u32,
+/// Page-locked slots the picks land in, one a queued step, each with the event recorded after
+/// its step: written by the pick kernel itself where the memory is mapped for the device
+/// (`crate::mapped`), else copied in after it. Kept by the model from one chained run to the
+/// next (`CudaModel::chain_ring`): page-locked memory takes a millisecond or so to allocate
+/// and free, about what the chain saves in two or three hundred steps.
+pub(crate) struct Ring {
+    words: HostWords,
     events: Vec<CudaEvent>,
-    stream: Arc<CudaStream>,
 }
 
 impl Ring {
-    fn new(m: &CudaModel, slots: usize) -> Result<Ring> {
+    /// None when no page-locked memory can be had.
+    fn new(m: &CudaModel, slots: usize) -> Result<Option<Ring>> {
         let g = &m.gpu;
-        g.ctx.bind_to_thread().map_err(drv("bind context"))?;
-        // SAFETY: plain allocation of page-locked host memory.
-        let p = unsafe { cudarc::driver::result::malloc_host(slots * PICK_WORDS * 4, 0) }
-            .map_err(drv("page-locked pick slots"))?;
-        let mut ring = Ring {
-            ptr: p.cast(),
-            events: Vec::with_capacity(slots),
-            stream: g.stream.clone(),
+        let Some(words) = HostWords::new(g, slots * PICK_WORDS)? else {
+            return Ok(None);
         };
-        for _ in 0..slots {
-            ring.events
-                .push(g.ctx.new_event(None).map_err(drv("event"))?);
-        }
-        Ok(ring)
+        let events = (0..slots)
+            .map(|_| g.ctx.new_event(None).map_err(drv("event")))
+            .collect::<Result<_>>()?;
+        Ok(Some(Ring { words, events }))
     }
 
-    /// Queues the copy of the pick's words into slot `i` and records its event.
+    fn slots(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Where the pick kernel of slot `i`'s step writes its words itself (0: it does not).
+    fn host(&self, i: usize) -> u64 {
+        self.words.dev_at(i * PICK_WORDS)
+    }
+
+    /// After slot `i`'s step: the copy of its pick's words unless the kernel wrote them, and the
+    /// slot's event.
     fn queue(&mut self, m: &CudaModel, kv: &CudaKvCache, i: usize) -> Result<()> {
-        // SAFETY: slot i lies in the allocation (i < slots); the copy completes before the
-        // slot is read (its event is waited for) and before the memory is freed (Drop waits
-        // for the stream); pick holds at least PICK_WORDS words.
-        unsafe {
-            let dst = std::slice::from_raw_parts_mut(self.ptr.add(i * PICK_WORDS), PICK_WORDS);
-            cudarc::driver::result::memcpy_dtoh_async(
-                dst,
-                m.gpu.ptr(&kv.pick),
-                m.gpu.stream.cu_stream(),
-            )
-            .map_err(drv("pick download"))?;
+        if !self.words.mapped() {
+            // SAFETY: the slot is read only after its event, recorded next; drop waits for
+            // the stream; pick holds at least PICK_WORDS words.
+            unsafe {
+                self.words
+                    .copy_in(&m.gpu, i * PICK_WORDS, &kv.pick, PICK_WORDS)?
+            };
         }
         self.events[i]
             .record(&m.gpu.stream)
             .map_err(drv("event record"))
     }
 
-    /// Slot `i`'s words once its copy is done.
+    /// Slot `i`'s words once its step is done.
     fn read(&self, i: usize) -> Result<[u32; PICK_WORDS]> {
         self.events[i].synchronize().map_err(drv("pick download"))?;
-        let mut w = [0u32; PICK_WORDS];
-        // SAFETY: the slot's copy is complete (its event), and nothing writes it until it is
-        // queued again.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.add(i * PICK_WORDS), w.as_mut_ptr(), PICK_WORDS)
-        };
-        Ok(w)
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // No copy into the slots may be in flight when they are freed.
-        let _ = self.stream.synchronize();
-        // SAFETY: allocated by cuMemHostAlloc above; the context outlives the stream we hold.
-        let _ = unsafe { cudarc::driver::result::free_host(self.ptr.cast()) };
+        // SAFETY: the slot's step (and its copy) is complete (its event), and nothing writes
+        // the slot until it is queued again.
+        Ok(unsafe { self.words.read::<PICK_WORDS>(i * PICK_WORDS) })
     }
 }
 
@@ -174,8 +163,12 @@ impl CudaModel {
         let (g, vocab) = (&self.gpu, self.hp.n_vocab);
         g.ctx.bind_to_thread().map_err(drv("bind context"))?;
         let slots = depth();
+        let mut cached = self.chain_ring.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.as_ref().is_none_or(|r| r.slots() != slots) {
+            *cached = Ring::new(self, slots)?;
+        }
         // Without page-locked memory, step by step.
-        let Ok(mut ring) = Ring::new(self, slots) else {
+        let Some(ring) = cached.as_mut() else {
             return Ok(None);
         };
         let len0 = kv.len;
@@ -193,8 +186,9 @@ impl CudaModel {
                 // A head after the kernel makes the pick itself (matvec_wide_pick).
                 // SAFETY: a picked token's words were written by the pick launched after the
                 // step before, on this stream.
+                let host = ring.host(queued % slots);
                 let Some(head_picked) =
-                    (unsafe { self.queue_persistent(token, len0 + queued, kv, true)? })
+                    (unsafe { self.queue_persistent(token, len0 + queued, kv, Some(host))? })
                 else {
                     // Only the first step can find the kernel unavailable (it is built then).
                     if queued == 0 {
@@ -204,8 +198,9 @@ impl CudaModel {
                 };
                 if !head_picked {
                     // SAFETY: the step just queued writes the logits and the error word after
-                    // them; pick holds pick_buffer_words(vocab) words, its ticket left zero.
-                    unsafe { launch_pick(g, logits, vocab, true, &kv.pick)? };
+                    // them; pick holds pick_buffer_words(vocab) words, its ticket left zero;
+                    // host is 0 or the slot's mapped words.
+                    unsafe { launch_pick(g, logits, vocab, true, &kv.pick, host)? };
                 }
                 ring.queue(self, kv, queued % slots)?;
                 queued += 1;
@@ -232,9 +227,11 @@ impl CudaModel {
                 _ => break None,
             }
         };
-        // Steps queued past the last pick taken are left to finish (the ring waits for them);
-        // what they wrote lies past kv.len.
-        drop(ring);
+        // Steps queued past the last pick taken finish before the cache is handed back (what
+        // they wrote lies past kv.len).
+        if queued > done {
+            g.sync()?;
+        }
         Ok(Some((done, next)))
     }
 }

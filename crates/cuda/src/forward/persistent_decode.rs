@@ -30,18 +30,20 @@ impl CudaModel {
 
     /// Queues one decode step of `token` at position `pos` as one launch of the persistent
     /// kernel (and the head after it, when it runs outside): None, having queued nothing, when
-    /// the kernel is not available for this model (then it is off from now on). With `pick`, a
-    /// head after the kernel also makes the greedy pick into `kv.pick` (`matvec_wide_pick`, the
-    /// error flag with it): Some(true) says it did.
+    /// the kernel is not available for this model (then it is off from now on). With
+    /// `pick` (Some(host)), a head after the kernel also makes the greedy pick into `kv.pick`
+    /// (`matvec_wide_pick`, the error flag with it), and into `host` unless it is 0: Some(true)
+    /// says it did.
     ///
     /// # Safety
-    /// A [`Token::Picked`] address holds the pick kernel's words, written earlier on the stream.
+    /// A [`Token::Picked`] address holds the pick kernel's words, written earlier on the stream;
+    /// a pick's `host` is 0 or the device address of four words of mapped host memory.
     pub(super) unsafe fn queue_persistent(
         &self,
         token: Token,
         pos: usize,
         kv: &mut CudaKvCache,
-        pick: bool,
+        pick: Option<u64>,
     ) -> Result<Option<bool>> {
         let (g, vocab) = (&self.gpu, self.hp.n_vocab);
         if kv.pk.is_none() {
@@ -79,8 +81,9 @@ impl CudaModel {
             // them), complete once the kernel is; the prep buffer holds prep_stride(max_cols)
             // bytes.
             let prep = g.ptr(&kv.decode_prep);
-            if pick {
-                // SAFETY: as above; the pick buffer's ticket is zero, as the pick kernels leave it.
+            if let Some(host) = pick {
+                // SAFETY: as above; the pick buffer's ticket is zero, as the pick kernels leave
+                // it; host as the caller guarantees.
                 unsafe {
                     let input = launch::WideIn {
                         cols: self.hp.n_embd,
@@ -88,7 +91,7 @@ impl CudaModel {
                         prep: norm,
                         buf: prep,
                     };
-                    launch::matvec_wide_pick(g, head, input, true, &kv.pick)?
+                    launch::matvec_wide_pick(g, head, input, true, &kv.pick, host)?
                 };
                 return Ok(Some(true));
             }
@@ -127,7 +130,7 @@ impl CudaModel {
         let g = &self.gpu;
         let t0 = std::time::Instant::now();
         // In pick mode a head after the kernel makes the pick (matvec_wide_pick).
-        let pick = kv.reduce == super::pick::Reduce::Pick;
+        let pick = (kv.reduce == super::pick::Reduce::Pick).then_some(0);
         // SAFETY: the token is an id.
         let Some(head_picked) =
             (unsafe { self.queue_persistent(Token::Id(token), kv.len, kv, pick)? })

@@ -94,21 +94,24 @@ pub(crate) fn pick_buffer_words(n: usize) -> usize {
 }
 
 /// `pick_greedy` on the `n` logits at `x` into `out` (the result in its first 4 words); with
-/// `flag`, the word after the logits goes to the fourth.
+/// `flag`, the word after the logits goes to the fourth. The 4 words go to `host` too unless it
+/// is 0 (mapped page-locked memory, forward/chain.rs).
 ///
 /// # Safety
 /// `x` holds `n` floats (and one more word with `flag`); `out` [`pick_buffer_words`]`(n)` words,
-/// its ticket (the fifth) zero, as the kernel leaves it.
+/// its ticket (the fifth) zero, as the kernel leaves it; `host` is 0 or the device address of
+/// four words of mapped host memory.
 pub(crate) unsafe fn launch_pick(
     gpu: &Gpu,
     x: u64,
     n: usize,
     flag: bool,
     out: &CudaSlice<f32>,
+    host: u64,
 ) -> Result<()> {
     let (n, flag) = (n as i32, i32::from(flag));
     let mut b = gpu.stream.launch_builder(&gpu.k.pick_greedy);
-    b.arg(&x).arg(&n).arg(&flag).arg(out);
+    b.arg(&x).arg(&n).arg(&flag).arg(out).arg(&host);
     crate::launch::count_launch();
     let cfg = LaunchConfig {
         grid_dim: ((n as usize).div_ceil(PICK_CHUNK) as u32, 1, 1),
@@ -141,7 +144,7 @@ impl CudaModel {
         match kv.reduce {
             Reduce::Logits => Ok((&kv.decode.logits, vocab)),
             Reduce::Pick => {
-                unsafe { launch_pick(g, x, vocab, flag, &kv.pick)? };
+                unsafe { launch_pick(g, x, vocab, flag, &kv.pick, 0)? };
                 Ok((&kv.pick, PICK_WORDS - 1))
             }
             Reduce::Top(k) => {
