@@ -387,7 +387,10 @@ mod tests {
                 Program::Main,
                 &["MOLLA_PDL", "MOLLA_X_Q6FILE", "MOLLA_X_RSQRT"],
             );
-            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
+            compiles(
+                Program::Main,
+                &["MOLLA_PDL", "MOLLA_X_KTRACE", "MOLLA_X_ATTEARLY"],
+            );
         }
     }
 
