@@ -31,7 +31,8 @@ impl HostWords {
     /// Allocates `len` (at least 1) words, zeroed; None when no page-locked memory can be had.
     pub(crate) fn new(gpu: &Gpu, len: usize) -> Result<Option<HostWords>> {
         gpu.ctx.bind_to_thread().map_err(drv("bind context"))?;
-        let bytes = len.max(1) * 4;
+        let len = len.max(1);
+        let bytes = len * 4;
         let alloc = |flags| {
             // SAFETY: plain allocation of page-locked host memory.
             unsafe { result::malloc_host(bytes, flags) }.ok()
@@ -57,10 +58,10 @@ impl HostWords {
         };
         let ptr = ptr.cast::<u32>();
         // SAFETY: ptr holds `bytes` bytes, just allocated.
-        unsafe { std::ptr::write_bytes(ptr, 0, len.max(1)) };
+        unsafe { std::ptr::write_bytes(ptr, 0, len) };
         Ok(Some(HostWords {
             ptr,
-            len: len.max(1),
+            len,
             dev,
             stream: gpu.stream.clone(),
         }))

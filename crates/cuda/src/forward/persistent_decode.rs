@@ -141,7 +141,7 @@ impl CudaModel {
         // The logits and the flag in one copy, or in pick mode (forward/pick.rs) the pick's
         // three words and the flag; `f` reads them only when the flag is clear.
         let (buf, words) = if head_picked {
-            (&kv.pick, super::pick::PICK_WORDS - 1)
+            super::pick::pick_result(kv)
         } else {
             // SAFETY: the kernel (and the head after it) wrote this cache's logits and flag.
             unsafe { self.step_result(kv, true)? }

@@ -84,6 +84,13 @@ pub(crate) enum Reduce {
 /// Words of the pick kernel's result (status, index, value, flag).
 pub(crate) const PICK_WORDS: usize = 4;
 
+/// Where a greedy pick made on the device lies (`kv.pick`, by `pick_greedy` or
+/// `matvec_wide_pick`), and how many of its words [`Pick::from_words`] reads; the error flag is
+/// the word after them.
+pub(super) fn pick_result(kv: &CudaKvCache) -> (&CudaSlice<f32>, usize) {
+    (&kv.pick, PICK_WORDS - 1)
+}
+
 /// Logits one block of the pick kernel reads (kernels/pick.cu `PICK_CHUNK`).
 const PICK_CHUNK: usize = 8 * 1024;
 
@@ -145,7 +152,7 @@ impl CudaModel {
             Reduce::Logits => Ok((&kv.decode.logits, vocab)),
             Reduce::Pick => {
                 unsafe { launch_pick(g, x, vocab, flag, &kv.pick, 0)? };
-                Ok((&kv.pick, PICK_WORDS - 1))
+                Ok(pick_result(kv))
             }
             Reduce::Top(k) => {
                 unsafe { super::top::launch_top(g, x, vocab, k, flag, &kv.pick)? };
