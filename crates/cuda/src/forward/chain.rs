@@ -31,11 +31,12 @@ fn depth() -> usize {
 /// Whether the server's and the CLI's greedy decoding goes through
 /// [`CudaModel::decode_greedy`] (`MOLLA_CHAIN=1`; read once). Off by default: measured on the
 /// H200 (session 26, `molla bench --pick`, tg128, the head's grid making the pick), chained
-/// greedy decoding was 1-2% slower than copying the logits back (SmolLM2 Q8_0 2127 against 2178
-/// tok/s, Q4_1 2219 against 2256, Qwen2.5-0.5B 1727 against 1723), though depth 3 beat depth 1
-/// by 2%. Each run then allocated and freed its page-locked slots (a millisecond or so, against
-/// 58 ms for 128 steps) and queued a copy after each pick; since then the slots are kept and the
-/// pick kernels write them through a mapping: not yet measured.
+/// greedy decoding was 1-2% slower than copying the logits back on SmolLM2 (Q8_0 2127 against
+/// 2178 tok/s, Q4_1 2219 against 2256) and level on Qwen2.5-0.5B (1727 against 1723), though
+/// depth 3 beat depth 1 by 2%. Each run then allocated and freed its page-locked slots (not
+/// timed; estimated at up to a millisecond, against 58 ms for 128 steps) and queued a copy
+/// after each pick; since then the slots are kept and the pick kernels write them through a
+/// mapping: not yet measured.
 pub fn chain_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("MOLLA_CHAIN").is_ok_and(|v| v == "1"))
@@ -44,8 +45,8 @@ pub fn chain_on() -> bool {
 /// Page-locked slots the picks land in, one a queued step, each with the event recorded after
 /// its step: written by the pick kernel itself where the memory is mapped for the device
 /// (`crate::mapped`), else copied in after it. Kept by the model from one chained run to the
-/// next (`CudaModel::chain_ring`): page-locked memory takes a millisecond or so to allocate
-/// and free, about what the chain saves in two or three hundred steps.
+/// next (`CudaModel::chain_ring`): allocating and freeing page-locked memory is slow (not timed
+/// here; estimated at up to a millisecond, what the chain saves in two or three hundred steps).
 pub(crate) struct Ring {
     words: HostWords,
     events: Vec<CudaEvent>,
