@@ -404,12 +404,12 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
     pdl_trigger();
     pdl_wait();
     __shared__ float rq[256], rk[256], qs[256];
-#ifdef MOLLA_X_ATTEARLY
-    // Experiment: the loads that do not depend on the position (this thread's q, k and v values
-    // and its pair's frequency; hd, hdv <= ATT_THREADS) are issued with the position's, so their
-    // round trips overlap it, and the pair's cos and sin are worked out before the first barrier
-    // (into rcs), so that the f64 cos and sin overlap the loads instead of following the barrier.
-    // The same values and arithmetic: the same bits.
+    // The loads that do not depend on the position (this thread's q, k and v values and its
+    // pair's frequency; hd, hdv <= ATT_THREADS) are issued with the position's, so their round
+    // trips overlap it, and the pair's cos and sin are worked out before the first barrier (into
+    // rcs), so that the f64 cos and sin overlap the loads instead of following the barrier
+    // (session 27: l8 Q4_K at 4 layers, graph path, +2.5-3.7%; was MOLLA_KDEFS=ATTEARLY). The
+    // same values and arithmetic as rope_store: the same bits.
     __shared__ float rcs[256];  // n_rot <= hd <= 256
     const int h = blockIdx.x, kvh = h / (n_head / n_head_kv), t = threadIdx.x;
     const float qv = t < hd ? q[(size_t)h * hd + t] : 0.f;
@@ -418,10 +418,6 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
     const double fr = t < (n_rot >> 1) ? freqs[t] : 0.0;
     const int pos = *pos0p;
     if (!att_has_work(pos + 1)) return;
-#else
-    int h = blockIdx.x, kvh = h / (n_head / n_head_kv), pos = *pos0p;
-    if (!att_has_work(pos + 1)) return;
-#endif
     const bool store = (int)blockIdx.z == att_last_owner(pos + 1);
     int kv_dim = n_head_kv * hd, v_dim = n_head_kv * hdv;
     // One tile (stage_cap <= ATT_TILE), so a staged block attends alone and stores.
@@ -434,7 +430,6 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
         stage_rows16(smem_u32(vs), vc + (size_t)kvh * hdv, v_dim, hdv >> 3, pos, false, ATT_THREADS);
         cp_commit();
     }
-#ifdef MOLLA_X_ATTEARLY
     if (t < hd) rq[t] = qv, rk[t] = kv0;
     u16* vd = vc + (size_t)pos * v_dim + (size_t)kvh * hdv;
     if (store && t < hdv) {
@@ -448,19 +443,6 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
         rcs[2 * t] = (float)cos(th);
         rcs[2 * t + 1] = (float)sin(th);
     }
-#else
-    for (int d = threadIdx.x; d < hd; d += ATT_THREADS) {
-        rq[d] = q[(size_t)h * hd + d];
-        rk[d] = k[(size_t)kvh * hd + d];
-    }
-    u16* vd = vc + (size_t)pos * v_dim + (size_t)kvh * hdv;
-    if (store)
-        for (int d = threadIdx.x; d < hdv; d += ATT_THREADS) {
-            u16 h16 = f2h(v[(size_t)kvh * hdv + d]);
-            vd[d] = h16;
-            if (staged) vs[(size_t)pos * hdv + d] = h16;
-        }
-#endif
     __syncthreads();
     u16* kd = kc + (size_t)pos * kv_dim + (size_t)kvh * hd;
     for (int i = threadIdx.x; i < (hd >> 1); i += ATT_THREADS) {
@@ -469,11 +451,7 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
         float q0 = rq[a], q1 = rq[b], k0 = rk[a], k1 = rk[b];
         if (i < (n_rot >> 1)) {
             float c, s;
-#ifdef MOLLA_X_ATTEARLY
             c = rcs[2 * i], s = rcs[2 * i + 1];
-#else
-            rope_cs(i, pos, freqs, c, s);
-#endif
             rope_rot(rq[a], rq[b], c, s, q0, q1);
             rope_rot(rk[a], rk[b], c, s, k0, k1);
         }

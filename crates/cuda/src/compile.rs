@@ -387,10 +387,7 @@ mod tests {
                 Program::Main,
                 &["MOLLA_PDL", "MOLLA_X_Q6FILE", "MOLLA_X_RSQRT"],
             );
-            compiles(
-                Program::Main,
-                &["MOLLA_PDL", "MOLLA_X_KTRACE", "MOLLA_X_ATTEARLY"],
-            );
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
         }
     }
 

@@ -267,7 +267,7 @@ impl Backend {
     /// after what `cache` holds, for at most `max` steps: `on_pick` gets each step's pick in
     /// order and returns whether to go on (the step whose pick it refused stays in the cache).
     /// Returns the steps taken; None, having run nothing, where the backend does not chain (not
-    /// CUDA, or without `MOLLA_CHAIN=1`: measured no faster yet, see `cuda::chain_on`). Use it
+    /// CUDA, or with `MOLLA_CHAIN=0`, see `cuda::chain_on`). Use it
     /// only for a sampler that is plain greedy (`Sampler::is_plain_greedy`).
     pub fn decode_greedy(
         &self,

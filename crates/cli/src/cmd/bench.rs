@@ -37,7 +37,7 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
-    /// Generate as `molla run --temp 0` does: on CUDA with `MOLLA_CHAIN=1` the greedy pick made
+    /// Generate as `molla run --temp 0` does: on CUDA (unless `MOLLA_CHAIN=0`) the greedy pick made
     /// on the device and each step's input taken from the step before's pick there, steps
     /// queued ahead (the tokens decoded after the first are then the model's own picks); with
     /// `MOLLA_CUDA_PICK=1` the pick made on the device step by step; else the host's greedy

@@ -4,7 +4,7 @@
 //! GPU idles between tokens while the pick comes back, the host takes it and launches the next
 //! step (docs/cuda-persistent.md, "the host round trip": 1-3% of a SmolLM2 token, measured in
 //! session 25); chained, the next launch is already queued. The server and the CLI take this
-//! path only with `MOLLA_CHAIN=1` (see [`chain_on`]).
+//! path for plain greedy sampling unless `MOLLA_CHAIN=0` (see [`chain_on`]).
 
 use super::CudaModel;
 use super::pick::{PICK_WORDS, Pick, launch_pick};
@@ -29,17 +29,15 @@ fn depth() -> usize {
 }
 
 /// Whether the server's and the CLI's greedy decoding goes through
-/// [`CudaModel::decode_greedy`] (`MOLLA_CHAIN=1`; read once). Off by default: measured on the
-/// H200 (session 26, `molla bench --pick`, tg128, the head's grid making the pick), chained
-/// greedy decoding was 1-2% slower than copying the logits back on SmolLM2 (Q8_0 2127 against
-/// 2178 tok/s, Q4_1 2219 against 2256) and level on Qwen2.5-0.5B (1727 against 1723), though
-/// depth 3 beat depth 1 by 2%. Each run then allocated and freed its page-locked slots (not
-/// timed; estimated at up to a millisecond, against 58 ms for 128 steps) and queued a copy
-/// after each pick; since then the slots are kept and the pick kernels write them through a
-/// mapping: not yet measured.
+/// [`CudaModel::decode_greedy`] (the default; `MOLLA_CHAIN=0` turns it off; read once).
+/// Measured on the H200 (session 27, `molla bench --pick`, tg128, synth.py's SmolLM2 Q4_1
+/// quantized by molla, alternating twice): chained 2391 and 2389 tok/s, against 2322 and 2309
+/// copying the logits back step by step and 2337 and 2335 chained with the picks copied into
+/// the slots instead of written through the mapping (`MOLLA_MAPPED=0`). Before the slots were
+/// kept and mapped (session 26) it was 1-2% slower than the logits' copy.
 pub fn chain_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MOLLA_CHAIN").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var("MOLLA_CHAIN").map_or(true, |v| v != "0"))
 }
 
 /// Page-locked slots the picks land in, one a queued step, each with the event recorded after
