@@ -15,7 +15,6 @@ const SOURCES: &[(&str, &str)] = &[
     ("q16.cuh", include_str!("../kernels/q16.cuh")),
     ("cp_async.cuh", include_str!("../kernels/cp_async.cuh")),
     ("matvec.cu", include_str!("../kernels/matvec.cu")),
-    ("matvec_bulk.cu", include_str!("../kernels/matvec_bulk.cu")),
     ("matmul.cu", include_str!("../kernels/matmul.cu")),
     ("norm.cu", include_str!("../kernels/norm.cu")),
     ("rope.cu", include_str!("../kernels/rope.cu")),

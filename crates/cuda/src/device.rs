@@ -38,8 +38,6 @@ pub(crate) struct Kernels {
     /// Decode matvec of big matrices on an input prepared once (by `matvec_prep_wide`).
     pub matvec_wide: CudaFunction,
     pub matvec_prep_wide: CudaFunction,
-    /// `matvec_wide` with the weights staged by the bulk copy engine (launch/bulk.rs).
-    pub matvec_bulk: CudaFunction,
     /// `matvec_wide` of gate and up, with silu(gate) * up quantized for down (launch/fused.rs).
     pub matvec_wide_glu: CudaFunction,
     /// Rope, cache store and attention of one decode token in one launch.
@@ -124,8 +122,6 @@ pub struct Gpu {
     pub(crate) pk_max_smem: usize,
     /// Dynamic shared memory `rope_attention` may take.
     pub(crate) att_max_smem: usize,
-    /// Dynamic shared memory `matvec_bulk` may take.
-    pub(crate) bulk_max_smem: usize,
     /// Decode kernels launch as programmatic dependents of the kernel before them (crate::pdl):
     /// compute capability 9.0 and up unless `MOLLA_PDL=0`.
     pub(crate) pdl: bool,
@@ -139,7 +135,7 @@ pub struct Gpu {
     /// The same kernel for step lists whose every matvec step is packed, loaded on first use
     /// (`persistent_packed`); None when it did not load.
     pk_packed: OnceLock<Option<CudaFunction>>,
-    pub(crate) cc: (i32, i32),
+    cc: (i32, i32),
     driver_version: i32,
 }
 
@@ -224,7 +220,6 @@ impl Gpu {
             matvec_wide: f("matvec_wide")?,
             matvec_wide_glu: f("matvec_wide_glu")?,
             matvec_prep_wide: f("matvec_prep_wide")?,
-            matvec_bulk: f("matvec_bulk")?,
             hold: f("hold")?,
             rope_attention: f("rope_attention")?,
             matmul: f("matmul")?,
@@ -273,7 +268,6 @@ impl Gpu {
         }
         // rope_attention's allowance (it stages a head's keys and values: att_stage_cap).
         let att_max_smem = allow_dynamic_smem(&k.rope_attention, optin)?;
-        let bulk_max_smem = allow_dynamic_smem(&k.matvec_bulk, optin)? as usize;
         // matvec_wide_pick's static shared memory (the pick's block reduction) exceeds matvec's.
         allow_dynamic_smem(&k.matvec_wide_pick, optin)?;
         let pk_max_smem = allow_dynamic_smem(&k.decode_persistent, optin)? as usize;
@@ -295,7 +289,6 @@ impl Gpu {
             name,
             max_smem,
             att_max_smem: att_max_smem as usize,
-            bulk_max_smem,
             pk_max_smem,
             pdl,
             q6pad,

@@ -8,12 +8,10 @@ use crate::pdl::launch_dep;
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
 mod attention;
-mod bulk;
 mod fused;
 mod split;
 pub use attention::Heads;
 pub(crate) use attention::{KvAt, KvRow, attention, rope_attention, rope_attention_on, rope_store};
-pub(crate) use bulk::{goes_bulk, settings as bulk_settings};
 pub(crate) use fused::{att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, prepare};
 pub use split::att_tile;
 pub(crate) use split::{AttSplit, SplitScratch, split_blocks};
@@ -339,10 +337,6 @@ pub(crate) unsafe fn matvec_wide(
     let input = WideIn { cols, x, prep, buf };
     // SAFETY: as the caller guarantees.
     let (a, blocks) = unsafe { wide_setup(gpu, outs, input) }?;
-    // SAFETY: as above, the input's preparation queued.
-    if unsafe { bulk::matvec_bulk(gpu, outs, cols, x, prep, buf) }? {
-        return Ok(());
-    }
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
     unsafe { launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf) }

@@ -66,18 +66,11 @@ pub enum Input<'a> {
 
 /// Which decode matvec kernel runs: `matvec` (small matrices), or the decode step's path for big
 /// ones, `matvec_wide` (the input prepared once, then four blocks an SM; formats with q16 row
-/// decoders only), or `matvec_bulk` where it applies (`MOLLA_BULK=1`; launch/bulk.rs: an error
-/// when it does not).
+/// decoders only).
 #[derive(Clone, Copy, Debug)]
 pub enum Kernel {
     Matvec,
     Wide,
-    Bulk,
-}
-
-/// Whether `matvec_bulk` is on in this process (`MOLLA_BULK=1`) and this device has it.
-pub fn bulk_on(gpu: &Gpu) -> bool {
-    launch::bulk_settings().is_some() && gpu.cc.0 >= 9
 }
 
 /// The decode matvec over up to three matrices of `cols` columns sharing the input `x`.
@@ -117,14 +110,7 @@ pub fn matvec(
     for o in &mut outs {
         o.fixed = fixed;
     }
-    if let Kernel::Bulk = kernel
-        && !launch::goes_bulk(gpu, &outs, cols)
-    {
-        return Err(CudaError::Unsupported(
-            "matvec_bulk does not take these matrices (or MOLLA_BULK is not 1)".into(),
-        ));
-    }
-    if let Kernel::Wide | Kernel::Bulk = kernel {
+    if let Kernel::Wide = kernel {
         let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
         // SAFETY: as below; buf holds prep_stride(cols) bytes.
         unsafe { launch::matvec_wide(gpu, &outs, cols, gpu.ptr(&xd), prep, gpu.ptr(&buf))? };

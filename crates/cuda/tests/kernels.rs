@@ -177,64 +177,6 @@ fn matvec_wide_gives_the_bits_of_matvec() {
     println!("matvec_wide: the bits of matvec on every q16 format and input preparation");
 }
 
-/// `matvec_bulk` (the weights staged by the bulk copy engine, `MOLLA_BULK=1`) gives the bits of
-/// `matvec` on K-quant segments: rows 4096 and 14336 wide (several pieces a row, the Q6_K ones
-/// split at other places than the Q4_K ones), more rows than the grid has warps, bias and
-/// residual, and every input preparation. Skipped (with a message) unless `MOLLA_BULK=1` and the
-/// device has the bulk copy engine (compute capability 9.0).
-#[test]
-fn matvec_bulk_gives_the_bits_of_matvec() {
-    let Some(g) = gpu() else { return };
-    if !testing::bulk_on(&g) {
-        eprintln!("skipped: matvec_bulk is off (MOLLA_BULK=1 turns it on) or the device lacks it");
-        return;
-    }
-    let mut rng = Rng::new(21);
-    for (cols, rows) in [
-        (4096usize, [6001usize, 1499, 4003]),
-        (14336, [901, 77, 1203]),
-        (256, [3, 40, 9]),
-    ] {
-        let types = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K];
-        let mats: Vec<Vec<u8>> = types
-            .iter()
-            .zip(rows)
-            .map(|(&t, r)| matrix(&mut rng, t, r, cols).0)
-            .collect();
-        let x = rng.vec(cols, 1.0);
-        let aux = rng.vec(cols, 1.0);
-        let bias: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
-        let acc: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
-        for input in [
-            Input::Plain,
-            Input::RmsNorm { w: &aux, eps: 1e-5 },
-            Input::SwiGlu { up: &aux },
-        ] {
-            for n in 1..=3 {
-                let segs: Vec<Seg> = (0..n)
-                    .map(|i| Seg {
-                        ty: types[i],
-                        rows: rows[i],
-                        w: &mats[i],
-                        bias: (i == 1).then_some(&bias[i][..]),
-                        acc: (i != 1).then_some(&acc[i][..]),
-                    })
-                    .collect();
-                let a = testing::matvec(&g, Kernel::Matvec, &segs, cols, &x, input).unwrap();
-                let b = testing::matvec(&g, Kernel::Bulk, &segs, cols, &x, input).unwrap();
-                for i in 0..n {
-                    assert_eq!(
-                        bits(&a[i]),
-                        bits(&b[i]),
-                        "bulk matvec {cols} wide, {n} segments, segment {i}"
-                    );
-                }
-            }
-        }
-    }
-    println!("matvec_bulk: the bits of matvec on K-quant segments, every input preparation");
-}
-
 /// More rows than the grid has warps (at most four blocks of eight an SM), so that a warp walks
 /// several rows, across segments of different formats.
 #[test]

@@ -29,7 +29,6 @@ pub fn kind_name(kind: u32) -> &'static str {
         9 => "rope_store",
         10 => "pick_greedy",
         11 => "matvec_wide_pick",
-        12 => "matvec_bulk",
         _ => "?",
     }
 }
