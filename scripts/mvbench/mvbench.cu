@@ -21,6 +21,7 @@
 #include "../../crates/cuda/kernels/ktrace.cuh"
 #include "../../crates/cuda/kernels/dequant.cuh"
 #include "../../crates/cuda/kernels/q16.cuh"
+#include "../../crates/cuda/kernels/cp_async.cuh"
 #include "../../crates/cuda/kernels/matvec.cu"
 
 #include "../cuda_check.h"
@@ -102,6 +103,71 @@ __global__ void __launch_bounds__(NT, MINB) mv_warp(const u8* __restrict__ w, in
             if (lane == k) v = acc[k];
         }
         if (lane < nr) y[r + lane] = v;
+    }
+}
+
+// Weights staged by the bulk copy engine (TMA): each warp streams its rows (r = its global warp
+// index + k * all warps, as matvec_wide strides) through S slots of its own in shared memory,
+// lane 0 issuing one cp.async.bulk a row that completes on the slot's mbarrier, S - 1 rows ahead
+// of the one being decoded, so that a warp keeps S rows' bytes in flight without registers. The
+// rows are decoded from shared memory with the same unit decoders and the same per-lane order
+// as row_dot_q16_one: the same bits. Rows must be multiples of 16 bytes (Q4_K, padded Q6_K).
+__device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bulk_row(void* dst, const void* src, u32 bytes, u64* bar) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u64* bar, u32 phase) {
+    u32 done = 0;
+    while (!done) {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(smem_u32(bar)), "r"(phase)
+            : "memory");
+    }
+}
+template <int T, int NT, int MINB, int S>
+__global__ void __launch_bounds__(NT, MINB) mv_bulk(const u8* __restrict__ w, int rows, int rb, int cols,
+                                                    const u8* __restrict__ xqg, float* y) {
+    extern __shared__ int4 smq[];
+    __shared__ __align__(8) u64 bar[NT / 32][S];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int gw = blockIdx.x * (NT / 32) + warp, nw = gridDim.x * (NT / 32);
+    const int xb = xq_bytes(cols);
+    u8* slots = (u8*)smq + xb + (size_t)warp * S * rb;
+    if (lane == 0) {
+        for (int s = 0; s < S; s++) mbar_init(&bar[warp][s], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int s = 0; s < S; s++) {
+            int r = gw + s * nw;
+            if (r < rows) bulk_row(slots + (size_t)s * rb, w + (size_t)r * rb, rb, &bar[warp][s]);
+        }
+    }
+    for (int i = threadIdx.x; i < xb / 16; i += NT) smq[i] = __ldg((const int4*)xqg + i);
+    __syncthreads();
+    const Xq x = xq_at((u8*)smq, cols);
+    int k = 0;
+    for (int r = gw; r < rows; r += nw, k++) {
+        const int s = k % S;
+        mbar_wait(&bar[warp][s], (u32)(k / S) & 1);
+        const u8* row = slots + (size_t)s * rb;
+        float acc = 0.f;
+        for (int u = lane; u < q16_units<T>(cols); u += 32) {
+            int4 xr[8];
+            load_xu<T>(x, u, xr);
+            acc = __fadd_rn(acc, unit_q16<T, false>(row, xr, x, u));
+        }
+        __syncwarp();
+        const int rn = r + S * nw;
+        if (lane == 0 && rn < rows) bulk_row(slots + (size_t)s * rb, w + (size_t)rn * rb, rb, &bar[warp][s]);
+        acc = warp_sum(acc);
+        if (lane == 0) y[r] = acc;
     }
 }
 
@@ -241,6 +307,48 @@ int main() {
             printf("%-24s %-22s regs %3d %d/SM grid %4d  %7.2f us  %6.0f GB/s  %s\n", sh.name, name, fa.numRegs, per, grid,
                    ms * 1e3 / iters, mbytes * iters / (ms * 1e-3) / 1e9, same ? "same bits" : "DIFFERENT BITS");
         };
+
+        // The bulk-copy variant: S slots a warp; blocks an SM as the shared memory allows.
+        auto run_bulk = [&](const char* name, const void* fn, Kern k, int nt, int S) {
+            if (rb % 16) return;
+            int sm = xq_bytes(sh.cols) + (nt / 32) * S * rb;
+            if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, sm) != cudaSuccess) {
+                cudaGetLastError();
+                printf("%-24s %-22s does not fit (%d bytes)\n", sh.name, name, sm);
+                return;
+            }
+            int per;
+            CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, nt, sm));
+            if (per == 0) { printf("%-24s %-22s no block fits\n", sh.name, name); return; }
+            cudaFuncAttributes fa;
+            CK(cudaFuncGetAttributes(&fa, fn));
+            int grid = std::min(sms * per, (sh.rows + nt / 32 - 1) / (nt / 32));
+            k<<<grid, nt, sm>>>(bufw(0), sh.rows, rb, sh.cols, xq, y);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(hy.data(), y, sh.rows * 4, cudaMemcpyDeviceToHost));
+            bool same = memcmp(hy.data(), href.data(), sh.rows * 4) == 0;
+            CK(cudaEventRecord(e0));
+            for (int i = 0; i < iters; i++) k<<<grid, nt, sm>>>(bufw(i + 1), sh.rows, rb, sh.cols, xq, y);
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            printf("%-24s %-22s regs %3d %d/SM grid %4d  %7.2f us  %6.0f GB/s  %s\n", sh.name, name, fa.numRegs, per, grid,
+                   ms * 1e3 / iters, mbytes * iters / (ms * 1e-3) / 1e9, same ? "same bits" : "DIFFERENT BITS");
+        };
+#define RUNB(name, K, nt, S) run_bulk(name, (const void*)K, K, nt, S)
+        if (sh.ty == T_Q4_K) {
+            RUNB("bulk 256 S2", (mv_bulk<T_Q4_K, 256, 1, 2>), 256, 2);
+            RUNB("bulk 256 S3", (mv_bulk<T_Q4_K, 256, 1, 3>), 256, 3);
+            RUNB("bulk 256 S4", (mv_bulk<T_Q4_K, 256, 1, 4>), 256, 4);
+            RUNB("bulk 128 S3", (mv_bulk<T_Q4_K, 128, 1, 3>), 128, 3);
+            RUNB("bulk 128 S4", (mv_bulk<T_Q4_K, 128, 1, 4>), 128, 4);
+            RUNB("bulk 512 S2", (mv_bulk<T_Q4_K, 512, 1, 2>), 512, 2);
+        } else if (sh.ty == T_Q6_K) {
+            RUNB("bulk 256 S2", (mv_bulk<T_Q6_K, 256, 1, 2>), 256, 2);
+            RUNB("bulk 256 S3", (mv_bulk<T_Q6_K, 256, 1, 3>), 256, 3);
+            RUNB("bulk 128 S4", (mv_bulk<T_Q6_K, 128, 1, 4>), 128, 4);
+        }
 #define RUN(name, K, nt) run(name, (const void*)K, K, nt)
 #define RUNC(name, K, nt, cap) run(name, (const void*)K, K, nt, cap)
         if (sh.ty == T_Q4_K) {
