@@ -416,7 +416,11 @@ __device__ __forceinline__ bool pk_acc_ok(float v) { return fabsf(v) < 32768.f; 
 __device__ __forceinline__ void pk_acc_add(const PkArgs& a, int step, u64* w, float v) {
     long long f = 0;
     if (pk_acc_ok(v)) f = fx_of(v);
-    else atomicCAS(a.err, 0u, PK_ERR_FX | (u32)(step + 1));
+    // (A measurement that leaves stages out (MOLLA_PK_SKIP) folds products of whatever its
+    // skipped rows left: a product out of range then adds 0 instead of stopping the kernel, so
+    // that the skip ladder times the persistent path, not the graph path it would fall back to.)
+    else if (!PK_SKIPS(a, PK_SKIP_ROWS | PK_SKIP_ATTN | PK_SKIP_PREP | PK_SKIP_FETCH | PK_SKIP_DOT))
+        atomicCAS(a.err, 0u, PK_ERR_FX | (u32)(step + 1));
     asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w), "l"(PK_ACC_ONE + (u64)f) : "memory");
 }
 
