@@ -285,33 +285,9 @@ int main() {
             printf("%-24s %-22s                        %7.2f us  %6.0f GB/s\n", sh.name, "read, a launch each", ms * 1e3 / iters,
                    mbytes * iters / (ms * 1e-3) / 1e9);
         }
-        auto run = [&](const char* name, const void* fn, Kern k, int nt, int cap = 0) {
-            int xs = xq_bytes(sh.cols);
-            CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, xs));
-            int per;
-            CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, nt, xs));
-            cudaFuncAttributes fa;
-            CK(cudaFuncGetAttributes(&fa, fn));
-            if (cap) per = std::min(per, cap);
-            int grid = std::min(sms * per, (sh.rows + nt / 32 - 1) / (nt / 32));
-            k<<<grid, nt, xs>>>(bufw(0), sh.rows, rb, sh.cols, xq, y);
-            CK(cudaDeviceSynchronize());
-            CK(cudaMemcpy(hy.data(), y, sh.rows * 4, cudaMemcpyDeviceToHost));
-            bool same = memcmp(hy.data(), href.data(), sh.rows * 4) == 0;
-            CK(cudaEventRecord(e0));
-            for (int i = 0; i < iters; i++) k<<<grid, nt, xs>>>(bufw(i + 1), sh.rows, rb, sh.cols, xq, y);
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            printf("%-24s %-22s regs %3d %d/SM grid %4d  %7.2f us  %6.0f GB/s  %s\n", sh.name, name, fa.numRegs, per, grid,
-                   ms * 1e3 / iters, mbytes * iters / (ms * 1e-3) / 1e9, same ? "same bits" : "DIFFERENT BITS");
-        };
-
-        // The bulk-copy variant: S slots a warp; blocks an SM as the shared memory allows.
-        auto run_bulk = [&](const char* name, const void* fn, Kern k, int nt, int S) {
-            if (rb % 16) return;
-            int sm = xq_bytes(sh.cols) + (nt / 32) * S * rb;
+        // Times kernel k (fn) at nt threads a block with `sm` bytes of dynamic shared memory, at
+        // most `cap` blocks an SM (0: as many as fit), and checks its bits against matvec's.
+        auto run_smem = [&](const char* name, const void* fn, Kern k, int nt, int cap, int sm) {
             if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, sm) != cudaSuccess) {
                 cudaGetLastError();
                 printf("%-24s %-22s does not fit (%d bytes)\n", sh.name, name, sm);
@@ -319,9 +295,13 @@ int main() {
             }
             int per;
             CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, nt, sm));
-            if (per == 0) { printf("%-24s %-22s no block fits\n", sh.name, name); return; }
+            if (per == 0) {
+                printf("%-24s %-22s no block fits\n", sh.name, name);
+                return;
+            }
             cudaFuncAttributes fa;
             CK(cudaFuncGetAttributes(&fa, fn));
+            if (cap) per = std::min(per, cap);
             int grid = std::min(sms * per, (sh.rows + nt / 32 - 1) / (nt / 32));
             k<<<grid, nt, sm>>>(bufw(0), sh.rows, rb, sh.cols, xq, y);
             CK(cudaDeviceSynchronize());
@@ -335,6 +315,13 @@ int main() {
             CK(cudaEventElapsedTime(&ms, e0, e1));
             printf("%-24s %-22s regs %3d %d/SM grid %4d  %7.2f us  %6.0f GB/s  %s\n", sh.name, name, fa.numRegs, per, grid,
                    ms * 1e3 / iters, mbytes * iters / (ms * 1e-3) / 1e9, same ? "same bits" : "DIFFERENT BITS");
+        };
+        auto run = [&](const char* name, const void* fn, Kern k, int nt, int cap = 0) {
+            run_smem(name, fn, k, nt, cap, xq_bytes(sh.cols));
+        };
+        // The bulk-copy variant: S slots of a row a warp after the input.
+        auto run_bulk = [&](const char* name, const void* fn, Kern k, int nt, int S) {
+            if (rb % 16 == 0) run_smem(name, fn, k, nt, 0, xq_bytes(sh.cols) + (nt / 32) * S * rb);
         };
 #define RUNB(name, K, nt, S) run_bulk(name, (const void*)K, K, nt, S)
         if (sh.ty == T_Q4_K) {
