@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""A synthetic F16 GGUF of a model's real shapes, written in seconds: the tensors (names, shapes,
+order and metadata) of ../shared/peers/device/synth.py's, but each matrix's values are a seeded
+pool of N(0, 0.02) values repeated, streamed to the file, instead of drawn one by one and held in
+memory. synth.py takes about 3.5 minutes for the Llama-3.1-8B shape on the GPU machine (16 GB of
+F16 drawn in one thread); this takes the time the disk needs. Speed measurements do not depend on
+the values (llama-quantize then gives the file its type mix, as for synth.py's), so
+`scripts/bench-cuda` writes the 8B's file with this.
+
+    python3 scripts/synth_fast.py META.gguf OUT.gguf [--untied] [--seed N]
+
+Needs numpy and the `gguf` package (the peers' wheel).
+"""
+import sys
+
+import gguf
+import numpy as np
+
+# Values in the pool: a prime, so that no row width divides it and rows differ.
+POOL = 16_777_259
+
+
+def copy_fields(reader, writer):
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        vtype = field.types[0]
+        val = field.contents()
+        if vtype == gguf.GGUFValueType.ARRAY:
+            writer.add_key_value(key, val, vtype, sub_type=field.types[-1])
+        else:
+            writer.add_key_value(key, val, vtype)
+
+
+def tensors(r, arch, tied):
+    """(name, shape as (rows, cols) or (n,), dtype) in synth.py's order."""
+    g = lambda k: r.fields[f"{arch}.{k}"].contents()
+    n_embd, n_ff, n_layer = g("embedding_length"), g("feed_forward_length"), g("block_count")
+    n_head, n_kv = g("attention.head_count"), g("attention.head_count_kv")
+    hd = n_embd // n_head
+    n_vocab = len(r.fields["tokenizer.ggml.tokens"].contents())
+    out = [("token_embd.weight", (n_vocab, n_embd), np.float16)]
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        out.append((p + "attn_norm.weight", (n_embd,), np.float32))
+        out.append((p + "attn_q.weight", (n_head * hd, n_embd), np.float16))
+        out.append((p + "attn_k.weight", (n_kv * hd, n_embd), np.float16))
+        out.append((p + "attn_v.weight", (n_kv * hd, n_embd), np.float16))
+        if arch == "qwen2":
+            for nm, n in (("q", n_head * hd), ("k", n_kv * hd), ("v", n_kv * hd)):
+                out.append((p + f"attn_{nm}.bias", (n,), np.float32))
+        out.append((p + "attn_output.weight", (n_embd, n_head * hd), np.float16))
+        out.append((p + "ffn_norm.weight", (n_embd,), np.float32))
+        out.append((p + "ffn_gate.weight", (n_ff, n_embd), np.float16))
+        out.append((p + "ffn_up.weight", (n_ff, n_embd), np.float16))
+        out.append((p + "ffn_down.weight", (n_embd, n_ff), np.float16))
+    out.append(("output_norm.weight", (n_embd,), np.float32))
+    if not tied:
+        out.append(("output.weight", (n_vocab, n_embd), np.float16))
+    return out
+
+
+def main():
+    meta, path = sys.argv[1], sys.argv[2]
+    seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 1234
+    rng = np.random.default_rng(seed)
+    r = gguf.GGUFReader(meta)
+    arch = r.fields["general.architecture"].contents()
+    w = gguf.GGUFWriter(path, arch)
+    copy_fields(r, w)
+    plan = tensors(r, arch, "--untied" not in sys.argv)
+    for name, shape, dt in plan:
+        n = int(np.prod(shape))
+        w.add_tensor_info(name, shape, np.dtype(dt), n * np.dtype(dt).itemsize)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    pool = (rng.standard_normal(POOL, dtype=np.float32) * 0.02).astype(np.float16).tobytes()
+    fout = w.fout[0]
+    start = 0  # where in the pool the next matrix starts, so that matrices differ
+    for name, shape, dt in plan:
+        n = int(np.prod(shape))
+        w.write_padding(fout, fout.tell())
+        if dt == np.float32:
+            if name.endswith(".bias"):
+                v = 0.02 * rng.standard_normal(n, dtype=np.float32)
+            else:
+                v = 1.0 + 0.05 * rng.standard_normal(n, dtype=np.float32)
+            v.astype(np.float32).tofile(fout)
+        else:
+            left = 2 * n
+            at = 2 * start
+            while left > 0:
+                chunk = pool[at : at + left]
+                fout.write(chunk)
+                left -= len(chunk)
+                at = 0
+            start = (start + 7919 * 1024 + 1) % POOL
+        w.write_padding(fout, n * np.dtype(dt).itemsize)
+    w.close()
+
+
+if __name__ == "__main__":
+    main()
