@@ -129,6 +129,17 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
     h
 }
 
+/// Where `program`'s CUBIN for compute capability `cc` under driver `driver_version` is cached:
+/// keyed by its source, its options and the driver's and NVRTC's versions (None without a home).
+pub(crate) fn cache_path(cc: (i32, i32), driver_version: i32, program: Program) -> Option<PathBuf> {
+    let src = program_source(program);
+    let opts = options(cc, program);
+    let (nv_major, nv_minor) = nvrtc_version();
+    let meta = format!("{opts:?} driver {driver_version} nvrtc {nv_major}.{nv_minor}");
+    let key = fnv1a(&[src.as_bytes(), meta.as_bytes()]);
+    cache_dir().map(|d| d.join(format!("molla-{key:016x}.cubin")))
+}
+
 fn cache_dir() -> Option<PathBuf> {
     let base = match std::env::var_os("MOLLA_CACHE") {
         Some(d) if !d.is_empty() => PathBuf::from(d),
@@ -234,10 +245,7 @@ pub(crate) fn cubin(
 ) -> Result<(Vec<u8>, Option<PathBuf>)> {
     let src = program_source(program);
     let opts = options(cc, program);
-    let (nv_major, nv_minor) = nvrtc_version();
-    let meta = format!("{opts:?} driver {driver_version} nvrtc {nv_major}.{nv_minor}");
-    let key = fnv1a(&[src.as_bytes(), meta.as_bytes()]);
-    let path = cache_dir().map(|d| d.join(format!("molla-{key:016x}.cubin")));
+    let path = cache_path(cc, driver_version, program);
     if let Some(p) = &path
         && let Ok(bytes) = std::fs::read(p)
         && !bytes.is_empty()

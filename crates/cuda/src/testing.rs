@@ -3,7 +3,9 @@
 //! kernel and downloads the result. Lengths are checked; a mismatch is an error, never a panic.
 
 mod ktrace;
+mod precompile;
 pub use ktrace::{Launch, kind_name, ktrace_on, ktrace_read, ktrace_reset};
+pub use precompile::precompile;
 
 use crate::device::Gpu;
 use crate::error::{CudaError, Result};
