@@ -7,10 +7,18 @@ F16 drawn in one thread); this takes the time the disk needs. Speed measurements
 the values (llama-quantize then gives the file its type mix, as for synth.py's), so
 `scripts/bench-cuda` writes the 8B's file with this.
 
-    python3 scripts/synth_fast.py META.gguf OUT.gguf [--untied] [--seed N]
+    python3 scripts/synth_fast.py META.gguf OUT.gguf [--untied] [--seed N] [--types TYPES.json --ftype N]
+
+With --types (a JSON object: tensor name -> ggml type name, as llama-quantize chose them, e.g.
+scripts/l8-q4km-types.json for the 8B's Q4_K_M), the matrices named there are written already
+quantized: random quants and scale bytes from the pool, each block's f16 scales set so that the
+weights stay within about +-0.02, no F16 file and no llama-quantize (the 8B's 4.9 GB Q4_K_M file
+in the time the disk needs, where llama-quantize takes minutes). Q4_K and Q6_K blocks only.
+--ftype: general.file_type, llama.cpp's name for the mix (15: Q4_K_M).
 
 Needs numpy and the `gguf` package (the peers' wheel).
 """
+import json
 import sys
 
 import gguf
@@ -60,6 +68,39 @@ def tensors(r, arch, tied):
     return out
 
 
+# Quantized blocks written directly (--types): bytes a block of 256 weights, and each f16 scale
+# field (offset in the block, value) set so that |w| stays within about 0.02: Q4_K's
+# w = d * sc * q - dmin * m (q < 16, sc and m < 64), Q6_K's w = d * sc * (q - 32) (|sc| <= 128).
+QUANT = {
+    "Q4_K": {"bytes": 144, "f16": [(0, 2.0e-5), (2, 1.5e-4)]},
+    "Q6_K": {"bytes": 210, "f16": [(208, 5.0e-6)]},
+}
+
+
+def write_quant(fout, q, nbytes, pool, start):
+    """nbytes of q's blocks: the pool's bytes from `start` (2 a value), the scale fields set."""
+    bb = q["bytes"]
+    per = (64 << 20) // bb  # blocks a write
+    blocks = nbytes // bb
+    src = np.frombuffer(pool, dtype=np.uint8)
+    at = (2 * start) % len(src)
+    done = 0
+    while done < blocks:
+        k = min(per, blocks - done)
+        want = k * bb
+        parts = []
+        while want > 0:
+            take = src[at : at + want]
+            parts.append(take)
+            want -= len(take)
+            at = (at + len(take)) % len(src)
+        a = np.concatenate(parts).reshape(k, bb).copy()
+        for off, v in q["f16"]:
+            a[:, off : off + 2] = np.frombuffer(np.float16(v).tobytes(), dtype=np.uint8)
+        a.tofile(fout)
+        done += k
+
+
 def main():
     meta, path = sys.argv[1], sys.argv[2]
     seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 1234
@@ -69,9 +110,27 @@ def main():
     w = gguf.GGUFWriter(path, arch)
     copy_fields(r, w)
     plan = tensors(r, arch, "--untied" not in sys.argv)
+    types = {}
+    if "--types" in sys.argv:
+        with open(sys.argv[sys.argv.index("--types") + 1]) as f:
+            types = json.load(f)
+        # What llama-quantize adds to the metadata.
+        if "--ftype" in sys.argv:
+            w.add_uint32("general.file_type", int(sys.argv[sys.argv.index("--ftype") + 1]))
+        w.add_uint32("general.quantization_version", 2)
+    nbytes = {}
     for name, shape, dt in plan:
         n = int(np.prod(shape))
-        w.add_tensor_info(name, shape, np.dtype(dt), n * np.dtype(dt).itemsize)
+        if name in types:
+            q = QUANT[types[name]]
+            rows, cols = shape
+            nbytes[name] = rows * (cols // 256) * q["bytes"]
+            # GGUF shapes are (cols, rows); the writer reverses numpy's (rows, cols).
+            w.add_tensor_info(name, shape, np.dtype(np.float16), nbytes[name],
+                              raw_dtype=gguf.GGMLQuantizationType[types[name]])
+        else:
+            nbytes[name] = n * np.dtype(dt).itemsize
+            w.add_tensor_info(name, shape, np.dtype(dt), nbytes[name])
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
@@ -81,6 +140,11 @@ def main():
     for name, shape, dt in plan:
         n = int(np.prod(shape))
         w.write_padding(fout, fout.tell())
+        if name in types:
+            write_quant(fout, QUANT[types[name]], nbytes[name], pool, start)
+            start = (start + 7919 * 1024 + 1) % POOL
+            w.write_padding(fout, nbytes[name])
+            continue
         if dt == np.float32:
             if name.endswith(".bias"):
                 v = 0.02 * rng.standard_normal(n, dtype=np.float32)
