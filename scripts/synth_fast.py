@@ -4,8 +4,8 @@ order and metadata) of ../shared/peers/device/synth.py's, but each matrix's valu
 pool of N(0, 0.02) values repeated, streamed to the file, instead of drawn one by one and held in
 memory. synth.py takes about 3.5 minutes for the Llama-3.1-8B shape on the GPU machine (16 GB of
 F16 drawn in one thread); this takes the time the disk needs. Speed measurements do not depend on
-the values (llama-quantize then gives the file its type mix, as for synth.py's), so
-`scripts/bench-cuda` writes the 8B's file with this.
+the values (llama-quantize then gives the file its type mix, as for synth.py's); `scripts/
+bench-cuda` writes the 8B's file with this, already quantized (--types, below).
 
     python3 scripts/synth_fast.py META.gguf OUT.gguf [--untied] [--seed N] [--types TYPES.json --ftype N]
 
