@@ -129,11 +129,19 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// Where `program`'s CUBIN for compute capability `cc` under driver `driver_version` is cached:
-/// keyed by its source, its options and the driver's and NVRTC's versions (None without a home).
+/// Where `program`'s CUBIN for compute capability `cc` under driver `driver_version` is cached
+/// (None without a home).
 pub(crate) fn cache_path(cc: (i32, i32), driver_version: i32, program: Program) -> Option<PathBuf> {
-    let src = program_source(program);
-    let opts = options(cc, program);
+    cache_file(
+        &program_source(program),
+        &options(cc, program),
+        driver_version,
+    )
+}
+
+/// The cache file of source `src` compiled with `opts`: keyed by both and the driver's and
+/// NVRTC's versions.
+fn cache_file(src: &str, opts: &[String], driver_version: i32) -> Option<PathBuf> {
     let (nv_major, nv_minor) = nvrtc_version();
     let meta = format!("{opts:?} driver {driver_version} nvrtc {nv_major}.{nv_minor}");
     let key = fnv1a(&[src.as_bytes(), meta.as_bytes()]);
@@ -245,7 +253,7 @@ pub(crate) fn cubin(
 ) -> Result<(Vec<u8>, Option<PathBuf>)> {
     let src = program_source(program);
     let opts = options(cc, program);
-    let path = cache_path(cc, driver_version, program);
+    let path = cache_file(&src, &opts, driver_version);
     if let Some(p) = &path
         && let Ok(bytes) = std::fs::read(p)
         && !bytes.is_empty()
