@@ -77,8 +77,13 @@ QUANT = {
 }
 
 
-def write_quant(fout, q, nbytes, pool, start):
-    """nbytes of q's blocks: the pool's bytes from `start` (2 a value), the scale fields set."""
+# An F16 matrix: the pool's values as they are.
+F16 = {"bytes": 2, "f16": []}
+
+
+def write_blocks(fout, q, nbytes, pool, start):
+    """nbytes of q's blocks: the pool's bytes from value `start` on, repeated, each block's f16
+    scale fields set."""
     bb = q["bytes"]
     per = (64 << 20) // bb  # blocks a write
     blocks = nbytes // bb
@@ -94,9 +99,11 @@ def write_quant(fout, q, nbytes, pool, start):
             parts.append(take)
             want -= len(take)
             at = (at + len(take)) % len(src)
-        a = np.concatenate(parts).reshape(k, bb).copy()
-        for off, v in q["f16"]:
-            a[:, off : off + 2] = np.frombuffer(np.float16(v).tobytes(), dtype=np.uint8)
+        a = np.concatenate(parts).reshape(k, bb)
+        if q["f16"]:
+            a = a.copy()
+            for off, v in q["f16"]:
+                a[:, off : off + 2] = np.frombuffer(np.float16(v).tobytes(), dtype=np.uint8)
         a.tofile(fout)
         done += k
 
@@ -140,11 +147,6 @@ def main():
     for name, shape, dt in plan:
         n = int(np.prod(shape))
         w.write_padding(fout, fout.tell())
-        if name in types:
-            write_quant(fout, QUANT[types[name]], nbytes[name], pool, start)
-            start = (start + 7919 * 1024 + 1) % POOL
-            w.write_padding(fout, nbytes[name])
-            continue
         if dt == np.float32:
             if name.endswith(".bias"):
                 v = 0.02 * rng.standard_normal(n, dtype=np.float32)
@@ -152,15 +154,9 @@ def main():
                 v = 1.0 + 0.05 * rng.standard_normal(n, dtype=np.float32)
             v.astype(np.float32).tofile(fout)
         else:
-            left = 2 * n
-            at = 2 * start
-            while left > 0:
-                chunk = pool[at : at + left]
-                fout.write(chunk)
-                left -= len(chunk)
-                at = 0
+            write_blocks(fout, QUANT[types[name]] if name in types else F16, nbytes[name], pool, start)
             start = (start + 7919 * 1024 + 1) % POOL
-        w.write_padding(fout, n * np.dtype(dt).itemsize)
+        w.write_padding(fout, nbytes[name])
     w.close()
 
 
