@@ -69,22 +69,6 @@ __device__ __forceinline__ float group_sum(float v, int lanes) {
 
 __device__ __forceinline__ float warp_sum(float v) { return group_sum(v, 32); }
 
-// atomicAdd with release semantics at GPU scope: the thread's writes, and those it has seen,
-// are visible to whoever acquires the word after this add. (A relaxed add after __threadfence()
-// costs a MEMBAR.SC.GPU and an L1 invalidation; this is a MEMBAR.ALL.GPU.)
-__device__ __forceinline__ u32 atom_add_release_gpu(u32* p, u32 v) {
-    u32 old;
-    asm volatile("atom.release.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-    return old;
-}
-
-// An acquire at GPU scope of the word at p (what the adds it read released is seen after it).
-__device__ __forceinline__ u32 ld_acquire_gpu(const u32* p) {
-    u32 v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
 // The device's global timer, ns.
 __device__ __forceinline__ u64 global_ns() {
     u64 t;

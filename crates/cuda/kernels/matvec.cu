@@ -456,6 +456,41 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
     }
 }
 
+// matvec_wide_glu's rows (gate and up, segments 0 and 1, as many rows) on the prepared input xq
+// whose RMSNorm scale is `scale`, with silu(gate) * up quantized into the q16 row at out + 4 *
+// rows; `glu`: 32 floats of shared memory.
+__device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, float scale, u8* out, float* glu) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = a.seg[0].rows;
+    for (int g = blockIdx.x; g < (n >> 5); g += gridDim.x) {
+        for (int j = 0; j < 4; j++) {
+            int r = 32 * g + 4 * warp + j;
+            float acc[2];
+#pragma unroll
+            for (int si = 0; si < 2; si++) {
+                const MvSeg& s = a.seg[si];
+                float t = 0.f;
+                row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, t);
+                acc[si] = mv_scaled(warp_sum(t), scale);
+            }
+            if (lane == 0) {
+                mv_store(a.seg[0], 0, r, acc[0]);
+                mv_store(a.seg[1], 0, r, acc[1]);
+                // What matvec_prep_wide's SwiGLU mode reads back from the two outputs.
+                glu[4 * warp + j] = silu_mul(a.seg[0].y[r], a.seg[1].y[r]);
+            }
+        }
+        __syncthreads();
+        if (warp == 0) {
+            int part = lane & 3;
+            float v[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = glu[8 * part + i];
+            q16_block(v, g, part, lane < 4, n, out + (size_t)n * 4);
+        }
+        __syncthreads();  // glu is refilled for the block's next rows
+    }
+}
+
 // Decode matvec for big matrices, on an input `matvec_prep_wide` prepared once (prep: room for the
 // f32 row, then its q16 quantization): each block copies only the quantized row into shared memory, a warp
 // takes a row (lanes 32: the bits `matvec` gives), one unit a lane at a time in few registers so
@@ -471,73 +506,19 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
 }
 
-// After wide_rows over a gate and an up matrix (segments 0 and 1, n rows each, n a multiple of
-// 32): the warp's tickets. Gate row r and up row r each count towards group r / 32 of the SwiGLU
-// (tickets[ts * (r / 32)], ts words apart: 32 puts each on a 128-byte line of its own); the warp
-// whose ticket brings a group to 64 quantizes silu(gate) * up of its 32 rows into the q16 row at out + 4 * n (matvec_prep_wide's
-// SwiGLU arithmetic: the same bits) and sets the count back to zero. The warp's rows are
-// wide_rows' walk: r0 + k * stride.
-__device__ __forceinline__ void glu_tickets(const MvArgs& a, u8* out, u32* tickets, int ts) {
-    const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    const int n = a.seg[0].rows, total = 2 * n;
-    const int r0 = blockIdx.x * warps + (threadIdx.x >> 5), stride = gridDim.x * warps;
-    // Measurement knobs (MOLLA_GLU_TSTRIDE's bits above the stride; the output is then wrong):
-    // 0 no tickets, 64 relaxed adds, 128 no quantization.
-    const int mode = ts & ~63;
-    ts &= 63;
-    if (ts == 0) return;
-    // The rows lane 0 stored, seen by the warp (syncwarp orders memory among its lanes), are
-    // released by each lane's ticket; the lane that completes a group acquires the other warps'
-    // rows before the warp reads them. (__threadfence() around relaxed adds, a MEMBAR.SC.GPU and
-    // an L1 invalidation in every warp, measured 20% slower on the 8B.)
-    __syncwarp();
-    for (int k0 = 0; r0 + k0 * stride < total; k0 += 32) {
-        const int r = r0 + (k0 + lane) * stride;
-        const int grp = r < total ? (r < n ? r : r - n) >> 5 : 0;
-        bool done = false;
-        if (r < total)
-            done = ((mode & 64) ? atomicAdd(tickets + ts * grp, 1u) : atom_add_release_gpu(tickets + ts * grp, 1u)) == 63u;
-        if (done && !(mode & 64)) ld_acquire_gpu(tickets + ts * grp);
-        unsigned m = __ballot_sync(0xffffffffu, done);
-        __syncwarp();  // (the acquire orders the whole warp's loads below)
-        // The completed groups side by side, eight at a time (four lanes each, q16_block's
-        // layout): a warp's tickets often complete several (one a row: up to seven on the 8B),
-        // and one after another each waits on its own loads (measured 14 us a layer).
-        const int quad = lane >> 2, part = lane & 3;
-        while (m) {
-            const bool live = quad < __popc(m);
-            const int g = __shfl_sync(0xffffffffu, grp, live ? __fns(m, 0, quad + 1) : 0);
-            for (int i = 0; i < 8 && m; i++) m &= m - 1;
-            if (mode & 128) {
-                if (live && part == 0) tickets[ts * g] = 0;
-                continue;
-            }
-            const float* gp = a.seg[0].y + 32 * g + 8 * part;
-            const float* upp = a.seg[1].y + 32 * g + 8 * part;
-            float v[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) v[j] = silu_mul(__ldcg(gp + j), __ldcg(upp + j));
-            q16_block(v, g, part, live, n, out + (size_t)n * 4);
-            if (live && part == 0) tickets[ts * g] = 0;
-        }
-    }
-}
-
-// matvec_wide over a gate and an up matrix (segments 0 and 1, as many rows, a multiple of 32),
-// with the SwiGLU of their outputs quantized for the next matvec: the rows walked and stored as
-// matvec_wide walks and stores them (the same grid, the same bits), then glu_tickets: the warp
-// that completes a group of 32 gate and up rows quantizes silu(gate) * up of it into the q16 row
-// at out + 4 * rows (the bits matvec_prep_wide's SwiGLU mode gives), so that the down matvec
-// needs no preparation launch. `out` must not overlap `prep` (blocks still copying their input
-// would read it); `tickets`: a zero word every `ts` for each group of 32 rows, left zero.
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, const u8* prep, u8* out, u32* tickets,
-                                                              int ts) {
+// matvec_wide over a gate and an up matrix (segments 0 and 1, as many rows), with the SwiGLU of
+// their outputs quantized for the next matvec: each block takes 32 rows of both at a time (8
+// warps, 4 rows each, 32 lanes a row: the bits matvec_wide gives), stores them as matvec_wide
+// does, then quantizes silu(gate) * up of those 32 rows into the q16 row at out + 4 * rows (the
+// bits matvec_prep_wide's SwiGLU mode gives), so that the down matvec needs no preparation
+// launch. `out` must not overlap `prep` (blocks still copying their input would read it).
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, const u8* prep, u8* out) {
     KTRACE(6);
     extern __shared__ float4 smem4[];
+    __shared__ float glu[32];
     pdl_trigger();
     pdl_wait();
-    wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
-    glu_tickets(a, out, tickets, ts);
+    wide_glu_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep), out, glu);
 }
 
 // Inputs a batched matvec block prepares at most (one token of each of several sequences).

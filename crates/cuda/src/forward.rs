@@ -644,7 +644,6 @@ impl CudaModel {
             att,
             gate,
             up,
-            tickets,
             ..
         } = s.ptrs(g);
         let (eps, max_cols) = (hp.rms_eps, launch::max_cols(hp));
@@ -683,16 +682,7 @@ impl CudaModel {
                     .then(|| launch::glu_buffer(&gu, hp.n_embd, &down, hp.n_ff, rows, max_cols))
                     .flatten();
                 if let Some(second) = glu {
-                    launch::matvec_wide_glu(
-                        g,
-                        &gu,
-                        hp.n_embd,
-                        x,
-                        norm,
-                        rows.prep,
-                        second.prep,
-                        tickets,
-                    )?;
+                    launch::matvec_wide_glu(g, &gu, hp.n_embd, x, norm, rows.prep, second.prep)?;
                     launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::Ready, second)?;
                 } else {
                     launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;

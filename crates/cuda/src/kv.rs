@@ -24,9 +24,6 @@ pub(crate) struct Scratch {
     pub up: CudaSlice<f32>,
     /// Logits of one token.
     pub logits: CudaSlice<f32>,
-    /// Zero words `matvec_wide_glu` takes tickets from (launch/fused.rs), one for each group of
-    /// 32 FFN rows, up to 32 words apart, and leaves zero.
-    pub tickets: CudaSlice<u32>,
 }
 
 /// Device addresses of a [`Scratch`]'s buffers, for kernel arguments.
@@ -41,7 +38,6 @@ pub(crate) struct Ptrs {
     pub gate: u64,
     pub up: u64,
     pub logits: u64,
-    pub tickets: u64,
 }
 
 impl Scratch {
@@ -57,7 +53,6 @@ impl Scratch {
             gate: p(&self.gate),
             up: p(&self.up),
             logits: p(&self.logits),
-            tickets: gpu.ptr(&self.tickets),
         }
     }
 
@@ -74,7 +69,6 @@ impl Scratch {
             up: gpu.zeros(n * hp.n_ff)?,
             // One word more: the persistent decode kernel's error flag.
             logits: gpu.zeros(hp.n_vocab + 1)?,
-            tickets: gpu.zeros(hp.n_ff.div_ceil(32).max(1) * 32)?,
         })
     }
 }

@@ -51,7 +51,6 @@ impl CudaModel {
             gate,
             up,
             logits,
-            ..
         } = s.ptrs(g);
         let (pos, e) = (g.ptr(&kv.pos), hp.n_embd);
         let mut blas = self.blas.lock().unwrap_or_else(|e| e.into_inner());

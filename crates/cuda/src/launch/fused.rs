@@ -6,15 +6,15 @@
 //! the kernel that computes them can quantize them too, with the same bits:
 //! - `MOLLA_ATT_PREP=1`: `rope_attention` quantizes each head's output for wo;
 //! - `MOLLA_GLU_PREP=1`: `matvec_wide_glu` computes gate and up and quantizes silu(gate) * up
-//!   for down: the warp that completes a group of 32 of them (a ticket a group) quantizes it.
+//!   for down.
 //!
 //! The other two, the RMSNorm inputs, need the whole row's sum of squares; preparing them in the
 //! last block of wo and down (session 25's `MOLLA_NORM_LAST`) measured 7% slower on the 8B file
 //! (session 26; the code is in 02125c3).
 
 use super::{
-    Out, Prep, Rows, WIDE_THREADS, WideIn, cfg, goes_wide, is_q16, mv_args, prep_stride, prep_wide,
-    wide_setup, xq_bytes,
+    Out, Prep, Rows, WIDE_THREADS, cfg, goes_wide, is_q16, mv_args, prep_stride, prep_wide,
+    xq_bytes,
 };
 use crate::device::Gpu;
 use crate::error::{CudaError, Result};
@@ -57,29 +57,12 @@ pub(crate) fn glu_buffer(
     fits.then_some(second)
 }
 
-/// The words between two of `matvec_wide_glu`'s tickets (`MOLLA_GLU_TSTRIDE`, 1 to 32; default
-/// 32: a 128-byte line each, as adds to one line are serialised). Measurement knobs, whose
-/// output is wrong: 0 no tickets; plus 64 relaxed adds, plus 128 no quantization.
-pub(crate) fn ticket_stride() -> i32 {
-    static TS: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
-    *TS.get_or_init(|| {
-        std::env::var("MOLLA_GLU_TSTRIDE")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|v| (0..256).contains(v))
-            .unwrap_or(32)
-    })
-}
-
-/// Gate and up (`gu`) on the `cols`-wide input `x` (prepared by `prep` into `buf`), walked and
-/// stored as `matvec_wide` walks and stores them, with silu(gate) * up quantized into `out` for
-/// down (`Prep::Ready`) by the warp that completes each group of 32 (`tickets`: a zero word a
-/// group, [`ticket_stride`] words apart, left zero). Two launches: the preparation and `matvec_wide_glu`.
+/// Gate and up (`gu`) on the `cols`-wide input `x` (prepared by `prep` into `buf`), stored as
+/// `matvec_wide` stores them, with silu(gate) * up quantized into `out` for down
+/// (`Prep::Ready`). Two launches: the preparation and `matvec_wide_glu`.
 ///
 /// # Safety
-/// As `matvec_wide`; `buf` and `out` each hold `prep_stride` bytes of their input, apart;
-/// `tickets` holds `gu[0].w.rows` zero words.
-#[allow(clippy::too_many_arguments)]
+/// As `matvec_wide`; `buf` and `out` each hold `prep_stride` bytes of their input, apart.
 pub(crate) unsafe fn matvec_wide_glu(
     gpu: &Gpu,
     gu: &[Out; 2],
@@ -88,7 +71,6 @@ pub(crate) unsafe fn matvec_wide_glu(
     prep: Prep,
     buf: u64,
     out: u64,
-    tickets: u64,
 ) -> Result<()> {
     let n = gu[0].w.rows;
     if !gu.iter().all(|o| is_q16(o.w.ty) && o.w.rows == n)
@@ -99,16 +81,16 @@ pub(crate) unsafe fn matvec_wide_glu(
             "gate/up SwiGLU matvec of other shapes or formats".into(),
         ));
     }
-    let input = WideIn { cols, x, prep, buf };
-    let ts = ticket_stride();
-    // SAFETY: as the caller guarantees. (matvec_wide's grid: glu_tickets walks its rows.)
-    let (a, blocks) = unsafe { wide_setup(gpu, gu, input) }?;
+    let (a, _) = mv_args(gu, cols, x, prep);
+    if !prep.is_ready() {
+        // SAFETY: the caller guarantees the addresses and the buffer's size.
+        unsafe { prep_wide(gpu, &a, cols, buf) }?;
+    }
+    let blocks = (n / 32).clamp(1, super::wide_max_blocks(gpu)) as u32;
     let smem = xq_bytes(cols) as u32;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, smem);
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
-    unsafe {
-        launch_dep!(gpu, &gpu.k.matvec_wide_glu, cfg, "matvec launch"; &a, &buf, &out, &tickets, &ts)
-    }
+    unsafe { launch_dep!(gpu, &gpu.k.matvec_wide_glu, cfg, "matvec launch"; &a, &buf, &out) }
 }
 
 /// `matvec_wide`'s input preparation alone: `x` (`cols` values) prepared by `prep` into `buf`

@@ -37,15 +37,15 @@ pub(super) fn q16_of(
 }
 
 /// `matvec_wide_glu` on gate and up (`segs`, as many rows, a multiple of 32) and the `cols`-wide
-/// input `x` prepared by `input`: the gate and up outputs, the q16 row of silu(gate) * up it
-/// wrote for down, and its ticket words afterwards (which it must leave zero).
+/// input `x` prepared by `input`: the gate and up outputs, and the q16 row of silu(gate) * up it
+/// wrote for down.
 pub fn matvec_glu(
     gpu: &Gpu,
     segs: &[Seg; 2],
     cols: usize,
     x: &[f32],
     input: Input,
-) -> Result<(Vec<f32>, Vec<f32>, Vec<u8>, Vec<u32>)> {
+) -> Result<(Vec<f32>, Vec<f32>, Vec<u8>)> {
     check("matvec input", x.len(), cols)?;
     let n = segs[0].rows;
     check("up rows", segs[1].rows, n)?;
@@ -56,9 +56,7 @@ pub fn matvec_glu(
     let gu = [outs[0], outs[1]];
     let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
     let out = gpu.zeros::<u8>(launch::prep_stride(n))?;
-    let tickets = gpu.zeros::<u32>(n)?;
-    // SAFETY: every buffer is sized for its matrix or input; buf and out are apart; a ticket word
-    // for each group of 32 rows.
+    // SAFETY: every buffer is sized for its matrix or input; buf and out are apart.
     unsafe {
         launch::matvec_wide_glu(
             gpu,
@@ -68,15 +66,11 @@ pub fn matvec_glu(
             prep,
             gpu.ptr(&buf),
             gpu.ptr(&out),
-            gpu.ptr(&tickets),
         )?
     };
-    let mut left = vec![0u32; n];
-    gpu.download(&tickets, &mut left)?;
     Ok((
         fetch(gpu, &up.ys[0], n)?,
         fetch(gpu, &up.ys[1], n)?,
         q16_of(gpu, &out, n)?,
-        left,
     ))
 }
