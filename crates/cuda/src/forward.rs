@@ -666,8 +666,8 @@ impl CudaModel {
                     ..out(&l.wo, x, 0, true)
                 }];
                 let att_cols = hp.n_head * hp.head_dim_v;
-                // Experiments (launch/fused.rs): wo's and down's inputs quantized by the kernel
-                // that computes them, not by a preparation launch.
+                // wo's input (by default) and down's (an experiment) quantized by the kernel that
+                // computes them, not by a preparation launch (launch/fused.rs).
                 let att_prep = launch::att_prep_on()
                     && hp.head_dim_v.is_multiple_of(32)
                     && launch::goes_wide(&wo, att_cols, rows);

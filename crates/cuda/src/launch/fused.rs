@@ -1,12 +1,15 @@
-//! Input preparations folded into the kernel before them, on the graph path's one-token decode
-//! (experiments, off by default: on the H200 they sped up plain launches but not the graph path
-//! the 8B decodes on, docs/cuda-persistent.md session 11). A `matvec_wide` reads its input as a
-//! q16 row that `matvec_prep_wide` writes in a launch of its own, four times a layer. Two of the four
-//! inputs are quantized block by block (32 values) with no reduction over the whole row, so
-//! the kernel that computes them can quantize them too, with the same bits:
-//! - `MOLLA_ATT_PREP=1`: `rope_attention` quantizes each head's output for wo;
-//! - `MOLLA_GLU_PREP=1`: `matvec_wide_glu` computes gate and up and quantizes silu(gate) * up
-//!   for down.
+//! Input preparations folded into the kernel before them, on the graph path's one-token decode.
+//! A `matvec_wide` reads its input as a q16 row that `matvec_prep_wide` writes in a launch of its
+//! own, four times a layer. Two of the four inputs are quantized block by block (32 values) with
+//! no reduction over the whole row, so the kernel that computes them can quantize them too, with
+//! the same bits:
+//! - `rope_attention` quantizes each head's output for wo: the default since session 28
+//!   (`MOLLA_ATT_PREP=0` turns it off; on the 8B file +2.1%, 442.5 / 442.4 tok/s against
+//!   433.6 / 433.2 on the H200);
+//! - `MOLLA_GLU_PREP=1` (an experiment): `matvec_wide_glu` computes gate and up and quantizes
+//!   silu(gate) * up for down. Level with the default on the 8B file (session 26); a version that
+//!   walks `matvec_wide`'s rows and hands each group of 32 to the warp completing it by tickets
+//!   measured 5% slower (session 28; the code is in 1c63d6b).
 //!
 //! The other two, the RMSNorm inputs, need the whole row's sum of squares; preparing them in the
 //! last block of wo and down (session 25's `MOLLA_NORM_LAST`) measured 7% slower on the 8B file
@@ -21,10 +24,10 @@ use crate::error::{CudaError, Result};
 use crate::pdl::launch_dep;
 use cudarc::driver::PushKernelArg;
 
-/// Whether `rope_attention` quantizes wo's input (`MOLLA_ATT_PREP=1`; read once).
+/// Whether `rope_attention` quantizes wo's input (unless `MOLLA_ATT_PREP=0`; read once).
 pub(crate) fn att_prep_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MOLLA_ATT_PREP").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var("MOLLA_ATT_PREP").map_or(true, |v| v != "0"))
 }
 
 /// Whether the gate/up matvec quantizes down's input (`MOLLA_GLU_PREP=1`; read once).
