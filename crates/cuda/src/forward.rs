@@ -5,7 +5,7 @@ use crate::blas::BlasState;
 use crate::device::Gpu;
 use crate::error::{CudaError, Result, drv};
 use crate::kv::{CHUNK, CudaKvCache, Graph, Ptrs, Scratch};
-use crate::launch::{self, Heads, KvAt, Out, Prep, Rows, WeightRef};
+use crate::launch::{self, Heads, KvAt, Out, Prep, Rows, Skip, WeightRef};
 use crate::weights::DevMatrix;
 use cpu::Logits;
 use cudarc::driver::CudaSlice;
@@ -649,6 +649,8 @@ impl CudaModel {
         let (eps, max_cols) = (hp.rms_eps, launch::max_cols(hp));
         let out =
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
+        // A measurement (launch/skip.rs): kinds of launch left out, the logits then wrong.
+        let skip = launch::Skip::get();
         // SAFETY (all launches): as the caller guarantees.
         unsafe {
             launch::embed(g, &self.embd.r(g), tokens, n, x)?;
@@ -659,7 +661,10 @@ impl CudaModel {
                     out(&l.wv, v, self.opt(&l.bv), false),
                 ];
                 let norm = Prep::RmsNorm(p(&l.attn_norm), eps);
-                launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, rows)?;
+                let norm = skip.prep(Skip::NORM, norm, &qkv, hp.n_embd, rows);
+                if !skip.has(Skip::QKV) {
+                    launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, rows)?;
+                }
                 // Rows summed in fixed point when the persistent kernel folds wo (the same bits).
                 let wo = [Out {
                     fixed: g.pk_build.fold,
@@ -671,12 +676,18 @@ impl CudaModel {
                 let att_prep = launch::att_prep_on()
                     && hp.head_dim_v.is_multiple_of(32)
                     && launch::goes_wide(&wo, att_cols, rows);
-                let ready =
-                    self.rope_attend((q, k, v), at(li), att, n, att_prep.then_some(rows.prep))?;
+                let ready = if skip.has(Skip::ATT) {
+                    att_prep
+                } else {
+                    self.rope_attend((q, k, v), at(li), att, n, att_prep.then_some(rows.prep))?
+                };
                 let wo_prep = if ready { Prep::Ready } else { Prep::Plain };
-                launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
+                if !skip.has(Skip::WO) {
+                    launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
+                }
                 let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
                 let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
+                let norm = skip.prep(Skip::NORM, norm, &gu, hp.n_embd, rows);
                 let down = [out(&l.w_down, x, 0, true)];
                 let glu = launch::glu_prep_on()
                     .then(|| launch::glu_buffer(&gu, hp.n_embd, &down, hp.n_ff, rows, max_cols))
@@ -685,8 +696,13 @@ impl CudaModel {
                     launch::matvec_wide_glu(g, &gu, hp.n_embd, x, norm, rows.prep, second.prep)?;
                     launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::Ready, second)?;
                 } else {
-                    launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
-                    launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::SwiGlu(up), rows)?;
+                    if !skip.has(Skip::GATE_UP) {
+                        launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
+                    }
+                    let glu = skip.prep(Skip::SWIGLU, Prep::SwiGlu(up), &down, hp.n_ff, rows);
+                    if !skip.has(Skip::DOWN) {
+                        launch::matvec_rows(g, &down, hp.n_ff, gate, glu, rows)?;
+                    }
                 }
             }
             let head = [Out {
@@ -698,7 +714,11 @@ impl CudaModel {
             }];
             let norm = Prep::RmsNorm(p(&self.output_norm), eps);
             match wanted {
-                None => launch::matvec_rows(g, &head, hp.n_embd, x, norm, rows),
+                None if skip.has(Skip::HEAD) => Ok(()),
+                None => {
+                    let norm = skip.prep(Skip::NORM, norm, &head, hp.n_embd, rows);
+                    launch::matvec_rows(g, &head, hp.n_embd, x, norm, rows)
+                }
                 Some((idx, ns)) => {
                     // The wanted rows side by side in h (unused by decode), then the head on them.
                     launch::gather_rows(g, x, idx, h, ns, hp.n_embd)?;

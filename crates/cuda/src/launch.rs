@@ -9,10 +9,12 @@ use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 
 mod attention;
 mod fused;
+mod skip;
 mod split;
 pub use attention::Heads;
 pub(crate) use attention::{KvAt, KvRow, attention, rope_attention, rope_attention_on, rope_store};
 pub(crate) use fused::{att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, prepare};
+pub(crate) use skip::Skip;
 pub use split::att_tile;
 pub(crate) use split::{AttSplit, SplitScratch, split_blocks};
 
