@@ -353,13 +353,18 @@ impl CudaModel {
         } else {
             "launches".to_string()
         };
-        match &*self
+        let base = match &*self
             .persistent_off
             .lock()
             .unwrap_or_else(|e| e.into_inner())
         {
             Some(why) => format!("{base} (persistent off: {why})"),
             None => base,
+        };
+        // The graph path's measurement knob (launch/skip.rs) is said, as it makes logits wrong.
+        match Skip::get().bits() {
+            0 => base,
+            b => format!("{base} [MOLLA_GRAPH_SKIP={b}: launches left out, logits wrong]"),
         }
     }
 

@@ -36,6 +36,11 @@ impl Skip {
         }))
     }
 
+    /// The bits set (0: nothing left out).
+    pub(crate) fn bits(self) -> u32 {
+        self.0
+    }
+
     /// Whether the launches of `kind` are left out.
     pub(crate) fn has(self, kind: u32) -> bool {
         self.0 & kind != 0
