@@ -3,8 +3,9 @@
 //! (The device trace, `MOLLA_KDEFS=KTRACE`, stamps every block's exit and so lengthens each
 //! launch's tail; by its gaps the SwiGLU preparation cost about 7.6 us a layer of the 8B, yet
 //! leaving it out changed tg128 by -1%: docs/cuda-persistent.md, session 28.) The logits are
-//! then wrong; a skipped preparation leaves its matvec reading whatever its buffer holds. Under
-//! `MOLLA_GLU_PREP=1` gate/up, the SwiGLU and down are never left out.
+//! then wrong; a skipped preparation leaves its matvec reading whatever its buffer holds, and a
+//! skipped matvec takes its preparation launch with it. Under `MOLLA_GLU_PREP=1` gate/up, the
+//! SwiGLU and down are never left out. `scripts/cuda-tests graph-ladder` runs the ladder.
 
 use super::{Out, Prep, Rows, goes_wide};
 
