@@ -246,10 +246,18 @@ __device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __r
     if (HDV) hdv = HDV;
     float m = -__int_as_float(0x7f800000), l = 0.f, acc = 0.f;
     att_sync();
-    for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
-        float tm, tl, tv;
-        att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl, tv);
-        att_fold(m, l, acc, tm, tl, tv);
+    if (end <= ATT_TILE) {
+        // One tile: att_fold from (-inf, 0, 0) would give back (tm, tl, tv), but for a -0 sum of
+        // values, which it makes +0 (and o = +0 / l); so the fold is skipped (decode at short
+        // contexts, every path alike).
+        att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, 0, end, kvh, kv_dim, v_dim, hd, hdv, scale, m, l, acc);
+    } else {
+        for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
+            float tm, tl, tv;
+            att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl,
+                                       tv);
+            att_fold(m, l, acc, tm, tl, tv);
+        }
     }
     if ((int)threadIdx.x < hdv) o[threadIdx.x] = acc / l;
     att_sync();  // the caller may reuse o's memory

@@ -413,7 +413,9 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
 
 __device__ __forceinline__ bool pk_acc_ok(float v) { return fabsf(v) < 32768.f; }
 
-__device__ __forceinline__ void pk_acc_add(const PkArgs& a, int step, u64* w, float v) {
+// A product in the fixed point of a counted word (0, and the error word set, when pk_acc_ok
+// refuses it).
+__device__ __forceinline__ long long pk_acc_fx(const PkArgs& a, int step, float v) {
     long long f = 0;
     if (pk_acc_ok(v)) f = fx_of(v);
     // (A measurement that leaves stages out (MOLLA_PK_SKIP) folds products of whatever its
@@ -421,7 +423,16 @@ __device__ __forceinline__ void pk_acc_add(const PkArgs& a, int step, u64* w, fl
     // that the skip ladder times the persistent path, not the graph path it would fall back to.)
     else if (!PK_SKIPS(a, PK_SKIP_ROWS | PK_SKIP_ATTN | PK_SKIP_PREP | PK_SKIP_FETCH | PK_SKIP_DOT))
         atomicCAS(a.err, 0u, PK_ERR_FX | (u32)(step + 1));
-    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w), "l"(PK_ACC_ONE + (u64)f) : "memory");
+    return f;
+}
+
+// Adds n products whose fixed-point sum is f into word w.
+__device__ __forceinline__ void pk_acc_red(u64* w, u32 n, long long f) {
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w), "l"((u64)n * PK_ACC_ONE + (u64)f) : "memory");
+}
+
+__device__ __forceinline__ void pk_acc_add(const PkArgs& a, int step, u64* w, float v) {
+    pk_acc_red(w, 1, pk_acc_fx(a, step, v));
 }
 
 // The adds counted in word w, and its fixed-point sum.
