@@ -66,30 +66,6 @@ __device__ __forceinline__ void pk_l2_span(const u8* p, int len) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + len - 1));
 }
 
-// A folded wo's spans staged in the chunk buffers (the default; MOLLA_KDEFS=FOLDL2 keeps them in
-// global memory, asked of L2 as the step begins): row r0 + i of the block's share at `off` + i
-// span bytes, each the 16-byte units that cover the row's span over the head (len bytes), the
-// span starting at its address mod 16 in them. After the staged keys and values when the step
-// stages them, else from the buffers' start. Sets off and span; false when they do not fit (the
-// spans are then read in global memory).
-__device__ __forceinline__ bool pk_fold_staged(const PkStep& st, const PkArgs& a, int rows, int len, int& off,
-                                               int& span) {
-#ifdef MOLLA_X_FOLDL2
-    return false;
-#else
-    int voff;
-    size_t o = 0;
-    if (pk_kv_staged(st, a, voff)) o = ((size_t)voff + (size_t)(a.pos + 1) * 2 * PK_A_HDV(a) + 15) & ~(size_t)15;
-    span = (len + 30) & ~15;
-    off = (int)o;
-    return o + (size_t)rows * span <= (size_t)a.stages * (a.chunk + 64);
-#endif
-}
-
-// The 16-byte units of a span of len bytes at p: those from p's unit to the one holding its last
-// byte.
-__device__ __forceinline__ int pk_span_units(const u8* p, int len) { return (int)(((size_t)p & 15) + len + 15) >> 4; }
-
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
 // buffers (one cp.async group), if they fit (pk_kv_staged).
 __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
@@ -151,26 +127,14 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
     if (st.op == PK_OP_ATTN || st.op == PK_OP_ATTN_WO) {
         if (!PK_SKIPS(a, PK_SKIP_ATTN)) pk_stage_kv(st, a, bufs);
         if (PK_FOLD(st)) {
-            // The block's wo rows over its head's columns (read after the attention): copied into
-            // the chunk buffers (pk_fold_staged; one cp.async group, waited for in pk_fold_wo), or
-            // when they do not fit asked of L2.
+            // The block's wo rows over its head's columns, asked of L2 (read after the attention;
+            // copying them into the chunk buffers instead measured no faster, session 29).
             const int nh = PK_A_NH(a), h = pk_att_head(st, nh), ub = st.row_bytes[0] / (st.cols >> 5);
-            const int uh = PK_A_HDV(a) >> 5, len = uh * ub;
-            int r0, r1, off, span;
+            const int uh = PK_A_HDV(a) >> 5;
+            int r0, r1;
             pk_fold_share(nh, h, st.rows[0], r0, r1);
-            if (pk_fold_staged(st, a, r1 - r0, len, off, span)) {
-                const int per = span >> 4;
-                const u32 dst = smem_u32(bufs + off);
-                for (int i = threadIdx.x; i < (r1 - r0) * per; i += PK_THREADS) {
-                    const int r = i / per, j = i - r * per;
-                    const u8* p = pk_fold_row(st, r0 + r, h * uh, ub);
-                    if (j < pk_span_units(p, len))
-                        cp_async16(dst + r * span + 16 * j, (const u8*)((size_t)p & ~(size_t)15) + 16 * j);
-                }
-                cp_commit();
-            } else {
-                for (int r = r0 + (int)threadIdx.x; r < r1; r += PK_THREADS) pk_l2_span(pk_fold_row(st, r, h * uh, ub), len);
-            }
+            for (int r = r0 + (int)threadIdx.x; r < r1; r += PK_THREADS)
+                pk_l2_span(pk_fold_row(st, r, h * uh, ub), uh * ub);
         }
         return k;
     }
@@ -447,14 +411,13 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
 
 #ifdef PK_FOLD_WO
 // A legacy-format unit of a folded wo row (PK_OP_ATTN_WO): unit k of the row's span over the
-// block's head at `span` (G: global memory, else its staged copy in shared memory; the same bytes,
-// so the same bits) against unit k of the head's quantized output xq.
-template <int T, bool G>
+// block's head at `span` (global memory) against unit k of the head's quantized output xq.
+template <int T>
 __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int k) {
     constexpr int BYTES = legacy_bytes<T>();
     int4 xr[8];
     load_xu<T>(xq, k, xr);
-    return unit_legacy<T, G>(span + (size_t)k * BYTES, xr, xq, k);
+    return unit_legacy<T, true>(span + (size_t)k * BYTES, xr, xq, k);
 }
 
 #ifdef PK_TYMASK
@@ -464,11 +427,10 @@ __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int 
 #endif
 
 // v = pk_fold_unit by weight type (NaN for a format not folded, or not in the kernel's build).
-template <bool G>
 __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq& xq, int k, float& v) {
     v = __int_as_float(0x7fc00000);
 #define PK_FOLD_CALL(T) \
-    if (PK_FOLD_ON(T)) v = pk_fold_unit<T, G>(span, xq, k)
+    if (PK_FOLD_ON(T)) v = pk_fold_unit<T>(span, xq, k)
     switch (ty) {
         Q16_LEGACY_CASES(PK_FOLD_CALL)
         default: break;
@@ -479,37 +441,27 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 // The folded wo of head h (PK_OP_ATTN_WO): its output rq (hdv values, shared) quantized to 16
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
 // unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
-// and a count the reader polls), read from the copy pk_stage made in the chunk buffers (bufs)
-// when it made one. Ends with a barrier before the adds.
-__device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, const float* rq, u8* xqh, const u8* bufs,
-                                           int h, int step) {
+// and a count the reader polls). Ends with a barrier before the adds.
+__device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, const float* rq, u8* xqh, int h,
+                                           int step) {
     const int hdv = PK_A_HDV(a), nh = PK_A_NH(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5);
-    int r0, r1, off, span;
+    int r0, r1;
     pk_fold_share(nh, h, st.rows[0], r0, r1);
-    const bool staged = pk_fold_staged(st, a, r1 - r0, uh * ub, off, span);
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
-    if (staged) cp_wait<0>();
     __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
     u64* acc = (u64*)st.y[0];
     const int ty = st.ty[0], n = (r1 - r0) * uh;
     // A row's uh units lie on uh consecutive lanes (uh a power of two up to 32: item i is lane i
     // % 32's), so their products are summed across those lanes (integers: exact in any order)
-    // and the first adds them at once, counted uh times: the words' adds, serialised at L2, fall
-    // from n_head * uh to n_head (MOLLA_KDEFS=FOLDUNIT: one add a unit, as before).
-#ifdef MOLLA_X_FOLDUNIT
-    const bool lanes = false;
-#else
+    // and the first adds them at once, counted uh times: a word's adds, serialised at L2, fall
+    // from n_head * uh to n_head (session 29: gate/up's wait for them 1.64 -> 1.47 us in Qwen's
+    // trace). Else one add a unit.
     const bool lanes = uh <= 32 && (uh & (uh - 1)) == 0;
-#endif
     for (int i = threadIdx.x; i < (lanes ? (n + 31) & ~31 : n); i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
         float v = 0.f;
-        if (i < n) {
-            const u8* p = pk_fold_row(st, r, h * uh, ub);
-            if (staged) pk_fold_unit_ty<false>(ty, bufs + off + (r - r0) * span + ((size_t)p & 15), xq, k, v);
-            else pk_fold_unit_ty<true>(ty, p, xq, k, v);
-        }
+        if (i < n) pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
         if (!lanes) {
             pk_acc_add(a, step, acc + r, v);
             continue;
@@ -607,7 +559,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         pk_stamp_m(a, 7);
 #ifdef PK_FOLD_WO
         if (fold) {
-            pk_fold_wo(st, a, rq, (u8*)sm + a.xq_off, bufs, h, step);
+            pk_fold_wo(st, a, rq, (u8*)sm + a.xq_off, h, step);
             break;
         }
 #endif
