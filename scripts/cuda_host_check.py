@@ -5,7 +5,8 @@ The batched matvec decodes a weight unit once for several inputs (unit_load / un
 single-row decoders (unit_q16: unit_legacy, unit_k45, unit_q6k) are kept whole because splitting
 them changes the persistent kernel's register allocation. Both must give the same bits, as must
 the wide matvec's decoders (unit_q16<T, true>: aligned word loads for the 2-byte aligned formats)
-and unit_q16<T>. This
+and unit_q16<T>, and its pipelined row walk (q16_pipe.cuh, experiment WIDEPIPE) and
+row_dot_q16_one. This
 compiles q16.cuh for the host with a C++ compiler (PTX-only helpers replaced by exact C
 equivalents, no FMA contraction, as the kernels' _rn operations) and compares the two on random
 units of every format. Skipped (exit 0, with a message) when no C++ compiler is found.
@@ -37,6 +38,7 @@ def drop_fn(src, name):
 # The PTX-only helpers (inline asm) are replaced by exact C versions below.
 common = (KERNELS / "common.cuh").read_text()
 q16 = (KERNELS / "q16.cuh").read_text()
+pipe = (KERNELS / "q16_pipe.cuh").read_text()
 for n in ["float h2f(u16 h)", "u16 f2h(float f)"]:
     common = drop_fn(common, n)
 for n in ["int dp2a_lo(int a, u32 b, int c)", "int dp2a_hi(int a, u32 b, int c)"]:
@@ -55,6 +57,7 @@ shim=r'''
 struct int4 { int x, y, z, w; };
 struct uint4 { unsigned x, y, z, w; };
 struct uint2 { unsigned x, y; };
+static uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 struct float4 { float x, y, z, w; };
 static float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 struct Dim { int x; };
@@ -84,15 +87,16 @@ static float h2f(u16 h) {
 static int dp2a_lo(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (i8)(b & 0xff) + (short)(a >> 16) * (i8)((b >> 8) & 0xff); }
 static int dp2a_hi(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (i8)((b >> 16) & 0xff) + (short)(a >> 16) * (i8)((b >> 24) & 0xff); }
 '''
-# A random quantized input row of 4096 values (its buffers static: one row at a time).
+# A random quantized input row of `cols` values, at most 16384 (its buffers static: one row at a
+# time).
 xq_rand=r'''
-static Xq random_xq(std::mt19937& rng) {
-    const int cols = 4096;
-    static int4 q[cols / 8]; static float dx[cols / 32], sx[cols / 32]; static int s16[cols / 16];
-    for (auto& v : q) v = {(int)rng(), (int)rng(), (int)rng(), (int)rng()};
-    for (auto& v : dx) v = (float)(rng() % 1000) * 1e-4f + 1e-5f;
-    for (auto& v : sx) v = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
-    for (auto& v : s16) v = (int)(rng() % 200001) - 100000;
+static Xq random_xq(std::mt19937& rng, int cols = 4096) {
+    const int most = 16384;
+    static int4 q[most / 8]; static float dx[most / 32], sx[most / 32]; static int s16[most / 16];
+    for (int i = 0; i < cols / 8; i++) q[i] = {(int)rng(), (int)rng(), (int)rng(), (int)rng()};
+    for (int i = 0; i < cols / 32; i++) dx[i] = (float)(rng() % 1000) * 1e-4f + 1e-5f;
+    for (int i = 0; i < cols / 32; i++) sx[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+    for (int i = 0; i < cols / 16; i++) s16[i] = (int)(rng() % 200001) - 100000;
     Xq x; x.q = q; x.dx = dx; x.sx = sx; x.s16 = s16;
     return x;
 }
@@ -123,8 +127,40 @@ template <int T> int check(const char* name) {
     printf("%s: %d units, %d differ\n", name, nu, bad);
     return bad;
 }
+// q16_pipe.cuh's walk (the next unit's bytes loaded before the current one is computed, and the
+// next row's first unit before the row's last) against row_dot_q16_one, lane by lane, on two
+// consecutive rows (the second's first unit carried over from the first), at widths of one to
+// seven units a lane and one narrower than the warp.
+template <int T> int check_pipe(const char* name) {
+    std::mt19937 rng(3);
+    int bad = 0;
+    for (int cols : {576, 1024, 4096, 14336}) {
+        if (cols % (T == T_Q8_0 ? 32 : 256) != 0) continue;
+        const int rb = T == T_Q8_0 ? cols / 32 * 34 : cols / 256 * (T == T_Q4_K ? 144 : Q6K_BYTES);
+        static u8 buf[2 * 16384 + 16] __attribute__((aligned(16)));
+        // Q8_0 rows are 2-byte aligned: also from an address 2 mod 4 (the other shift).
+        for (int off : {0, 2}) {
+            if (off && T != T_Q8_0) continue;
+            u8* w = buf + off;
+            for (int i = 0; i < 2 * rb; i++) w[i] = rng() & 0xff;
+            Xq x = random_xq(rng, cols);
+            for (int lane = 0; lane < 32; lane++) {
+                UnitRaw cur{};
+                raw_first(T, w, cols, lane, cur);
+                for (int r = 0; r < 2; r++) {
+                    float a = row_dot_q16_pipe<T>(w + r * rb, r == 0 ? w + rb : nullptr, x, cols, lane, cur);
+                    float b = row_dot_q16_one<T>(w + r * rb, x, cols, lane);
+                    if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 3) printf("%s pipe cols %d lane %d row %d: %g vs %g\n", name, cols, lane, r, a, b); }
+                }
+            }
+        }
+    }
+    printf("%s pipelined rows: %d differ\n", name, bad);
+    return bad;
+}
 int main() {
     int bad = 0;
+    bad += check_pipe<T_Q4_K>("Q4_K"); bad += check_pipe<T_Q6_K>("Q6_K"); bad += check_pipe<T_Q8_0>("Q8_0");
     bad += check<T_Q4_0>("Q4_0"); bad += check<T_Q4_1>("Q4_1"); bad += check<T_Q5_0>("Q5_0");
     bad += check<T_Q5_1>("Q5_1"); bad += check<T_Q8_0>("Q8_0"); bad += check<T_Q4_K>("Q4_K");
     bad += check<T_Q5_K>("Q5_K"); bad += check<T_Q6_K>("Q6_K");
@@ -164,7 +200,7 @@ if not cxx:
     sys.exit(0)
 rc = 0
 with tempfile.TemporaryDirectory() as d:
-    for name, text in [("units", shim + common + post_common + q16 + xq_rand + test)]:
+    for name, text in [("units", shim + common + post_common + q16 + pipe + xq_rand + test)]:
         cpp, exe = Path(d) / f"{name}.cpp", Path(d) / name
         cpp.write_text(text)
         subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", "-o", str(exe), str(cpp)], check=True)

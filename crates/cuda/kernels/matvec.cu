@@ -427,10 +427,19 @@ __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* d
 // a warp a row, 32 lanes, the block's warps striding over the grid's rows. With PICK (one plain
 // segment: matvec_wide_pick), lane 0 of each warp keeps the greedy pick of the rows it stored in
 // `pick`.
+// Experiment WIDEPIPE (MOLLA_KDEFS=WIDEPIPE, q16_pipe.cuh; session 23's code, revived in session
+// 29 and not yet run again): Q4_K, Q6_K and Q8_0 rows walked with the lane's next unit (of this
+// row, else of the warp's next row) in flight while it computes the current one; the same units,
+// arithmetic and order of the sum as row_dot_q16_one, so the same bits. `cur` holds the row's
+// first unit when `have`.
 template <bool PICK = false>
 __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float scale, PickAcc* pick = nullptr) {
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, total = mv_total(a);
     const bool fx = mv_fx(a);
+#ifdef MOLLA_X_WIDEPIPE
+    UnitRaw cur;
+    bool have = false;
+#endif
     for (int rb = blockIdx.x * warps; rb < total; rb += gridDim.x * warps) {
         int si, r;
         bool active = mv_row(a, rb, 32, si, r);
@@ -446,7 +455,20 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
         if (active) {
             const MvSeg& s = a.seg[si];
             const u8* row = s.w + (size_t)r * s.row_bytes;
+#ifdef MOLLA_X_WIDEPIPE
+            if (pipe_ty(s.ty)) {
+                if (!have) raw_first(s.ty, row, a.cols, lane, cur);
+                int sn, rn;
+                have = mv_row(a, rb + gridDim.x * warps, 32, sn, rn) && a.seg[sn].ty == s.ty;
+                const u8* next = have ? a.seg[sn].w + (size_t)rn * a.seg[sn].row_bytes : nullptr;
+                acc = row_dot_pipe_ty(s.ty, row, next, xq, a.cols, lane, cur);
+            } else {
+                have = false;
+                row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
+            }
+#else
             row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
+#endif
         }
         acc = warp_sum(acc);
         if (active && lane == 0) {

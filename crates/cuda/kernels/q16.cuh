@@ -198,6 +198,13 @@ __device__ __forceinline__ void ld16a2(const u8* p, u32* w) {
 // read-only path, funnel-shifted into place (ld16a2 takes two 2-byte loads a word, which makes
 // Q6_K rows of global memory stream at 1.4 TB/s on the H200 against 1.8 TB/s this way:
 // scripts/mvbench). Reads up to 4 bytes past the end (matrices have 16 bytes of slack).
+// The N4 words ldg_a2 makes of the N4 + 1 aligned words x at shift sh (16 when p is 2 mod 4).
+template <int N4>
+__device__ __forceinline__ void a2_shift(const u32* x, u32 sh, u32* w) {
+#pragma unroll
+    for (int k = 0; k < N4; k++) w[k] = __funnelshift_r(x[k], x[k + 1], sh);
+}
+
 template <int N4>
 __device__ __forceinline__ void ldg_a2(const u8* p, u32* w) {
     const u32* a = (const u32*)((size_t)p & ~(size_t)3);
@@ -205,8 +212,7 @@ __device__ __forceinline__ void ldg_a2(const u8* p, u32* w) {
     u32 x[N4 + 1];
 #pragma unroll
     for (int k = 0; k <= N4; k++) x[k] = __ldg(a + k);
-#pragma unroll
-    for (int k = 0; k < N4; k++) w[k] = __funnelshift_r(x[k], x[k + 1], sh);
+    a2_shift<N4>(x, sh, w);
 }
 
 #ifndef MOLLA_X_Q6FILE
@@ -222,6 +228,39 @@ __device__ __forceinline__ void ld16al(const u8* p, u32* w) {
 template <int T>
 __device__ constexpr int legacy_bytes() {
     return T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
+}
+
+// A unit's bytes as loaded from its row, before any arithmetic on them (raw_q8, raw_k45,
+// raw_q6k), so that a row walk can have unit n + 1's loads in flight while it computes unit n
+// (q16_pipe.cuh).
+struct UnitRaw {
+    uint4 v[5];
+};
+
+// A Q8_0 block's bytes as unit_legacy<T_Q8_0, true> loads them: the 9 aligned words its two
+// ldg_a2 runs read (v[0], v[1], v[2].x) and d's 16 bits (v[2].y).
+__device__ __forceinline__ void raw_q8(const u8* __restrict__ w, int u, UnitRaw& r) {
+    const u8* b = w + (size_t)u * 34;
+    const u32* a = (const u32*)((size_t)(b + 2) & ~(size_t)3);
+    u32 x[9];
+#pragma unroll
+    for (int k = 0; k < 9; k++) x[k] = __ldg(a + k);
+    r.v[0] = make_uint4(x[0], x[1], x[2], x[3]);
+    r.v[1] = make_uint4(x[4], x[5], x[6], x[7]);
+    r.v[2].x = x[8];
+    r.v[2].y = ld16(b);
+}
+
+// Block u of the Q8_0 row at w from its bytes r (raw_q8): ldg_a2's words at b + 2 and b + 18,
+// whose shifts are the same (16 bytes apart).
+__device__ __forceinline__ float apply_q8(const UnitRaw& r, const u8* __restrict__ w, const int4* xr, const Xq& x,
+                                          int u) {
+    const u32 sh = (u32)((size_t)(w + (size_t)u * 34 + 2) & 2) * 8;
+    const u32 xs[9] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w, r.v[2].x};
+    u32 q[8];
+    a2_shift<4>(xs, sh, q);
+    a2_shift<4>(xs + 4, sh, q + 4);
+    return mul3(h2f((u16)r.v[2].y), x.dx[u], (float)idot<8>(q, xr));
 }
 
 // One 32-weight block of a legacy format: the block's contribution to the row's dot product. G: the
@@ -289,15 +328,26 @@ __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const int
 
 // Q4_K / Q5_K unit u: super-block u >> 2, pair j = u & 3 of sub-blocks (2j, 2j+1): 32 quant bytes
 // whose low nibbles are sub-block 2j and high nibbles sub-block 2j+1 (Q5_K: bits 2j and 2j+1 of
-// the 32 qh bytes on top).
+// the 32 qh bytes on top). Its bytes: the header (d, dmin, scales), the quants, Q5_K's qh.
 template <int T>
-__device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
+__device__ __forceinline__ void raw_k45(const u8* __restrict__ w, int u, UnitRaw& r) {
     constexpr int BYTES = T == T_Q4_K ? 144 : 176;
     constexpr int QS = T == T_Q4_K ? 16 : 48;
     const u8* b = w + (size_t)(u >> 2) * BYTES;
     int j = u & 3;
-    uint4 h = *(const uint4*)b;
-    uint4 qa = *(const uint4*)(b + QS + 32 * j), qb = *(const uint4*)(b + QS + 32 * j + 16);
+    r.v[0] = *(const uint4*)b;
+    r.v[1] = *(const uint4*)(b + QS + 32 * j);
+    r.v[2] = *(const uint4*)(b + QS + 32 * j + 16);
+    if constexpr (T == T_Q5_K) {
+        r.v[3] = *(const uint4*)(b + 16);
+        r.v[4] = *(const uint4*)(b + 32);
+    }
+}
+
+template <int T>
+__device__ __forceinline__ float apply_k45(const UnitRaw& r, const int4* xr, const Xq& x, int u) {
+    int j = u & 3;
+    uint4 h = r.v[0], qa = r.v[1], qb = r.v[2];
     u32 q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
     u32 lo[8], hi[8];
 #pragma unroll
@@ -306,7 +356,7 @@ __device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* 
         hi[k] = (q[k] >> 4) & 0x0f0f0f0fu;
     }
     if constexpr (T == T_Q5_K) {
-        uint4 ha = *(const uint4*)(b + 16), hb = *(const uint4*)(b + 32);
+        uint4 ha = r.v[3], hb = r.v[4];
         u32 qh[8] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -336,6 +386,13 @@ __device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* 
     return __fadd_rn(p0, p1);
 }
 
+template <int T>
+__device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
+    UnitRaw r;
+    raw_k45<T>(w, u, r);
+    return apply_k45<T>(r, xr, x, u);
+}
+
 // Q6_K unit u: super-block u >> 2, half n = (u >> 1) & 1, h = u & 1: groups G = 0..3 of 16 elements
 // 128n + 32G + 16h + i, from ql[64n + 16h + i] (G 0, 2: low, high nibble), ql[64n + 32 + 16h + i]
 // (G 1, 3) and bits 2G of qh[32n + 16h + i]; scale 8n + 2G + h. Blocks padded to 224 bytes
@@ -343,11 +400,14 @@ __device__ __forceinline__ float unit_k45(const u8* __restrict__ w, const int4* 
 // a block is only 2-byte aligned, and G (the row in global memory) reads its 2-byte aligned runs
 // with ldg_a2's aligned words (the same bytes, so the same bits; else 2-byte loads, which rows
 // staged in shared memory need).
+// Its bytes: the two quant runs A, B and the high bits H; with G the half's 8 scales (S2, the
+// words of v[3].x / .y) and d's 16 bits (v[3].z). (Without G the scales are read from the row
+// as the unit needs them.)
 template <bool G = false>
-__device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
+__device__ __forceinline__ void raw_q6k(const u8* __restrict__ w, int u, UnitRaw& r) {
     const u8* b = w + (size_t)(u >> 2) * Q6K_BYTES;
     int n = (u >> 1) & 1, hf = u & 1;
-    u32 A[4], B[4], H[4], S2[2];
+    u32 A[4], B[4], H[4], S2[2] = {0, 0};
 #ifndef MOLLA_X_Q6FILE
     ld16al<G>(b + 64 * n + 16 * hf, A);
     ld16al<G>(b + 64 * n + 32 + 16 * hf, B);
@@ -368,8 +428,21 @@ __device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* 
         ld16a2(b + 128 + 32 * n + 16 * hf, H);
     }
 #endif
-    float d = h2f(ld16(b + 208));
-    const u8* S = b + 192 + 8 * n + hf;
+    r.v[0] = make_uint4(A[0], A[1], A[2], A[3]);
+    r.v[1] = make_uint4(B[0], B[1], B[2], B[3]);
+    r.v[2] = make_uint4(H[0], H[1], H[2], H[3]);
+    r.v[3] = make_uint4(S2[0], S2[1], ld16(b + 208), 0u);
+}
+
+// Unit u of the Q6_K row at w from its bytes r (raw_q6k<G>).
+template <bool G = false>
+__device__ __forceinline__ float apply_q6k(const UnitRaw& r, const u8* __restrict__ w, const int4* xr, const Xq& x,
+                                           int u) {
+    int n = (u >> 1) & 1, hf = u & 1;
+    const u32 A[4] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w}, B[4] = {r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
+    const u32 H[4] = {r.v[2].x, r.v[2].y, r.v[2].z, r.v[2].w}, S2[2] = {r.v[3].x, r.v[3].y};
+    float d = h2f((u16)r.v[3].z);
+    const u8* S = w + (size_t)(u >> 2) * Q6K_BYTES + 192 + 8 * n + hf;
     float acc = 0.f;
 #pragma unroll
     for (int G4 = 0; G4 < 4; G4++) {
@@ -392,6 +465,12 @@ __device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* 
     return acc;
 }
 
+template <bool G = false>
+__device__ __forceinline__ float unit_q6k(const u8* __restrict__ w, const int4* xr, const Xq& x, int u) {
+    UnitRaw r;
+    raw_q6k<G>(w, u, r);
+    return apply_q6k<G>(r, w, xr, x, u);
+}
 
 // The quants unit u of a row of format T reads, into registers: legacy formats 4 slots (a block
 // of 32), Q4_K / Q5_K 8 (two blocks), Q6_K 2 for each of its 4 groups.
