@@ -405,6 +405,7 @@ mod tests {
                 &["MOLLA_PDL", "MOLLA_X_Q6FILE", "MOLLA_X_RSQRT"],
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPIPE"]);
         }
     }
 
