@@ -8,10 +8,17 @@
 // in flight. The units, their arithmetic and the order of their sum are row_dot_q16_one's: the
 // same bits.
 
-// Whether rows of type ty take the pipelined walk: Q4_K, Q6_K and Q8_0 (whose bytes fit the same
-// registers; Q5_K's high bits would hold five more across the walk, where matvec_wide has none
-// to spare).
-__device__ __forceinline__ bool pipe_ty(int ty) { return ty == T_Q4_K || ty == T_Q6_K || ty == T_Q8_0; }
+// Whether rows of type ty take the pipelined walk: Q4_K (most of a Q4_K_M file's bytes), and with
+// MOLLA_KDEFS=WIDEPIPE,WIDEPIPEALL also Q6_K and Q8_0 (session 29: with those in matvec_wide,
+// ptxas spills 22 bytes under the 64-register cap, none with Q4_K alone; session 23's build of all
+// three did not spill). Q5_K's high bits would hold five more registers across the walk.
+__device__ __forceinline__ bool pipe_ty(int ty) {
+#ifdef MOLLA_X_WIDEPIPEALL
+    return ty == T_Q4_K || ty == T_Q6_K || ty == T_Q8_0;
+#else
+    return ty == T_Q4_K;
+#endif
+}
 
 template <int T>
 __device__ __forceinline__ void raw_unit(const u8* __restrict__ w, int u, UnitRaw& r) {

@@ -405,7 +405,10 @@ mod tests {
                 &["MOLLA_PDL", "MOLLA_X_Q6FILE", "MOLLA_X_RSQRT"],
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
-            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPIPE"]);
+            compiles(
+                Program::Main,
+                &["MOLLA_PDL", "MOLLA_X_WIDEPIPE", "MOLLA_X_WIDEPIPEALL"],
+            );
         }
     }
 
