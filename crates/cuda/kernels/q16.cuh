@@ -194,10 +194,6 @@ __device__ __forceinline__ void ld16a2(const u8* p, u32* w) {
     for (int k = 0; k < 4; k++) w[k] = ld32a2(p + 4 * k);
 }
 
-// 4 N4 bytes from a 2-byte aligned address in global memory: N4 + 1 aligned words through the
-// read-only path, funnel-shifted into place (ld16a2 takes two 2-byte loads a word, which makes
-// Q6_K rows of global memory stream at 1.4 TB/s on the H200 against 1.8 TB/s this way:
-// scripts/mvbench). Reads up to 4 bytes past the end (matrices have 16 bytes of slack).
 // The N4 words ldg_a2 makes of the N4 + 1 aligned words x at shift sh (16 when p is 2 mod 4).
 template <int N4>
 __device__ __forceinline__ void a2_shift(const u32* x, u32 sh, u32* w) {
@@ -205,6 +201,10 @@ __device__ __forceinline__ void a2_shift(const u32* x, u32 sh, u32* w) {
     for (int k = 0; k < N4; k++) w[k] = __funnelshift_r(x[k], x[k + 1], sh);
 }
 
+// 4 N4 bytes from a 2-byte aligned address in global memory: N4 + 1 aligned words through the
+// read-only path, funnel-shifted into place (ld16a2 takes two 2-byte loads a word, which makes
+// Q6_K rows of global memory stream at 1.4 TB/s on the H200 against 1.8 TB/s this way:
+// scripts/mvbench). Reads up to 4 bytes past the end (matrices have 16 bytes of slack).
 template <int N4>
 __device__ __forceinline__ void ldg_a2(const u8* p, u32* w) {
     const u32* a = (const u32*)((size_t)p & ~(size_t)3);
