@@ -5,7 +5,7 @@ The batched matvec decodes a weight unit once for several inputs (unit_load / un
 single-row decoders (unit_q16: unit_legacy, unit_k45, unit_q6k) are kept whole because splitting
 them changes the persistent kernel's register allocation. Both must give the same bits, as must
 the wide matvec's decoders (unit_q16<T, true>: aligned word loads for the 2-byte aligned formats)
-and unit_q16<T>, and its pipelined row walk (q16_pipe.cuh, experiment WIDEPIPE) and
+and unit_q16<T>, and its lean Q4_K row walk (q16_lean.cuh, matvec_wide's Q4_K rows) and
 row_dot_q16_one. This
 compiles q16.cuh for the host with a C++ compiler (PTX-only helpers replaced by exact C
 equivalents, no FMA contraction, as the kernels' _rn operations) and compares the two on random
@@ -38,11 +38,13 @@ def drop_fn(src, name):
 # The PTX-only helpers (inline asm) are replaced by exact C versions below.
 common = (KERNELS / "common.cuh").read_text()
 q16 = (KERNELS / "q16.cuh").read_text()
-pipe = (KERNELS / "q16_pipe.cuh").read_text()
+lean = (KERNELS / "q16_lean.cuh").read_text()
 for n in ["float h2f(u16 h)", "u16 f2h(float f)"]:
     common = drop_fn(common, n)
 for n in ["int dp2a_lo(int a, u32 b, int c)", "int dp2a_hi(int a, u32 b, int c)"]:
     q16 = drop_fn(q16, n)
+for n in ["int dp2a_lo_u8(int a, u32 b, int c)", "int dp2a_hi_u8(int a, u32 b, int c)", "int4 lds16(u32 a)"]:
+    lean = drop_fn(lean, n)
 shim=r'''
 #include <cstdint>
 #include <cstdio>
@@ -59,6 +61,7 @@ struct uint4 { unsigned x, y, z, w; };
 struct uint2 { unsigned x, y; };
 static uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 struct float4 { float x, y, z, w; };
+struct float2 { float x, y; };
 static float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 struct Dim { int x; };
 static Dim threadIdx{0}, blockDim{256};
@@ -86,6 +89,12 @@ static float h2f(u16 h) {
 }
 static int dp2a_lo(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (i8)(b & 0xff) + (short)(a >> 16) * (i8)((b >> 8) & 0xff); }
 static int dp2a_hi(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (i8)((b >> 16) & 0xff) + (short)(a >> 16) * (i8)((b >> 24) & 0xff); }
+static int dp2a_lo_u8(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (int)(b & 0xff) + (short)(a >> 16) * (int)((b >> 8) & 0xff); }
+static int dp2a_hi_u8(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (int)((b >> 16) & 0xff) + (short)(a >> 16) * (int)((b >> 24) & 0xff); }
+// Shared memory as the lean walk addresses it: offsets into one 128-byte aligned buffer.
+alignas(128) static u8 host_smem[65536];
+static u32 smem_u32(const void* p) { return (u32)((const u8*)p - host_smem); }
+static int4 lds16(u32 a) { int4 v; memcpy(&v, host_smem + a, 16); return v; }
 '''
 # A random quantized input row of `cols` values, at most 16384 (its buffers static: one row at a
 # time).
@@ -127,40 +136,37 @@ template <int T> int check(const char* name) {
     printf("%s: %d units, %d differ\n", name, nu, bad);
     return bad;
 }
-// q16_pipe.cuh's walk (the next unit's bytes loaded before the current one is computed, and the
-// next row's first unit before the row's last) against row_dot_q16_one, lane by lane, on two
-// consecutive rows (the second's first unit carried over from the first), at widths of one to
-// seven units a lane and one narrower than the warp.
-template <int T> int check_pipe(const char* name) {
+// q16_lean.cuh's Q4_K walk against row_dot_q16_one, lane by lane, on rows of one to seven units
+// a lane and narrower than the warp, its input in (host) shared memory as matvec_wide has it.
+int check_lean() {
     std::mt19937 rng(3);
     int bad = 0;
-    for (int cols : {576, 1024, 4096, 14336}) {
-        if (cols % (T == T_Q8_0 ? 32 : 256) != 0) continue;
-        const int rb = T == T_Q8_0 ? cols / 32 * 34 : cols / 256 * (T == T_Q4_K ? 144 : Q6K_BYTES);
-        static u8 buf[2 * 16384 + 16] __attribute__((aligned(16)));
-        // Q8_0 rows are 2-byte aligned: also from an address 2 mod 4 (the other shift).
-        for (int off : {0, 2}) {
-            if (off && T != T_Q8_0) continue;
-            u8* w = buf + off;
-            for (int i = 0; i < 2 * rb; i++) w[i] = rng() & 0xff;
-            Xq x = random_xq(rng, cols);
-            for (int lane = 0; lane < 32; lane++) {
-                UnitRaw cur{};
-                raw_first(T, w, cols, lane, cur);
-                for (int r = 0; r < 2; r++) {
-                    float a = row_dot_q16_pipe<T>(w + r * rb, r == 0 ? w + rb : nullptr, x, cols, lane, cur);
-                    float b = row_dot_q16_one<T>(w + r * rb, x, cols, lane);
-                    if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 3) printf("%s pipe cols %d lane %d row %d: %g vs %g\n", name, cols, lane, r, a, b); }
-                }
+    for (int cols : {256, 768, 4096, 14336}) {
+        const int rb = cols / 256 * 144;
+        static u8 w[2 * 14336 / 256 * 144 + 16] __attribute__((aligned(16)));
+        for (int r = 0; r < 2 * rb; r++) w[r] = rng() & 0xff;
+        Xq src = random_xq(rng, cols);
+        memcpy(host_smem, src.q, 2 * cols);
+        memcpy(host_smem + xq_qbytes(cols), src.dx, cols / 32 * 4);
+        memcpy(host_smem + xq_qbytes(cols) + cols / 8, src.sx, cols / 32 * 4);
+        Xq x = xq_at(host_smem, cols);
+        for (int lane = 0; lane < 32; lane++) {
+            bool ok;
+            u32 xa = lean_xa(x, lane, ok);
+            if (!ok) { bad++; printf("lean: row not aligned\n"); }
+            for (int r = 0; r < 2; r++) {
+                float a = row_dot_k4_lean(w + r * rb, x, cols, lane, xa);
+                float b = row_dot_q16_one<T_Q4_K>(w + r * rb, x, cols, lane);
+                if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 3) printf("lean cols %d lane %d row %d: %g vs %g\n", cols, lane, r, a, b); }
             }
         }
     }
-    printf("%s pipelined rows: %d differ\n", name, bad);
+    printf("Q4_K lean rows: %d differ\n", bad);
     return bad;
 }
 int main() {
     int bad = 0;
-    bad += check_pipe<T_Q4_K>("Q4_K"); bad += check_pipe<T_Q6_K>("Q6_K"); bad += check_pipe<T_Q8_0>("Q8_0");
+    bad += check_lean();
     bad += check<T_Q4_0>("Q4_0"); bad += check<T_Q4_1>("Q4_1"); bad += check<T_Q5_0>("Q5_0");
     bad += check<T_Q5_1>("Q5_1"); bad += check<T_Q8_0>("Q8_0"); bad += check<T_Q4_K>("Q4_K");
     bad += check<T_Q5_K>("Q5_K"); bad += check<T_Q6_K>("Q6_K");
@@ -200,7 +206,7 @@ if not cxx:
     sys.exit(0)
 rc = 0
 with tempfile.TemporaryDirectory() as d:
-    for name, text in [("units", shim + common + post_common + q16 + pipe + xq_rand + test)]:
+    for name, text in [("units", shim + common + post_common + q16 + lean + xq_rand + test)]:
         cpp, exe = Path(d) / f"{name}.cpp", Path(d) / name
         cpp.write_text(text)
         subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", "-o", str(exe), str(cpp)], check=True)

@@ -427,19 +427,15 @@ __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* d
 // a warp a row, 32 lanes, the block's warps striding over the grid's rows. With PICK (one plain
 // segment: matvec_wide_pick), lane 0 of each warp keeps the greedy pick of the rows it stored in
 // `pick`.
-// Experiment WIDEPIPE (MOLLA_KDEFS=WIDEPIPE, q16_pipe.cuh; session 23's code, revived in session
-// 29 and not yet run again): Q4_K, Q6_K and Q8_0 rows walked with the lane's next unit (of this
-// row, else of the warp's next row) in flight while it computes the current one; the same units,
-// arithmetic and order of the sum as row_dot_q16_one, so the same bits. `cur` holds the row's
-// first unit when `have`.
+// Q4_K rows are walked by row_dot_k4_lean (q16_lean.cuh), which works a lane's per-unit constants
+// out once a row: the same bits, 138 instructions a unit instead of 184 (session 30: +0.8% tg128
+// on the real 8B file, 446-447 against 443-444 tok/s, three rounds).
 template <bool PICK = false>
 __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float scale, PickAcc* pick = nullptr) {
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, total = mv_total(a);
     const bool fx = mv_fx(a);
-#ifdef MOLLA_X_WIDEPIPE
-    UnitRaw cur;
-    bool have = false;
-#endif
+    bool lean;
+    const u32 xa = lean_xa(xq, lane, lean);
     for (int rb = blockIdx.x * warps; rb < total; rb += gridDim.x * warps) {
         int si, r;
         bool active = mv_row(a, rb, 32, si, r);
@@ -455,20 +451,8 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
         if (active) {
             const MvSeg& s = a.seg[si];
             const u8* row = s.w + (size_t)r * s.row_bytes;
-#ifdef MOLLA_X_WIDEPIPE
-            if (pipe_ty(s.ty)) {
-                if (!have) raw_first(s.ty, row, a.cols, lane, cur);
-                int sn, rn;
-                have = mv_row(a, rb + gridDim.x * warps, 32, sn, rn) && a.seg[sn].ty == s.ty;
-                const u8* next = have ? a.seg[sn].w + (size_t)rn * a.seg[sn].row_bytes : nullptr;
-                acc = row_dot_pipe_ty(s.ty, row, next, xq, a.cols, lane, cur);
-            } else {
-                have = false;
-                row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
-            }
-#else
-            row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
-#endif
+            if (lean && s.ty == T_Q4_K) acc = row_dot_k4_lean(row, xq, a.cols, lane, xa);
+            else row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
         }
         acc = warp_sum(acc);
         if (active && lane == 0) {

@@ -263,38 +263,10 @@ __device__ constexpr int legacy_bytes() {
     return T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
 }
 
-// A unit's bytes as loaded from its row, before any arithmetic on them (raw_q8, raw_k45,
-// raw_q6k), so that a row walk can have unit n + 1's loads in flight while it computes unit n
-// (q16_pipe.cuh).
+// A unit's bytes as loaded from its row, before any arithmetic on them (raw_k45, raw_q6k).
 struct UnitRaw {
     uint4 v[5];
 };
-
-// A Q8_0 block's bytes as unit_legacy<T_Q8_0, true> loads them: the 9 aligned words its two
-// ldg_a2 runs read (v[0], v[1], v[2].x) and d's 16 bits (v[2].y).
-__device__ __forceinline__ void raw_q8(const u8* __restrict__ w, int u, UnitRaw& r) {
-    const u8* b = w + (size_t)u * 34;
-    const u32* a = (const u32*)((size_t)(b + 2) & ~(size_t)3);
-    u32 x[9];
-#pragma unroll
-    for (int k = 0; k < 9; k++) x[k] = __ldg(a + k);
-    r.v[0] = make_uint4(x[0], x[1], x[2], x[3]);
-    r.v[1] = make_uint4(x[4], x[5], x[6], x[7]);
-    r.v[2].x = x[8];
-    r.v[2].y = ld16(b);
-}
-
-// Block u of the Q8_0 row at w from its bytes r (raw_q8): ldg_a2's words at b + 2 and b + 18,
-// whose shifts are the same (16 bytes apart).
-__device__ __forceinline__ float apply_q8(const UnitRaw& r, const u8* __restrict__ w, const int4* xr, const Xq& x,
-                                          int u) {
-    const u32 sh = (u32)((size_t)(w + (size_t)u * 34 + 2) & 2) * 8;
-    const u32 xs[9] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w, r.v[2].x};
-    u32 q[8];
-    a2_shift<4>(xs, sh, q);
-    a2_shift<4>(xs + 4, sh, q + 4);
-    return mul3(h2f((u16)r.v[2].y), x.dx[u], (float)idot<8>(q, xr));
-}
 
 // One 32-weight block of a legacy format: the block's contribution to the row's dot product. G: the
 // row is in global memory, and the 2-byte aligned runs (Q8_0, Q4_0, Q5_0) are read with ldg_a2's

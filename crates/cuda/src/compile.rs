@@ -13,8 +13,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("ktrace.cuh", include_str!("../kernels/ktrace.cuh")),
     ("dequant.cuh", include_str!("../kernels/dequant.cuh")),
     ("q16.cuh", include_str!("../kernels/q16.cuh")),
-    ("q16_pipe.cuh", include_str!("../kernels/q16_pipe.cuh")),
     ("cp_async.cuh", include_str!("../kernels/cp_async.cuh")),
+    ("q16_lean.cuh", include_str!("../kernels/q16_lean.cuh")),
     ("matvec.cu", include_str!("../kernels/matvec.cu")),
     ("matmul.cu", include_str!("../kernels/matmul.cu")),
     ("norm.cu", include_str!("../kernels/norm.cu")),
@@ -405,10 +405,6 @@ mod tests {
                 &["MOLLA_PDL", "MOLLA_X_Q6FILE", "MOLLA_X_RSQRT"],
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
-            compiles(
-                Program::Main,
-                &["MOLLA_PDL", "MOLLA_X_WIDEPIPE", "MOLLA_X_WIDEPIPEALL"],
-            );
         }
     }
 
