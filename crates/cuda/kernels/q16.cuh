@@ -38,74 +38,58 @@ __device__ __forceinline__ Xq xq_at(u8* base, int cols) {
     return x;
 }
 
-// Values 8 part .. 8 part + 8 of block b[g] of 32 (v[g]), for each of N blocks, quantized into
-// the Xq of a `cols`-wide row at `base` by the four consecutive lanes part = 0..3 of a warp
-// (shuffles: every lane of the warp calls it); stored only when `live[g]`. The N blocks' work is
-// independent and written without branches (selects), so that the compiler can interleave it.
-template <int N>
-__device__ __forceinline__ void q16_blocks(const float (*v)[8], const int* b, int part, const bool* live, int cols,
-                                           u8* base) {
+// Values 8 part .. 8 part + 8 of block b of 32 (v), quantized into the Xq of a `cols`-wide row at
+// `base` by the four consecutive lanes part = 0..3 of a warp (shuffles: every lane of the warp
+// calls it); stored only when `live`.
+__device__ __forceinline__ void q16_block(const float* v, int b, int part, bool live, int cols, u8* base) {
     int4* q4 = (int4*)base;
     float* dx = (float*)(base + xq_qbytes(cols));
     float* sx = dx + cols / 32;
     int* s16 = (int*)(sx + cols / 32);
-    float m[N], sum[N];
-    int nan[N];
+    float m = 0.f, sum = 0.f;
 #pragma unroll
-    for (int g = 0; g < N; g++) {
-        m[g] = 0.f, sum[g] = 0.f, nan[g] = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            m[g] = fmaxf(m[g], fabsf(v[g][i]));
-            sum[g] += v[g][i];
-            // NaN: fmaxf drops it, so look for one explicitly and make the block's scale NaN.
-            nan[g] |= (int)(v[g][i] != v[g][i]);
-        }
+    for (int i = 0; i < 8; i++) {
+        m = fmaxf(m, fabsf(v[i]));
+        sum += v[i];
     }
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    // NaN: fmaxf drops it, so look for one explicitly and make the block's scale NaN.
+    int nan = 0;
 #pragma unroll
-    for (int k = 1; k <= 2; k <<= 1)
+    for (int i = 0; i < 8; i++) nan |= (int)(v[i] != v[i]);
+    nan |= __shfl_xor_sync(0xffffffffu, nan, 1);
+    nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
+    int qi[8], t = 0;
+    float d = 0.f;
+    if (!(m < 1e-30f)) {
+        float inv = 32767.f / m;
 #pragma unroll
-        for (int g = 0; g < N; g++) {
-            m[g] = fmaxf(m[g], __shfl_xor_sync(0xffffffffu, m[g], k));
-            sum[g] += __shfl_xor_sync(0xffffffffu, sum[g], k);
-            nan[g] |= __shfl_xor_sync(0xffffffffu, nan[g], k);
-        }
-    int qi[N][8], t[N];
-    float d[N];
+        for (int i = 0; i < 8; i++) qi[i] = __float2int_rn(v[i] * inv);
+        d = m / 32767.f;
+    } else {
 #pragma unroll
-    for (int g = 0; g < N; g++) {
-        const bool some = !(m[g] < 1e-30f);
-        const float inv = 32767.f / m[g];
-        t[g] = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            qi[g][i] = some ? __float2int_rn(v[g][i] * inv) : 0;
-            t[g] += qi[g][i];
-        }
-        d[g] = nan[g] ? __int_as_float(0x7fc00000) : some ? m[g] / 32767.f : 0.f;
+        for (int i = 0; i < 8; i++) qi[i] = 0;
     }
+    if (nan) d = __int_as_float(0x7fc00000);
 #pragma unroll
-    for (int g = 0; g < N; g++) t[g] += __shfl_xor_sync(0xffffffffu, t[g], 1);
-#pragma unroll
-    for (int g = 0; g < N; g++) {
-        if (!live[g]) continue;
+    for (int i = 0; i < 8; i++) t += qi[i];
+    t += __shfl_xor_sync(0xffffffffu, t, 1);
+    if (live) {
         int4 o;
-        o.x = (qi[g][0] & 0xffff) | (qi[g][1] << 16);
-        o.y = (qi[g][2] & 0xffff) | (qi[g][3] << 16);
-        o.z = (qi[g][4] & 0xffff) | (qi[g][5] << 16);
-        o.w = (qi[g][6] & 0xffff) | (qi[g][7] << 16);
-        q4[xq_slot(4 * b[g] + part)] = o;
+        o.x = (qi[0] & 0xffff) | (qi[1] << 16);
+        o.y = (qi[2] & 0xffff) | (qi[3] << 16);
+        o.z = (qi[4] & 0xffff) | (qi[5] << 16);
+        o.w = (qi[6] & 0xffff) | (qi[7] << 16);
+        q4[xq_slot(4 * b + part)] = o;
         if (part == 0) {
-            dx[b[g]] = d[g];
-            sx[b[g]] = sum[g];
+            dx[b] = d;
+            sx[b] = sum;
         }
-        if ((part & 1) == 0) s16[2 * b[g] + (part >> 1)] = t[g];
+        if ((part & 1) == 0) s16[2 * b + (part >> 1)] = t;
     }
-}
-
-// One block: q16_blocks<1>.
-__device__ __forceinline__ void q16_block(const float* v, int b, int part, bool live, int cols, u8* base) {
-    q16_blocks<1>((const float(*)[8])v, &b, part, &live, cols, base);
 }
 
 // The trips of a row's quantization: four threads a block of 32, eight values each, which
@@ -113,27 +97,11 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
 // every trip (the shuffles need whole warps); past the end it computes on block 0 and stores
 // nothing. No barrier: the caller's makes the row visible to the block. NT: the block's threads
 // when known at compile time (the persistent kernel: no division by a run-time count), else 0.
-// PAIRS: two trips at a time while two are left (q16_blocks<2>: their loads and arithmetic
-// overlap, where trips one after another each wait on their own chain; a wide row's
-// quantization, such as Qwen's 4864-value SwiGLU row in the persistent kernel's down step).
-template <int NT, class Load, bool PAIRS = false>
+template <int NT, class Load>
 __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
     int nb = cols >> 5, part = threadIdx.x & 3;
     int per = NT ? NT >> 2 : (int)(blockDim.x >> 2), trips = (nb + per - 1) / per;
-    int it = 0;
-    if constexpr (PAIRS) {
-        for (; it + 1 < trips; it += 2) {
-            // Trip it is whole (it + 1 < trips); trip it + 1 may run past the end.
-            const int b1 = (it + 1) * per + (threadIdx.x >> 2);
-            const bool live[2] = {true, b1 < nb};
-            const int b[2] = {it * per + (int)(threadIdx.x >> 2), live[1] ? b1 : 0};
-            float v[2][8];
-            load(32 * b[0] + 8 * part, true, v[0]);
-            load(32 * b[1] + 8 * part, live[1], v[1]);
-            q16_blocks<2>(v, b, part, live, cols, base);
-        }
-    }
-    for (; it < trips; it++) {
+    for (int it = 0; it < trips; it++) {
         int b0 = it * per + (threadIdx.x >> 2);
         bool live = b0 < nb;
         int b = live ? b0 : 0;
@@ -146,14 +114,13 @@ __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
 // Quantizes xs[0..cols) (whole blocks of 32) into the Xq at `base` (two 16-byte loads, one
 // 16-byte store a thread); no barrier (quantize_q16 adds it). The same bits as
 // Q16Acts::quantize for q and dx; sx is summed in a different order.
-template <int NT = 0, bool PAIRS = false>
+template <int NT = 0>
 __device__ __forceinline__ void quantize_q16_unsynced(const float* xs, int cols, u8* base) {
-    auto load = [&](int i, bool, float* v) {
+    quantize_trips<NT>(cols, base, [&](int i, bool, float* v) {
         const float4* src = (const float4*)(xs + i);
         float4 va = src[0], vb = src[1];
         v[0] = va.x, v[1] = va.y, v[2] = va.z, v[3] = va.w, v[4] = vb.x, v[5] = vb.y, v[6] = vb.z, v[7] = vb.w;
-    };
-    quantize_trips<NT, decltype(load), PAIRS>(cols, base, load);
+    });
 }
 
 // quantize_q16_unsynced, then a barrier: the row is ready for the block.
