@@ -137,11 +137,11 @@ template <int T> int check(const char* name) {
     return bad;
 }
 // q16_lean.cuh's Q4_K walk against row_dot_q16_one, lane by lane, on rows of one to seven units
-// a lane and narrower than the warp, its input in (host) shared memory as matvec_wide has it.
+// a lane (two at a time past 64 units) and narrower than the warp, its input in (host) shared memory as matvec_wide has it.
 int check_lean() {
     std::mt19937 rng(3);
     int bad = 0;
-    for (int cols : {256, 768, 4096, 14336}) {
+    for (int cols : {256, 768, 4096, 4352, 6144, 14336}) {
         const int rb = cols / 256 * 144;
         static u8 w[2 * 14336 / 256 * 144 + 16] __attribute__((aligned(16)));
         for (int r = 0; r < 2 * rb; r++) w[r] = rng() & 0xff;
@@ -157,7 +157,9 @@ int check_lean() {
             for (int r = 0; r < 2; r++) {
                 float a = row_dot_k4_lean(w + r * rb, x, cols, lane, xa);
                 float b = row_dot_q16_one<T_Q4_K>(w + r * rb, x, cols, lane);
-                if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 3) printf("lean cols %d lane %d row %d: %g vs %g\n", cols, lane, r, a, b); }
+                // Two NaNs count as the same: the device's are canonical, and the host compiler
+                // may swap an add's operands, which picks the other NaN's sign.
+                if (memcmp(&a, &b, 4) != 0 && !(std::isnan(a) && std::isnan(b))) { bad++; if (bad < 3) printf("lean cols %d lane %d row %d: %g vs %g\n", cols, lane, r, a, b); }
             }
         }
     }
@@ -206,10 +208,11 @@ if not cxx:
     sys.exit(0)
 rc = 0
 with tempfile.TemporaryDirectory() as d:
-    for name, text in [("units", shim + common + post_common + q16 + lean + xq_rand + test)]:
+    for name, defs in [("units", [])]:
         cpp, exe = Path(d) / f"{name}.cpp", Path(d) / name
-        cpp.write_text(text)
-        subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", "-o", str(exe), str(cpp)], check=True)
+        cpp.write_text(shim + common + post_common + q16 + lean + xq_rand + test)
+        subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", *defs, "-o", str(exe), str(cpp)], check=True)
+        print(f"{name}:")
         rc |= subprocess.run([str(exe)]).returncode
     dumps = []
     for defs in [["-DMOLLA_X_Q6FILE"], []]:

@@ -109,8 +109,8 @@ fn fixed_point_rows_agree_across_kernels_and_with_the_float_sum() {
     }
 }
 
-/// gives `matvec`'s bits: every q16 format at every width, then three fused segments of mixed
-/// formats with bias and residual under each input preparation.
+/// gives `matvec`'s bits: every q16 format at every width (the K-quants also at the 8B's), then
+/// three fused segments of mixed formats with bias and residual under each input preparation.
 #[test]
 fn matvec_wide_gives_the_bits_of_matvec() {
     let Some(g) = gpu() else { return };
@@ -126,7 +126,14 @@ fn matvec_wide_gives_the_bits_of_matvec() {
         GgmlType::Q6_K,
     ];
     for ty in q16 {
-        for cols in widths(ty) {
+        // Also the 8B's widths and one of 68 units for the K-quants: matvec_wide's Q4_K walk takes
+        // two units a lane at a time past 64 units (q16_lean.cuh), one at a time below.
+        let big: &[usize] = if ty.block_size() == 256 {
+            &[4096, 4352, 14336]
+        } else {
+            &[]
+        };
+        for cols in widths(ty).into_iter().chain(big.iter().copied()) {
             let rows = 301 + cols % 7;
             let (w, _) = matrix(&mut rng, ty, rows, cols);
             let x = rng.vec(cols, 1.0);
