@@ -503,12 +503,17 @@ __device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, flo
 // that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
 // in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
 // 3.0 TB/s; scripts/mvbench).
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
+// With flag_dst (not null), block 0 also copies the word at flag_src there: the persistent
+// kernel's error flag, beside a head's logits written to mapped host memory
+// (forward/persistent_decode.rs `mapped_logits`), so that no copy from the device follows.
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep, const u32* flag_src,
+                                                        u32* flag_dst) {
     KTRACE(5);
     extern __shared__ float4 smem4[];
     pdl_trigger();
     // No L2 prefetch of the first rows before the wait: measured 5% slower under PDL (session 25).
     pdl_wait();
+    if (flag_dst && blockIdx.x == 0 && threadIdx.x == 0) *flag_dst = __ldcg(flag_src);
     wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
 }
 

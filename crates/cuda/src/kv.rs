@@ -118,6 +118,10 @@ pub struct CudaKvCache {
     /// Decode attention's split over several blocks a head (launch/split.rs), when the cache
     /// holds more than one tile.
     pub(crate) att_split: Option<launch::SplitScratch>,
+    /// A persistent decode step's logits and error flag in mapped page-locked memory, written
+    /// there by the head after the kernel (forward/persistent_decode.rs `mapped_logits`):
+    /// allocated on first use.
+    pub(crate) host_logits: Option<crate::mapped::HostWords>,
 }
 
 impl CudaKvCache {
@@ -160,6 +164,7 @@ impl CudaKvCache {
                 capacity,
                 launch::split_blocks(gpu.sm_count, hp.n_head),
             )?,
+            host_logits: None,
         })
     }
 

@@ -331,17 +331,33 @@ pub(crate) unsafe fn matvec_wide(
     prep: Prep,
     buf: u64,
 ) -> Result<()> {
+    // SAFETY: as the caller guarantees.
+    unsafe { matvec_wide_flag(gpu, outs, WideIn { cols, x, prep, buf }, None) }
+}
+
+/// [`matvec_wide`], with `flag` = Some((src, dst)): the word at device address `src` (the
+/// persistent kernel's error flag) copied to `dst` by the launch too.
+///
+/// # Safety
+/// As [`matvec_wide`]; `src` and `dst` are addresses of a word the launch may read and write.
+pub(crate) unsafe fn matvec_wide_flag(
+    gpu: &Gpu,
+    outs: &[Out],
+    input: WideIn,
+    flag: Option<(u64, u64)>,
+) -> Result<()> {
+    let (cols, buf) = (input.cols, input.buf);
     if !outs.iter().all(|o| is_q16(o.w.ty)) || !cols.is_multiple_of(32) {
         return Err(crate::error::CudaError::Unsupported(
             "wide matvec of a format without q16 decoding".into(),
         ));
     }
-    let input = WideIn { cols, x, prep, buf };
     // SAFETY: as the caller guarantees.
     let (a, blocks) = unsafe { wide_setup(gpu, outs, input) }?;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
+    let (src, dst) = flag.unwrap_or((0, 0));
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
-    unsafe { launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf) }
+    unsafe { launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf, &src, &dst) }
 }
 
 /// The input of a `matvec_wide`-shaped launch: `cols` values at `x`, prepared by `prep` into

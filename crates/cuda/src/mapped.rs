@@ -106,6 +106,17 @@ impl HostWords {
         .map_err(drv("pick download"))
     }
 
+    /// Words `0 .. n` as f32 values.
+    ///
+    /// # Safety
+    /// Whatever wrote them (a kernel or a copy) is complete, and nothing writes them while the
+    /// slice lives.
+    pub(crate) unsafe fn f32s(&self, n: usize) -> &[f32] {
+        assert!(n <= self.len, "{n} of {} words", self.len);
+        // SAFETY: the range lies in the allocation (checked); as the caller guarantees.
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<f32>(), n) }
+    }
+
     /// Words `i .. i + N`.
     ///
     /// # Safety

@@ -7,6 +7,7 @@
 //! path for plain greedy sampling unless `MOLLA_CHAIN=0` (see [`chain_on`]).
 
 use super::CudaModel;
+use super::persistent_decode::Head;
 use super::pick::{PICK_WORDS, Pick, launch_pick};
 use crate::error::{CudaError, Result, drv};
 use crate::kv::CudaKvCache;
@@ -186,8 +187,8 @@ impl CudaModel {
                 // SAFETY: a picked token's words were written by the pick launched after the
                 // step before, on this stream.
                 let host = ring.host(queued % slots);
-                let Some(head_picked) =
-                    (unsafe { self.queue_persistent(token, len0 + queued, kv, Some(host))? })
+                let Some(head) =
+                    (unsafe { self.queue_persistent(token, len0 + queued, kv, Some(host), 0)? })
                 else {
                     // Only the first step can find the kernel unavailable (it is built then).
                     if queued == 0 {
@@ -195,7 +196,7 @@ impl CudaModel {
                     }
                     break;
                 };
-                if !head_picked {
+                if head != Head::Picked {
                     // SAFETY: the step just queued writes the logits and the error word after
                     // them; pick holds pick_buffer_words(vocab) words, its ticket left zero;
                     // host is 0 or the slot's mapped words.
