@@ -462,6 +462,36 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
     }
 }
 
+// wide_rows for one plain segment (no bias, no accumulation: a head) whose output is mapped host
+// memory: warp g of the grid takes a run of consecutive rows [g n, g n + n) (n = rows / warps,
+// rounded up) instead of every warps-th row, keeps the value of each 32 consecutive rows on
+// their lanes, and stores them in one coalesced 128-byte write across PCIe, where wide_rows'
+// lane 0 stores each row's 4 bytes alone (a transfer each). The same rows, arithmetic and sums:
+// the same bits. (Every lane holds the row's sum: warp_sum's butterfly gives them all the same
+// bits.)
+__device__ __forceinline__ void wide_rows_host(const MvArgs& a, const Xq& xq, float scale) {
+    const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    const int g = blockIdx.x * warps + (threadIdx.x >> 5), nw = gridDim.x * warps;
+    const MvSeg& s = a.seg[0];
+    const int n = (s.rows + nw - 1) / nw, r0 = g * n, r1 = min(s.rows, r0 + n);
+    bool lean;
+    const u32 xa = lean_xa(xq, lane, lean);
+    float mine = 0.f;
+    for (int r = r0; r < r1; r++) {
+        const u8* row = s.w + (size_t)r * s.row_bytes;
+        float acc = 0.f;
+        if (lean && s.ty == T_Q4_K) acc = row_dot_k4_lean(row, xq, a.cols, lane, xa);
+        else row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
+        acc = mv_scaled(warp_sum(acc), scale);
+        const int k = (r - r0) & 31;
+        if (k == lane) mine = acc;
+        if (k == 31 || r == r1 - 1) {
+            const int base = r - k;
+            if (lane <= k) s.y[base + lane] = mine;
+        }
+    }
+}
+
 // matvec_wide_glu's rows (gate and up, segments 0 and 1, as many rows) on the prepared input xq
 // whose RMSNorm scale is `scale`, with silu(gate) * up quantized into the q16 row at out + 4 *
 // rows; `glu`: 32 floats of shared memory.
@@ -503,18 +533,26 @@ __device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, flo
 // that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
 // in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
 // 3.0 TB/s; scripts/mvbench).
-// With flag_dst (not null), block 0 also copies the word at flag_src there: the persistent
-// kernel's error flag, beside a head's logits written to mapped host memory
-// (forward/persistent_decode.rs `mapped_logits`), so that no copy from the device follows.
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep, const u32* flag_src,
-                                                        u32* flag_dst) {
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
     KTRACE(5);
     extern __shared__ float4 smem4[];
     pdl_trigger();
     // No L2 prefetch of the first rows before the wait: measured 5% slower under PDL (session 25).
     pdl_wait();
-    if (flag_dst && blockIdx.x == 0 && threadIdx.x == 0) *flag_dst = __ldcg(flag_src);
     wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
+}
+
+// matvec_wide of a head (one plain segment) into mapped host memory, its rows in coalesced runs
+// (wide_rows_host); block 0 also copies the word at flag_src (the persistent kernel's error flag)
+// to flag_dst, after the logits (forward/persistent_decode.rs `mapped_logits`), so that no copy
+// from the device follows the step.
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_host(const MvArgs a, const u8* prep, const u32* flag_src,
+                                                             u32* flag_dst) {
+    extern __shared__ float4 smem4[];
+    pdl_trigger();
+    pdl_wait();
+    if (blockIdx.x == 0 && threadIdx.x == 0) *flag_dst = __ldcg(flag_src);
+    wide_rows_host(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
 }
 
 // matvec_wide over a gate and an up matrix (segments 0 and 1, as many rows), with the SwiGLU of

@@ -57,6 +57,7 @@ pub(crate) struct Kernels {
     pub pick_greedy: CudaFunction,
     /// `matvec_wide` of a head with the greedy pick of its output (kernels/pick.cu).
     pub matvec_wide_pick: CudaFunction,
+    pub matvec_wide_host: CudaFunction,
     /// The top k logits of a row (kernels/pick.cu).
     pub pick_top: CudaFunction,
     /// The persistent decode kernel.
@@ -233,6 +234,7 @@ impl Gpu {
             gather_rows: f("gather_rows")?,
             pick_greedy: f("pick_greedy")?,
             matvec_wide_pick: f("matvec_wide_pick")?,
+            matvec_wide_host: f("matvec_wide_host")?,
             pick_top: f("pick_top")?,
             decode_persistent: pk_module
                 .load_function("decode_persistent")
@@ -258,6 +260,7 @@ impl Gpu {
             &k.matvec_multi_fx,
             &k.matvec_prep,
             &k.matvec_wide,
+            &k.matvec_wide_host,
             &k.matvec_prep_wide,
         ] {
             f.set_attribute(

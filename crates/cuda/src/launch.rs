@@ -336,7 +336,8 @@ pub(crate) unsafe fn matvec_wide(
 }
 
 /// [`matvec_wide`], with `flag` = Some((src, dst)): the word at device address `src` (the
-/// persistent kernel's error flag) copied to `dst` by the launch too.
+/// persistent kernel's error flag) copied to `dst` by the launch too, and the output (one plain
+/// matrix: a head into mapped host memory) stored in coalesced runs of rows (`matvec_wide_host`).
 ///
 /// # Safety
 /// As [`matvec_wide`]; `src` and `dst` are addresses of a word the launch may read and write.
@@ -347,6 +348,14 @@ pub(crate) unsafe fn matvec_wide_flag(
     flag: Option<(u64, u64)>,
 ) -> Result<()> {
     let (cols, buf) = (input.cols, input.buf);
+    // With the flag, the kernel takes its one plain segment as a head into host memory
+    // (kernels/matvec.cu wide_rows_host).
+    let head = |o: &Out| o.bias == 0 && !o.accumulate && !o.fixed;
+    if flag.is_some() && !(outs.len() == 1 && head(&outs[0])) {
+        return Err(crate::error::CudaError::Unsupported(
+            "a flagged wide matvec of other than one plain matrix".into(),
+        ));
+    }
     if !outs.iter().all(|o| is_q16(o.w.ty)) || !cols.is_multiple_of(32) {
         return Err(crate::error::CudaError::Unsupported(
             "wide matvec of a format without q16 decoding".into(),
@@ -355,9 +364,15 @@ pub(crate) unsafe fn matvec_wide_flag(
     // SAFETY: as the caller guarantees.
     let (a, blocks) = unsafe { wide_setup(gpu, outs, input) }?;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
-    let (src, dst) = flag.unwrap_or((0, 0));
-    // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
-    unsafe { launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf, &src, &dst) }
+    // SAFETY: the caller guarantees the addresses; the argument layouts match the kernels.
+    unsafe {
+        match flag {
+            Some((src, dst)) => {
+                launch_dep!(gpu, &gpu.k.matvec_wide_host, cfg, "matvec launch"; &a, &buf, &src, &dst)
+            }
+            None => launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf),
+        }
+    }
 }
 
 /// The input of a `matvec_wide`-shaped launch: `cols` values at `x`, prepared by `prep` into

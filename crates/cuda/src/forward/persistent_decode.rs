@@ -151,7 +151,7 @@ impl CudaModel {
         // In pick mode a head after the kernel makes the pick (matvec_wide_pick).
         let pick = (kv.reduce == super::pick::Reduce::Pick).then_some(0);
         let mapped =
-            if pick.is_none() && kv.reduce == super::pick::Reduce::Logits && mapped_logits(vocab) {
+            if pick.is_none() && kv.reduce == super::pick::Reduce::Logits && mapped_logits() {
                 if kv.host_logits.is_none() {
                     kv.host_logits = crate::mapped::HostWords::new(g, vocab + 1)?;
                 }
@@ -369,20 +369,15 @@ pub(super) enum Head {
     Mapped,
 }
 
-/// The most logits a head writes into mapped host memory by default (see [`mapped_logits`]).
-const MAPPED_LOGITS_MAX: usize = 65536;
-
-/// Whether a persistent decode step's head (after the kernel) writes a vocabulary of `vocab`
-/// logits straight into mapped host memory, so that no copy from the device follows the step:
-/// `MOLLA_MAPPED_LOGITS=1` always, `=0` never, else up to [`MAPPED_LOGITS_MAX`] logits. Measured on
-/// the H200 (session 30, `decode_speed`, tg128, two rounds): the SmolLM2 shape (49152 logits)
-/// 2241, 2255 against 2188, 2232 tok/s (+1.5%); the Qwen shape (151936) 1406, 1408 against 1633,
-/// 1649 (-14%): each row's value is a 4-byte store across PCIe, and three times as many of them
-/// cost more than the copy they replace.
-fn mapped_logits(vocab: usize) -> bool {
-    static ENV: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    ENV.get_or_init(|| std::env::var("MOLLA_MAPPED_LOGITS").ok().map(|v| v == "1"))
-        .unwrap_or(vocab <= MAPPED_LOGITS_MAX)
+/// Whether a persistent decode step's head (after the kernel) writes the logits straight into
+/// mapped host memory (`matvec_wide_host`: coalesced runs of rows across PCIe), so that no copy
+/// from the device follows the step (`MOLLA_MAPPED_LOGITS=0` turns it off; read once). Measured
+/// on the H200 (session 30, `decode_speed`, tg128): the Qwen shape (151936 logits) 1782 against
+/// 1701 tok/s with the copy (+4.8%), the SmolLM2 shape (49152) 2285 against 2281. (Each row's
+/// 4-byte value stored alone across PCIe, the first version, cost Qwen 14%.)
+fn mapped_logits() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MOLLA_MAPPED_LOGITS").map_or(true, |v| v != "0"))
 }
 
 /// The error word's flag for a product the fixed-point sums cannot hold
