@@ -400,8 +400,9 @@ impl CudaModel {
     }
 
     /// [`forward`](Self::forward) with the logits read by `f` where they land on the host: a
-    /// decode step's in the pinned staging buffer its one copy from the device went to, with no
-    /// further copy (llama.cpp's decode reads its logits in place the same way).
+    /// decode step's in the mapped page-locked words the head wrote them to (persistent decode),
+    /// or in the pinned staging buffer its one copy from the device went to, with no further
+    /// copy (llama.cpp's decode reads its logits in place the same way).
     pub fn forward_with<R>(
         &self,
         tokens: &[u32],
