@@ -122,6 +122,8 @@ pub struct CudaKvCache {
     /// there by the head after the kernel (forward/persistent_decode.rs `mapped_logits`):
     /// allocated on first use.
     pub(crate) host_logits: Option<crate::mapped::HostWords>,
+    /// Whether `host_logits` was asked for (it stays None when no page-locked memory was had).
+    pub(crate) host_logits_tried: bool,
 }
 
 impl CudaKvCache {
@@ -165,6 +167,7 @@ impl CudaKvCache {
                 launch::split_blocks(gpu.sm_count, hp.n_head),
             )?,
             host_logits: None,
+            host_logits_tried: false,
         })
     }
 

@@ -152,7 +152,9 @@ impl CudaModel {
         let pick = (kv.reduce == super::pick::Reduce::Pick).then_some(0);
         let mapped =
             if pick.is_none() && kv.reduce == super::pick::Reduce::Logits && mapped_logits() {
-                if kv.host_logits.is_none() {
+                if kv.host_logits.is_none() && !kv.host_logits_tried {
+                    // Once a cache: without page-locked memory the logits are copied as before.
+                    kv.host_logits_tried = true;
                     kv.host_logits = crate::mapped::HostWords::new(g, vocab + 1)?;
                 }
                 kv.host_logits
