@@ -25,8 +25,12 @@ KERNELS = ROOT / "crates/cuda/kernels"
 
 
 def drop_fn(src, name):
-    """src without the function whose signature contains `name` (its whole braced body)."""
+    """src without the function whose signature contains `name` (its whole braced body, and the
+    template line before it)."""
     i = src.rfind("\n", 0, src.index(name)) + 1
+    j = src.rfind("\n", 0, i - 1) + 1
+    if src[j:i].startswith("template"):
+        i = j
     depth = 0
     for k in range(src.index("{", i), len(src)):
         depth += {"{": 1, "}": -1}.get(src[k], 0)
@@ -43,8 +47,7 @@ for n in ["float h2f(u16 h)", "u16 f2h(float f)"]:
     common = drop_fn(common, n)
 for n in ["int dp2a_lo(int a, u32 b, int c)", "int dp2a_hi(int a, u32 b, int c)"]:
     q16 = drop_fn(q16, n)
-for n in ["int dp2a_lo_u8(int a, u32 b, int c)", "int dp2a_hi_u8(int a, u32 b, int c)", "int4 lds16(u32 a)"]:
-    lean = drop_fn(lean, n)
+lean = drop_fn(lean, "int4 lds16(u32 a)")
 shim=r'''
 #include <cstdint>
 #include <cstdio>
@@ -87,10 +90,10 @@ static float h2f(u16 h) {
     else f = (s << 31) | ((e - 15 + 127) << 23) | (m << 13);
     float r; memcpy(&r, &f, 4); return r;
 }
-static int dp2a_lo(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (i8)(b & 0xff) + (short)(a >> 16) * (i8)((b >> 8) & 0xff); }
-static int dp2a_hi(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (i8)((b >> 16) & 0xff) + (short)(a >> 16) * (i8)((b >> 24) & 0xff); }
-static int dp2a_lo_u8(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (int)(b & 0xff) + (short)(a >> 16) * (int)((b >> 8) & 0xff); }
-static int dp2a_hi_u8(int a, u32 b, int c) { return c + (short)(a & 0xffff) * (int)((b >> 16) & 0xff) + (short)(a >> 16) * (int)((b >> 24) & 0xff); }
+// Byte k of b, signed or (U) unsigned.
+template <bool U> static int byte_of(u32 b, int k) { u32 v = (b >> (8 * k)) & 0xff; return U ? (int)v : (int)(i8)v; }
+template <bool U = false> static int dp2a_lo(int a, u32 b, int c) { return c + (short)(a & 0xffff) * byte_of<U>(b, 0) + (short)(a >> 16) * byte_of<U>(b, 1); }
+template <bool U = false> static int dp2a_hi(int a, u32 b, int c) { return c + (short)(a & 0xffff) * byte_of<U>(b, 2) + (short)(a >> 16) * byte_of<U>(b, 3); }
 // Shared memory as the lean walk addresses it: offsets into one 128-byte aligned buffer.
 alignas(128) static u8 host_smem[65536];
 static u32 smem_u32(const void* p) { return (u32)((const u8*)p - host_smem); }

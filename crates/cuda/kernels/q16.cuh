@@ -148,31 +148,37 @@ __device__ void quantize_q16_w(const float* xs, int cols, u8* base, const float*
     });
 }
 
+// c + the products of a's two i16 halves with bytes 0, 1 (lo) or 2, 3 (hi) of b: signed bytes,
+// or with U unsigned ones (0 .. 255).
+template <bool U = false>
 __device__ __forceinline__ int dp2a_lo(int a, u32 b, int c) {
     int d;
-    asm("dp2a.lo.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    if constexpr (U) asm("dp2a.lo.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    else asm("dp2a.lo.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
     return d;
 }
 
+template <bool U = false>
 __device__ __forceinline__ int dp2a_hi(int a, u32 b, int c) {
     int d;
-    asm("dp2a.hi.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    if constexpr (U) asm("dp2a.hi.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    else asm("dp2a.hi.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
     return d;
 }
 
-// Σ w·xq over N4 words of four byte-sized weights (element 4k + i in byte i of word k) and the
-// quants in xr (N4 / 2 slots of 8, loaded by load_xu), exact.
-template <int N4>
+// Σ w·xq over N4 words of four byte-sized weights (element 4k + i in byte i of word k; U:
+// unsigned bytes) and the quants in xr (N4 / 2 slots of 8, loaded by load_xu), exact.
+template <int N4, bool U = false>
 __device__ __forceinline__ int idot(const u32* w, const int4* xr) {
     // Two chains: integer sums are exact in any order, and dp2a's latency is the limit.
     int s = 0, t = 0;
 #pragma unroll
     for (int k = 0; k < N4; k += 2) {
         int4 xv = xr[k >> 1];
-        s = dp2a_lo(xv.x, w[k], s);
-        t = dp2a_hi(xv.y, w[k], t);
-        s = dp2a_lo(xv.z, w[k + 1], s);
-        t = dp2a_hi(xv.w, w[k + 1], t);
+        s = dp2a_lo<U>(xv.x, w[k], s);
+        t = dp2a_hi<U>(xv.y, w[k], t);
+        s = dp2a_lo<U>(xv.z, w[k + 1], s);
+        t = dp2a_hi<U>(xv.w, w[k + 1], t);
     }
     return s + t;
 }

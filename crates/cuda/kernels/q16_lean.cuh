@@ -18,33 +18,6 @@
 // sum are apply_k45's and row_dot_q16_one's: the same bits (scripts/cuda_host_check.py checks
 // them lane by lane; tests/kernels.rs checks matvec_wide against matvec on the device).
 
-// dp2a with the bytes of b unsigned (0 .. 255) and the 16-bit halves of a signed.
-__device__ __forceinline__ int dp2a_lo_u8(int a, u32 b, int c) {
-    int d;
-    asm("dp2a.lo.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-
-__device__ __forceinline__ int dp2a_hi_u8(int a, u32 b, int c) {
-    int d;
-    asm("dp2a.hi.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-
-// idot with unsigned weight bytes.
-__device__ __forceinline__ int idot8_u8(const u32* w, const int4* xr) {
-    int s = 0, t = 0;
-#pragma unroll
-    for (int k = 0; k < 8; k += 2) {
-        int4 xv = xr[k >> 1];
-        s = dp2a_lo_u8(xv.x, w[k], s);
-        t = dp2a_hi_u8(xv.y, w[k], t);
-        s = dp2a_lo_u8(xv.z, w[k + 1], s);
-        t = dp2a_hi_u8(xv.w, w[k + 1], t);
-    }
-    return s + t;
-}
-
 // 16 bytes of a weight row (global memory). (Load hints measured no faster, session 30:
 // ld.global.nc with L2::128B or L2::256B or alone level, L1::no_allocate 2% slower.)
 __device__ __forceinline__ uint4 ldw16(const u8* p) { return *(const uint4*)p; }
@@ -93,7 +66,7 @@ __device__ __forceinline__ float k4_lean_unit(uint4 h, uint4 qa, uint4 qb, u32 x
     }
     const float d = h2f((u16)(h.x & 0xffff)), dm = h2f((u16)(h.x >> 16));
     const float2 dx = *(const float2*)(x.dx + 2 * u), sx = *(const float2*)(x.sx + 2 * u);
-    const int s0 = idot<8>(lo, xr), s1 = idot8_u8(hn, xr + 4) >> 4;
+    const int s0 = idot<8>(lo, xr), s1 = idot<8, true>(hn, xr + 4) >> 4;
     float p0 = __fsub_rn(mul3(__fmul_rn(d, (float)sc[0]), dx.x, (float)s0), __fmul_rn(__fmul_rn(dm, (float)mn[0]), sx.x));
     float p1 = __fsub_rn(mul3(__fmul_rn(d, (float)sc[1]), dx.y, (float)s1), __fmul_rn(__fmul_rn(dm, (float)mn[1]), sx.y));
     return __fadd_rn(p0, p1);
