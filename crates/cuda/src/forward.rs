@@ -335,10 +335,12 @@ impl CudaModel {
                 String::new()
             };
             if grid > 0 {
-                let head = if self.pk_head_out.load(Ordering::Relaxed) {
-                    ", head on matvec_wide"
-                } else {
+                let head = if !self.pk_head_out.load(Ordering::Relaxed) {
                     ""
+                } else if persistent_decode::mapped_logits() {
+                    ", head on matvec_wide, logits into mapped host memory"
+                } else {
+                    ", head on matvec_wide"
                 };
                 let build = crate::compile::PkBuild {
                     packed: self.pk_packed.load(Ordering::Relaxed),

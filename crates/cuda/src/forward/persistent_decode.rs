@@ -377,7 +377,7 @@ pub(super) enum Head {
 /// on the H200 (session 30, `decode_speed`, tg128): the Qwen shape (151936 logits) 1782 against
 /// 1701 tok/s with the copy (+4.8%), the SmolLM2 shape (49152) 2285 against 2281. (Each row's
 /// 4-byte value stored alone across PCIe, the first version, cost Qwen 14%.)
-fn mapped_logits() -> bool {
+pub(super) fn mapped_logits() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("MOLLA_MAPPED_LOGITS").map_or(true, |v| v != "0"))
 }
