@@ -150,19 +150,18 @@ impl CudaModel {
         let t0 = std::time::Instant::now();
         // In pick mode a head after the kernel makes the pick (matvec_wide_pick).
         let pick = (kv.reduce == super::pick::Reduce::Pick).then_some(0);
-        let mapped =
-            if pick.is_none() && kv.reduce == super::pick::Reduce::Logits && mapped_logits() {
-                if kv.host_logits.is_none() && !kv.host_logits_tried {
-                    // Once a cache: without page-locked memory the logits are copied as before.
-                    kv.host_logits_tried = true;
-                    kv.host_logits = crate::mapped::HostWords::new(g, vocab + 1)?;
-                }
-                kv.host_logits
-                    .as_ref()
-                    .map_or(0, |h| if h.mapped() { h.dev_at(0) } else { 0 })
-            } else {
-                0
-            };
+        let mapped = if kv.reduce == super::pick::Reduce::Logits && mapped_logits() {
+            if kv.host_logits.is_none() && !kv.host_logits_tried {
+                // Once a cache: without page-locked memory the logits are copied as before.
+                kv.host_logits_tried = true;
+                kv.host_logits = crate::mapped::HostWords::new(g, vocab + 1)?;
+            }
+            kv.host_logits
+                .as_ref()
+                .map_or(0, |h| if h.mapped() { h.dev_at(0) } else { 0 })
+        } else {
+            0
+        };
         // SAFETY: the token is an id; mapped is 0 or the device address of the cache's n_vocab
         // + 1 mapped words.
         let Some(head) =
