@@ -33,8 +33,17 @@
 // timeout stores 1 + the step index there and every block returns. The host reads the word with
 // the logits and falls back to the graph path.
 
+// Experiment (MOLLA_KDEFS=PKT=384, a multiple of 32): more warps a block than eight, so that a
+// step with 9-12 rows (or pairs) a block takes one round of them, not two (SmolLM2's gate/up:
+// 11.6 pairs a block), while the kernel still fits the registers its launch bounds leave
+// (65536 / PK_THREADS).
+#ifdef MOLLA_X_PKT
+#define PK_THREADS (MOLLA_X_PKT)
+#define PK_WARPS ((MOLLA_X_PKT) / 32)
+#else
 #define PK_THREADS 256
 #define PK_WARPS 8
+#endif
 // Threads that reduce an RMSNorm sum of squares: the decode matvec's block size, so the f64 sum
 // is added in the same order as there.
 #define PK_NORM_THREADS 128

@@ -224,6 +224,14 @@ pub(crate) fn experiment(name: &str) -> bool {
         .any(|d| d == &var || d.starts_with(&format!("{var}=")))
 }
 
+/// The value `MOLLA_KDEFS` gives the experiment `name` (`NAME=VALUE`), if any.
+pub(crate) fn experiment_value(name: &str) -> Option<String> {
+    let var = format!("-DMOLLA_X_{name}=");
+    experiment_defines()
+        .iter()
+        .find_map(|d| d.strip_prefix(&var).map(str::to_string))
+}
+
 /// Kernel variants under measurement: `MOLLA_KDEFS` names preprocessor symbols (separated by spaces or commas,
 /// `NAME` or `NAME=VALUE`, letters, digits and `_` only), each passed to NVRTC as `-DMOLLA_X_NAME`
 /// so that only symbols the kernels mean for experiments can be set (docs/cuda-persistent.md

@@ -19,6 +19,15 @@ use steps::{OP_ATTN_WO, OP_MATVEC, PkStep};
 
 pub(crate) const PK_THREADS: u32 = 256;
 
+/// The persistent kernel's threads a block: `PK_THREADS`, or N under the experiment
+/// `MOLLA_KDEFS=PKT=N` (kernels/persistent_steps.cuh).
+fn pk_threads() -> u32 {
+    crate::compile::experiment_value("PKT")
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &u32| n >= 32 && n <= 1024 && n % 32 == 0)
+        .unwrap_or(PK_THREADS)
+}
+
 /// The kernel's argument (kernels/persistent_steps.cuh `PkArgs`), passed by value.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -186,7 +195,7 @@ impl Persistent {
         let smem = xs_bytes + 2 * nw_bytes + stages * (chunk + 64);
         let f = &gpu.k.decode_persistent;
         let occ = f
-            .occupancy_max_active_blocks_per_multiprocessor(PK_THREADS, smem, None)
+            .occupancy_max_active_blocks_per_multiprocessor(pk_threads(), smem, None)
             .map_err(drv("occupancy"))?;
         if occ == 0 {
             return Err(CudaError::Unsupported(
@@ -223,7 +232,7 @@ impl Persistent {
             .then(|| gpu.persistent_packed())
             .flatten()
             .filter(|p| {
-                p.occupancy_max_active_blocks_per_multiprocessor(PK_THREADS, smem, None)
+                p.occupancy_max_active_blocks_per_multiprocessor(pk_threads(), smem, None)
                     .is_ok_and(|o| o >= per_sm)
             });
         let packed_build = packed.is_some();
@@ -357,7 +366,7 @@ impl Persistent {
         launch::count_launch();
         let cfg = LaunchConfig {
             grid_dim: (self.grid, 1, 1),
-            block_dim: (PK_THREADS, 1, 1),
+            block_dim: (pk_threads(), 1, 1),
             shared_mem_bytes: self.smem,
         };
         // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
