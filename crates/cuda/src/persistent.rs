@@ -24,7 +24,7 @@ pub(crate) const PK_THREADS: u32 = 256;
 fn pk_threads() -> u32 {
     crate::compile::experiment_value("PKT")
         .and_then(|v| v.parse().ok())
-        .filter(|&n: &u32| n >= 32 && n <= 1024 && n % 32 == 0)
+        .filter(|&n: &u32| (32..=1024).contains(&n) && n % 32 == 0)
         .unwrap_or(PK_THREADS)
 }
 
