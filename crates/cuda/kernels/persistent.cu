@@ -301,19 +301,6 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
 #endif
 
-// The warp that takes a chunk's first row, after `done` rows of the block's earlier chunks (one a
-// warp): with MOLLA_KDEFS=ROT the next warp in turn, so that rows of several segments (q, k, v)
-// spread over the warps as one run would, where each chunk began at warp 0 and a block whose 9
-// rows straddle q and k took two rounds on warps 0-3.
-__device__ __forceinline__ int pk_rot(int warp, int done) {
-#ifdef MOLLA_X_ROT
-    return (warp + PK_WARPS - done % PK_WARPS) % PK_WARPS;
-#else
-    (void)done;
-    return warp;
-#endif
-}
-
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
 // reference, a copy in local memory read with a local load for every field used, where inlined
 // code reads the constant bank.
@@ -337,8 +324,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const bool packed = PK_PACKED(st);
     const int nch = packed ? d.nch : 0;
-    // Rows of the chunks before this one (ROT).
-    int done = 0;
     for (int k = 0; packed ? k < nch : cur < r1; k++) {
         PkChunk c;
         u8* buf;
@@ -377,7 +362,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
         } else if (st.pair) {
             // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
             // type).
-            for (int r = c.ra + pk_rot(warp, done); r < c.rb; r += PK_WARPS) {
+            for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
                 float gu[2];
                 if (ty0 == ty1) {
@@ -396,7 +381,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
             const float* bias = st.bias[si];
             const bool accumulate = st.accumulate[si] != 0;
             const int per = c.rb - c.ra > PK_WARPS ? 2 : 1;
-            for (int r = c.ra + per * (per == 1 ? pk_rot(warp, done) : warp); r < c.rb; r += per * PK_WARPS) {
+            for (int r = c.ra + per * warp; r < c.rb; r += per * PK_WARPS) {
                 int nr = min(per, c.rb - r);
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
                 float acc[2];
@@ -413,7 +398,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 }
             }
         }
-        done += c.rb - c.ra;
         if (!PK_ALL_PACKED && ahead < r1) {
             __syncthreads();  // every warp is done with buf (else the step's end barrier follows)
             pk_issue(st, a, pk_next_chunk(st, ahead, r1, a.chunk), buf);
@@ -428,14 +412,12 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
 #ifdef PK_FOLD_WO
 // A legacy-format unit of a folded wo row (PK_OP_ATTN_WO): unit k of the row's span over the
 // block's head at `span` (global memory) against unit k of the head's quantized output xq.
-// G: the span is in global memory (else a copy in shared memory at the same address mod 16:
-// pk_fold_copy).
-template <int T, bool G>
+template <int T>
 __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int k) {
     constexpr int BYTES = legacy_bytes<T>();
     int4 xr[8];
     load_xu<T>(xq, k, xr);
-    return unit_legacy<T, G>(span + (size_t)k * BYTES, xr, xq, k);
+    return unit_legacy<T, true>(span + (size_t)k * BYTES, xr, xq, k);
 }
 
 #ifdef PK_TYMASK
@@ -445,11 +427,10 @@ __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int 
 #endif
 
 // v = pk_fold_unit by weight type (NaN for a format not folded, or not in the kernel's build).
-template <bool G>
 __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq& xq, int k, float& v) {
     v = __int_as_float(0x7fc00000);
 #define PK_FOLD_CALL(T) \
-    if (PK_FOLD_ON(T)) v = pk_fold_unit<T, G>(span, xq, k)
+    if (PK_FOLD_ON(T)) v = pk_fold_unit<T>(span, xq, k)
     switch (ty) {
         Q16_LEGACY_CASES(PK_FOLD_CALL)
         default: break;
@@ -457,54 +438,16 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 #undef PK_FOLD_CALL
 }
 
-// Experiment (MOLLA_KDEFS=FOLDSTAGE): the block's spans of the folded wo rows (uh units of ub
-// bytes each, 4-byte aligned) copied into shared memory at `dst` with 4-byte cp.async (one group,
-// committed) once the step's input is in, so that they land during the rope and the attention
-// instead of being read from L2 after it; row i's span at dst + 64 i-ish, at its global address
-// mod 16 (the unit decoders read it as they read global memory: pk_fold_span). Staging them
-// before the wait instead (session 29) put their issue on the step's critical path.
-#ifdef MOLLA_X_FOLDSTAGE
-__device__ __forceinline__ int pk_fold_stride(int span) { return ((span + 15) & ~15) + 16; }
-__device__ __forceinline__ const u8* pk_fold_span(const u8* dst, const u8* g, int i, int span) {
-    return dst + (size_t)i * pk_fold_stride(span) + ((size_t)g & 15);
-}
-__device__ __forceinline__ void pk_fold_copy(const PkStep& st, const PkArgs& a, int h, u8* dst) {
-    const int nh = PK_A_NH(a), uh = PK_A_HDV(a) >> 5, ub = st.row_bytes[0] / (st.cols >> 5), span = uh * ub;
-    int r0, r1;
-    pk_fold_share(nh, h, st.rows[0], r0, r1);
-    const int words = span >> 2, lane = threadIdx.x & 31;
-    for (int r = r0 + (int)(threadIdx.x >> 5); r < r1; r += PK_WARPS) {
-        const u8* g = pk_fold_row(st, r, h * uh, ub);
-        const u32 d = smem_u32(pk_fold_span(dst, g, r - r0, span));
-        for (int w = lane; w < words; w += 32)
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d + 4 * w), "l"(g + 4 * w) : "memory");
-    }
-    cp_commit();
-}
-// Whether the copies fit in the chunk buffers after the staged keys and values (from `off`), and
-// the spans are whole 4-byte words at 4-byte addresses.
-__device__ __forceinline__ bool pk_fold_fits(const PkStep& st, const PkArgs& a, int h, size_t off) {
-    const int nh = PK_A_NH(a), uh = PK_A_HDV(a) >> 5, ub = st.row_bytes[0] / (st.cols >> 5), span = uh * ub;
-    int r0, r1;
-    pk_fold_share(nh, h, st.rows[0], r0, r1);
-    return (span & 3) == 0 && (st.row_bytes[0] & 3) == 0 && (((size_t)st.w[0]) & 3) == 0 &&
-           off + (size_t)(r1 - r0) * pk_fold_stride(span) <= (size_t)a.stages * (a.chunk + 64);
-}
-#endif
-
 // The folded wo of head h (PK_OP_ATTN_WO): its output rq (hdv values, shared) quantized to 16
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
 // unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
 // and a count the reader polls). Ends with a barrier before the adds.
 __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, const float* rq, u8* xqh, int h,
-                                           int step, const u8* staged) {
+                                           int step) {
     const int hdv = PK_A_HDV(a), nh = PK_A_NH(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5);
     int r0, r1;
     pk_fold_share(nh, h, st.rows[0], r0, r1);
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
-#ifdef MOLLA_X_FOLDSTAGE
-    if (staged) cp_wait<0>();
-#endif
     __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
     u64* acc = (u64*)st.y[0];
@@ -518,13 +461,7 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, co
     for (int i = threadIdx.x; i < (lanes ? (n + 31) & ~31 : n); i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
         float v = 0.f;
-#ifdef MOLLA_X_FOLDSTAGE
-        if (i < n && staged)
-            pk_fold_unit_ty<false>(ty, pk_fold_span(staged, pk_fold_row(st, r, h * uh, ub), r - r0, uh * ub), xq, k,
-                                   v);
-        else
-#endif
-        if (i < n) pk_fold_unit_ty<true>(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
+        if (i < n) pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
         if (!lanes) {
             pk_acc_add(a, step, acc + r, v);
             continue;
@@ -556,7 +493,6 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
     const u32 tag = pk_tag(a, step);
     const bool fold = PK_FOLD(st);
     const int h0 = pk_att_head(st, nh);
-    u8* fold_dst = nullptr;  // the folded wo's spans in shared memory (FOLDSTAGE)
     for (int h = h0; h < nh; h += fold ? nh : gridDim.x) {
         int kvh = h / (nh / nkv);
         // Value offsets of the head's q and its kv head's k and v in their buffers.
@@ -576,15 +512,6 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
             pk_stamp_arrive(a);
             pk_stamp_m(a, 5);
         }
-#if defined(PK_FOLD_WO) && defined(MOLLA_X_FOLDSTAGE)
-        if (fold) {
-            const size_t off = staged ? (((size_t)voff + (size_t)(a.pos + 1) * (2 * hdv) + 15) & ~(size_t)15) : 0;
-            if (pk_fold_fits(st, a, h, off)) {
-                fold_dst = bufs + off;
-                pk_fold_copy(st, a, h, fold_dst);
-            }
-        }
-#endif
         u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) {
             u16 h16 = f2h(rv[d]);
@@ -616,9 +543,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
                 }
             }
         }
-        // (The staged keys and values: every group but the fold's, when it has one.)
-        if (staged && fold_dst) cp_wait<1>();
-        else if (staged) cp_wait<0>();
+        if (staged) cp_wait<0>();
         __syncthreads();
         pk_stamp(a, 1);
         pk_stamp(a, 2);
@@ -634,7 +559,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         pk_stamp_m(a, 7);
 #ifdef PK_FOLD_WO
         if (fold) {
-            pk_fold_wo(st, a, rq, (u8*)sm + a.xq_off, h, step, fold_dst);
+            pk_fold_wo(st, a, rq, (u8*)sm + a.xq_off, h, step);
             break;
         }
 #endif
