@@ -33,13 +33,18 @@
 // timeout stores 1 + the step index there and every block returns. The host reads the word with
 // the logits and falls back to the graph path.
 
-// Experiment (MOLLA_KDEFS=PKT=384, a multiple of 32): more warps a block than eight, so that a
-// step with 9-12 rows (or pairs) a block takes one round of them, not two (SmolLM2's gate/up:
-// 11.6 pairs a block), while the kernel still fits the registers its launch bounds leave
-// (65536 / PK_THREADS).
-#ifdef MOLLA_X_PKT
+// Threads a block: 256, or as the host builds the kernel for a model (PK_NTHREADS, compile.rs
+// PkBuild::threads: 384 when its gate/up pairs would take more than two rounds of eight warps,
+// Qwen2.5-0.5B's 37 a block on 132 SMs: measured +1-2% tokens/s there, level or -1% on
+// SmolLM2's 11.6, session 31), or as an experiment asks (MOLLA_KDEFS=PKT=N, a multiple of 32).
+// The kernel must still fit the registers its launch bounds leave (65536 / PK_THREADS: 384
+// threads hold its 160 without spills).
+#if defined(MOLLA_X_PKT)
 #define PK_THREADS (MOLLA_X_PKT)
 #define PK_WARPS ((MOLLA_X_PKT) / 32)
+#elif defined(PK_NTHREADS)
+#define PK_THREADS (PK_NTHREADS)
+#define PK_WARPS ((PK_NTHREADS) / 32)
 #else
 #define PK_THREADS 256
 #define PK_WARPS 8

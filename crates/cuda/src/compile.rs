@@ -69,9 +69,21 @@ pub(crate) struct PkBuild {
     /// 32-column units (`persistent::pk_build`). Every decode path then sums wo's rows in fixed
     /// point, so that they keep giving the same bits.
     pub(crate) fold: bool,
+    /// Threads a block (kernels/persistent_steps.cuh `PK_THREADS`): 384 (`PK_NTHREADS`) for a
+    /// model whose gate/up pairs would take more than two rounds of eight warps a block
+    /// (`persistent::pk_build`), else 0 for the default 256.
+    pub(crate) threads: u32,
 }
 
 impl PkBuild {
+    /// Threads a block of the kernel built so (`MOLLA_KDEFS=PKT=N` overrides it).
+    pub(crate) fn block_threads(&self) -> u32 {
+        experiment_value("PKT")
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &u32| (32..=1024).contains(&n) && n % 32 == 0)
+            .unwrap_or(if self.threads == 0 { 256 } else { self.threads })
+    }
+
     /// What the kernel was built for, for `decode_path`: "generic", or e.g. "built for Q4_1,
     /// heads 64/64 x 9/3".
     pub(crate) fn describe(&self) -> String {
@@ -91,6 +103,9 @@ impl PkBuild {
         }
         if self.fold {
             parts.push("wo folded".into());
+        }
+        if self.threads != 0 {
+            parts.push(format!("{} threads a block", self.threads));
         }
         if parts.is_empty() {
             "generic".into()
@@ -204,6 +219,9 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
         }
         if pk.fold {
             opts.push("-DPK_FOLD_WO".to_string());
+        }
+        if pk.threads != 0 {
+            opts.push(format!("-DPK_NTHREADS={}", pk.threads));
         }
     }
     // Only the experiments the program's files name: another one would change its cache key and
@@ -403,6 +421,7 @@ mod tests {
         shape: Some([64, 64, 9, 3]),
         packed: false,
         fold: false,
+        threads: 0,
     };
 
     #[test]
@@ -434,6 +453,12 @@ mod tests {
                 ..SMOL
             };
             compiles(Program::Persistent(packed), &[]);
+            // Twelve warps a block (Qwen2.5-0.5B's build).
+            let twelve = PkBuild {
+                threads: 384,
+                ..packed
+            };
+            compiles(Program::Persistent(twelve), &[]);
         }
     }
 
@@ -479,6 +504,7 @@ mod tests {
                 shape: Some([64, 64, 9, 3]),
                 packed: true,
                 fold: true,
+                threads: 384,
             }),
         );
         for o in [

@@ -17,17 +17,6 @@ pub(crate) use config::{ll_max, pk_build};
 pub(crate) use steps::{Input, Steps};
 use steps::{OP_ATTN_WO, OP_MATVEC, PkStep};
 
-pub(crate) const PK_THREADS: u32 = 256;
-
-/// The persistent kernel's threads a block: `PK_THREADS`, or N under the experiment
-/// `MOLLA_KDEFS=PKT=N` (kernels/persistent_steps.cuh).
-fn pk_threads() -> u32 {
-    crate::compile::experiment_value("PKT")
-        .and_then(|v| v.parse().ok())
-        .filter(|&n: &u32| (32..=1024).contains(&n) && n % 32 == 0)
-        .unwrap_or(PK_THREADS)
-}
-
 /// The kernel's argument (kernels/persistent_steps.cuh `PkArgs`), passed by value.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -195,7 +184,11 @@ impl Persistent {
         let smem = xs_bytes + 2 * nw_bytes + stages * (chunk + 64);
         let f = &gpu.k.decode_persistent;
         let occ = f
-            .occupancy_max_active_blocks_per_multiprocessor(pk_threads(), smem, None)
+            .occupancy_max_active_blocks_per_multiprocessor(
+                gpu.pk_build.block_threads(),
+                smem,
+                None,
+            )
             .map_err(drv("occupancy"))?;
         if occ == 0 {
             return Err(CudaError::Unsupported(
@@ -232,8 +225,12 @@ impl Persistent {
             .then(|| gpu.persistent_packed())
             .flatten()
             .filter(|p| {
-                p.occupancy_max_active_blocks_per_multiprocessor(pk_threads(), smem, None)
-                    .is_ok_and(|o| o >= per_sm)
+                p.occupancy_max_active_blocks_per_multiprocessor(
+                    gpu.pk_build.block_threads(),
+                    smem,
+                    None,
+                )
+                .is_ok_and(|o| o >= per_sm)
             });
         let packed_build = packed.is_some();
         let f = packed.unwrap_or(f).clone();
@@ -366,7 +363,7 @@ impl Persistent {
         launch::count_launch();
         let cfg = LaunchConfig {
             grid_dim: (self.grid, 1, 1),
-            block_dim: (pk_threads(), 1, 1),
+            block_dim: (gpu.pk_build.block_threads(), 1, 1),
             shared_mem_bytes: self.smem,
         };
         // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
