@@ -219,6 +219,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     }
     pk_stamp_arrive(a);
     pk_stamp_m(a, 5);
+    pk_delay(a, st, step, PK_DELAY_IN);
     if (PK_SKIPS(a, PK_SKIP_PREP)) return true;
     const bool norm = st.prep != PK_PREP_PLAIN;
     if (norm) {
@@ -511,6 +512,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         if (h == h0) {
             pk_stamp_arrive(a);
             pk_stamp_m(a, 5);
+            pk_delay(a, st, step, PK_DELAY_IN);
         }
         u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) {
@@ -559,6 +561,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
         pk_stamp_m(a, 7);
 #ifdef PK_FOLD_WO
         if (fold) {
+            pk_delay(a, st, step, PK_DELAY_FOLD);
             pk_fold_wo(st, a, rq, (u8*)sm + a.xq_off, h, step);
             break;
         }
@@ -608,6 +611,7 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
 #ifndef MOLLA_X_PKMEASURE
         u64 g0 = PK_TRACING(a) ? global_ns() : 0;
 #endif
+        pk_delay(a, st, s, PK_DELAY_PRE);
         pk_stamp(a, 0);
         pk_stamp(a, 1);
         pk_stamp(a, 2);

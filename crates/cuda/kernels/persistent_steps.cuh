@@ -233,6 +233,34 @@ __shared__ long long pk_stamps[4];
 #define PK_TRACING(a) false
 #endif
 
+// Measurement (MOLLA_PK_DELAY, PkArgs::knobs bits 16..31; the measurement build only): every
+// thread of every block spins for a while at one point of the steps of some kinds, so that how
+// much the token slows tells how much of that point's time lies on its critical path (a causal
+// profile). Bits 16..20: the kinds (1 q/k/v, 2 attention, 4 gate/up, 8 down, 16 the head);
+// 21..22: where (0 before the wait for the input, after the staging; 1 once the input is in;
+// 2 attention only: after the attention, before the folded wo); 24..31: the time, in units of
+// 32 SM cycles.
+#ifdef MOLLA_X_PKMEASURE
+#define PK_DELAY_PRE 0
+#define PK_DELAY_IN 1
+#define PK_DELAY_FOLD 2
+__device__ __forceinline__ void pk_delay(const PkArgs& a, const PkStep& st, int s, int where) {
+    const u32 k = (u32)a.knobs, cycles = (k >> 24) * 32u;
+    if (cycles == 0 || (int)((k >> 21) & 3u) != where) return;
+    int kind;
+    if (st.op != PK_OP_MATVEC) kind = 2;
+    else if (st.pair) kind = 4;
+    else if (st.prep == PK_PREP_PLAIN) kind = 8;
+    else kind = s == a.nsteps - 1 ? 16 : 1;
+    if ((((k >> 16) & 31u) & (u32)kind) == 0) return;
+    const long long t0 = clock64();
+    while (clock64() - t0 < (long long)cycles) {
+    }
+}
+#else
+#define pk_delay(a, st, s, where) ((void)0)
+#endif
+
 // Trace stamp k of the current step (thread 0, after a barrier): SM clock cycles.
 __device__ __forceinline__ void pk_stamp(const PkArgs& a, int k) {
     if (PK_TRACING(a) && threadIdx.x == 0) pk_stamps[k] = clock64();

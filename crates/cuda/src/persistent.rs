@@ -11,7 +11,8 @@ mod blocks;
 mod config;
 mod steps;
 use config::{
-    blocks_per_sm_cap, chunk_bytes, env_i32, l2_ahead, mark_packed, skip_knobs, stages, types_in,
+    blocks_per_sm_cap, chunk_bytes, delay_knobs, env_i32, l2_ahead, mark_packed, skip_knobs,
+    stages, types_in,
 };
 pub(crate) use config::{ll_max, pk_build};
 pub(crate) use steps::{Input, Steps};
@@ -259,7 +260,7 @@ impl Persistent {
             xq_off,
             stages,
             nw_bytes,
-            knobs: env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8 | skip_knobs(),
+            knobs: env_i32("MOLLA_PK_NAP", 0).clamp(0, 255) << 8 | skip_knobs() | delay_knobs(),
             l2_ahead: l2_ahead(),
             head_x: None,
             fold: (0, 0),

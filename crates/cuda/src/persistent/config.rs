@@ -53,6 +53,26 @@ pub(super) fn l2_ahead() -> i32 {
 /// copies, 16 the rows' dots, each leaving the rest of the rows' work in). The logits are then
 /// meaningless. It acts only in kernels built with `MOLLA_KDEFS=PKMEASURE`: the default kernel
 /// leaves the code out, which measured 4-6% faster decode (session 12).
+/// `MOLLA_PK_DELAY=KINDS:WHERE:NS` (measurement build only, kernels/persistent_steps.cuh
+/// `pk_delay`): every block spins NS ns (in units of 32 cycles at 2 GHz, up to ~4 us) at point
+/// WHERE (0 before the wait for the input, 1 once it is in, 2 before the folded wo) of the
+/// steps of KINDS (bits: 1 q/k/v, 2 attention, 4 gate/up, 8 down, 16 the head), for a causal
+/// profile of a token: how much it slows says how much of that point lies on its critical path.
+/// As `PkArgs::knobs` bits 16..31; 0 when unset or malformed.
+pub(super) fn delay_knobs() -> i32 {
+    std::env::var("MOLLA_PK_DELAY").map_or(0, |v| delay_bits(&v))
+}
+
+/// [`delay_knobs`] of the value `v`.
+fn delay_bits(v: &str) -> i32 {
+    let f: Vec<u32> = v.split(':').filter_map(|x| x.trim().parse().ok()).collect();
+    let [kinds, at, ns] = f[..] else {
+        return 0;
+    };
+    let units = (ns.saturating_mul(2) / 32).min(255);
+    ((kinds & 31) << 16 | (at & 3) << 21 | units << 24) as i32
+}
+
 pub(super) fn skip_knobs() -> i32 {
     let k = env_i32("MOLLA_PK_SKIP", 0) & 31;
     if k & 4 != 0 { k | 1 } else { k }
@@ -220,6 +240,20 @@ mod tests {
         assert_eq!(b.types, None);
         assert_eq!(b.shape, Some([16, 16, 4, 2]));
         assert!(!b.fold, "16-wide heads and F32 wo do not fold");
+    }
+
+    #[test]
+    fn a_delay_is_kinds_place_and_time() {
+        // Gate/up (4), once its input is in (1), 1 us: 2000 cycles, 62 units of 32.
+        assert_eq!(
+            delay_bits("4:1:1000"),
+            (4 << 16 | 1 << 21 | 62 << 24) as i32
+        );
+        // The longest delay the byte holds, whatever is asked.
+        assert_eq!(delay_bits("1:0:100000") as u32 >> 24, 255);
+        for bad in ["", "4:1", "a:1:100", "4:1:100:2"] {
+            assert_eq!(delay_bits(bad), 0, "{bad:?}");
+        }
     }
 
     #[test]
