@@ -75,8 +75,28 @@ __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
     if (h >= nh || !pk_kv_staged(st, a, voff)) return;
     int kvh = h / (nh / nkv);
     size_t kv_dim = (size_t)nkv * hd, v_dim = (size_t)nkv * hdv;
+#ifdef MOLLA_X_SPLITSTAGE
+    // The stagers only, as if they were a block of their own (stage_rows16 takes a block's first
+    // threads).
+    const u32 tid = threadIdx.x - PK_POLLERS;
+    if (PK_STAGER(threadIdx.x)) {
+        const int per = hd >> 3, perv = hdv >> 3, nt = PK_THREADS - PK_POLLERS;
+        const u32 kd = smem_u32(bufs), vd = smem_u32(bufs + voff);
+        const u16 *ksrc = st.kc + (size_t)kvh * hd, *vsrc = st.vc + (size_t)kvh * hdv;
+        const bool swz = PK_KSWZ(a);
+        if ((int)tid < (nt / per) * per)
+            for (int p = tid / per; p < a.pos; p += nt / per) {
+                const int j = tid % per;
+                cp_async16(kd + 16 * (p * per + (swz ? j ^ (p & 7) : j)), ksrc + (size_t)p * kv_dim + 8 * j);
+            }
+        if ((int)tid < (nt / perv) * perv)
+            for (int p = tid / perv; p < a.pos; p += nt / perv)
+                cp_async16(vd + 16 * (p * perv + tid % perv), vsrc + (size_t)p * v_dim + 8 * (tid % perv));
+    }
+#else
     stage_rows16(smem_u32(bufs), st.kc + (size_t)kvh * hd, kv_dim, hd >> 3, a.pos, PK_KSWZ(a), PK_THREADS);
     stage_rows16(smem_u32(bufs + voff), st.vc + (size_t)kvh * hdv, v_dim, hdv >> 3, a.pos, false, PK_THREADS);
+#endif
     cp_commit();
 }
 
@@ -133,7 +153,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
             const int uh = PK_A_HDV(a) >> 5;
             int r0, r1;
             pk_fold_share(nh, h, st.rows[0], r0, r1);
-            for (int r = r0 + (int)threadIdx.x; r < r1; r += PK_THREADS)
+            for (int r = r0 + (int)threadIdx.x - PK_STAGE_T0; PK_STAGE_OK(r - r0) && r < r1; r += PK_THREADS - PK_STAGE_T0)
                 pk_l2_span(pk_fold_row(st, r, h * uh, ub), uh * ub);
         }
         return k;
@@ -149,7 +169,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
         if (!PK_SKIPS(a, PK_SKIP_ROWS) && !PK_SKIPS(a, PK_SKIP_FETCH)) {
             const u32 dst = smem_u32(bufs);
             const int n = d.end[2];
-            for (int i = threadIdx.x; i < n; i += PK_THREADS) {
+            for (int i = (int)threadIdx.x - PK_STAGE_T0; PK_STAGE_OK(i) && i < n; i += PK_THREADS - PK_STAGE_T0) {
                 const u8* src = i < d.end[0] ? d.src[0] : i < d.end[1] ? d.src[1] : d.src[2];
                 cp_async16(dst + 16 * i, src + 16 * (size_t)i);
             }

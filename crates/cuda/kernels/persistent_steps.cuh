@@ -49,6 +49,24 @@
 #define PK_THREADS 256
 #define PK_WARPS 8
 #endif
+// Threads that poll a step's input (pk_load_ll, pk_load_acc): all, or with MOLLA_KDEFS=SPLITSTAGE
+// (an experiment) the first 128, while the others issue the step's weight copies (pk_stage), so
+// that a block whose input is already there when it starts a step (the one that ended the step
+// before last: the others wait for its values) does not pay the staging and then a round trip
+// one after the other. The first 128 still copy the RMSNorm weights they quantize.
+#ifdef MOLLA_X_SPLITSTAGE
+#define PK_POLLERS 128
+#define PK_STAGER(t) ((int)(t) >= PK_POLLERS)
+#define PK_STAGE_T0 PK_POLLERS
+#define PK_STAGE_OK(i) ((i) >= 0)
+#define PK_POLLER(t) ((int)(t) < PK_POLLERS)
+#else
+#define PK_POLLERS PK_THREADS
+#define PK_STAGER(t) true
+#define PK_STAGE_T0 0
+#define PK_STAGE_OK(i) true
+#define PK_POLLER(t) true
+#endif
 // Threads that reduce an RMSNorm sum of squares: the decode matvec's block size, so the f64 sum
 // is added in the same order as there.
 #define PK_NORM_THREADS 128
@@ -387,7 +405,7 @@ __device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
 #define PK_SEG(s) ((s) == 0 ? g0 : (s) == 1 ? g1 : g2)
 
 // Pair u (< 8) of the round of pairs starting at rb for this thread: rb + t + 256 u.
-__device__ __forceinline__ int ll_index(int rb, int u) { return rb + (int)threadIdx.x + u * PK_THREADS; }
+__device__ __forceinline__ int ll_index(int rb, int u) { return rb + (int)threadIdx.x + u * PK_POLLERS; }
 
 // Polls the segments' pairs until each carries `tag` and stores the values (ll_index says which
 // pairs a thread takes), then a barrier. NSEG: the segment count when the caller knows it at
@@ -401,7 +419,9 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
     const u32 nap = pk_nap(a);
     int n0 = segs[0].n >> 1, n1 = nseg > 1 ? segs[1].n >> 1 : 0, n2 = nseg > 2 ? segs[2].n >> 1 : 0;
     int np = n0 + n1 + n2, ok = 1;
-    for (int rb = 0; rb < np && ok; rb += 8 * PK_THREADS) {
+    // (Threads past PK_POLLERS poll nothing: they staged the step's weights meanwhile.)
+    if (!PK_POLLER(threadIdx.x)) np = 0;
+    for (int rb = 0; rb < np && ok; rb += 8 * PK_POLLERS) {
         // The pairs of this round still without their tag (bit u: pair ll_index(rb, u)). Each
         // poll reloads all of them at once, so a thread waits about one round trip after the
         // last of its pairs was written, not one a pair.
@@ -493,9 +513,9 @@ __device__ __forceinline__ ulonglong2 ld_acc2(const u64* p) {
 // words polled until both count `count` adds; then a barrier. False when the kernel must stop.
 __device__ bool pk_load_acc(const PkArgs& a, const u64* acc, float* xs, const float* raw, int n, u32 count, int step) {
     const u32 nap = pk_nap(a);
-    const int np = n >> 1;
+    const int np = PK_POLLER(threadIdx.x) ? n >> 1 : 0;
     int ok = 1;
-    for (int rb = 0; rb < np && ok; rb += 4 * PK_THREADS) {
+    for (int rb = 0; rb < np && ok; rb += 4 * PK_POLLERS) {
         u32 pend = 0;
 #pragma unroll
         for (int u = 0; u < 4; u++)

@@ -453,6 +453,11 @@ mod tests {
                 ..SMOL
             };
             compiles(Program::Persistent(packed), &[]);
+            // The experiment that stages a step's weights by the threads that do not poll.
+            compiles(
+                Program::Persistent(packed),
+                &["MOLLA_X_SPLITSTAGE", "MOLLA_X_PKMEASURE"],
+            );
             // Twelve warps a block (Qwen2.5-0.5B's build).
             let twelve = PkBuild {
                 threads: 384,
