@@ -247,7 +247,7 @@ mod tests {
         // Gate/up (4), once its input is in (1), 1 us: 2000 cycles, 62 units of 32.
         assert_eq!(
             delay_bits("4:1:1000"),
-            (4 << 16 | 1 << 21 | 62 << 24) as i32
+            (4u32 << 16 | 1 << 21 | 62 << 24) as i32
         );
         // The longest delay the byte holds, whatever is asked.
         assert_eq!(delay_bits("1:0:100000") as u32 >> 24, 255);
