@@ -404,7 +404,7 @@ __device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
 // computed segment kept it in local memory (a local load for every pair).
 #define PK_SEG(s) ((s) == 0 ? g0 : (s) == 1 ? g1 : g2)
 
-// Pair u (< 8) of the round of pairs starting at rb for this thread: rb + t + 256 u.
+// Pair u (< 8) of the round of pairs starting at rb for this thread: rb + t + PK_POLLERS u.
 __device__ __forceinline__ int ll_index(int rb, int u) { return rb + (int)threadIdx.x + u * PK_POLLERS; }
 
 // Polls the segments' pairs until each carries `tag` and stores the values (ll_index says which
