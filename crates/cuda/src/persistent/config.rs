@@ -219,14 +219,19 @@ mod tests {
         model::Model::from_file(GgufFile::from_bytes(bytes).unwrap()).unwrap()
     }
 
+    /// `spec` with one layer and a 512-token vocabulary.
+    fn one_layer(spec: SynthSpec) -> model::Model {
+        model(&SynthSpec {
+            n_layer: 1,
+            n_vocab: 512,
+            ..spec
+        })
+    }
+
     #[test]
     fn the_kernel_is_built_for_the_models_types_and_heads() {
         // SmolLM2's heads (64 wide, 9 over 3) on Q4_1 layers and a tied Q4_1 head.
-        let m = model(&SynthSpec {
-            n_layer: 1,
-            n_vocab: 512,
-            ..SynthSpec::smollm2(GgmlType::Q4_1)
-        });
+        let m = one_layer(SynthSpec::smollm2(GgmlType::Q4_1));
         let b = pk_build(&m);
         assert_eq!(b.types, Some(1 << GgmlType::Q4_1.id()));
         assert_eq!(b.shape, Some([64, 64, 9, 3]));
@@ -258,28 +263,18 @@ mod tests {
 
     #[test]
     fn twelve_warps_only_for_a_wide_ffn() {
-        let smol = model(&SynthSpec {
-            n_layer: 1,
-            n_vocab: 512,
-            ..SynthSpec::smollm2(GgmlType::Q4_1)
-        });
-        let b = pk_build(&smol);
-        assert_eq!(
-            (b.threads, b.block_threads()),
-            (0, 256),
-            "1536 pairs: 11.6 a block"
-        );
-        let qwen = model(&SynthSpec {
-            n_layer: 1,
-            n_vocab: 512,
-            ..SynthSpec::qwen2_0_5b(GgmlType::Q5_0)
-        });
-        let b = pk_build(&qwen);
-        assert_eq!(
-            (b.threads, b.block_threads()),
-            (384, 384),
-            "4864 pairs: 36.8 a block"
-        );
-        assert!(b.describe().ends_with("384 threads a block"));
+        // SmolLM2: 1536 pairs, 11.6 a block; Qwen2.5-0.5B: 4864, 36.8 a block.
+        for (spec, threads) in [
+            (SynthSpec::smollm2(GgmlType::Q4_1), 256),
+            (SynthSpec::qwen2_0_5b(GgmlType::Q5_0), 384),
+        ] {
+            let b = pk_build(&one_layer(spec));
+            assert_eq!(b.block_threads(), threads);
+            assert_eq!(b.threads, if threads == 256 { 0 } else { threads });
+            assert_eq!(
+                b.describe().ends_with("384 threads a block"),
+                threads == 384
+            );
+        }
     }
 }
