@@ -109,6 +109,8 @@ pub(crate) struct Persistent {
     epoch: u32,
     grid: u32,
     smem: u32,
+    /// Threads a block (`PkBuild::block_threads`, read once: it parses `MOLLA_KDEFS`).
+    threads: u32,
     chunk: usize,
     xs_bytes: usize,
     xq_off: usize,
@@ -183,13 +185,10 @@ impl Persistent {
             )));
         }
         let smem = xs_bytes + 2 * nw_bytes + stages * (chunk + 64);
+        let threads = gpu.pk_build.block_threads();
         let f = &gpu.k.decode_persistent;
         let occ = f
-            .occupancy_max_active_blocks_per_multiprocessor(
-                gpu.pk_build.block_threads(),
-                smem,
-                None,
-            )
+            .occupancy_max_active_blocks_per_multiprocessor(threads, smem, None)
             .map_err(drv("occupancy"))?;
         if occ == 0 {
             return Err(CudaError::Unsupported(
@@ -226,12 +225,8 @@ impl Persistent {
             .then(|| gpu.persistent_packed())
             .flatten()
             .filter(|p| {
-                p.occupancy_max_active_blocks_per_multiprocessor(
-                    gpu.pk_build.block_threads(),
-                    smem,
-                    None,
-                )
-                .is_ok_and(|o| o >= per_sm)
+                p.occupancy_max_active_blocks_per_multiprocessor(threads, smem, None)
+                    .is_ok_and(|o| o >= per_sm)
             });
         let packed_build = packed.is_some();
         let f = packed.unwrap_or(f).clone();
@@ -255,6 +250,7 @@ impl Persistent {
             epoch: 0,
             grid,
             smem: smem as u32,
+            threads,
             chunk,
             xs_bytes,
             xq_off,
@@ -364,7 +360,7 @@ impl Persistent {
         launch::count_launch();
         let cfg = LaunchConfig {
             grid_dim: (self.grid, 1, 1),
-            block_dim: (gpu.pk_build.block_threads(), 1, 1),
+            block_dim: (self.threads, 1, 1),
             shared_mem_bytes: self.smem,
         };
         // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.

@@ -53,6 +53,11 @@ pub(super) fn l2_ahead() -> i32 {
 /// copies, 16 the rows' dots, each leaving the rest of the rows' work in). The logits are then
 /// meaningless. It acts only in kernels built with `MOLLA_KDEFS=PKMEASURE`: the default kernel
 /// leaves the code out, which measured 4-6% faster decode (session 12).
+pub(super) fn skip_knobs() -> i32 {
+    let k = env_i32("MOLLA_PK_SKIP", 0) & 31;
+    if k & 4 != 0 { k | 1 } else { k }
+}
+
 /// `MOLLA_PK_DELAY=KINDS:WHERE:NS` (measurement build only, kernels/persistent_steps.cuh
 /// `pk_delay`): every block spins NS ns (in units of 32 cycles at 2 GHz, up to ~4 us) at point
 /// WHERE (0 before the wait for the input, 1 once it is in, 2 before the folded wo) of the
@@ -71,11 +76,6 @@ fn delay_bits(v: &str) -> i32 {
     };
     let units = (ns.saturating_mul(2) / 32).min(255);
     ((kinds & 31) << 16 | (at & 3) << 21 | units << 24) as i32
-}
-
-pub(super) fn skip_knobs() -> i32 {
-    let k = env_i32("MOLLA_PK_SKIP", 0) & 31;
-    if k & 4 != 0 { k | 1 } else { k }
 }
 
 /// Marks the matvec steps whose rows fit each block's `room` bytes of chunk buffers whole
