@@ -22,9 +22,15 @@ __device__ __forceinline__ void cp_wait() {
 // back to back, by the block's first `threads` threads (no commit); with swz, unit j of row p goes
 // to slot j ^ (p & 7) (attention.cu key_dot_swz's layout). Thread t copies unit t % u of every
 // (threads / u)-th row: two divisions a thread, not two a unit.
-__device__ __forceinline__ void stage_rows16(u32 dst, const u16* src, size_t stride, int u, int n, bool swz, int threads) {
-    const int per = threads / u, j = threadIdx.x % u;
-    if ((int)threadIdx.x >= per * u) return;
-    for (int p = threadIdx.x / u; p < n; p += per)
+// stage_rows16_at: the same by `threads` threads numbered t = 0 .. threads - 1 (the caller's
+// numbering: the persistent kernel's SPLITSTAGE stagers are a block's last threads).
+__device__ __forceinline__ void stage_rows16_at(u32 dst, const u16* src, size_t stride, int u, int n, bool swz,
+                                                int threads, u32 t) {
+    const int per = threads / u, j = t % u;
+    if ((int)t >= per * u) return;
+    for (int p = t / u; p < n; p += per)
         cp_async16(dst + 16 * (p * u + (swz ? j ^ (p & 7) : j)), src + (size_t)p * stride + 8 * j);
+}
+__device__ __forceinline__ void stage_rows16(u32 dst, const u16* src, size_t stride, int u, int n, bool swz, int threads) {
+    stage_rows16_at(dst, src, stride, u, n, swz, threads, threadIdx.x);
 }

@@ -76,27 +76,19 @@ __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
     int kvh = h / (nh / nkv);
     size_t kv_dim = (size_t)nkv * hd, v_dim = (size_t)nkv * hdv;
 #ifdef MOLLA_X_SPLITSTAGE
-    // The stagers only, as if they were a block of their own (stage_rows16 takes a block's first
-    // threads).
-    const u32 tid = threadIdx.x - PK_POLLERS;
-    if (PK_STAGER(threadIdx.x)) {
-        const int per = hd >> 3, perv = hdv >> 3, nt = PK_THREADS - PK_POLLERS;
-        const u32 kd = smem_u32(bufs), vd = smem_u32(bufs + voff);
-        const u16 *ksrc = st.kc + (size_t)kvh * hd, *vsrc = st.vc + (size_t)kvh * hdv;
-        const bool swz = PK_KSWZ(a);
-        if ((int)tid < (nt / per) * per)
-            for (int p = tid / per; p < a.pos; p += nt / per) {
-                const int j = tid % per;
-                cp_async16(kd + 16 * (p * per + (swz ? j ^ (p & 7) : j)), ksrc + (size_t)p * kv_dim + 8 * j);
-            }
-        if ((int)tid < (nt / perv) * perv)
-            for (int p = tid / perv; p < a.pos; p += nt / perv)
-                cp_async16(vd + 16 * (p * perv + tid % perv), vsrc + (size_t)p * v_dim + 8 * (tid % perv));
+    // The stagers only, numbered from 0 (stage_rows16_at).
+    if (!PK_STAGER(threadIdx.x)) {
+        cp_commit();
+        return;
     }
+    const u32 t = threadIdx.x - PK_POLLERS;
+    const int nt = PK_THREADS - PK_POLLERS;
 #else
-    stage_rows16(smem_u32(bufs), st.kc + (size_t)kvh * hd, kv_dim, hd >> 3, a.pos, PK_KSWZ(a), PK_THREADS);
-    stage_rows16(smem_u32(bufs + voff), st.vc + (size_t)kvh * hdv, v_dim, hdv >> 3, a.pos, false, PK_THREADS);
+    const u32 t = threadIdx.x;
+    const int nt = PK_THREADS;
 #endif
+    stage_rows16_at(smem_u32(bufs), st.kc + (size_t)kvh * hd, kv_dim, hd >> 3, a.pos, PK_KSWZ(a), nt, t);
+    stage_rows16_at(smem_u32(bufs + voff), st.vc + (size_t)kvh * hdv, v_dim, hdv >> 3, a.pos, false, nt, t);
     cp_commit();
 }
 
