@@ -23,7 +23,7 @@ __device__ __forceinline__ void cp_wait() {
 // to slot j ^ (p & 7) (attention.cu key_dot_swz's layout). Thread t copies unit t % u of every
 // (threads / u)-th row: two divisions a thread, not two a unit.
 // stage_rows16_at: the same by `threads` threads numbered t = 0 .. threads - 1 (the caller's
-// numbering: the persistent kernel's SPLITSTAGE stagers are a block's last threads).
+// numbering: the persistent kernel's stagers are a block's last threads, PK_POLLERS).
 __device__ __forceinline__ void stage_rows16_at(u32 dst, const u16* src, size_t stride, int u, int n, bool swz,
                                                 int threads, u32 t) {
     const int per = threads / u, j = t % u;

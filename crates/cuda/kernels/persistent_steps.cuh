@@ -49,12 +49,13 @@
 #define PK_THREADS 256
 #define PK_WARPS 8
 #endif
-// Threads that poll a step's input (pk_load_ll, pk_load_acc): all, or with MOLLA_KDEFS=SPLITSTAGE
-// (an experiment) the first 128, while the others issue the step's weight copies (pk_stage), so
-// that a block whose input is already there when it starts a step (the one that ended the step
-// before last: the others wait for its values) does not pay the staging and then a round trip
-// one after the other. The first 128 still copy the RMSNorm weights they quantize.
-#ifdef MOLLA_X_SPLITSTAGE
+// Threads that poll a step's input (pk_load_ll, pk_load_acc): the first 128, while the others
+// issue the step's weight copies (pk_stage), so that a block whose input is already there when it
+// starts a step (the one that ended the step before last: the others wait for its values) does
+// not pay the staging and then a round trip one after the other (session 32: +0.7-2% tokens/s on
+// the SmolLM2 and Qwen shapes). The first 128 still copy the RMSNorm weights they quantize.
+// MOLLA_KDEFS=NOSPLIT (a measurement): every thread stages, then every thread polls.
+#ifndef MOLLA_X_NOSPLIT
 #define PK_POLLERS 128
 #define PK_STAGER(t) ((int)(t) >= PK_POLLERS)
 #define PK_STAGE_T0 PK_POLLERS

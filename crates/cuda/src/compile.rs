@@ -453,10 +453,10 @@ mod tests {
                 ..SMOL
             };
             compiles(Program::Persistent(packed), &[]);
-            // The experiment that stages a step's weights by the threads that do not poll.
+            // Every thread staging, then every thread polling (a measurement).
             compiles(
                 Program::Persistent(packed),
-                &["MOLLA_X_SPLITSTAGE", "MOLLA_X_PKMEASURE"],
+                &["MOLLA_X_NOSPLIT", "MOLLA_X_PKMEASURE"],
             );
             // Twelve warps a block (Qwen2.5-0.5B's build).
             let twelve = PkBuild {
