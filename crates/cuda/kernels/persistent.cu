@@ -193,13 +193,6 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
 }
 
 
-#ifdef MOLLA_X_SCALEEARLY
-// RMSNorm's scale, worked out by the first summer (pk_input) before the block's barrier.
-__shared__ float pk_scale_sh;
-// The barrier of the PK_NORM_THREADS summers (named barrier 2; attend's is 1).
-__device__ __forceinline__ void pk_sum_sync() { asm volatile("bar.sync 2, %0;" ::"n"(PK_NORM_THREADS) : "memory"); }
-#endif
-
 // The input of a matvec step, prepared in shared memory (all threads take part), and the step's
 // first chunk of rows landed. `after_norm`: the cp.async groups this thread committed after the
 // one holding the norm weights (the first is the first chunk). Ends with a barrier, the row
@@ -251,13 +244,6 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
             quantize_q16_w<PK_NORM_THREADS>(xs, n, xq, nw, xraw);
         } else {
             rms_part(xs, n, PK_THREADS - PK_NORM_THREADS, PK_NORM_THREADS);
-#ifdef MOLLA_X_SCALEEARLY
-            // Experiment: the summers meet at a barrier of their own and the first of them works
-            // the scale out (rms_total: the same bits) while the others still quantize, so that
-            // no thread waits on its f64 division and square root after the block's barrier.
-            pk_sum_sync();
-            if ((int)threadIdx.x == PK_THREADS - PK_NORM_THREADS) pk_scale_sh = rms_total(n, st.eps, PK_NORM_THREADS);
-#endif
         }
         pk_stamp_m(a, 5);
     } else {
@@ -266,11 +252,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     // The first chunk's copies (pk_matvec reads it after this barrier without another).
     cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
     __syncthreads();
-#ifdef MOLLA_X_SCALEEARLY
-    scale = norm ? pk_scale_sh : 1.f;
-#else
     scale = norm ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
-#endif
 #ifndef PK_TYMASK
     if (norm) {
         // Formats without q16 decoding read the f32 row: x * w, as load_input leaves it.
