@@ -209,7 +209,13 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
             const u8* row = st.emb + (size_t)token * st.emb_row_bytes;
             for (int c = threadIdx.x; c < (n >> 3); c += PK_THREADS) {
                 float v[8];
+#ifdef PK_EMBTY
+                // The one type the kernel was built for (Persistent::new refuses another): 880
+                // instructions fewer than every type's decoder (SmolLM2's build).
+                dq8<PK_EMBTY>(row, c, v);
+#else
                 dq8_rt(st.emb_ty, row, c, v);
+#endif
 #pragma unroll
                 for (int j = 0; j < 8; j++) xs[8 * c + j] = v[j];
             }

@@ -154,6 +154,18 @@ impl Persistent {
                 "persistent decode: the kernel was built for heads {built:?}, not {shape:?}"
             )));
         }
+        if let Some(t) = gpu.pk_build.emb
+            && let Some(st) = steps
+                .list
+                .iter()
+                .find(|s| s.prep == steps::PREP_EMBED_RMSNORM)
+            && st.emb_ty != t as i32
+        {
+            return Err(CudaError::Unsupported(format!(
+                "persistent decode: the kernel was built for embeddings of type {t}, not {}",
+                st.emb_ty
+            )));
+        }
         if let Some(mask) = gpu.pk_build.types
             && let Some(st) = steps.list.iter().find(|s| s.op == 0 && !types_in(s, mask))
         {

@@ -158,7 +158,33 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         packed: false,
         fold: wo_folds(model),
         threads: block_threads(model),
+        emb: emb_type(model),
     }
+}
+
+/// The token embedding's type, when the persistent kernel's row lookup can decode it
+/// (kernels/dequant.cuh `dq8_rt`'s types) and `MOLLA_PK_TYMASK=0` does not ask for the generic
+/// kernel.
+fn emb_type(model: &model::Model) -> Option<u32> {
+    use gguf::GgmlType as G;
+    let t = model.tok_embd.ty;
+    let known = [
+        G::F32,
+        G::F16,
+        G::BF16,
+        G::Q4_0,
+        G::Q4_1,
+        G::Q5_0,
+        G::Q5_1,
+        G::Q8_0,
+        G::Q2_K,
+        G::Q3_K,
+        G::Q4_K,
+        G::Q5_K,
+        G::Q6_K,
+    ];
+    (std::env::var("MOLLA_PK_TYMASK").map_or(true, |v| v != "0") && known.contains(&t))
+        .then(|| t.id())
 }
 
 /// SMs the thread choice assumes (an H200's; a GPU with another count only makes the choice a
