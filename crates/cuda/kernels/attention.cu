@@ -236,19 +236,24 @@ __device__ __forceinline__ void att_fold(float& m, float& l, float& o, float tm,
     m = mn;
 }
 
+// attend's long path, in a scope with attend's names: the tiles of a cache longer than one tile,
+// each folded in order into (m, l, acc).
+#define ATT_TILES_FOLD()                                                                                       \
+    for (int p0 = 0; p0 < end; p0 += ATT_TILE) {                                                               \
+        float tm, tl, tv;                                                                                      \
+        att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl, \
+                                   tv);                                                                        \
+        att_fold(m, l, acc, tm, tl, tv);                                                                       \
+    }
+
 #ifdef MOLLA_X_COLDOUT
-// Experiment (MOLLA_KDEFS=COLDOUT): attend's long path (the tiles of a cache longer than one
-// tile, folded in order) as a call, so that its code (~770 instructions in the persistent
-// kernel, its loop unrolled) leaves the straight line of a short context's step.
+// Experiment (MOLLA_KDEFS=COLDOUT): attend's long path as a call, so that its code (~770
+// instructions in the persistent kernel, its loop unrolled) leaves the straight line of a short
+// context's step.
 template <typename KT, bool SWZ, int HD, int HDV>
 __device__ __noinline__ void att_tiles_fold(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int end, int kvh,
                     int kv_dim, int v_dim, int hd, int hdv, float scale, float& m, float& l, float& acc) {
-    for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
-        float tm, tl, tv;
-        att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl,
-                                   tv);
-        att_fold(m, l, acc, tm, tl, tv);
-    }
+    ATT_TILES_FOLD()
 }
 #endif
 
@@ -271,12 +276,7 @@ __device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __r
 #ifdef MOLLA_X_COLDOUT
         att_tiles_fold<KT, SWZ, HD, HDV>(qs, kc, vc, end, kvh, kv_dim, v_dim, hd, hdv, scale, m, l, acc);
 #else
-        for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
-            float tm, tl, tv;
-            att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl,
-                                       tv);
-            att_fold(m, l, acc, tm, tl, tv);
-        }
+        ATT_TILES_FOLD()
 #endif
     }
     if ((int)threadIdx.x < hdv) o[threadIdx.x] = acc / l;
