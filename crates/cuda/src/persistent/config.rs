@@ -111,6 +111,12 @@ pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
     }
 }
 
+/// Whether `MOLLA_PK_TYMASK=0` asks for the generic persistent kernel (every weight and
+/// embedding type, read at run time).
+fn generic_asked() -> bool {
+    std::env::var("MOLLA_PK_TYMASK").is_ok_and(|v| v == "0")
+}
+
 /// The ggml types of `model`'s matrices that persistent decode steps multiply by (every layer's
 /// and the output's), as a mask (bit t: type t) for a kernel built for them alone, when all of
 /// them are q16 formats (kernels/persistent.cu `PK_TYMASK`); else, or with `MOLLA_PK_TYMASK=0`,
@@ -118,7 +124,7 @@ pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
 /// (SmolLM2 Q4_1 and Qwen Q5_0 shapes, session 16); the program is compiled (and cached) once
 /// per set of types.
 fn pk_types(model: &model::Model) -> Option<u64> {
-    if std::env::var("MOLLA_PK_TYMASK").is_ok_and(|v| v == "0") {
+    if generic_asked() {
         return None;
     }
     let mut mask = 0u64;
@@ -162,29 +168,12 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
     }
 }
 
-/// The token embedding's type, when the persistent kernel's row lookup can decode it
-/// (kernels/dequant.cuh `dq8_rt`'s types) and `MOLLA_PK_TYMASK=0` does not ask for the generic
-/// kernel.
+/// The token embedding's type, when the persistent kernel's row lookup can decode it (any type
+/// the kernels decode: `weights::supports`, kernels/dequant.cuh `dq8_rt`) and `MOLLA_PK_TYMASK=0`
+/// does not ask for the generic kernel.
 fn emb_type(model: &model::Model) -> Option<u32> {
-    use gguf::GgmlType as G;
     let t = model.tok_embd.ty;
-    let known = [
-        G::F32,
-        G::F16,
-        G::BF16,
-        G::Q4_0,
-        G::Q4_1,
-        G::Q5_0,
-        G::Q5_1,
-        G::Q8_0,
-        G::Q2_K,
-        G::Q3_K,
-        G::Q4_K,
-        G::Q5_K,
-        G::Q6_K,
-    ];
-    (std::env::var("MOLLA_PK_TYMASK").map_or(true, |v| v != "0") && known.contains(&t))
-        .then(|| t.id())
+    (!generic_asked() && crate::weights::supports(t)).then(|| t.id())
 }
 
 /// SMs the thread choice assumes (an H200's; a GPU with another count only makes the choice a
@@ -261,6 +250,11 @@ mod tests {
         let b = pk_build(&m);
         assert_eq!(b.types, Some(1 << GgmlType::Q4_1.id()));
         assert_eq!(b.shape, Some([64, 64, 9, 3]));
+        assert_eq!(
+            b.emb,
+            Some(GgmlType::Q4_1.id()),
+            "the lookup built for its embedding's type"
+        );
         assert!(b.fold, "Q4_1 wo over 64-wide heads folds");
         // A format without a q16 kernel (F32): a kernel for every type, the shape still compiled in.
         let m = model(&SynthSpec {
