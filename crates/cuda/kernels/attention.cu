@@ -236,27 +236,6 @@ __device__ __forceinline__ void att_fold(float& m, float& l, float& o, float tm,
     m = mn;
 }
 
-// attend's long path, in a scope with attend's names: the tiles of a cache longer than one tile,
-// each folded in order into (m, l, acc).
-#define ATT_TILES_FOLD()                                                                                       \
-    for (int p0 = 0; p0 < end; p0 += ATT_TILE) {                                                               \
-        float tm, tl, tv;                                                                                      \
-        att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl, \
-                                   tv);                                                                        \
-        att_fold(m, l, acc, tm, tl, tv);                                                                       \
-    }
-
-#ifdef MOLLA_X_COLDOUT
-// Experiment (MOLLA_KDEFS=COLDOUT): attend's long path as a call, so that its code (~770
-// instructions in the persistent kernel, its loop unrolled) leaves the straight line of a short
-// context's step.
-template <typename KT, bool SWZ, int HD, int HDV>
-__device__ __noinline__ void att_tiles_fold(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int end, int kvh,
-                    int kv_dim, int v_dim, int hd, int hdv, float scale, float& m, float& l, float& acc) {
-    ATT_TILES_FOLD()
-}
-#endif
-
 // One query head's attention over cache positions 0 .. end-1 of kv head `kvh`: `qs` (shared,
 // hd floats, ready) against the cached keys and values, tile by tile (att_tile, att_fold);
 // writes hdv values to `o`. The block's first ATT_THREADS threads must all call it (and no
@@ -273,11 +252,12 @@ __device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __r
         // contexts, every path alike).
         att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, 0, end, kvh, kv_dim, v_dim, hd, hdv, scale, m, l, acc);
     } else {
-#ifdef MOLLA_X_COLDOUT
-        att_tiles_fold<KT, SWZ, HD, HDV>(qs, kc, vc, end, kvh, kv_dim, v_dim, hd, hdv, scale, m, l, acc);
-#else
-        ATT_TILES_FOLD()
-#endif
+        for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
+            float tm, tl, tv;
+            att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale,
+                                       tm, tl, tv);
+            att_fold(m, l, acc, tm, tl, tv);
+        }
     }
     if ((int)threadIdx.x < hdv) o[threadIdx.x] = acc / l;
     att_sync();  // the caller may reuse o's memory

@@ -299,12 +299,7 @@ __device__ __forceinline__ u32 ld_acquire(const u32* p) {
 
 // Whether a wait of step `step` that began at t0 must stop: another block set the error word,
 // or the wait ran past timeout_ms (then this one stores 1 + step there).
-#ifdef MOLLA_X_COLDOUT
-__device__ __noinline__
-#else
-__device__ __forceinline__
-#endif
-bool pk_give_up(const PkArgs& a, u64 t0, int step) {
+__device__ __forceinline__ bool pk_give_up(const PkArgs& a, u64 t0, int step) {
     if (*(volatile u32*)a.err != 0u) return true;
     if (global_ns() - t0 > (u64)a.timeout_ms * 1000000ull) {
         atomicCAS(a.err, 0u, (u32)(step + 1));

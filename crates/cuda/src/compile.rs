@@ -461,13 +461,11 @@ mod tests {
                 ..SMOL
             };
             compiles(Program::Persistent(packed), &[]);
-            // Every thread staging, then every thread polling (a measurement); the cold paths
-            // as calls (an experiment).
+            // Every thread staging, then every thread polling (a measurement).
             compiles(
                 Program::Persistent(packed),
                 &["MOLLA_X_NOSPLIT", "MOLLA_X_PKMEASURE"],
             );
-            compiles(Program::Persistent(packed), &["MOLLA_X_COLDOUT"]);
             // Twelve warps a block (Qwen2.5-0.5B's build).
             let twelve = PkBuild {
                 threads: 384,
