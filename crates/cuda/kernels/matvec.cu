@@ -339,12 +339,10 @@ MOLLA_KERNEL void matvec_fx(const MvArgs a) {
 }
 
 // acc = row_dot_q16_one by weight type (q16 formats only, as the host checks; NaN for any other).
-// G: the row is in global memory, else in shared memory.
-template <bool G = true>
 __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
                                                float& acc) {
     acc = __int_as_float(0x7fc00000);
-#define ONE_Q16(T) acc = row_dot_q16_one<T, G>(w, xq, cols, lane)
+#define ONE_Q16(T) acc = row_dot_q16_one<T>(w, xq, cols, lane)
     Q16_DISPATCH(ty, ONE_Q16)
 #undef ONE_Q16
 }
@@ -425,22 +423,6 @@ __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* d
     return xq_at((u8*)dst, a.cols);
 }
 
-// The rows of the block's first `iters` trips of wide_rows (a warp a row), copied into shared
-// memory at dst, `stride` bytes apart (the host checks every segment's rows are 16-byte aligned
-// and at most `stride` long), then committed.
-__device__ __forceinline__ void wide_stage(const MvArgs& a, u8* dst, int iters, int stride) {
-    const int warps = blockDim.x >> 5, per = stride >> 4;
-    const u32 base = smem_u32(dst);
-    for (int i = threadIdx.x; i < iters * warps * per; i += blockDim.x) {
-        const int slot = i / per, piece = i - slot * per;
-        int r = blockIdx.x * warps + (slot / warps) * gridDim.x * warps + slot % warps, si = 0;
-        while (si < a.nseg && r >= a.seg[si].rows) r -= a.seg[si++].rows;
-        if (si < a.nseg && 16 * piece < a.seg[si].row_bytes)
-            cp_async16(base + 16 * i, a.seg[si].w + (size_t)r * a.seg[si].row_bytes + 16 * piece);
-    }
-    cp_commit();
-}
-
 // matvec_wide's rows on the prepared input xq (in shared memory) whose RMSNorm scale is `scale`:
 // a warp a row, 32 lanes, the block's warps striding over the grid's rows. With PICK (one plain
 // segment: matvec_wide_pick), lane 0 of each warp keeps the greedy pick of the rows it stored in
@@ -448,36 +430,25 @@ __device__ __forceinline__ void wide_stage(const MvArgs& a, u8* dst, int iters, 
 // Q4_K rows are walked by row_dot_k4_lean (q16_lean.cuh), which works a lane's per-unit constants
 // out once a row: the same bits, 138 instructions a unit instead of 184 (session 30: +0.8% tg128
 // on the real 8B file, 446-447 against 443-444 tok/s, three rounds).
-// With `staged` (MOLLA_WIDE_STAGE, wide_stage): the rows of the block's first `iters` trips are in
-// shared memory there, `stride` bytes apart in trip-major, warp-minor order; the same arithmetic.
 template <bool PICK = false>
-__device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float scale, PickAcc* pick = nullptr,
-                                          const u8* staged = nullptr, int iters = 0, int stride = 0) {
+__device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float scale, PickAcc* pick = nullptr) {
     int lane = threadIdx.x & 31, warps = blockDim.x >> 5, total = mv_total(a);
     const bool fx = mv_fx(a);
     bool lean;
     const u32 xa = lean_xa(xq, lane, lean);
-    int trip = 0;
-    for (int rb = blockIdx.x * warps; rb < total; rb += gridDim.x * warps, trip++) {
+    for (int rb = blockIdx.x * warps; rb < total; rb += gridDim.x * warps) {
         int si, r;
         bool active = mv_row(a, rb, 32, si, r);
-        const bool sm = trip < iters;
-        const u8* srow = staged + (size_t)(trip * warps + (threadIdx.x >> 5)) * stride;
         if (fx) {
             const MvSeg& s = a.seg[0];
             FxAcc f{};
-            if (active && sm) row_dot_fx_ty<false>(s.ty, srow, xq, a.cols, lane, 32, f);
-            else if (active) row_dot_fx_ty<true>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, 32, f);
+            if (active) row_dot_fx_ty<true>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, 32, f);
             f = group_sum(f, 32);
             if (active && lane == 0) mv_store_fx(s, 0, r, f);
             continue;
         }
         float acc = 0.f;
-        if (active && sm) {
-            const MvSeg& s = a.seg[si];
-            if (lean && s.ty == T_Q4_K) acc = row_dot_k4_lean(srow, xq, a.cols, lane, xa);
-            else row_dot_one_ty<false>(s.ty, srow, xq, a.cols, lane, acc);
-        } else if (active) {
+        if (active) {
             const MvSeg& s = a.seg[si];
             const u8* row = s.w + (size_t)r * s.row_bytes;
             if (lean && s.ty == T_Q4_K) acc = row_dot_k4_lean(row, xq, a.cols, lane, xa);
@@ -562,21 +533,13 @@ __device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, flo
 // that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
 // in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
 // 3.0 TB/s; scripts/mvbench).
-// `stage` (MOLLA_WIDE_STAGE, an experiment; crate::launch `wide_stage`): 0, or the trips whose rows
-// the block copies into shared memory before its PDL wait (stage >> 16) and the bytes a staged
-// row takes there (stage & 0xffff), so that the copies overlap the kernels before (the 8B's
-// attention leaves HBM idle) instead of following the wait.
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep, int stage) {
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
     KTRACE(5);
     extern __shared__ float4 smem4[];
     pdl_trigger();
-    const int iters = stage >> 16, stride = stage & 0xffff;
-    u8* staged = (u8*)smem4 + xq_bytes(a.cols);
-    if (iters) wide_stage(a, staged, iters, stride);
     // No L2 prefetch of the first rows before the wait: measured 5% slower under PDL (session 25).
     pdl_wait();
-    if (iters) cp_wait<0>();
-    wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep), nullptr, staged, iters, stride);
+    wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
 }
 
 // matvec_wide of a head (one plain segment) into mapped host memory, its rows in coalesced runs

@@ -678,16 +678,16 @@ __device__ __forceinline__ float row_dot_q16(const u8* __restrict__ w, const Xq&
 }
 
 // row_dot_q16 one unit a lane at a time: the same unit values added in the same order, so the
-// same bits, in fewer registers (matvec_wide runs four blocks an SM on them). G: the row is in
-// global memory (the 2-byte aligned formats read it with ldg_a2), else in shared memory.
-template <int T, bool G = true>
+// same bits, in fewer registers (matvec_wide runs four blocks an SM on them). The row is in global
+// memory (the 2-byte aligned formats read it with ldg_a2).
+template <int T>
 __device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const Xq& x, int cols, int lane) {
     int nu = q16_units<T>(cols);
     float acc = 0.f;
     for (int u = lane; u < nu; u += 32) {
         int4 xr[8];
         load_xu<T>(x, u, xr);
-        acc = __fadd_rn(acc, unit_q16<T, G>(w, xr, x, u));
+        acc = __fadd_rn(acc, unit_q16<T, true>(w, xr, x, u));
     }
     return acc;
 }

@@ -363,50 +363,16 @@ pub(crate) unsafe fn matvec_wide_flag(
     }
     // SAFETY: as the caller guarantees.
     let (a, blocks) = unsafe { wide_setup(gpu, outs, input) }?;
+    let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
     // SAFETY: the caller guarantees the addresses; the argument layouts match the kernels.
     unsafe {
         match flag {
             Some((src, dst)) => {
-                let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
                 launch_dep!(gpu, &gpu.k.matvec_wide_host, cfg, "matvec launch"; &a, &buf, &src, &dst)
             }
-            None => {
-                let (stage, staged) = wide_stage(outs, blocks as usize);
-                let cfg = cfg((blocks, 1, 1), WIDE_THREADS, (xq_bytes(cols) + staged) as u32);
-                launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf, &stage)
-            }
+            None => launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf),
         }
     }
-}
-
-/// `matvec_wide`'s staging (an experiment, `MOLLA_WIDE_STAGE` = KiB a block may stage, default 0:
-/// off): the trips of its rows each block copies into shared memory before its PDL wait, so that
-/// their transfer overlaps the kernels before (kernels/matvec.cu `wide_stage`), as the kernel's
-/// `stage` word (trips << 16 | bytes a row), and the shared-memory bytes they take. None when the
-/// rows are not all 16-byte aligned.
-fn wide_stage(outs: &[Out], blocks: usize) -> (i32, usize) {
-    static KIB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let kib = *KIB.get_or_init(|| {
-        std::env::var("MOLLA_WIDE_STAGE")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    });
-    let warps = WIDE_THREADS as usize / 32;
-    let stride = outs.iter().map(|o| o.w.row_bytes).max().unwrap_or(0);
-    let aligned = outs
-        .iter()
-        .all(|o| o.w.row_bytes.is_multiple_of(16) && o.w.ptr.is_multiple_of(16));
-    if kib == 0 || stride == 0 || stride >= 1 << 16 || !aligned {
-        return (0, 0);
-    }
-    let total: usize = outs.iter().map(|o| o.w.rows).sum();
-    let trips = total.div_ceil(blocks * warps);
-    let iters = trips.min(kib * 1024 / (warps * stride));
-    if iters == 0 {
-        return (0, 0);
-    }
-    ((iters << 16 | stride) as i32, iters * warps * stride)
 }
 
 /// The input of a `matvec_wide`-shaped launch: `cols` values at `x`, prepared by `prep` into
