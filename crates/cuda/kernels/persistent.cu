@@ -41,16 +41,10 @@ __device__ __forceinline__ bool pk_kv_staged(const PkStep& st, const PkArgs& a, 
 #define PK_KSWZ(a) ((PK_A_HD(a) & 63) == 0)
 
 // The first head block b takes in attention step st: b (then b + gridDim.x, ...), or with wo
-// folded in (PK_OP_ATTN_WO) b % n_head, its only one. The blocks of a folded head: the j-th of
-// nj (j = b / n_head).
+// folded in (PK_OP_ATTN_WO) b % n_head, its only one; its share of wo's rows is the step's
+// table entry's [r0, r1) (crate::persistent::blocks `fold_rows`).
 __device__ __forceinline__ int pk_att_head(const PkStep& st, int nh) {
     return PK_FOLD(st) ? (int)blockIdx.x % nh : (int)blockIdx.x;
-}
-
-__device__ __forceinline__ void pk_fold_share(int nh, int h, int rows, int& r0, int& r1) {
-    const int nj = ((int)gridDim.x - 1 - h) / nh + 1, j = (int)blockIdx.x / nh;
-    r0 = rows * j / nj;
-    r1 = rows * (j + 1) / nj;
 }
 
 // Where row r of a folded wo starts its span of 32-column units from unit u0 (ub bytes each), in
@@ -142,9 +136,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
             // The block's wo rows over its head's columns, asked of L2 (read after the attention;
             // copying them into the chunk buffers instead measured no faster, session 29).
             const int nh = PK_A_NH(a), h = pk_att_head(st, nh), ub = st.row_bytes[0] / (st.cols >> 5);
-            const int uh = PK_A_HDV(a) >> 5;
-            int r0, r1;
-            pk_fold_share(nh, h, st.rows[0], r0, r1);
+            const int uh = PK_A_HDV(a) >> 5, r0 = d.r0, r1 = d.r1;
             for (int r = r0 + (int)threadIdx.x - PK_STAGE_T0; PK_STAGE_OK(r - r0) && r < r1; r += PK_THREADS - PK_STAGE_T0)
                 pk_l2_span(pk_fold_row(st, r, h * uh, ub), uh * ub);
         }
@@ -461,11 +453,9 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
 // unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
 // and a count the reader polls). Ends with a barrier before the adds.
-__device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, const float* rq, u8* xqh, int h,
-                                           int step) {
-    const int hdv = PK_A_HDV(a), nh = PK_A_NH(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5);
-    int r0, r1;
-    pk_fold_share(nh, h, st.rows[0], r0, r1);
+__device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, const PkArgs& a, const float* rq, u8* xqh,
+                                           int h, int step) {
+    const int hdv = PK_A_HDV(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5), r0 = d.r0, r1 = d.r1;
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
     __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
@@ -496,8 +486,8 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkArgs& a, co
 // Rope of q and k, the store of k and v at a.pos (every block of a kv group writes the same
 // bytes), then attention over positions 0 ..= pos; one head per block. False when the kernel must
 // stop.
-__device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const float* cs, u8* bufs, int step
-) {
+__device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a, float* sm, const float* cs, u8* bufs,
+                             int step) {
     const int hd = PK_A_HD(a), hdv = PK_A_HDV(a), nh = PK_A_NH(a), nkv = PK_A_NKV(a);
     int kv_dim = nkv * hd, v_dim = nkv * hdv;
     int voff;
@@ -580,7 +570,7 @@ __device__ bool pk_attention(const PkStep& st, const PkArgs& a, float* sm, const
 #ifdef PK_FOLD_WO
         if (fold) {
             pk_delay(a, st, step, PK_DELAY_FOLD);
-            pk_fold_wo(st, a, rq, (u8*)sm + a.xq_off, h, step);
+            pk_fold_wo(st, blk, a, rq, (u8*)sm + a.xq_off, h, step);
             break;
         }
 #endif
@@ -637,7 +627,7 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp_m(a, 5);
         pk_stamp_m(a, 7);
         bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, d, a, sm, nw, xraw, bufs, staged, s)
-                                        : pk_attention(st, a, sm, cs, bufs, s);
+                                        : pk_attention(st, d, a, sm, cs, bufs, s);
         if (!ok) {
             cp_wait<0>();
             return;

@@ -177,7 +177,7 @@ struct PkBlk {
     // (src[k]: the span's 16-byte-aligned start less 16 times the units before it).
     const u8* src[3];
     int end[3];
-    int r0, r1;    // the block's rows of the step
+    int r0, r1;    // the block's rows of the step (a folded attention step: of its wo)
     int nch;       // chunks: one a segment with rows (pair steps: one, both matrices)
     int seg[3];    // chunk k: segment, rows [ra, rb) of it
     int ra[3];

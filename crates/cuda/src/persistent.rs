@@ -256,7 +256,7 @@ impl Persistent {
             ops: steps.list.iter().map(|s| s.op).collect(),
             ll,
             counters: gpu.zeros(steps.list.len())?,
-            blks: gpu.upload(&blocks::table(&steps.list, grid as usize))?,
+            blks: gpu.upload(&blocks::table(&steps.list, grid as usize, h.n_head))?,
             steps: gpu.upload(&steps.list)?,
             nsteps: steps.list.len(),
             epoch: 0,

@@ -3,7 +3,7 @@
 //! chunks land in shared memory, worked out once on the host instead of on every step (the
 //! kernel's `pk_rows`, `pk_seg_chunk`, `pk_span` and `pk_row` give the same values).
 
-use super::{OP_MATVEC, PkStep};
+use super::{OP_ATTN_WO, OP_MATVEC, PkStep};
 use cudarc::driver::DeviceRepr;
 
 /// One block's share of one packed matvec step (kernels/persistent_steps.cuh `PkBlk`).
@@ -38,14 +38,33 @@ pub(super) fn block_rows(total: usize, b: usize, grid: usize) -> (usize, usize) 
     (total * b / grid, total * (b + 1) / grid)
 }
 
-/// The table for `list` run by `grid` blocks: step-major (step s, block b at s * grid + b),
-/// zero for steps that are not packed matvec steps.
-pub(super) fn table(list: &[PkStep], grid: usize) -> Vec<PkBlk> {
+/// Block b's rows [r0, r1) of a folded wo (`OP_ATTN_WO`, `rows` rows) in a grid of `grid`
+/// blocks attending over `n_head` heads: block b takes head b % n_head, and the j-th of the nj
+/// blocks of that head (j = b / n_head) the j-th share of the rows (the kernel worked this out,
+/// four divisions, on every attention step).
+pub(super) fn fold_rows(rows: usize, b: usize, grid: usize, n_head: usize) -> (usize, usize) {
+    let h = b % n_head;
+    let nj = (grid - 1 - h) / n_head + 1;
+    let j = b / n_head;
+    (rows * j / nj, rows * (j + 1) / nj)
+}
+
+/// The table for `list` run by `grid` blocks over `n_head` query heads: step-major (step s,
+/// block b at s * grid + b); a folded attention step's entries hold only its wo rows (r0, r1:
+/// [`fold_rows`]), other steps' that are not packed matvec steps are zero.
+pub(super) fn table(list: &[PkStep], grid: usize, n_head: usize) -> Vec<PkBlk> {
     let mut t = Vec::with_capacity(list.len() * grid);
     for st in list {
         for b in 0..grid {
             t.push(if st.op == OP_MATVEC && st.packed != 0 {
                 entry(st, b, grid)
+            } else if st.op == OP_ATTN_WO && n_head > 0 {
+                let (r0, r1) = fold_rows(st.rows[0].max(0) as usize, b, grid, n_head);
+                PkBlk {
+                    r0: r0 as i32,
+                    r1: r1 as i32,
+                    ..PkBlk::default()
+                }
             } else {
                 PkBlk::default()
             });
@@ -211,10 +230,34 @@ mod tests {
             op: 1,
             ..PkStep::default()
         };
-        let t = table(&[st, attn, step(&[64], &[68], false)], 4);
+        let t = table(&[st, attn, step(&[64], &[68], false)], 4, 2);
         assert_eq!(t.len(), 12);
         assert!(t[..8].iter().all(|e| *e == PkBlk::default()));
         assert!(t[8..].iter().all(|e| e.nch == 1));
+    }
+
+    /// A folded attention step's entries: each block's share of wo's rows, the shares of one
+    /// head's blocks covering every row once (SmolLM2's 9 heads on 132 blocks, Qwen's 14).
+    #[test]
+    fn folded_attention_entries_hold_the_wo_shares() {
+        for (rows, heads, grid) in [(576usize, 9usize, 132usize), (896, 14, 132), (64, 2, 4)] {
+            let attn = PkStep {
+                op: OP_ATTN_WO,
+                rows: [rows as i32, 0, 0],
+                ..PkStep::default()
+            };
+            let t = table(&[attn], grid, heads);
+            for h in 0..heads {
+                let mut next = 0;
+                for b in (h..grid).step_by(heads) {
+                    assert_eq!(t[b].r0 as usize, next, "head {h} block {b}");
+                    assert!(t[b].r1 >= t[b].r0);
+                    next = t[b].r1 as usize;
+                    assert_eq!(t[b].nch, 0);
+                }
+                assert_eq!(next, rows, "head {h}");
+            }
+        }
     }
 
     #[test]
