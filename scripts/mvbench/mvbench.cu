@@ -22,6 +22,7 @@
 #include "../../crates/cuda/kernels/dequant.cuh"
 #include "../../crates/cuda/kernels/q16.cuh"
 #include "../../crates/cuda/kernels/cp_async.cuh"
+#include "../../crates/cuda/kernels/q16_lean.cuh"
 #include "../../crates/cuda/kernels/matvec.cu"
 
 #include "../cuda_check.h"
@@ -171,6 +172,85 @@ __global__ void __launch_bounds__(NT, MINB) mv_bulk(const u8* __restrict__ w, in
     }
 }
 
+// Read-pattern probes (`./mvbench read`): the bytes a matvec streams, loaded and XORed into a
+// value a row (no arithmetic, so the y they write differs from matvec's), to tell whether the
+// wide matvec's speed is its access pattern or its decode. Grid, blocks an SM and row order as
+// matvec_wide (wide_rows: a warp a row, the grid's warps striding over the rows).
+// P 0: Q4_K rows in row_dot_k4_lean's pattern (lane l: super-block l / 4 of each run of eight,
+// its 16-byte header and sub-block pair l % 4's two 16-byte quant pieces; rows of 64 units or
+// fewer only, one unit a lane a round as the lean walk takes them).
+// P 1: lanes contiguous: lane l takes bytes 16 l .. of each 512-byte piece of the row, every
+// piece's load issued before any is used (B a lane at a time).
+template <int P, int NT, int MINB, int B = 8>
+__global__ void __launch_bounds__(NT, MINB) rd_rows(const u8* __restrict__ w, int rows, int rb, int cols,
+                                                    const u8* __restrict__ xqg, float* y) {
+    const int lane = threadIdx.x & 31, nw = gridDim.x * (NT / 32);
+    for (int r = blockIdx.x * (NT / 32) + (threadIdx.x >> 5); r < rows; r += nw) {
+        const u8* row = w + (size_t)r * rb;
+        u32 acc = 0;
+        if constexpr (P == 0) {
+            const int j = lane & 3, nu = cols >> 6;
+            const u8* p = row + 144 * (lane >> 2);
+            for (int u = lane; u < nu; u += 32, p += 1152) {
+                const uint4 h = *(const uint4*)p, qa = *(const uint4*)(p + 16 + 32 * j), qb = *(const uint4*)(p + 32 + 32 * j);
+                acc ^= h.x ^ h.w ^ qa.x ^ qa.y ^ qa.z ^ qa.w ^ qb.x ^ qb.y ^ qb.z ^ qb.w;
+            }
+        } else {
+            const int n = rb >> 9;
+            for (int k0 = 0; k0 <= n; k0 += B) {
+                uint4 v[B];
+#pragma unroll
+                for (int k = 0; k < B; k++) {
+                    const int o = 512 * (k0 + k) + 16 * lane;
+                    v[k] = o + 16 <= rb ? __ldg((const uint4*)(row + o)) : make_uint4(0, 0, 0, 0);
+                }
+#pragma unroll
+                for (int k = 0; k < B; k++) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+            }
+        }
+        acc = __reduce_xor_sync(0xffffffffu, acc);
+        if (lane == 0) y[r] = __uint_as_float(acc & 0x7fffff);
+    }
+    (void)xqg;
+}
+
+// The same bytes read as one flat array by the same grid (16 bytes a thread, four in flight):
+// the ceiling for the grid matvec_wide runs.
+template <int NT, int MINB>
+__global__ void __launch_bounds__(NT, MINB) rd_flat(const u8* __restrict__ w, int rows, int rb, int cols,
+                                                    const u8* __restrict__ xqg, float* y) {
+    const int4* p = (const int4*)w;
+    const size_t n16 = (size_t)rows * rb / 16, stride = (size_t)gridDim.x * NT;
+    int acc = 0;
+    for (size_t i = blockIdx.x * NT + threadIdx.x; i < n16; i += 4 * stride) {
+        int4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) v[k] = i + k * stride < n16 ? __ldg(p + i + k * stride) : make_int4(0, 0, 0, 0);
+#pragma unroll
+        for (int k = 0; k < 4; k++) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+    }
+    if (acc == 0x12345678) y[0] = 1.f;
+    (void)cols;
+    (void)xqg;
+}
+
+// matvec_wide's own row walk on one Q4_K matrix (wide_rows' lean path), for comparison in this
+// harness: the same bits as matvec.
+template <int NT, int MINB>
+__global__ void __launch_bounds__(NT, MINB) mv_lean(const u8* __restrict__ w, int rows, int rb, int cols,
+                                                    const u8* __restrict__ xqg, float* y) {
+    const Xq x = xq_to_smem(xqg, cols, NT);
+    const int lane = threadIdx.x & 31, nw = gridDim.x * (NT / 32);
+    bool lean;
+    const u32 xa = lean_xa(x, lane, lean);
+    for (int r = blockIdx.x * (NT / 32) + (threadIdx.x >> 5); r < rows; r += nw) {
+        float acc = lean ? row_dot_k4_lean(w + (size_t)r * rb, x, cols, lane, xa)
+                         : row_dot_q16_one<T_Q4_K>(w + (size_t)r * rb, x, cols, lane);
+        acc = warp_sum(acc);
+        if (lane == 0) y[r] = acc;
+    }
+}
+
 typedef void (*Kern)(const u8*, int, int, int, const u8*, float*);
 
 struct Shape {
@@ -182,7 +262,8 @@ static int row_bytes(int ty, int cols) {
     return ty == T_Q4_K ? cols / 256 * 144 : ty == T_Q6_K ? cols / 256 * Q6K_BYTES : cols / 32 * 34;
 }
 
-int main() {
+int main(int argc, char** argv) {
+    const bool only_read = argc > 1 && strcmp(argv[1], "read") == 0;
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     int sms = prop.multiProcessorCount;
@@ -324,6 +405,23 @@ int main() {
             if (rb % 16 == 0) run_smem(name, fn, k, nt, 0, xq_bytes(sh.cols) + (nt / 32) * S * rb);
         };
 #define RUNB(name, K, nt, S) run_bulk(name, (const void*)K, K, nt, S)
+        if (only_read) {
+#define RUNR(name, K, nt) run(name, (const void*)K, K, nt)
+            if (sh.ty == T_Q4_K && sh.cols <= 4096) {
+                RUNR("lean (matvec_wide) 4/SM", (mv_lean<256, 4>), 256);
+                RUNR("lean 256 5/SM", (mv_lean<256, 5>), 256);
+                RUNR("lean 256 6/SM", (mv_lean<256, 6>), 256);
+                RUNR("lean 128 10/SM", (mv_lean<128, 10>), 128);
+                RUNR("lean 128 12/SM", (mv_lean<128, 12>), 128);
+                RUNR("lean 512 3/SM", (mv_lean<512, 3>), 512);
+                RUNR("read lean pattern 4/SM", (rd_rows<0, 256, 4>), 256);
+            }
+            RUNR("read lanes contig 4/SM", (rd_rows<1, 256, 4, 8>), 256);
+            RUNR("read lanes contig 4/SM B4", (rd_rows<1, 256, 4, 4>), 256);
+            RUNR("read lanes contig 2/SM B16", (rd_rows<1, 256, 2, 16>), 256);
+            RUNR("read flat 4/SM", (rd_flat<256, 4>), 256);
+            continue;
+        }
         if (sh.ty == T_Q4_K) {
             RUNB("bulk 256 S2", (mv_bulk<T_Q4_K, 256, 1, 2>), 256, 2);
             RUNB("bulk 256 S3", (mv_bulk<T_Q4_K, 256, 1, 3>), 256, 3);
