@@ -474,9 +474,38 @@ __device__ __forceinline__ void wide_rows_host(const MvArgs& a, const Xq& xq, fl
     const int g = blockIdx.x * warps + (threadIdx.x >> 5), nw = gridDim.x * warps;
     const MvSeg& s = a.seg[0];
     const int n = (s.rows + nw - 1) / nw, r0 = g * n, r1 = min(s.rows, r0 + n);
+    float mine = 0.f;
+    if (s.ty != T_Q4_K && s.ty != T_Q5_K && s.ty != T_Q6_K) {
+        // The legacy formats two rows at a time (row_dot_q16_two; a last odd row is dotted
+        // twice and its copy dropped). A pair lies in one run of 32 (runs start at r0, pairs at
+        // r0 + 2k).
+        for (int r = r0; r < r1; r += 2) {
+            const u8* w0 = s.w + (size_t)r * s.row_bytes;
+            const u8* w1 = r + 1 < r1 ? w0 + s.row_bytes : w0;
+            float a0 = __int_as_float(0x7fc00000), a1 = a0;
+            // (Not Q16_LEGACY_CASES: its cases return.)
+            switch (s.ty) {
+                case T_Q4_0: row_dot_q16_two<T_Q4_0>(w0, w1, xq, a.cols, lane, a0, a1); break;
+                case T_Q4_1: row_dot_q16_two<T_Q4_1>(w0, w1, xq, a.cols, lane, a0, a1); break;
+                case T_Q5_0: row_dot_q16_two<T_Q5_0>(w0, w1, xq, a.cols, lane, a0, a1); break;
+                case T_Q5_1: row_dot_q16_two<T_Q5_1>(w0, w1, xq, a.cols, lane, a0, a1); break;
+                case T_Q8_0: row_dot_q16_two<T_Q8_0>(w0, w1, xq, a.cols, lane, a0, a1); break;
+                default: break;
+            }
+            a0 = mv_scaled(warp_sum(a0), scale);
+            a1 = mv_scaled(warp_sum(a1), scale);
+            const int k = (r - r0) & 31;
+            if (k == lane) mine = a0;
+            if (k + 1 == lane) mine = a1;
+            if (k + 2 >= 32 || r + 2 >= r1) {
+                const int base = r - k, last = min(r + 1, r1 - 1) - base;
+                if (lane <= last) s.y[base + lane] = mine;
+            }
+        }
+        return;
+    }
     bool lean;
     const u32 xa = lean_xa(xq, lane, lean);
-    float mine = 0.f;
     for (int r = r0; r < r1; r++) {
         const u8* row = s.w + (size_t)r * s.row_bytes;
         float acc = 0.f;

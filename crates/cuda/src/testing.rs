@@ -69,10 +69,13 @@ pub enum Input<'a> {
 /// Which decode matvec kernel runs: `matvec` (small matrices), or the decode step's path for big
 /// ones, `matvec_wide` (the input prepared once, then four blocks an SM; formats with q16 row
 /// decoders only).
+/// `WideHead`: `matvec_wide_host`, a head's walk (one plain matrix, runs of rows a warp, the
+/// legacy formats two rows at a time), here into device memory, with a flag word copied.
 #[derive(Clone, Copy, Debug)]
 pub enum Kernel {
     Matvec,
     Wide,
+    WideHead,
 }
 
 /// The decode matvec over up to three matrices of `cols` columns sharing the input `x`.
@@ -117,6 +120,28 @@ pub fn matvec(
         // SAFETY: as below; buf holds prep_stride(cols) bytes.
         unsafe { launch::matvec_wide(gpu, &outs, cols, gpu.ptr(&xd), prep, gpu.ptr(&buf))? };
         gpu.sync()?;
+    } else if let Kernel::WideHead = kernel {
+        let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
+        let flags = gpu.upload(&[7u32, 0])?;
+        let (src, dst) = (gpu.ptr(&flags), gpu.ptr(&flags) + 4);
+        let input = launch::WideIn {
+            cols,
+            x: gpu.ptr(&xd),
+            prep,
+            buf: gpu.ptr(&buf),
+        };
+        // SAFETY: as below; buf holds prep_stride(cols) bytes, src and dst are two words of
+        // `flags`.
+        unsafe { launch::matvec_wide_flag(gpu, &outs, input, Some((src, dst)))? };
+        gpu.sync()?;
+        let mut f = [0u32; 2];
+        gpu.download(&flags, &mut f)?;
+        if f[1] != 7 {
+            return Err(CudaError::Unsupported(format!(
+                "flag word copied as {}",
+                f[1]
+            )));
+        }
     } else {
         // SAFETY: every buffer above is sized for its matrix; x and aux hold `cols` values.
         unsafe { launch::matvec(gpu, &outs, cols, gpu.ptr(&xd), prep)? };

@@ -184,6 +184,50 @@ fn matvec_wide_gives_the_bits_of_matvec() {
     println!("matvec_wide: the bits of matvec on every q16 format and input preparation");
 }
 
+/// `matvec_wide_host` (a head after the persistent kernel: runs of rows a warp, the legacy
+/// formats two rows at a time) gives `matvec`'s bits: every q16 format, SmolLM2's and Qwen's
+/// head widths, odd and even row counts (a warp's last row alone), more rows than warps.
+#[test]
+fn matvec_wide_head_gives_the_bits_of_matvec() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(13);
+    let q16 = [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+    ];
+    for ty in q16 {
+        let widths: &[usize] = if ty.block_size() == 256 {
+            &[1024, 4096]
+        } else {
+            &[576, 896]
+        };
+        for &cols in widths {
+            for rows in [301usize, 4224 * 2 + 7, 20000] {
+                let (w, _) = matrix(&mut rng, ty, rows, cols);
+                let x = rng.vec(cols, 1.0);
+                let seg = || Seg {
+                    ty,
+                    rows,
+                    w: &w,
+                    bias: None,
+                    acc: None,
+                };
+                let a =
+                    testing::matvec(&g, Kernel::Matvec, &[seg()], cols, &x, Input::Plain).unwrap();
+                let b = testing::matvec(&g, Kernel::WideHead, &[seg()], cols, &x, Input::Plain)
+                    .unwrap();
+                assert_eq!(bits(&a[0]), bits(&b[0]), "wide head {ty} {rows}x{cols}");
+            }
+        }
+    }
+    println!("matvec_wide_host: the bits of matvec on every q16 format");
+}
+
 /// More rows than the grid has warps (at most four blocks of eight an SM), so that a warp walks
 /// several rows, across segments of different formats.
 #[test]
