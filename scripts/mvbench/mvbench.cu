@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(NT, MINB) mv_bulk(const u8* __restrict__ w, in
 // its 16-byte header and sub-block pair l % 4's two 16-byte quant pieces; rows of 64 units or
 // fewer only, one unit a lane a round as the lean walk takes them).
 // P 1: lanes contiguous: lane l takes bytes 16 l .. of each 512-byte piece of the row, every
-// piece's load issued before any is used (B a lane at a time).
+// piece's load issued before any is used (B a lane at a time; rows of whole 16-byte units).
 template <int P, int NT, int MINB, int B = 8>
 __global__ void __launch_bounds__(NT, MINB) rd_rows(const u8* __restrict__ w, int rows, int rb, int cols,
                                                     const u8* __restrict__ xqg, float* y) {
@@ -248,6 +248,36 @@ __global__ void __launch_bounds__(NT, MINB) mv_lean(const u8* __restrict__ w, in
                          : row_dot_q16_one<T_Q4_K>(w + (size_t)r * rb, x, cols, lane);
         acc = warp_sum(acc);
         if (lane == 0) y[r] = acc;
+    }
+}
+
+// R consecutive rows a warp straight from global memory (unit_q16's global-memory loads),
+// their units side by side a lane so that every row's loads are in flight at once; each row
+// summed as row_dot_q16_one sums it alone (the same bits). For short rows (the Qwen head's
+// 896 columns: one unit a lane), where a warp a row has one row's bytes in flight.
+template <int T, int NT, int MINB, int R>
+__global__ void __launch_bounds__(NT, MINB) mv_rows_g(const u8* __restrict__ w, int rows, int rb, int cols,
+                                                      const u8* __restrict__ xqg, float* y) {
+    const Xq x = xq_to_smem(xqg, cols, NT);
+    const int lane = threadIdx.x & 31, nw = gridDim.x * (NT / 32), nu = q16_units<T>(cols);
+    for (int r = (blockIdx.x * (NT / 32) + (threadIdx.x >> 5)) * R; r < rows; r += nw * R) {
+        float acc[R];
+#pragma unroll
+        for (int k = 0; k < R; k++) acc[k] = 0.f;
+        for (int u = lane; u < nu; u += 32) {
+            int4 xr[8];
+            load_xu<T>(x, u, xr);
+            float v[R];
+#pragma unroll
+            for (int k = 0; k < R; k++) v[k] = unit_q16<T, true>(w + (size_t)min(r + k, rows - 1) * rb, xr, x, u);
+#pragma unroll
+            for (int k = 0; k < R; k++) acc[k] = __fadd_rn(acc[k], v[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < R; k++) {
+            const float s = warp_sum(acc[k]);
+            if (lane == 0 && r + k < rows) y[r + k] = s;
+        }
     }
 }
 
@@ -407,7 +437,7 @@ int main(int argc, char** argv) {
 #define RUNB(name, K, nt, S) run_bulk(name, (const void*)K, K, nt, S)
         if (only_read) {
 #define RUNR(name, K, nt) run(name, (const void*)K, K, nt)
-            if (sh.ty == T_Q4_K && sh.cols <= 4096) {
+            if (sh.ty == T_Q4_K) {
                 RUNR("lean (matvec_wide) 4/SM", (mv_lean<256, 4>), 256);
                 RUNR("lean 256 5/SM", (mv_lean<256, 5>), 256);
                 RUNR("lean 256 6/SM", (mv_lean<256, 6>), 256);
@@ -416,9 +446,11 @@ int main(int argc, char** argv) {
                 RUNR("lean 512 3/SM", (mv_lean<512, 3>), 512);
                 RUNR("read lean pattern 4/SM", (rd_rows<0, 256, 4>), 256);
             }
-            RUNR("read lanes contig 4/SM", (rd_rows<1, 256, 4, 8>), 256);
-            RUNR("read lanes contig 4/SM B4", (rd_rows<1, 256, 4, 4>), 256);
-            RUNR("read lanes contig 2/SM B16", (rd_rows<1, 256, 2, 16>), 256);
+            if (rb % 16 == 0) {
+                RUNR("read lanes contig 4/SM", (rd_rows<1, 256, 4, 8>), 256);
+                RUNR("read lanes contig 4/SM B4", (rd_rows<1, 256, 4, 4>), 256);
+                RUNR("read lanes contig 2/SM B16", (rd_rows<1, 256, 2, 16>), 256);
+            }
             RUNR("read flat 4/SM", (rd_flat<256, 4>), 256);
             continue;
         }
@@ -446,6 +478,10 @@ int main(int argc, char** argv) {
             RUN("two 256x4", (mv_warp<1, T_Q4_K, 256, 4>), 256);
             RUN("wide 256x4", (mv_warp<2, T_Q4_K, 256, 4>), 256);
             RUN("rows2 256x2", (mv_warp<0, T_Q4_K, 256, 2, 2>), 256);
+            RUN("rows_g2 256x2", (mv_rows_g<T_Q4_K, 256, 2, 2>), 256);
+            RUN("rows_g2 256x3", (mv_rows_g<T_Q4_K, 256, 3, 2>), 256);
+            RUN("rows_g2 256x4", (mv_rows_g<T_Q4_K, 256, 4, 2>), 256);
+            RUN("lean 256x4", (mv_lean<256, 4>), 256);
         } else if (sh.ty == T_Q8_0) {
             // The Qwen2.5-0.5B head: the persistent kernel's occupancy (one block of 8 warps an
             // SM) against matvec_wide's (MOLLA_PK_HEAD=wide).
@@ -453,10 +489,17 @@ int main(int argc, char** argv) {
             RUNC("rows2 256 1/SM", (mv_warp<0, T_Q8_0, 256, 1, 2>), 256, 1);
             RUN("wide 256x4", (mv_warp<2, T_Q8_0, 256, 4>), 256);
             RUN("one 256x4", (mv_warp<0, T_Q8_0, 256, 4>), 256);
+            RUN("rows_g2 256x4", (mv_rows_g<T_Q8_0, 256, 4, 2>), 256);
+            RUN("rows_g2 256x3", (mv_rows_g<T_Q8_0, 256, 3, 2>), 256);
+            RUN("rows_g3 256x3", (mv_rows_g<T_Q8_0, 256, 3, 3>), 256);
+            RUN("rows_g4 256x2", (mv_rows_g<T_Q8_0, 256, 2, 4>), 256);
+            RUN("rows_g4 256x3", (mv_rows_g<T_Q8_0, 256, 3, 4>), 256);
         } else {
             RUN("one 256x2", (mv_warp<0, T_Q6_K, 256, 2>), 256);
             RUN("one 256x4", (mv_warp<0, T_Q6_K, 256, 4>), 256);
             RUN("q6w 256x4", (mv_warp<2, T_Q6_K, 256, 4>), 256);
+            RUN("rows_g2 256x3", (mv_rows_g<T_Q6_K, 256, 3, 2>), 256);
+            RUN("rows_g2 256x2", (mv_rows_g<T_Q6_K, 256, 2, 2>), 256);
             RUN("q6w 128x8", (mv_warp<2, T_Q6_K, 128, 8>), 128);
             RUN("q6w 256x2", (mv_warp<2, T_Q6_K, 256, 2>), 256);
             RUN("two 256x2", (mv_warp<1, T_Q6_K, 256, 2>), 256);
