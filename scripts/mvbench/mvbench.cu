@@ -481,6 +481,11 @@ int main(int argc, char** argv) {
             RUN("rows_g2 256x2", (mv_rows_g<T_Q4_K, 256, 2, 2>), 256);
             RUN("rows_g2 256x3", (mv_rows_g<T_Q4_K, 256, 3, 2>), 256);
             RUN("rows_g2 256x4", (mv_rows_g<T_Q4_K, 256, 4, 2>), 256);
+            // One block of eight warps an SM (the persistent kernel's occupancy), rows in flight.
+            RUNC("rows_g4 256 1/SM", (mv_rows_g<T_Q4_K, 256, 1, 4>), 256, 1);
+            RUNC("rows_g6 256 1/SM", (mv_rows_g<T_Q4_K, 256, 1, 6>), 256, 1);
+            RUNC("rows_g8 256 1/SM", (mv_rows_g<T_Q4_K, 256, 1, 8>), 256, 1);
+            RUNC("rows_g4 384 1/SM", (mv_rows_g<T_Q4_K, 384, 1, 4>), 384, 1);
             RUN("lean 256x4", (mv_lean<256, 4>), 256);
         } else if (sh.ty == T_Q8_0) {
             // The Qwen2.5-0.5B head: the persistent kernel's occupancy (one block of 8 warps an
@@ -500,6 +505,7 @@ int main(int argc, char** argv) {
             RUN("q6w 256x4", (mv_warp<2, T_Q6_K, 256, 4>), 256);
             RUN("rows_g2 256x3", (mv_rows_g<T_Q6_K, 256, 3, 2>), 256);
             RUN("rows_g2 256x2", (mv_rows_g<T_Q6_K, 256, 2, 2>), 256);
+            RUNC("rows_g4 256 1/SM", (mv_rows_g<T_Q6_K, 256, 1, 4>), 256, 1);
             RUN("q6w 128x8", (mv_warp<2, T_Q6_K, 128, 8>), 128);
             RUN("q6w 256x2", (mv_warp<2, T_Q6_K, 256, 2>), 256);
             RUN("two 256x2", (mv_warp<1, T_Q6_K, 256, 2>), 256);
