@@ -362,6 +362,11 @@ pub(crate) unsafe fn matvec_wide_flag(
         ));
     }
     // SAFETY: as the caller guarantees.
+    if flag.is_none() && wide2_on() && !outs.iter().any(|o| o.fixed) {
+        // SAFETY: as the caller guarantees.
+        return unsafe { matvec_wide2(gpu, outs, input) };
+    }
+    // SAFETY: as the caller guarantees.
     let (a, blocks) = unsafe { wide_setup(gpu, outs, input) }?;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
     // SAFETY: the caller guarantees the addresses; the argument layouts match the kernels.
@@ -373,6 +378,39 @@ pub(crate) unsafe fn matvec_wide_flag(
             None => launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf),
         }
     }
+}
+
+/// Whether wide matvecs go through `matvec_wide2` (`MOLLA_WIDE2=1`, an experiment, default
+/// off; kernels/matvec.cu). Read once.
+fn wide2_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MOLLA_WIDE2").is_ok_and(|v| v == "1"))
+}
+
+/// [`matvec_wide`] through `matvec_wide2`: two rows a warp, two blocks an SM; the same bits.
+/// Not for fixed-point rows.
+///
+/// # Safety
+/// As [`matvec_wide`].
+pub(crate) unsafe fn matvec_wide2(gpu: &Gpu, outs: &[Out], input: WideIn) -> Result<()> {
+    let (cols, buf) = (input.cols, input.buf);
+    if outs.iter().any(|o| o.fixed)
+        || !outs.iter().all(|o| is_q16(o.w.ty))
+        || !cols.is_multiple_of(32)
+    {
+        return Err(crate::error::CudaError::Unsupported(
+            "a two-row wide matvec of fixed-point rows or a format without q16 decoding".into(),
+        ));
+    }
+    // SAFETY: as the caller guarantees.
+    let (a, _) = unsafe { wide_setup(gpu, outs, input) }?;
+    let total: usize = outs.iter().map(|o| o.w.rows).sum();
+    let blocks = total
+        .div_ceil(2 * WIDE_THREADS as usize / 32)
+        .clamp(1, 2 * gpu.sm_count) as u32;
+    let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
+    // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
+    unsafe { launch_dep!(gpu, &gpu.k.matvec_wide2, cfg, "matvec launch"; &a, &buf) }
 }
 
 /// The input of a `matvec_wide`-shaped launch: `cols` values at `x`, prepared by `prep` into

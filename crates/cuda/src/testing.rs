@@ -76,6 +76,8 @@ pub enum Kernel {
     Matvec,
     Wide,
     WideHead,
+    /// `matvec_wide2`: two rows a warp (`MOLLA_WIDE2`).
+    Wide2,
 }
 
 /// The decode matvec over up to three matrices of `cols` columns sharing the input `x`.
@@ -119,6 +121,17 @@ pub fn matvec(
         let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
         // SAFETY: as below; buf holds prep_stride(cols) bytes.
         unsafe { launch::matvec_wide(gpu, &outs, cols, gpu.ptr(&xd), prep, gpu.ptr(&buf))? };
+        gpu.sync()?;
+    } else if let Kernel::Wide2 = kernel {
+        let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
+        let input = launch::WideIn {
+            cols,
+            x: gpu.ptr(&xd),
+            prep,
+            buf: gpu.ptr(&buf),
+        };
+        // SAFETY: as below; buf holds prep_stride(cols) bytes.
+        unsafe { launch::matvec_wide2(gpu, &outs, input)? };
         gpu.sync()?;
     } else if let Kernel::WideHead = kernel {
         let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;

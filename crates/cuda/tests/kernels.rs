@@ -147,6 +147,12 @@ fn matvec_wide_gives_the_bits_of_matvec() {
             let a = testing::matvec(&g, Kernel::Matvec, &[seg()], cols, &x, Input::Plain).unwrap();
             let b = testing::matvec(&g, Kernel::Wide, &[seg()], cols, &x, Input::Plain).unwrap();
             assert_eq!(bits(&a[0]), bits(&b[0]), "wide matvec {ty} {rows}x{cols}");
+            let c = testing::matvec(&g, Kernel::Wide2, &[seg()], cols, &x, Input::Plain).unwrap();
+            assert_eq!(
+                bits(&a[0]),
+                bits(&c[0]),
+                "two-row wide matvec {ty} {rows}x{cols}"
+            );
         }
     }
     let cols = 1536;
@@ -177,8 +183,14 @@ fn matvec_wide_gives_the_bits_of_matvec() {
             .collect();
         let a = testing::matvec(&g, Kernel::Matvec, &segs, cols, &x, input).unwrap();
         let b = testing::matvec(&g, Kernel::Wide, &segs, cols, &x, input).unwrap();
+        let c = testing::matvec(&g, Kernel::Wide2, &segs, cols, &x, input).unwrap();
         for i in 0..3 {
             assert_eq!(bits(&a[i]), bits(&b[i]), "wide fused matvec segment {i}");
+            assert_eq!(
+                bits(&a[i]),
+                bits(&c[i]),
+                "two-row wide fused matvec segment {i}"
+            );
         }
     }
     println!("matvec_wide: the bits of matvec on every q16 format and input preparation");
@@ -254,11 +266,18 @@ fn matvec_wide_gives_the_bits_of_matvec_on_many_rows_a_warp() {
         .collect();
     let a = testing::matvec(&g, Kernel::Matvec, &segs, cols, &x, Input::Plain).unwrap();
     let b = testing::matvec(&g, Kernel::Wide, &segs, cols, &x, Input::Plain).unwrap();
+    // Two rows a warp: an odd total, pairs across segments of different types.
+    let c = testing::matvec(&g, Kernel::Wide2, &segs, cols, &x, Input::Plain).unwrap();
     for i in 0..3 {
         assert_eq!(
             bits(&a[i]),
             bits(&b[i]),
             "wide matvec, many rows, segment {i}"
+        );
+        assert_eq!(
+            bits(&a[i]),
+            bits(&c[i]),
+            "two-row wide matvec, many rows, segment {i}"
         );
     }
     println!("matvec_wide: the bits of matvec with several rows a warp");
