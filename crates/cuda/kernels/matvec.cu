@@ -562,14 +562,22 @@ __device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, flo
 // that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
 // in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
 // 3.0 TB/s; scripts/mvbench).
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
+__device__ __forceinline__ void wide_rows2(const MvArgs& a, const Xq& xq, float scale);
+
+// matvec_wide's body, and matvec_wide2's (TWO: wide_rows2, two rows a warp).
+template <bool TWO>
+__device__ __forceinline__ void wide_body(const MvArgs& a, const u8* prep) {
     KTRACE(5);
     extern __shared__ float4 smem4[];
     pdl_trigger();
     // No L2 prefetch of the first rows before the wait: measured 5% slower under PDL (session 25).
     pdl_wait();
-    wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
+    const Xq xq = prep_xq(a, prep, smem4);
+    if constexpr (TWO) wide_rows2(a, xq, prep_scale(a, prep));
+    else wide_rows(a, xq, prep_scale(a, prep));
 }
+
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) { wide_body<false>(a, prep); }
 
 // acc0, acc1 = row_dot_q16_two by weight type (q16 formats only; NaN for any other).
 __device__ __forceinline__ void row_dot_two_ty(int ty, const u8* __restrict__ w0, const u8* __restrict__ w1,
@@ -617,13 +625,7 @@ __device__ __forceinline__ void wide_rows2(const MvArgs& a, const Xq& xq, float 
 // `wide2`): twice the bytes in flight a warp, in the registers two blocks an SM leave. On
 // scripts/mvbench (H200, session 33) the 8B's Q6_K head 125.0 -> 109.4 us a launch, its Q6_K
 // down 19.1 -> 17.6, its q/k/v (as Q4_K) 7.97 -> 7.54; its Q4_K gate/up, down and wo no faster.
-MOLLA_KERNEL void __launch_bounds__(256, 2) matvec_wide2(const MvArgs a, const u8* prep) {
-    KTRACE(5);
-    extern __shared__ float4 smem4[];
-    pdl_trigger();
-    pdl_wait();
-    wide_rows2(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
-}
+MOLLA_KERNEL void __launch_bounds__(256, 2) matvec_wide2(const MvArgs a, const u8* prep) { wide_body<true>(a, prep); }
 
 // matvec_wide of a head (one plain segment) into mapped host memory, its rows in coalesced runs
 // (wide_rows_host); block 0 also copies the word at flag_src (the persistent kernel's error flag)

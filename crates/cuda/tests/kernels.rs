@@ -23,6 +23,44 @@ fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
+/// The formats with q16 row decoders (the wide matvec kernels' formats).
+const Q16_TYPES: [GgmlType; 8] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+/// One random `rows` x `cols` matrix of `ty` on a random input through each of `kernels`, each
+/// asserted to give `matvec`'s bits.
+fn same_bits_as_matvec(
+    g: &cuda::Gpu,
+    rng: &mut Rng,
+    kernels: &[Kernel],
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+) {
+    let (w, _) = matrix(rng, ty, rows, cols);
+    let x = rng.vec(cols, 1.0);
+    let seg = || Seg {
+        ty,
+        rows,
+        w: &w,
+        bias: None,
+        acc: None,
+    };
+    let a = testing::matvec(g, Kernel::Matvec, &[seg()], cols, &x, Input::Plain).unwrap();
+    for &k in kernels {
+        let b = testing::matvec(g, k, &[seg()], cols, &x, Input::Plain).unwrap();
+        assert_eq!(bits(&a[0]), bits(&b[0]), "{k:?} {ty} {rows}x{cols}");
+    }
+}
+
 #[test]
 fn matvec_every_type_and_width() {
     let Some(g) = gpu() else { return };
@@ -115,17 +153,7 @@ fn fixed_point_rows_agree_across_kernels_and_with_the_float_sum() {
 fn matvec_wide_gives_the_bits_of_matvec() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng::new(11);
-    let q16 = [
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q8_0,
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-    ];
-    for ty in q16 {
+    for ty in Q16_TYPES {
         // Also the 8B's widths and one of 68 units for the K-quants: matvec_wide's Q4_K walk takes
         // two units a lane at a time past 64 units (q16_lean.cuh), one at a time below.
         let big: &[usize] = if ty.block_size() == 256 {
@@ -134,25 +162,8 @@ fn matvec_wide_gives_the_bits_of_matvec() {
             &[]
         };
         for cols in widths(ty).into_iter().chain(big.iter().copied()) {
-            let rows = 301 + cols % 7;
-            let (w, _) = matrix(&mut rng, ty, rows, cols);
-            let x = rng.vec(cols, 1.0);
-            let seg = || Seg {
-                ty,
-                rows,
-                w: &w,
-                bias: None,
-                acc: None,
-            };
-            let a = testing::matvec(&g, Kernel::Matvec, &[seg()], cols, &x, Input::Plain).unwrap();
-            let b = testing::matvec(&g, Kernel::Wide, &[seg()], cols, &x, Input::Plain).unwrap();
-            assert_eq!(bits(&a[0]), bits(&b[0]), "wide matvec {ty} {rows}x{cols}");
-            let c = testing::matvec(&g, Kernel::Wide2, &[seg()], cols, &x, Input::Plain).unwrap();
-            assert_eq!(
-                bits(&a[0]),
-                bits(&c[0]),
-                "two-row wide matvec {ty} {rows}x{cols}"
-            );
+            let kernels = [Kernel::Wide, Kernel::Wide2];
+            same_bits_as_matvec(&g, &mut rng, &kernels, ty, 301 + cols % 7, cols);
         }
     }
     let cols = 1536;
@@ -203,16 +214,7 @@ fn matvec_wide_gives_the_bits_of_matvec() {
 fn matvec_wide_head_gives_the_bits_of_matvec() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng::new(13);
-    let q16 = [
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q8_0,
-        GgmlType::Q4_K,
-        GgmlType::Q6_K,
-    ];
-    for ty in q16 {
+    for ty in Q16_TYPES {
         let widths: &[usize] = if ty.block_size() == 256 {
             &[1024, 4096]
         } else {
@@ -220,20 +222,7 @@ fn matvec_wide_head_gives_the_bits_of_matvec() {
         };
         for &cols in widths {
             for rows in [301usize, 4224 * 2 + 7, 20000] {
-                let (w, _) = matrix(&mut rng, ty, rows, cols);
-                let x = rng.vec(cols, 1.0);
-                let seg = || Seg {
-                    ty,
-                    rows,
-                    w: &w,
-                    bias: None,
-                    acc: None,
-                };
-                let a =
-                    testing::matvec(&g, Kernel::Matvec, &[seg()], cols, &x, Input::Plain).unwrap();
-                let b = testing::matvec(&g, Kernel::WideHead, &[seg()], cols, &x, Input::Plain)
-                    .unwrap();
-                assert_eq!(bits(&a[0]), bits(&b[0]), "wide head {ty} {rows}x{cols}");
+                same_bits_as_matvec(&g, &mut rng, &[Kernel::WideHead], ty, rows, cols);
             }
         }
     }
