@@ -362,7 +362,7 @@ pub(crate) unsafe fn matvec_wide_flag(
         ));
     }
     // SAFETY: as the caller guarantees.
-    if flag.is_none() && wide2_on() && !outs.iter().any(|o| o.fixed) {
+    if flag.is_none() && wide2_takes(outs) {
         // SAFETY: as the caller guarantees.
         return unsafe { matvec_wide2(gpu, outs, input) };
     }
@@ -380,11 +380,23 @@ pub(crate) unsafe fn matvec_wide_flag(
     }
 }
 
-/// Whether wide matvecs go through `matvec_wide2` (`MOLLA_WIDE2=1`, an experiment, default
-/// off; kernels/matvec.cu). Read once.
-fn wide2_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MOLLA_WIDE2").is_ok_and(|v| v == "1"))
+/// Whether the wide matvec over `outs` goes through `matvec_wide2` (an experiment, default off;
+/// kernels/matvec.cu): `MOLLA_WIDE2=1` every one but fixed-point rows, `MOLLA_WIDE2=q6k` those
+/// whose matrices are all Q6_K (on scripts/mvbench two rows a warp sped up the 8B's Q6_K head and
+/// down and left its Q4_K matrices level or slower). Read once.
+fn wide2_takes(outs: &[Out]) -> bool {
+    static MODE: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    let mode = *MODE.get_or_init(|| match std::env::var("MOLLA_WIDE2").as_deref() {
+        Ok("1") => 1,
+        Ok("q6k") => 2,
+        _ => 0,
+    });
+    const Q6_K: i32 = 14;
+    match mode {
+        1 => !outs.iter().any(|o| o.fixed),
+        2 => outs.iter().all(|o| o.w.ty == Q6_K && !o.fixed),
+        _ => false,
+    }
 }
 
 /// [`matvec_wide`] through `matvec_wide2`: two rows a warp, two blocks an SM; the same bits.
