@@ -556,12 +556,6 @@ __device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, flo
     }
 }
 
-// Decode matvec for big matrices, on an input `matvec_prep_wide` prepared once (prep: room for the
-// f32 row, then its q16 quantization): each block copies only the quantized row into shared memory, a warp
-// takes a row (lanes 32: the bits `matvec` gives), one unit a lane at a time in few registers so
-// that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
-// in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
-// 3.0 TB/s; scripts/mvbench).
 __device__ __forceinline__ void wide_rows2(const MvArgs& a, const Xq& xq, float scale);
 
 // matvec_wide's body, and matvec_wide2's (TWO: wide_rows2, two rows a warp).
@@ -577,6 +571,12 @@ __device__ __forceinline__ void wide_body(const MvArgs& a, const u8* prep) {
     else wide_rows(a, xq, prep_scale(a, prep));
 }
 
+// Decode matvec for big matrices, on an input `matvec_prep_wide` prepared once (prep: room for the
+// f32 row, then its q16 quantization): each block copies only the quantized row into shared memory, a warp
+// takes a row (lanes 32: the bits `matvec` gives), one unit a lane at a time in few registers so
+// that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
+// in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
+// 3.0 TB/s; scripts/mvbench).
 MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) { wide_body<false>(a, prep); }
 
 // acc0, acc1 = row_dot_q16_two by weight type (q16 formats only; NaN for any other).
@@ -622,7 +622,7 @@ __device__ __forceinline__ void wide_rows2(const MvArgs& a, const Xq& xq, float 
 }
 
 // matvec_wide two rows a warp at two blocks an SM (an experiment: MOLLA_WIDE2, crate::launch
-// `wide2`): twice the bytes in flight a warp, in the registers two blocks an SM leave. On
+// `wide2_takes`): twice the bytes in flight a warp, in the registers two blocks an SM leave. On
 // scripts/mvbench (H200, session 33) the 8B's Q6_K head 125.0 -> 109.4 us a launch, its Q6_K
 // down 19.1 -> 17.6, its q/k/v (as Q4_K) 7.97 -> 7.54; its Q4_K gate/up, down and wo no faster.
 MOLLA_KERNEL void __launch_bounds__(256, 2) matvec_wide2(const MvArgs a, const u8* prep) { wide_body<true>(a, prep); }

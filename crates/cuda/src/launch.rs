@@ -361,7 +361,6 @@ pub(crate) unsafe fn matvec_wide_flag(
             "wide matvec of a format without q16 decoding".into(),
         ));
     }
-    // SAFETY: as the caller guarantees.
     if flag.is_none() && wide2_takes(outs) {
         // SAFETY: as the caller guarantees.
         return unsafe { matvec_wide2(gpu, outs, input) };
