@@ -69,12 +69,12 @@ pub enum Input<'a> {
 /// Which decode matvec kernel runs: `matvec` (small matrices), or the decode step's path for big
 /// ones, `matvec_wide` (the input prepared once, then four blocks an SM; formats with q16 row
 /// decoders only).
-/// `WideHead`: `matvec_wide_host`, a head's walk (one plain matrix, runs of rows a warp, the
-/// legacy formats two rows at a time), here into device memory, with a flag word copied.
 #[derive(Clone, Copy, Debug)]
 pub enum Kernel {
     Matvec,
     Wide,
+    /// `matvec_wide_host`, a head's walk (one plain matrix, runs of rows a warp, the legacy
+    /// formats two rows at a time), here into device memory, with a flag word copied.
     WideHead,
     /// `matvec_wide2`: two rows a warp (`MOLLA_WIDE2`).
     Wide2,
@@ -117,12 +117,10 @@ pub fn matvec(
     for o in &mut outs {
         o.fixed = fixed;
     }
-    if let Kernel::Wide = kernel {
-        let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
-        // SAFETY: as below; buf holds prep_stride(cols) bytes.
-        unsafe { launch::matvec_wide(gpu, &outs, cols, gpu.ptr(&xd), prep, gpu.ptr(&buf))? };
-        gpu.sync()?;
-    } else if let Kernel::Wide2 = kernel {
+    if let Kernel::Matvec = kernel {
+        // SAFETY: every buffer above is sized for its matrix; x and aux hold `cols` values.
+        unsafe { launch::matvec(gpu, &outs, cols, gpu.ptr(&xd), prep)? };
+    } else {
         let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
         let input = launch::WideIn {
             cols,
@@ -130,34 +128,27 @@ pub fn matvec(
             prep,
             buf: gpu.ptr(&buf),
         };
-        // SAFETY: as below; buf holds prep_stride(cols) bytes.
-        unsafe { launch::matvec_wide2(gpu, &outs, input)? };
-        gpu.sync()?;
-    } else if let Kernel::WideHead = kernel {
-        let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
+        // The persistent kernel's error flag as the head copies it: word 0 to word 1.
         let flags = gpu.upload(&[7u32, 0])?;
-        let (src, dst) = (gpu.ptr(&flags), gpu.ptr(&flags) + 4);
-        let input = launch::WideIn {
-            cols,
-            x: gpu.ptr(&xd),
-            prep,
-            buf: gpu.ptr(&buf),
-        };
-        // SAFETY: as below; buf holds prep_stride(cols) bytes, src and dst are two words of
-        // `flags`.
-        unsafe { launch::matvec_wide_flag(gpu, &outs, input, Some((src, dst)))? };
+        let flag = (gpu.ptr(&flags), gpu.ptr(&flags) + 4);
+        // SAFETY: as for matvec above; buf holds prep_stride(cols) bytes, the flag's source and
+        // destination are the two words of `flags`.
+        unsafe {
+            match kernel {
+                Kernel::Wide => launch::matvec_wide_flag(gpu, &outs, input, None)?,
+                Kernel::Wide2 => launch::matvec_wide2(gpu, &outs, input)?,
+                _ => launch::matvec_wide_flag(gpu, &outs, input, Some(flag))?,
+            }
+        }
         gpu.sync()?;
         let mut f = [0u32; 2];
         gpu.download(&flags, &mut f)?;
-        if f[1] != 7 {
+        if matches!(kernel, Kernel::WideHead) && f[1] != 7 {
             return Err(CudaError::Unsupported(format!(
                 "flag word copied as {}",
                 f[1]
             )));
         }
-    } else {
-        // SAFETY: every buffer above is sized for its matrix; x and aux hold `cols` values.
-        unsafe { launch::matvec(gpu, &outs, cols, gpu.ptr(&xd), prep)? };
     }
     segs.iter()
         .zip(&up.ys)
