@@ -462,6 +462,24 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
     }
 }
 
+// acc0, acc1 = row_dot_q16_two by weight type (q16 formats only, LEGACY: the legacy ones only, so
+// that no K-quant pair walk is compiled into the caller; NaN for any other).
+template <bool LEGACY = false>
+__device__ __forceinline__ void row_dot_two_ty(int ty, const u8* __restrict__ w0, const u8* __restrict__ w1,
+                                               const Xq& xq, int cols, int lane, float& a0, float& a1) {
+    a0 = a1 = __int_as_float(0x7fc00000);
+#define TWO_Q16(T) row_dot_q16_two<T>(w0, w1, xq, cols, lane, a0, a1)
+    if constexpr (LEGACY) {
+        switch (ty) {
+            Q16_LEGACY_CASES(TWO_Q16)
+            default: break;
+        }
+    } else {
+        Q16_DISPATCH(ty, TWO_Q16)
+    }
+#undef TWO_Q16
+}
+
 // wide_rows for one plain segment (no bias, no accumulation: a head) whose output is mapped host
 // memory: warp g of the grid takes a run of consecutive rows [g n, g n + n) (n = rows / warps,
 // rounded up) instead of every warps-th row, keeps the value of each 32 consecutive rows on
@@ -482,16 +500,8 @@ __device__ __forceinline__ void wide_rows_host(const MvArgs& a, const Xq& xq, fl
         for (int r = r0; r < r1; r += 2) {
             const u8* w0 = s.w + (size_t)r * s.row_bytes;
             const u8* w1 = r + 1 < r1 ? w0 + s.row_bytes : w0;
-            float a0 = __int_as_float(0x7fc00000), a1 = a0;
-            // (Not Q16_LEGACY_CASES: its cases return.)
-            switch (s.ty) {
-                case T_Q4_0: row_dot_q16_two<T_Q4_0>(w0, w1, xq, a.cols, lane, a0, a1); break;
-                case T_Q4_1: row_dot_q16_two<T_Q4_1>(w0, w1, xq, a.cols, lane, a0, a1); break;
-                case T_Q5_0: row_dot_q16_two<T_Q5_0>(w0, w1, xq, a.cols, lane, a0, a1); break;
-                case T_Q5_1: row_dot_q16_two<T_Q5_1>(w0, w1, xq, a.cols, lane, a0, a1); break;
-                case T_Q8_0: row_dot_q16_two<T_Q8_0>(w0, w1, xq, a.cols, lane, a0, a1); break;
-                default: break;
-            }
+            float a0, a1;
+            row_dot_two_ty<true>(s.ty, w0, w1, xq, a.cols, lane, a0, a1);
             a0 = mv_scaled(warp_sum(a0), scale);
             a1 = mv_scaled(warp_sum(a1), scale);
             const int k = (r - r0) & 31;
@@ -578,15 +588,6 @@ __device__ __forceinline__ void wide_body(const MvArgs& a, const u8* prep) {
 // in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
 // 3.0 TB/s; scripts/mvbench).
 MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) { wide_body<false>(a, prep); }
-
-// acc0, acc1 = row_dot_q16_two by weight type (q16 formats only; NaN for any other).
-__device__ __forceinline__ void row_dot_two_ty(int ty, const u8* __restrict__ w0, const u8* __restrict__ w1,
-                                               const Xq& xq, int cols, int lane, float& a0, float& a1) {
-    a0 = a1 = __int_as_float(0x7fc00000);
-#define TWO_Q16(T) row_dot_q16_two<T>(w0, w1, xq, cols, lane, a0, a1)
-    Q16_DISPATCH(ty, TWO_Q16)
-#undef TWO_Q16
-}
 
 // wide_rows two rows a warp (the grid's warps striding over pairs of consecutive rows, both
 // rows' loads in flight at once: row_dot_q16_two), for matvec_wide2. A pair that straddles two

@@ -390,10 +390,10 @@ fn wide2_takes(outs: &[Out]) -> bool {
         Ok("q6k") => 2,
         _ => 0,
     });
-    const Q6_K: i32 = 14;
+    let q6k = gguf::GgmlType::Q6_K.id() as i32;
     match mode {
         1 => !outs.iter().any(|o| o.fixed),
-        2 => outs.iter().all(|o| o.w.ty == Q6_K && !o.fixed),
+        2 => outs.iter().all(|o| o.w.ty == q6k && !o.fixed),
         _ => false,
     }
 }

@@ -141,13 +141,15 @@ pub fn matvec(
             }
         }
         gpu.sync()?;
-        let mut f = [0u32; 2];
-        gpu.download(&flags, &mut f)?;
-        if matches!(kernel, Kernel::WideHead) && f[1] != 7 {
-            return Err(CudaError::Unsupported(format!(
-                "flag word copied as {}",
-                f[1]
-            )));
+        if let Kernel::WideHead = kernel {
+            let mut f = [0u32; 2];
+            gpu.download(&flags, &mut f)?;
+            if f[1] != 7 {
+                return Err(CudaError::Unsupported(format!(
+                    "flag word copied as {}",
+                    f[1]
+                )));
+            }
         }
     }
     segs.iter()
