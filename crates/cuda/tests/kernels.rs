@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ALL_TYPES, Rng, gpu, matrix, rel, widths};
+use common::{ALL_TYPES, Rng, bits, gpu, matrix, rel, widths};
 use cpu::ops;
 use cuda::testing::{self, HeadShape, Input, Kernel, Seg};
 use gguf::GgmlType;
@@ -16,49 +16,6 @@ fn dot64(a: &[f32], b: &[f32]) -> f32 {
         .zip(b)
         .map(|(&x, &y)| f64::from(x) * f64::from(y))
         .sum::<f64>() as f32
-}
-
-/// The bit patterns of `v`, to compare results that must be identical (NaN included).
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
-/// The formats with q16 row decoders (the wide matvec kernels' formats).
-const Q16_TYPES: [GgmlType; 8] = [
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
-
-/// One random `rows` x `cols` matrix of `ty` on a random input through each of `kernels`, each
-/// asserted to give `matvec`'s bits.
-fn same_bits_as_matvec(
-    g: &cuda::Gpu,
-    rng: &mut Rng,
-    kernels: &[Kernel],
-    ty: GgmlType,
-    rows: usize,
-    cols: usize,
-) {
-    let (w, _) = matrix(rng, ty, rows, cols);
-    let x = rng.vec(cols, 1.0);
-    let seg = || Seg {
-        ty,
-        rows,
-        w: &w,
-        bias: None,
-        acc: None,
-    };
-    let a = testing::matvec(g, Kernel::Matvec, &[seg()], cols, &x, Input::Plain).unwrap();
-    for &k in kernels {
-        let b = testing::matvec(g, k, &[seg()], cols, &x, Input::Plain).unwrap();
-        assert_eq!(bits(&a[0]), bits(&b[0]), "{k:?} {ty} {rows}x{cols}");
-    }
 }
 
 #[test]
@@ -145,131 +102,6 @@ fn fixed_point_rows_agree_across_kernels_and_with_the_float_sum() {
             }
         }
     }
-}
-
-/// gives `matvec`'s bits: every q16 format at every width (the K-quants also at the 8B's), then
-/// three fused segments of mixed formats with bias and residual under each input preparation.
-#[test]
-fn matvec_wide_gives_the_bits_of_matvec() {
-    let Some(g) = gpu() else { return };
-    let mut rng = Rng::new(11);
-    for ty in Q16_TYPES {
-        // Also the 8B's widths and one of 68 units for the K-quants: matvec_wide's Q4_K walk takes
-        // two units a lane at a time past 64 units (q16_lean.cuh), one at a time below.
-        let big: &[usize] = if ty.block_size() == 256 {
-            &[4096, 4352, 14336]
-        } else {
-            &[]
-        };
-        for cols in widths(ty).into_iter().chain(big.iter().copied()) {
-            let kernels = [Kernel::Wide, Kernel::Wide2];
-            same_bits_as_matvec(&g, &mut rng, &kernels, ty, 301 + cols % 7, cols);
-        }
-    }
-    let cols = 1536;
-    let types = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
-    let rows = [129usize, 65, 33];
-    let mats: Vec<Vec<u8>> = types
-        .iter()
-        .zip(rows)
-        .map(|(&t, r)| matrix(&mut rng, t, r, cols).0)
-        .collect();
-    let x = rng.vec(cols, 2.0);
-    let aux = rng.vec(cols, 1.0);
-    let bias: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
-    let acc: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
-    for input in [
-        Input::Plain,
-        Input::RmsNorm { w: &aux, eps: 1e-5 },
-        Input::SwiGlu { up: &aux },
-    ] {
-        let segs: Vec<Seg> = (0..3)
-            .map(|i| Seg {
-                ty: types[i],
-                rows: rows[i],
-                w: &mats[i],
-                bias: Some(&bias[i]),
-                acc: Some(&acc[i]),
-            })
-            .collect();
-        let a = testing::matvec(&g, Kernel::Matvec, &segs, cols, &x, input).unwrap();
-        let b = testing::matvec(&g, Kernel::Wide, &segs, cols, &x, input).unwrap();
-        let c = testing::matvec(&g, Kernel::Wide2, &segs, cols, &x, input).unwrap();
-        for i in 0..3 {
-            assert_eq!(bits(&a[i]), bits(&b[i]), "wide fused matvec segment {i}");
-            assert_eq!(
-                bits(&a[i]),
-                bits(&c[i]),
-                "two-row wide fused matvec segment {i}"
-            );
-        }
-    }
-    println!("matvec_wide: the bits of matvec on every q16 format and input preparation");
-}
-
-/// `matvec_wide_host` (a head after the persistent kernel: runs of rows a warp, the legacy
-/// formats two rows at a time) gives `matvec`'s bits: every q16 format, SmolLM2's and Qwen's
-/// head widths, odd and even row counts (a warp's last row alone), more rows than warps.
-#[test]
-fn matvec_wide_head_gives_the_bits_of_matvec() {
-    let Some(g) = gpu() else { return };
-    let mut rng = Rng::new(13);
-    for ty in Q16_TYPES {
-        let widths: &[usize] = if ty.block_size() == 256 {
-            &[1024, 4096]
-        } else {
-            &[576, 896]
-        };
-        for &cols in widths {
-            for rows in [301usize, 4224 * 2 + 7, 20000] {
-                same_bits_as_matvec(&g, &mut rng, &[Kernel::WideHead], ty, rows, cols);
-            }
-        }
-    }
-    println!("matvec_wide_host: the bits of matvec on every q16 format");
-}
-
-/// More rows than the grid has warps (at most four blocks of eight an SM), so that a warp walks
-/// several rows, across segments of different formats.
-#[test]
-fn matvec_wide_gives_the_bits_of_matvec_on_many_rows_a_warp() {
-    let Some(g) = gpu() else { return };
-    let mut rng = Rng::new(12);
-    let cols = 4096;
-    let types = [GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K];
-    let rows = [6001usize, 1499, 4003];
-    let mats: Vec<Vec<u8>> = types
-        .iter()
-        .zip(rows)
-        .map(|(&t, r)| matrix(&mut rng, t, r, cols).0)
-        .collect();
-    let x = rng.vec(cols, 1.0);
-    let segs: Vec<Seg> = (0..3)
-        .map(|i| Seg {
-            ty: types[i],
-            rows: rows[i],
-            w: &mats[i],
-            bias: None,
-            acc: None,
-        })
-        .collect();
-    let a = testing::matvec(&g, Kernel::Matvec, &segs, cols, &x, Input::Plain).unwrap();
-    let b = testing::matvec(&g, Kernel::Wide, &segs, cols, &x, Input::Plain).unwrap();
-    // Two rows a warp: an odd total, pairs across segments of different types.
-    let c = testing::matvec(&g, Kernel::Wide2, &segs, cols, &x, Input::Plain).unwrap();
-    for i in 0..3 {
-        assert_eq!(
-            bits(&a[i]),
-            bits(&b[i]),
-            "wide matvec, many rows, segment {i}"
-        );
-        assert_eq!(
-            bits(&a[i]),
-            bits(&c[i]),
-            "two-row wide matvec, many rows, segment {i}"
-        );
-    }
-    println!("matvec_wide: the bits of matvec with several rows a warp");
 }
 
 #[test]
@@ -520,50 +352,6 @@ fn rope_case(
         neox,
     };
     (rope_table(n_rot, hd, neox, base, fac), shape)
-}
-
-/// `matvec_wide_glu` (MOLLA_GLU_PREP): gate and up with the bits `matvec_wide` gives them, and
-/// the q16 row of silu(gate) * up that `matvec_prep_wide` makes of those two for down.
-#[test]
-fn matvec_wide_glu_gives_the_bits_of_wide_then_its_preparation() {
-    let Some(g) = gpu() else { return };
-    let mut rng = Rng::new(23);
-    // (type, rows of gate and up: multiples of 32 but not of the block's 256 rows, widths); the
-    // last has more groups of 32 rows than the grid has blocks (at most four an SM), so that a
-    // block walks several.
-    for (ty, n, cols_list) in [
-        (GgmlType::Q4_K, 1536, widths(GgmlType::Q4_K)),
-        (GgmlType::Q6_K, 4864, widths(GgmlType::Q6_K)),
-        (GgmlType::Q5_K, 96, widths(GgmlType::Q5_K)),
-        (GgmlType::Q8_0, 1536, widths(GgmlType::Q8_0)),
-        (GgmlType::Q4_0, 64, widths(GgmlType::Q4_0)),
-        (GgmlType::Q5_1, 160, widths(GgmlType::Q5_1)),
-        (GgmlType::Q4_K, 545 * 32, vec![256]),
-    ] {
-        for cols in cols_list {
-            let (gate, _) = matrix(&mut rng, ty, n, cols);
-            let (up, _) = matrix(&mut rng, ty, n, cols);
-            let x = rng.vec(cols, 1.0);
-            let nw = rng.vec(cols, 1.0);
-            let seg = |w| Seg {
-                ty,
-                rows: n,
-                w,
-                bias: None,
-                acc: None,
-            };
-            let input = Input::RmsNorm { w: &nw, eps: 1e-5 };
-            let segs = [seg(&gate), seg(&up)];
-            let (gg, uu, q) = testing::matvec_glu(&g, &segs, cols, &x, input).unwrap();
-            let wide = testing::matvec(&g, Kernel::Wide, &segs, cols, &x, input).unwrap();
-            let tag = format!("{ty} {n}x{cols}");
-            assert_eq!(bits(&gg), bits(&wide[0]), "{tag}: gate");
-            assert_eq!(bits(&uu), bits(&wide[1]), "{tag}: up");
-            let want = testing::prep_q16(&g, &gg, Input::SwiGlu { up: &uu }).unwrap();
-            assert_eq!(want, q, "{tag}: q16 row of the SwiGLU");
-        }
-    }
-    println!("matvec_wide_glu: the bits of matvec_wide, then matvec_prep_wide's SwiGLU");
 }
 
 /// `rope_attention` (one launch, one-token decode's default) gives the bits of `rope_store` then

@@ -13,6 +13,11 @@ pub fn gpu() -> Option<cuda::Gpu> {
 
 pub use cpu::conformance::{ALL_TYPES, Rng, matrix, rel, widths};
 
+/// The bit patterns of `v`, to compare results that must be identical (NaN included).
+pub fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
 /// A small synthetic model (4096 tokens) of the given width: SmolLM2's heads at 576, else 8 over 2.
 pub fn small_spec(
     arch: &'static str,
