@@ -42,6 +42,7 @@ def drop_fn(src, name):
 # The PTX-only helpers (inline asm) are replaced by exact C versions below.
 common = (KERNELS / "common.cuh").read_text()
 q16 = (KERNELS / "q16.cuh").read_text()
+rows = (KERNELS / "q16_rows.cuh").read_text()
 lean = (KERNELS / "q16_lean.cuh").read_text()
 for n in ["float h2f(u16 h)", "u16 f2h(float f)"]:
     common = drop_fn(common, n)
@@ -213,14 +214,14 @@ rc = 0
 with tempfile.TemporaryDirectory() as d:
     for name, defs in [("units", [])]:
         cpp, exe = Path(d) / f"{name}.cpp", Path(d) / name
-        cpp.write_text(shim + common + post_common + q16 + lean + xq_rand + test)
+        cpp.write_text(shim + common + post_common + q16 + rows + lean + xq_rand + test)
         subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", *defs, "-o", str(exe), str(cpp)], check=True)
         print(f"{name}:")
         rc |= subprocess.run([str(exe)]).returncode
     dumps = []
     for defs in [["-DMOLLA_X_Q6FILE"], []]:
         cpp, exe = Path(d) / "q6.cpp", Path(d) / f"q6{len(dumps)}"
-        cpp.write_text(shim + common + post_common + q16 + xq_rand + q6dump)
+        cpp.write_text(shim + common + post_common + q16 + rows + xq_rand + q6dump)
         subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", *defs, "-o", str(exe), str(cpp)], check=True)
         dumps.append(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n"))
     same = all(len(set(line.split()[1:])) == 1 for line in dumps[0] if line)

@@ -21,6 +21,7 @@
 #include "../../crates/cuda/kernels/ktrace.cuh"
 #include "../../crates/cuda/kernels/dequant.cuh"
 #include "../../crates/cuda/kernels/q16.cuh"
+#include "../../crates/cuda/kernels/q16_rows.cuh"
 #include "../../crates/cuda/kernels/cp_async.cuh"
 #include "../../crates/cuda/kernels/q16_lean.cuh"
 #include "../../crates/cuda/kernels/matvec.cu"

@@ -32,6 +32,7 @@
 // The engine's types and its global-timer and relaxed / acquire loads.
 #include "../../crates/cuda/kernels/common.cuh"
 #include "../../crates/cuda/kernels/q16.cuh"
+#include "../../crates/cuda/kernels/q16_rows.cuh"
 #include "../../crates/cuda/kernels/persistent_steps.cuh"
 
 #include "../cuda_check.h"
