@@ -20,6 +20,15 @@ const Q16_TYPES: [GgmlType; 8] = [
     GgmlType::Q6_K,
 ];
 
+/// Random matrices of `cols` columns, one of each type with as many rows as `rows` says.
+fn matrices(rng: &mut Rng, types: &[GgmlType], rows: &[usize], cols: usize) -> Vec<Vec<u8>> {
+    types
+        .iter()
+        .zip(rows)
+        .map(|(&t, &r)| matrix(rng, t, r, cols).0)
+        .collect()
+}
+
 /// `segs` on `x` through each of `kernels`, each asserted to give `matvec`'s bits in every
 /// segment (`what` names the case).
 fn segs_same_bits_as_matvec(
@@ -93,11 +102,7 @@ fn matvec_wide_gives_the_bits_of_matvec() {
     let cols = 1536;
     let types = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
     let rows = [129usize, 65, 33];
-    let mats: Vec<Vec<u8>> = types
-        .iter()
-        .zip(rows)
-        .map(|(&t, r)| matrix(&mut rng, t, r, cols).0)
-        .collect();
+    let mats = matrices(&mut rng, &types, &rows, cols);
     let x = rng.vec(cols, 2.0);
     let aux = rng.vec(cols, 1.0);
     let bias: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
@@ -152,11 +157,7 @@ fn matvec_wide_gives_the_bits_of_matvec_on_many_rows_a_warp() {
     let cols = 4096;
     let types = [GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K];
     let rows = [6001usize, 1499, 4003];
-    let mats: Vec<Vec<u8>> = types
-        .iter()
-        .zip(rows)
-        .map(|(&t, r)| matrix(&mut rng, t, r, cols).0)
-        .collect();
+    let mats = matrices(&mut rng, &types, &rows, cols);
     let x = rng.vec(cols, 1.0);
     let segs: Vec<Seg> = (0..3)
         .map(|i| Seg {
