@@ -462,20 +462,15 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
     }
 }
 
-// acc0, acc1 = row_dot_q16_two by weight type (q16 formats only, LEGACY: the legacy ones only, so
-// that no K-quant pair walk is compiled into the caller; NaN for any other).
-template <bool LEGACY = false>
+// acc0, acc1 = row_dot_q16_two by weight type, for the legacy q16 formats only (the head's walk:
+// no K-quant pair walk is compiled into it); NaN for any other.
 __device__ __forceinline__ void row_dot_two_ty(int ty, const u8* __restrict__ w0, const u8* __restrict__ w1,
                                                const Xq& xq, int cols, int lane, float& a0, float& a1) {
     a0 = a1 = __int_as_float(0x7fc00000);
 #define TWO_Q16(T) row_dot_q16_two<T>(w0, w1, xq, cols, lane, a0, a1)
-    if constexpr (LEGACY) {
-        switch (ty) {
-            Q16_LEGACY_CASES(TWO_Q16)
-            default: break;
-        }
-    } else {
-        Q16_DISPATCH(ty, TWO_Q16)
+    switch (ty) {
+        Q16_LEGACY_CASES(TWO_Q16)
+        default: break;
     }
 #undef TWO_Q16
 }
@@ -501,7 +496,7 @@ __device__ __forceinline__ void wide_rows_host(const MvArgs& a, const Xq& xq, fl
             const u8* w0 = s.w + (size_t)r * s.row_bytes;
             const u8* w1 = r + 1 < r1 ? w0 + s.row_bytes : w0;
             float a0, a1;
-            row_dot_two_ty<true>(s.ty, w0, w1, xq, a.cols, lane, a0, a1);
+            row_dot_two_ty(s.ty, w0, w1, xq, a.cols, lane, a0, a1);
             a0 = mv_scaled(warp_sum(a0), scale);
             a1 = mv_scaled(warp_sum(a1), scale);
             const int k = (r - r0) & 31;
@@ -566,67 +561,20 @@ __device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, flo
     }
 }
 
-__device__ __forceinline__ void wide_rows2(const MvArgs& a, const Xq& xq, float scale);
-
-// matvec_wide's body, and matvec_wide2's (TWO: wide_rows2, two rows a warp).
-template <bool TWO>
-__device__ __forceinline__ void wide_body(const MvArgs& a, const u8* prep) {
-    KTRACE(5);
-    extern __shared__ float4 smem4[];
-    pdl_trigger();
-    // No L2 prefetch of the first rows before the wait: measured 5% slower under PDL (session 25).
-    pdl_wait();
-    const Xq xq = prep_xq(a, prep, smem4);
-    if constexpr (TWO) wide_rows2(a, xq, prep_scale(a, prep));
-    else wide_rows(a, xq, prep_scale(a, prep));
-}
-
 // Decode matvec for big matrices, on an input `matvec_prep_wide` prepared once (prep: room for the
 // f32 row, then its q16 quantization): each block copies only the quantized row into shared memory, a warp
 // takes a row (lanes 32: the bits `matvec` gives), one unit a lane at a time in few registers so
 // that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
 // in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
 // 3.0 TB/s; scripts/mvbench).
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) { wide_body<false>(a, prep); }
-
-// wide_rows two rows a warp (the grid's warps striding over pairs of consecutive rows, both
-// rows' loads in flight at once: row_dot_q16_two), for matvec_wide2. A pair that straddles two
-// segments of different types is dotted a row at a time. Each row gets matvec_wide's bits (the
-// same units added in the same order; Q4_K through unit_q16, whose bits the lean walk keeps).
-// Not for fixed-point rows (the host keeps those on matvec_wide).
-__device__ __forceinline__ void wide_rows2(const MvArgs& a, const Xq& xq, float scale) {
-    const int lane = threadIdx.x & 31, warps = blockDim.x >> 5, total = mv_total(a);
-    for (int p = blockIdx.x * warps + (threadIdx.x >> 5); 2 * p < total; p += gridDim.x * warps) {
-        int r[2] = {2 * p, 2 * p + 1}, si[2] = {0, 0};
-        const bool two = r[1] < total;
-#pragma unroll
-        for (int k = 0; k < 2; k++)
-            while (si[k] < a.nseg - 1 && r[k] >= a.seg[si[k]].rows) r[k] -= a.seg[si[k]++].rows;
-        const MvSeg& s0 = a.seg[si[0]];
-        const MvSeg& s1 = a.seg[two ? si[1] : si[0]];
-        const u8* w0 = s0.w + (size_t)r[0] * s0.row_bytes;
-        const u8* w1 = two ? s1.w + (size_t)r[1] * s1.row_bytes : w0;
-        float acc[2];
-        if (s0.ty == s1.ty) {
-            row_dot_two_ty(s0.ty, w0, w1, xq, a.cols, lane, acc[0], acc[1]);
-        } else {
-            row_dot_one_ty(s0.ty, w0, xq, a.cols, lane, acc[0]);
-            row_dot_one_ty(s1.ty, w1, xq, a.cols, lane, acc[1]);
-        }
-        acc[0] = warp_sum(acc[0]);
-        acc[1] = warp_sum(acc[1]);
-        if (lane == 0) {
-            mv_store(s0, 0, r[0], mv_scaled(acc[0], scale));
-            if (two) mv_store(s1, 0, r[1], mv_scaled(acc[1], scale));
-        }
-    }
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
+    KTRACE(5);
+    extern __shared__ float4 smem4[];
+    pdl_trigger();
+    // No L2 prefetch of the first rows before the wait: measured 5% slower under PDL (session 25).
+    pdl_wait();
+    wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
 }
-
-// matvec_wide two rows a warp at two blocks an SM (an experiment: MOLLA_WIDE2, crate::launch
-// `wide2_takes`): twice the bytes in flight a warp, in the registers two blocks an SM leave. On
-// scripts/mvbench (H200, session 33) the 8B's Q6_K head 125.0 -> 109.4 us a launch, its Q6_K
-// down 19.1 -> 17.6, its q/k/v (as Q4_K) 7.97 -> 7.54; its Q4_K gate/up, down and wo no faster.
-MOLLA_KERNEL void __launch_bounds__(256, 2) matvec_wide2(const MvArgs a, const u8* prep) { wide_body<true>(a, prep); }
 
 // matvec_wide of a head (one plain segment) into mapped host memory, its rows in coalesced runs
 // (wide_rows_host); block 0 also copies the word at flag_src (the persistent kernel's error flag)

@@ -472,12 +472,12 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, con
         float v = 0.f;
         if (i < n) pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
         if (!lanes) {
-            pk_acc_add(a, step, acc + pk_acc_at(r), v);
+            pk_acc_add(a, step, acc + r, v);
             continue;
         }
         long long f = i < n ? pk_acc_fx(a, step, v) : 0;
         for (int o = 1; o < uh; o <<= 1) f += __shfl_xor_sync(0xffffffffu, f, o);
-        if (i < n && k == 0) pk_acc_red(acc + pk_acc_at(r), (u32)uh, f);
+        if (i < n && k == 0) pk_acc_red(acc + r, (u32)uh, f);
     }
 }
 

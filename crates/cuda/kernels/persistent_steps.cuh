@@ -465,20 +465,6 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
 // word itself, so a reader polls the words it needs, as with tagged words: no counter, no
 // fence, one round trip (a counter, then the row: two, and a release that waits for the adds).
 #define PK_ACC_ONE (1ull << 56)
-
-// Words from one pair of a folded step's accumulator row to the next (a reader loads a pair, 16
-// bytes, at a time): 2, packed, by default; MOLLA_KDEFS=ACCPS=N (an experiment, N even; the host
-// lays the rows out alike, crate::persistent `acc_pair_stride`) spreads a row's pairs over N / 2
-// times as many 128-byte lines, so that fewer of the adds (n_head a word) queue on each line.
-#ifdef MOLLA_X_ACCPS
-#define PK_ACC_PS (MOLLA_X_ACCPS)
-#else
-#define PK_ACC_PS 2
-#endif
-static_assert(PK_ACC_PS >= 2 && PK_ACC_PS <= 64 && PK_ACC_PS % 2 == 0, "ACCPS: an even stride of 2 to 64 words");
-
-// Word r of a folded step's accumulator row.
-__device__ __forceinline__ int pk_acc_at(int r) { return (r >> 1) * PK_ACC_PS + (r & 1); }
 #define PK_ACC_HALF (1ull << 55)
 
 // A product a counted word can hold: |v| < 2^15, so that its row's at most 255 products (the
@@ -540,7 +526,7 @@ __device__ bool pk_load_acc(const PkArgs& a, const u64* acc, float* xs, const fl
             ulonglong2 v[4];
 #pragma unroll
             for (int u = 0; u < 4; u++)
-                if ((pend >> u) & 1) v[u] = ld_acc2(acc + PK_ACC_PS * ll_index(rb, u));
+                if ((pend >> u) & 1) v[u] = ld_acc2(acc + 2 * ll_index(rb, u));
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 const int j = ll_index(rb, u);

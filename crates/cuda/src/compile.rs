@@ -467,8 +467,6 @@ mod tests {
                 Program::Persistent(packed),
                 &["MOLLA_X_NOSPLIT", "MOLLA_X_PKMEASURE"],
             );
-            // The folded wo's accumulator pairs spread (an experiment).
-            compiles(Program::Persistent(packed), &["MOLLA_X_ACCPS=8"]);
             // Twelve warps a block (Qwen2.5-0.5B's build).
             let twelve = PkBuild {
                 threads: 384,

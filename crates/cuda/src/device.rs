@@ -37,8 +37,6 @@ pub(crate) struct Kernels {
     pub matvec_prep: CudaFunction,
     /// Decode matvec of big matrices on an input prepared once (by `matvec_prep_wide`).
     pub matvec_wide: CudaFunction,
-    /// `matvec_wide` two rows a warp at two blocks an SM (`MOLLA_WIDE2`, an experiment).
-    pub matvec_wide2: CudaFunction,
     pub matvec_prep_wide: CudaFunction,
     /// `matvec_wide` of gate and up, with silu(gate) * up quantized for down (launch/fused.rs).
     pub matvec_wide_glu: CudaFunction,
@@ -221,7 +219,6 @@ impl Gpu {
             matvec_fx: f("matvec_fx")?,
             matvec_prep: f("matvec_prep")?,
             matvec_wide: f("matvec_wide")?,
-            matvec_wide2: f("matvec_wide2")?,
             matvec_wide_glu: f("matvec_wide_glu")?,
             matvec_prep_wide: f("matvec_prep_wide")?,
             hold: f("hold")?,
@@ -263,7 +260,6 @@ impl Gpu {
             &k.matvec_multi_fx,
             &k.matvec_prep,
             &k.matvec_wide,
-            &k.matvec_wide2,
             &k.matvec_wide_host,
             &k.matvec_prep_wide,
         ] {

@@ -361,10 +361,6 @@ pub(crate) unsafe fn matvec_wide_flag(
             "wide matvec of a format without q16 decoding".into(),
         ));
     }
-    if flag.is_none() && wide2_takes(outs) {
-        // SAFETY: as the caller guarantees.
-        return unsafe { matvec_wide2(gpu, outs, input) };
-    }
     // SAFETY: as the caller guarantees.
     let (a, blocks) = unsafe { wide_setup(gpu, outs, input) }?;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
@@ -377,51 +373,6 @@ pub(crate) unsafe fn matvec_wide_flag(
             None => launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf),
         }
     }
-}
-
-/// Whether the wide matvec over `outs` goes through `matvec_wide2` (an experiment, default off;
-/// kernels/matvec.cu): `MOLLA_WIDE2=1` every one but fixed-point rows, `MOLLA_WIDE2=q6k` those
-/// whose matrices are all Q6_K (on scripts/mvbench two rows a warp sped up the 8B's Q6_K head and
-/// down and left its Q4_K matrices level or slower). Read once.
-fn wide2_takes(outs: &[Out]) -> bool {
-    static MODE: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
-    let mode = *MODE.get_or_init(|| match std::env::var("MOLLA_WIDE2").as_deref() {
-        Ok("1") => 1,
-        Ok("q6k") => 2,
-        _ => 0,
-    });
-    let q6k = gguf::GgmlType::Q6_K.id() as i32;
-    match mode {
-        1 => !outs.iter().any(|o| o.fixed),
-        2 => outs.iter().all(|o| o.w.ty == q6k && !o.fixed),
-        _ => false,
-    }
-}
-
-/// [`matvec_wide`] through `matvec_wide2`: two rows a warp, two blocks an SM; the same bits.
-/// Not for fixed-point rows.
-///
-/// # Safety
-/// As [`matvec_wide`].
-pub(crate) unsafe fn matvec_wide2(gpu: &Gpu, outs: &[Out], input: WideIn) -> Result<()> {
-    let (cols, buf) = (input.cols, input.buf);
-    if outs.iter().any(|o| o.fixed)
-        || !outs.iter().all(|o| is_q16(o.w.ty))
-        || !cols.is_multiple_of(32)
-    {
-        return Err(crate::error::CudaError::Unsupported(
-            "a two-row wide matvec of fixed-point rows or a format without q16 decoding".into(),
-        ));
-    }
-    // SAFETY: as the caller guarantees.
-    let (a, _) = unsafe { wide_setup(gpu, outs, input) }?;
-    let total: usize = outs.iter().map(|o| o.w.rows).sum();
-    let blocks = total
-        .div_ceil(2 * WIDE_THREADS as usize / 32)
-        .clamp(1, 2 * gpu.sm_count) as u32;
-    let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
-    // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel.
-    unsafe { launch_dep!(gpu, &gpu.k.matvec_wide2, cfg, "matvec launch"; &a, &buf) }
 }
 
 /// The input of a `matvec_wide`-shaped launch: `cols` values at `x`, prepared by `prep` into

@@ -76,8 +76,6 @@ pub enum Kernel {
     /// `matvec_wide_host`, a head's walk (one plain matrix, runs of rows a warp, the legacy
     /// formats two rows at a time), here into device memory, with a flag word copied.
     WideHead,
-    /// `matvec_wide2`: two rows a warp (`MOLLA_WIDE2`).
-    Wide2,
 }
 
 /// The decode matvec over up to three matrices of `cols` columns sharing the input `x`.
@@ -136,7 +134,6 @@ pub fn matvec(
         unsafe {
             match kernel {
                 Kernel::Wide => launch::matvec_wide_flag(gpu, &outs, input, None)?,
-                Kernel::Wide2 => launch::matvec_wide2(gpu, &outs, input)?,
                 _ => launch::matvec_wide_flag(gpu, &outs, input, Some(flag))?,
             }
         }

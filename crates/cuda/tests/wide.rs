@@ -1,6 +1,6 @@
-//! The big-matrix decode matvecs (`matvec_wide`, its two-row variant `matvec_wide2`, the head's
-//! `matvec_wide_host` and `matvec_wide_glu`) give the bits of the plain `matvec` on random data of
-//! real shapes, odd row counts included.
+//! The big-matrix decode matvecs (`matvec_wide`, the head's `matvec_wide_host` and
+//! `matvec_wide_glu`) give the bits of the plain `matvec` on random data of real shapes, odd row
+//! counts included.
 
 mod common;
 
@@ -79,14 +79,14 @@ fn same_bits_as_matvec(
     );
 }
 
-/// `matvec_wide` and `matvec_wide2` give `matvec`'s bits: every q16 format at every width (the
-/// K-quants also at the 8B's), then three fused segments of mixed formats with bias and residual
-/// under each input preparation.
+/// `matvec_wide` gives `matvec`'s bits: every q16 format at every width (the K-quants also at the
+/// 8B's), then three fused segments of mixed formats with bias and residual under each input
+/// preparation.
 #[test]
 fn matvec_wide_gives_the_bits_of_matvec() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng::new(11);
-    let kernels = [Kernel::Wide, Kernel::Wide2];
+    let kernels = [Kernel::Wide];
     for ty in Q16_TYPES {
         // Also the 8B's widths and one of 68 units for the K-quants: matvec_wide's Q4_K walk takes
         // two units a lane at a time past 64 units (q16_lean.cuh), one at a time below.
@@ -168,8 +168,7 @@ fn matvec_wide_gives_the_bits_of_matvec_on_many_rows_a_warp() {
             acc: None,
         })
         .collect();
-    // Two rows a warp (Wide2): an odd total, pairs across segments of different types.
-    let kernels = [Kernel::Wide, Kernel::Wide2];
+    let kernels = [Kernel::Wide];
     segs_same_bits_as_matvec(&g, &kernels, &segs, cols, &x, Input::Plain, "many rows");
     println!("matvec_wide: the bits of matvec with several rows a warp");
 }

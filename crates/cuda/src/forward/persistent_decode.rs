@@ -271,9 +271,11 @@ impl CudaModel {
         // heads of whole 32-column units); its accumulators (a row a layer) follow the tagged
         // buffers.
         let fold = g.pk_build.fold;
-        // A layer's row: n_embd / 2 pairs, `acc_pair_stride` words apart.
-        let acc_row = hp.n_embd.div_ceil(2) * crate::persistent::acc_pair_stride();
-        let acc_words = if fold { self.layers.len() * acc_row } else { 0 };
+        let acc_words = if fold {
+            self.layers.len() * hp.n_embd
+        } else {
+            0
+        };
         let tagged_words: usize = sizes.iter().map(|n| n.next_multiple_of(2)).sum();
         let ll = g.zeros::<u64>(tagged_words + acc_words)?;
         let mut at = g.ptr(&ll);
@@ -305,7 +307,7 @@ impl CudaModel {
             st.matvec(&qkv, hp.n_embd, input);
             let att_len = hp.n_head * hp.head_dim_v;
             let ffn_in = if fold {
-                let acc = acc_base + 8 * (li * acc_row) as u64;
+                let acc = acc_base + 8 * (li * hp.n_embd) as u64;
                 let wo = out(&l.wo, acc, 0, false);
                 st.attention_wo((q, k, v), self.cache_ptrs(kv, li), &wo, att_len);
                 Input::FoldRmsNorm {

@@ -34,16 +34,6 @@ pub(super) fn stages() -> usize {
     env_i32("MOLLA_PK_STAGES", 1).clamp(1, 4) as usize
 }
 
-/// Words from one pair of a folded step's accumulator row to the next (kernels/
-/// persistent_steps.cuh `PK_ACC_PS`): 2, packed, unless `MOLLA_KDEFS=ACCPS=N` (an experiment,
-/// N even, at most 64) spreads them.
-pub(crate) fn acc_pair_stride() -> usize {
-    crate::compile::experiment_value("ACCPS")
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|&n| (2..=64).contains(&n) && n.is_multiple_of(2))
-        .unwrap_or(2)
-}
-
 /// Widest output (values) a step hands over in tagged words (`MOLLA_PK_LL_MAX`, default 2048);
 /// wider ones go plain with a counter: tagged words double the bytes every block reads.
 pub(crate) fn ll_max() -> usize {
