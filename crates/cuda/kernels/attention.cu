@@ -150,101 +150,6 @@ __device__ __forceinline__ void values_vec(const float* ps, const KT* vbase, int
 // model's head shape), so that its loops have known trip counts and the layout tests fold.
 // Kept a call: its code once for every tile loop that calls it (inlining it in the persistent
 // kernel, PKATTINL, measured no faster: session 17).
-#ifdef MOLLA_X_WARPSOFT
-// WARPSOFT (an experiment): each warp takes its own positions through the softmax and the value
-// sums (warp w: positions i with (i >> 5) % ATT_WARPS == w, one a lane, as the scores have always
-// been laid out), with shuffles and no barrier, then one barrier and every thread folds the warps'
-// (max, sum, values) in warp order, each warp's rescaled to the tile's maximum. The tile's
-// maximum is the same; its sum and values are the same terms summed in another order (so other
-// bits than the block-wide form, the same on every path that calls att_tile). A warp without
-// positions takes no part in the fold. No barrier at the end: a caller that runs another tile
-// (or reuses qs) puts att_sync between.
-template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0>
-__device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int p0, int np, int kvh,
-                         int kv_dim, int v_dim, int hd, int hdv, float scale, float& tm, float& tl, float& tv) {
-    if (HD) hd = HD;
-    if (HDV) hdv = HDV;
-    __shared__ float ps[ATT_TILE];
-    __shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
-    __shared__ float sacc[ATT_WARPS][256];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int lp = hdv == 64 ? 8 : hdv == 128 ? 16 : hdv == 256 ? 32 : 0;
-    float m = -__int_as_float(0x7f800000);
-    for (int i = threadIdx.x; i < np; i += ATT_THREADS) {
-        const KT* kr = kc + (size_t)(p0 + i) * kv_dim + (size_t)kvh * hd;
-        float s;
-        if constexpr (SWZ) s = key_dot_swz(qs, kr, hd, p0 + i) * scale;
-        else s = key_dot(qs, kr, hd) * scale;
-        ps[i] = s;
-        m = fmaxf(m, s);
-    }
-    m = warp_max(m);
-    float l = 0.f;
-    for (int i = threadIdx.x; i < np; i += ATT_THREADS) {
-        float e = expf(ps[i] - m);
-        ps[i] = e;
-        l += e;
-    }
-    __syncwarp();  // the warp's weights, for its lanes' value sums
-    l = warp_sum(l);
-    // Warps with positions: the first min(ATT_WARPS, ceil(np / 32)).
-    const int nw = min(ATT_WARPS, (np + 31) >> 5);
-    float acc[8];
-#pragma unroll
-    for (int j = 0; j < 8; j++) acc[j] = 0.f;
-    if (warp < nw) {
-        for (int b = 32 * warp; b < np; b += ATT_THREADS) {
-            const int n = min(32, np - b);
-            const KT* vb = vc + (size_t)(p0 + b) * v_dim + (size_t)kvh * hdv;
-            if (lp) {
-                const int ppw = 32 / lp, dim0 = 8 * (lane % lp);
-#pragma unroll 4
-                for (int j = lane / lp; j < n; j += ppw) acc8(ps[b + j], vb + (size_t)j * v_dim + dim0, acc);
-            } else {
-                for (int j = 0; j < n; j++) {
-                    float p = ps[b + j];
-                    const KT* vr = vb + (size_t)j * v_dim;
-#pragma unroll
-                    for (int k = 0; k < 8; k++) {
-                        int d = lane + 32 * k;
-                        if (d < hdv) acc[k] += p * kv_f(vr[d]);
-                    }
-                }
-            }
-        }
-        if (lp) {
-            for (int off = lp; off < 32; off <<= 1)
-#pragma unroll
-                for (int j = 0; j < 8; j++) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
-            if (lane < lp)
-#pragma unroll
-                for (int j = 0; j < 8; j++) sacc[warp][8 * lane + j] = acc[j];
-        } else {
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                int d = lane + 32 * j;
-                if (d < hdv) sacc[warp][d] = acc[j];
-            }
-        }
-        if (lane == 0) wm[warp] = m, wl[warp] = l;
-    }
-    att_sync();
-    float mx = wm[0];
-    for (int w = 1; w < nw; w++) mx = fmaxf(mx, wm[w]);
-    float sum = 0.f, v = 0.f;
-    const bool mine = (int)threadIdx.x < hdv;
-    for (int w = 0; w < nw; w++) {
-        float f = expf(wm[w] - mx);
-        sum = __fmaf_rn(wl[w], f, sum);
-        if (mine) v = __fmaf_rn(sacc[w][threadIdx.x], f, v);
-    }
-    tm = mx;
-    tl = sum;
-    tv = v;
-}
-// Between two tiles of one block: the fold above reads what the next tile writes.
-#define ATT_TILE_SYNC() att_sync()
-#else
 template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0>
 __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int p0, int np, int kvh,
                          int kv_dim, int v_dim, int hd, int hdv, float scale, float& tm, float& tl, float& tv) {
@@ -317,8 +222,6 @@ __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc
     tl = tsum;
     tv = v;
 }
-#define ATT_TILE_SYNC()
-#endif
 
 // Folds a tile's (tm, tl, tv) into the running (m, l, o) of the tiles before it, in tile order:
 // both rescaled to the larger maximum. From m = -inf, l = o = 0, one tile gives exactly (tm, tl,
@@ -354,7 +257,6 @@ __device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __r
             att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale,
                                        tm, tl, tv);
             att_fold(m, l, acc, tm, tl, tv);
-            ATT_TILE_SYNC();
         }
     }
     if ((int)threadIdx.x < hdv) o[threadIdx.x] = acc / l;
@@ -405,7 +307,6 @@ __device__ bool attend_split(const float* qs, const KT* __restrict__ kc, const K
         float* pj = pb + (size_t)j * (hdv + 2);
         if (threadIdx.x == 0) pj[0] = tm, pj[1] = tl;
         if ((int)threadIdx.x < hdv) pj[2 + threadIdx.x] = tv;
-        ATT_TILE_SYNC();
     }
     __shared__ int last;
     __threadfence();
