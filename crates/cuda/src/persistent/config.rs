@@ -5,6 +5,7 @@
 use super::PkStep;
 use crate::compile::PkBuild;
 use crate::launch;
+use gguf::GgmlType;
 
 pub(super) fn env_i32(name: &str, default: i32) -> i32 {
     std::env::var(name)
@@ -181,11 +182,21 @@ fn emb_type(model: &model::Model) -> Option<u32> {
 const TYPICAL_SMS: usize = 132;
 
 /// The persistent kernel's threads a block for `model` (`PkBuild::threads`): 384 when its
-/// gate/up pairs would take more than two rounds of eight warps a block, else the default (0:
-/// 256). Measured on the H200 (session 31, in process and on the real files): Qwen2.5-0.5B (37
-/// pairs a block) +1-2% tokens/s with twelve warps, SmolLM2 (11.6) level or 1% slower.
+/// gate/up pairs would take more than two rounds of eight warps a block, or when every layer's
+/// gate and up are Q4_1; else the default (0: 256). Measured on the H200: Qwen2.5-0.5B (37 pairs
+/// a block) +1-2% tokens/s with twelve warps (session 31; ten or eleven warps level with twelve,
+/// session 34); SmolLM2 Q4_1 (11.6 pairs) +0.7% with twelve (session 34, real-shape file, seven
+/// pairs of runs: 2439-2455 against 2422-2436; nine warps 1% slower), SmolLM2 Q8_0 level or
+/// 0.3% slower, so 256 there. Q4_1 packs a 32-value unit in 20 bytes against Q8_0's 34: more
+/// decoding a byte staged, which more warps overlap.
 fn block_threads(model: &model::Model) -> u32 {
-    if model.hp.n_ff > 2 * 8 * TYPICAL_SMS {
+    let q4_1 = |m: &model::Matrix| m.ty == GgmlType::Q4_1;
+    let ffn_q4_1 = !model.layers.is_empty()
+        && model
+            .layers
+            .iter()
+            .all(|l| q4_1(&l.w_gate) && q4_1(&l.w_up));
+    if model.hp.n_ff > 2 * 8 * TYPICAL_SMS || ffn_q4_1 {
         384
     } else {
         0
@@ -282,10 +293,12 @@ mod tests {
     }
 
     #[test]
-    fn twelve_warps_only_for_a_wide_ffn() {
-        // SmolLM2: 1536 pairs, 11.6 a block; Qwen2.5-0.5B: 4864, 36.8 a block.
+    fn twelve_warps_for_a_wide_ffn_or_q4_1() {
+        // SmolLM2: 1536 pairs, 11.6 a block (but Q4_1 takes twelve warps); Qwen2.5-0.5B: 4864,
+        // 36.8 a block.
         for (spec, threads) in [
-            (SynthSpec::smollm2(GgmlType::Q4_1), 256),
+            (SynthSpec::smollm2(GgmlType::Q8_0), 256),
+            (SynthSpec::smollm2(GgmlType::Q4_1), 384),
             (SynthSpec::qwen2_0_5b(GgmlType::Q5_0), 384),
         ] {
             let b = pk_build(&one_layer(spec));
