@@ -38,9 +38,50 @@ __device__ __forceinline__ Xq xq_at(u8* base, int cols) {
     return x;
 }
 
+// q16_block's two divisions, 32767 / m and m / 32767, as div.rn.f32's fast path computes them
+// (its instruction sequence, without the check that sends operands outside that path's range to
+// a slow subroutine, and the branch and convergence barriers around it): FASTDIV, an experiment
+// (MOLLA_KDEFS=FASTDIV; q16_block<true>). For the divisors q16_block meets (finite m from 1e-30
+// up, and +inf, selected apart; m >= 2^126, whose reciprocal rcp.approx.ftz would flush, scaled
+// by 2^-4 and back, exactly) they should give the IEEE division's bits: scripts/qbench checks
+// every such m on the device. Session 34's qbench: a trip of quantize_q16 and its barrier 844-1028
+// SM cycles, 504-610 with approximate divisions and no sums (other bits).
+#ifdef MOLLA_X_FASTDIV
+#define Q16_FASTDIV true
+#else
+#define Q16_FASTDIV false
+#endif
+__device__ __forceinline__ float rcp_approx_ftz(float b) {
+#ifdef __CUDA_ARCH__
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
+    return r;
+#elif defined(Q16_HOST_RCP)
+    return Q16_HOST_RCP(b);  // scripts/cuda_host_check.py: seeds off by an ulp either way too
+#else
+    return 1.f / b;
+#endif
+}
+__device__ __forceinline__ float div_32767_by(float m) {
+    const float s = m >= 0x1p126f ? 0x1p-4f : 1.f;
+    const float b = m * s;
+    float r = rcp_approx_ftz(b);
+    r = __fmaf_rn(r, __fmaf_rn(-b, r, 1.f), r);
+    const float q = __fmul_rn(r, 32767.f);
+    const float q2 = __fmaf_rn(r, __fmaf_rn(-b, q, 32767.f), q) * s;
+    return m == __int_as_float(0x7f800000) ? 0.f : q2;
+}
+__device__ __forceinline__ float div_by_32767(float m) {
+    const float r0 = __int_as_float(0x38000100);  // 1 / 32767, as div.rn's sequence starts it
+    const float r = __fmaf_rn(__fmaf_rn(-32767.f, r0, 1.f), r0, r0);
+    const float q = __fmul_rn(m, r);
+    return m == __int_as_float(0x7f800000) ? m : __fmaf_rn(r, __fmaf_rn(q, -32767.f, m), q);
+}
+
 // Values 8 part .. 8 part + 8 of block b of 32 (v), quantized into the Xq of a `cols`-wide row at
 // `base` by the four consecutive lanes part = 0..3 of a warp (shuffles: every lane of the warp
-// calls it); stored only when `live`.
+// calls it); stored only when `live`. FAST: the scale's divisions as div_32767_by, div_by_32767.
+template <bool FAST = Q16_FASTDIV>
 __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool live, int cols, u8* base) {
     int4* q4 = (int4*)base;
     float* dx = (float*)(base + xq_qbytes(cols));
@@ -65,10 +106,10 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
     int qi[8], t = 0;
     float d = 0.f;
     if (!(m < 1e-30f)) {
-        float inv = 32767.f / m;
+        float inv = FAST ? div_32767_by(m) : 32767.f / m;
 #pragma unroll
         for (int i = 0; i < 8; i++) qi[i] = __float2int_rn(v[i] * inv);
-        d = m / 32767.f;
+        d = FAST ? div_by_32767(m) : m / 32767.f;
     } else {
 #pragma unroll
         for (int i = 0; i < 8; i++) qi[i] = 0;
@@ -97,7 +138,7 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
 // every trip (the shuffles need whole warps); past the end it computes on block 0 and stores
 // nothing. No barrier: the caller's makes the row visible to the block. NT: the block's threads
 // when known at compile time (the persistent kernel: no division by a run-time count), else 0.
-template <int NT, class Load>
+template <int NT, bool FAST = Q16_FASTDIV, class Load>
 __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
     int nb = cols >> 5, part = threadIdx.x & 3;
     int per = NT ? NT >> 2 : (int)(blockDim.x >> 2), trips = (nb + per - 1) / per;
@@ -107,7 +148,7 @@ __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
         int b = live ? b0 : 0;
         float v[8];
         load(32 * b + 8 * part, live, v);
-        q16_block(v, b, part, live, cols, base);
+        q16_block<FAST>(v, b, part, live, cols, base);
     }
 }
 

@@ -438,7 +438,12 @@ mod tests {
         if compiles(Program::Main, &[]) {
             compiles(
                 Program::Main,
-                &["MOLLA_PDL", "MOLLA_X_Q6FILE", "MOLLA_X_RSQRT"],
+                &[
+                    "MOLLA_PDL",
+                    "MOLLA_X_Q6FILE",
+                    "MOLLA_X_RSQRT",
+                    "MOLLA_X_FASTDIV",
+                ],
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
         }
@@ -454,7 +459,12 @@ mod tests {
         if compiles(Program::Persistent(SMOL), &[]) {
             compiles(
                 Program::Persistent(SMOL),
-                &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL", "MOLLA_X_RSQRT"],
+                &[
+                    "MOLLA_X_PKMEASURE",
+                    "MOLLA_X_LLVOL",
+                    "MOLLA_X_RSQRT",
+                    "MOLLA_X_FASTDIV",
+                ],
             );
             let packed = PkBuild {
                 packed: true,

@@ -1,0 +1,118 @@
+// Latency of the persistent kernel's input preparation in one block (the GPU machine has nvcc,
+// no Rust): quantize_q16_unsynced and quantize_q16_w (q16.cuh, the engine's code) on a row of
+// the small models' widths, then the block barrier, timed with clock64 by thread 0 and averaged
+// over many rounds; beside it the bare barrier, a bare shared load, and the plain trip with
+// q16.cuh's FASTDIV divisions (q16_block<true>). Then FASTDIV's divisions against the IEEE ones
+// for every divisor q16_block can meet: they must agree on all of them (exit 1 otherwise).
+//
+//   nvcc -O3 -arch=sm_90 -std=c++17 -o qbench scripts/qbench/qbench.cu && ./qbench
+//
+// Session 34 (H200, 1980 MHz; before FASTDIV existed), SM cycles a round at 256 / 384 threads:
+// barrier 209-212 / 234, a shared load and barrier 430-434 / 468-478, plain 844-895 / 978-1028,
+// norm 955-1071 / 1105-1230; with approximate divisions and without the sums (other bits)
+// 504-564 / 539-610.
+#include <cstdio>
+#include <cstring>
+#include <cuda_runtime.h>
+
+#include "../../crates/cuda/kernels/common.cuh"
+#include "../../crates/cuda/kernels/q16.cuh"
+
+#include "../cuda_check.h"
+
+// Every finite m from 1e-30 up: the fast sequences against the IEEE divisions; counts mismatches.
+__global__ void divcheck(unsigned lo, unsigned hi, unsigned long long* bad) {
+    unsigned long long n = 0;
+    for (unsigned long long u = lo + (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; u <= hi;
+         u += (unsigned long long)gridDim.x * blockDim.x) {
+        float m = __uint_as_float((unsigned)u);
+        n += __float_as_uint(div_32767_by(m)) != __float_as_uint(32767.f / m);
+        n += __float_as_uint(div_by_32767(m)) != __float_as_uint(m / 32767.f);
+    }
+    if (n) atomicAdd(bad, n);
+}
+
+enum { BARRIER = 0, PLAIN = 1, NORM = 2, LOADONLY = 3, FASTDIV = 4 };
+
+template <int NT>
+__global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int cols, int rounds, int variant,
+                                             long long* out, int* sink) {
+    extern __shared__ float4 sm4[];
+    float* xs = (float*)sm4;
+    float* nw = xs + cols;
+    float* raw = nw + cols;
+    u8* xq = (u8*)(raw + cols);
+    for (int i = threadIdx.x; i < cols; i += NT) xs[i] = x[i], nw[i] = w[i];
+    __syncthreads();
+    long long total = 0;
+    int acc = 0;
+    for (int r = 0; r < rounds; r++) {
+        // A fresh row each round, as the pollers leave it (written, then a barrier).
+        for (int i = threadIdx.x; i < cols; i += NT) xs[i] = x[i] * (1.f + r * 1e-7f);
+        __syncthreads();
+        long long t0 = clock64();
+        if (variant == PLAIN) quantize_q16_unsynced<NT>(xs, cols, xq);
+        else if (variant == NORM) quantize_q16_w<NT>(xs, cols, xq, nw, raw);
+        else if (variant == FASTDIV)
+            quantize_trips<NT, true>(cols, xq, [&](int i, bool, float* v) {
+                const float4* src = (const float4*)(xs + i);
+                float4 va = src[0], vb = src[1];
+                v[0] = va.x, v[1] = va.y, v[2] = va.z, v[3] = va.w, v[4] = vb.x, v[5] = vb.y, v[6] = vb.z, v[7] = vb.w;
+            });
+        else if (variant == LOADONLY) acc += __float_as_int(xs[(threadIdx.x * 8) % cols]);
+        __syncthreads();
+        long long t1 = clock64();
+        total += t1 - t0;
+        acc += ((const int*)xq)[threadIdx.x % 16];
+    }
+    if (threadIdx.x == 0) *out = total / rounds;
+    if (acc == 0x12345678) *sink = acc;
+}
+
+template <int NT>
+long long run(const float* x, const float* w, int cols, int variant, long long* d_out, int* sink) {
+    const int rounds = 2000;
+    size_t smem = 3 * cols * sizeof(float) + xq_bytes(cols) + 64;
+    qbench<NT><<<1, NT, smem>>>(x, w, cols, rounds, variant, d_out, sink);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    long long c;
+    CK(cudaMemcpy(&c, d_out, sizeof(c), cudaMemcpyDeviceToHost));
+    return c;
+}
+
+int main() {
+    const int maxc = 4864;
+    float hx[maxc], hw[maxc];
+    for (int i = 0; i < maxc; i++) hx[i] = (float)((i * 7919) % 2001 - 1000) / 300.f, hw[i] = 1.f + (i % 13) / 50.f;
+    float *x, *w;
+    long long* d_out;
+    int* sink;
+    CK(cudaMalloc(&x, sizeof(hx)));
+    CK(cudaMalloc(&w, sizeof(hw)));
+    CK(cudaMalloc(&d_out, sizeof(long long)));
+    CK(cudaMalloc(&sink, sizeof(int)));
+    CK(cudaMemcpy(x, hx, sizeof(hx), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(w, hw, sizeof(hw), cudaMemcpyHostToDevice));
+    const char* names[] = {"barrier", "plain", "norm", "loadonly", "fastdiv"};
+    printf("| variant | cols | 256 threads | 384 threads |  (SM cycles a round: the work and one barrier)\n|---|---|---|---|\n");
+    for (int cols : {576, 896, 1536})
+        for (int v : {BARRIER, LOADONLY, PLAIN, NORM, FASTDIV})
+            printf("| %s | %d | %lld | %lld |\n", names[v], cols, run<256>(x, w, cols, v, d_out, sink),
+                   run<384>(x, w, cols, v, d_out, sink));
+    // The divisions: every finite divisor q16_block can meet (1e-30 .. FLT_MAX, and +inf).
+    unsigned long long* bad;
+    CK(cudaMalloc(&bad, sizeof(*bad)));
+    CK(cudaMemset(bad, 0, sizeof(*bad)));
+    float lo = 1e-30f;
+    unsigned ulo;
+    memcpy(&ulo, &lo, 4);
+    divcheck<<<1056, 256>>>(ulo, 0x7f800000u, bad);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    unsigned long long hbad;
+    CK(cudaMemcpy(&hbad, bad, sizeof(hbad), cudaMemcpyDeviceToHost));
+    printf("divcheck: %llu divisors from 1e-30 to +inf, %llu results differ from the IEEE division\n",
+           (unsigned long long)(0x7f800000u - ulo + 1), hbad);
+    return hbad != 0;
+}
