@@ -73,7 +73,13 @@ static float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
 static float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 static float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 static float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-static int __float2int_rn(float x) { return (int)nearbyintf(x); }
+// cvt.rni.s32.f32: round to nearest even, NaN to 0, out of range clamped.
+static int __float2int_rn(float x) {
+    if (x != x) return 0;
+    if (x >= 2147483648.f) return 2147483647;
+    if (x <= -2147483648.f) return (int)0x80000000u;
+    return (int)nearbyintf(x);
+}
 static long long __double2ll_rn(double x) { return llrint(x); }
 static float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
@@ -202,9 +208,36 @@ int check_div() {
     printf("FASTDIV divisions: %lld divisors x 3 seeds, %lld differ\n", n / 3, bad);
     return bad != 0;
 }
+// q16_block with FASTDIV (q16_block<true>) against the default, on one lane's eight values (the
+// host's shuffles give a lane its own values back, alike for both): random magnitudes from
+// 1e-38 to 1e38, with zeros, tiny blocks, NaNs and infinities mixed in.
+int check_q16_block() {
+    std::mt19937 rng(11);
+    int bad = 0;
+    const int cols = 32;
+    static u8 a[256] __attribute__((aligned(16))), b[256] __attribute__((aligned(16)));  // xq_bytes(32) is 144
+    for (int n = 0; n < 2000000; n++) {
+        float v[8];
+        const float scale = std::pow(10.f, (float)((int)(rng() % 77) - 38));
+        for (int i = 0; i < 8; i++) {
+            const u32 k = rng() % 64;
+            v[i] = k == 0 ? 0.f : k == 1 ? NAN : k == 2 ? INFINITY : k == 3 ? -1e-31f : ((float)(rng() % 200001) / 100000.f - 1.f) * scale;
+        }
+        memset(a, 0, sizeof(a));
+        memset(b, 0, sizeof(b));
+        rcp_ulps = (int)(rng() % 3) - 1;
+        q16_block<false>(v, 0, 0, true, cols, a);
+        q16_block<true>(v, 0, 0, true, cols, b);
+        if (memcmp(a, b, sizeof(a)) != 0 && bad++ < 3) printf("q16_block FASTDIV differs: n %d, v[0] %g, scale %g\n", n, v[0], scale);
+    }
+    rcp_ulps = 0;
+    printf("q16_block FASTDIV: 2000000 blocks, %d differ\n", bad);
+    return bad != 0;
+}
 int main() {
     int bad = 0;
     bad += check_div();
+    bad += check_q16_block();
     bad += check_lean();
     bad += check<T_Q4_0>("Q4_0"); bad += check<T_Q4_1>("Q4_1"); bad += check<T_Q5_0>("Q5_0");
     bad += check<T_Q5_1>("Q5_1"); bad += check<T_Q8_0>("Q8_0"); bad += check<T_Q4_K>("Q4_K");

@@ -80,7 +80,8 @@ __device__ __forceinline__ float div_by_32767(float m) {
 
 // Values 8 part .. 8 part + 8 of block b of 32 (v), quantized into the Xq of a `cols`-wide row at
 // `base` by the four consecutive lanes part = 0..3 of a warp (shuffles: every lane of the warp
-// calls it); stored only when `live`. FAST: the scale's divisions as div_32767_by, div_by_32767.
+// calls it); stored only when `live`. FAST (FASTDIV): the maximum as a tree, the scale's divisions
+// as div_32767_by, div_by_32767 and no branch; the same bits.
 template <bool FAST = Q16_FASTDIV>
 __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool live, int cols, u8* base) {
     int4* q4 = (int4*)base;
@@ -90,8 +91,16 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
     float m = 0.f, sum = 0.f;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        m = fmaxf(m, fabsf(v[i]));
+        if (!FAST) m = fmaxf(m, fabsf(v[i]));
         sum += v[i];
+    }
+    if (FAST) {
+        // The same maximum as a tree (fmaxf is exact and drops NaNs in any order; the 0 last,
+        // as it came first): three dependent steps instead of eight.
+        float a[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) a[i] = fmaxf(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
+        m = fmaxf(fmaxf(fmaxf(a[0], a[1]), fmaxf(a[2], a[3])), 0.f);
     }
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
@@ -105,11 +114,19 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
     nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
     int qi[8], t = 0;
     float d = 0.f;
-    if (!(m < 1e-30f)) {
-        float inv = FAST ? div_32767_by(m) : 32767.f / m;
+    if (FAST) {
+        // Without a branch: a block under 1e-30 takes inv = 0, so every quant is 0 as below (a NaN
+        // value's too: the conversion makes NaN 0).
+        const bool tiny = m < 1e-30f;
+        const float inv = tiny ? 0.f : div_32767_by(m);
 #pragma unroll
         for (int i = 0; i < 8; i++) qi[i] = __float2int_rn(v[i] * inv);
-        d = FAST ? div_by_32767(m) : m / 32767.f;
+        d = tiny ? 0.f : div_by_32767(m);
+    } else if (!(m < 1e-30f)) {
+        float inv = 32767.f / m;
+#pragma unroll
+        for (int i = 0; i < 8; i++) qi[i] = __float2int_rn(v[i] * inv);
+        d = m / 32767.f;
     } else {
 #pragma unroll
         for (int i = 0; i < 8; i++) qi[i] = 0;
