@@ -1,14 +1,16 @@
 // Latency of the persistent kernel's input preparation in one block (the GPU machine has nvcc,
 // no Rust): quantize_q16_unsynced and quantize_q16_w (q16.cuh, the engine's code) on a row of
 // the small models' widths, then the block barrier, timed with clock64 by thread 0 and averaged
-// over many rounds; beside it the bare barrier, a bare shared load, and the plain trip with
+// over many rounds; beside it the bare barrier (and four, and three named barriers of 128 threads
+// before it), a bare shared load, and the plain trip with
 // q16.cuh's FASTDIV divisions (q16_block<true>). Then FASTDIV's divisions against the IEEE ones
 // for every divisor q16_block can meet: they must agree on all of them (exit 1 otherwise).
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o qbench scripts/qbench/qbench.cu && ./qbench
 //
 // Session 34 (H200, 1980 MHz; before FASTDIV existed), SM cycles a round at 256 / 384 threads:
-// barrier 209-212 / 234, a shared load and barrier 430-434 / 468-478, plain 844-895 / 978-1028,
+// barrier 209-212 / 234, a shared load at a computed index and barrier 430-434 / 468-478 (most of
+// it the index's integer modulo, since taken out), plain 844-895 / 978-1028,
 // norm 955-1071 / 1105-1230; with approximate divisions and without the sums (other bits)
 // 504-564 / 539-610.
 #include <cstdio>
@@ -32,7 +34,7 @@ __global__ void divcheck(unsigned lo, unsigned hi, unsigned long long* bad) {
     if (n) atomicAdd(bad, n);
 }
 
-enum { BARRIER = 0, PLAIN = 1, NORM = 2, LOADONLY = 3, FASTDIV = 4 };
+enum { BARRIER = 0, PLAIN = 1, NORM = 2, LOADONLY = 3, FASTDIV = 4, BARRIER4 = 5, NAMED4 = 6 };
 
 template <int NT>
 __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int cols, int rounds, int variant,
@@ -59,7 +61,18 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
                 float4 va = src[0], vb = src[1];
                 v[0] = va.x, v[1] = va.y, v[2] = va.z, v[3] = va.w, v[4] = vb.x, v[5] = vb.y, v[6] = vb.z, v[7] = vb.w;
             });
-        else if (variant == LOADONLY) acc += __float_as_int(xs[(threadIdx.x * 8) % cols]);
+        else if (variant == LOADONLY) acc += __float_as_int(xs[threadIdx.x & 511]);
+        else if (variant == BARRIER4) {
+            // Three more block barriers: the marginal cost of one is (this - barrier) / 3.
+            __syncthreads();
+            __syncthreads();
+            __syncthreads();
+        } else if (variant == NAMED4 && threadIdx.x < 128) {
+            // Three named barriers of the first 128 threads (the persistent kernel's pollers').
+            asm volatile("bar.sync 1, 128;" ::: "memory");
+            asm volatile("bar.sync 1, 128;" ::: "memory");
+            asm volatile("bar.sync 1, 128;" ::: "memory");
+        }
         __syncthreads();
         long long t1 = clock64();
         total += t1 - t0;
@@ -94,10 +107,10 @@ int main() {
     CK(cudaMalloc(&sink, sizeof(int)));
     CK(cudaMemcpy(x, hx, sizeof(hx), cudaMemcpyHostToDevice));
     CK(cudaMemcpy(w, hw, sizeof(hw), cudaMemcpyHostToDevice));
-    const char* names[] = {"barrier", "plain", "norm", "loadonly", "fastdiv"};
+    const char* names[] = {"barrier", "plain", "norm", "loadonly", "fastdiv", "barrier x4", "128-thread named x3 + barrier"};
     printf("| variant | cols | 256 threads | 384 threads |  (SM cycles a round: the work and one barrier)\n|---|---|---|---|\n");
     for (int cols : {576, 896, 1536})
-        for (int v : {BARRIER, LOADONLY, PLAIN, NORM, FASTDIV})
+        for (int v : {BARRIER, BARRIER4, NAMED4, LOADONLY, PLAIN, NORM, FASTDIV})
             printf("| %s | %d | %lld | %lld |\n", names[v], cols, run<256>(x, w, cols, v, d_out, sink),
                    run<384>(x, w, cols, v, d_out, sink));
     // The divisions: every finite divisor q16_block can meet (1e-30 .. FLT_MAX, and +inf).
