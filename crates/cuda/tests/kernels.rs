@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ALL_TYPES, Rng, bits, gpu, matrix, rel, widths};
+use common::{ALL_TYPES, Rng, bits, gpu, matrices, matrix, rel, widths};
 use cpu::ops;
 use cuda::testing::{self, HeadShape, Input, Kernel, Seg};
 use gguf::GgmlType;
@@ -111,11 +111,7 @@ fn matvec_fused_input_bias_residual_and_mixed_segments() {
     let cols = 1536;
     let types = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
     let rows = [129usize, 65, 33];
-    let mats: Vec<(Vec<u8>, Vec<f32>)> = types
-        .iter()
-        .zip(rows)
-        .map(|(&t, r)| matrix(&mut rng, t, r, cols))
-        .collect();
+    let mats = matrices(&mut rng, &types, &rows, cols);
     let x = rng.vec(cols, 2.0);
     let aux = rng.vec(cols, 1.0);
     let bias: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();

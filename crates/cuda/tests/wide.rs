@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Rng, bits, gpu, matrix, widths};
+use common::{Rng, bits, gpu, matrices, matrix, widths};
 use cuda::testing::{self, Input, Kernel, Seg};
 use gguf::GgmlType;
 
@@ -19,15 +19,6 @@ const Q16_TYPES: [GgmlType; 8] = [
     GgmlType::Q5_K,
     GgmlType::Q6_K,
 ];
-
-/// Random matrices of `cols` columns, one of each type with as many rows as `rows` says.
-fn matrices(rng: &mut Rng, types: &[GgmlType], rows: &[usize], cols: usize) -> Vec<Vec<u8>> {
-    types
-        .iter()
-        .zip(rows)
-        .map(|(&t, &r)| matrix(rng, t, r, cols).0)
-        .collect()
-}
 
 /// `segs` on `x` through each of `kernels`, each asserted to give `matvec`'s bits in every
 /// segment (`what` names the case).
@@ -116,7 +107,7 @@ fn matvec_wide_gives_the_bits_of_matvec() {
             .map(|i| Seg {
                 ty: types[i],
                 rows: rows[i],
-                w: &mats[i],
+                w: &mats[i].0,
                 bias: Some(&bias[i]),
                 acc: Some(&acc[i]),
             })
@@ -163,7 +154,7 @@ fn matvec_wide_gives_the_bits_of_matvec_on_many_rows_a_warp() {
         .map(|i| Seg {
             ty: types[i],
             rows: rows[i],
-            w: &mats[i],
+            w: &mats[i].0,
             bias: None,
             acc: None,
         })

@@ -13,6 +13,21 @@ pub fn gpu() -> Option<cuda::Gpu> {
 
 pub use cpu::conformance::{ALL_TYPES, Rng, matrix, rel, widths};
 
+/// A random quantized matrix (`matrix`: its bytes and their dequantized values) of each type and
+/// row count, `cols` wide, drawn in order.
+pub fn matrices(
+    rng: &mut Rng,
+    types: &[gguf::GgmlType],
+    rows: &[usize],
+    cols: usize,
+) -> Vec<(Vec<u8>, Vec<f32>)> {
+    types
+        .iter()
+        .zip(rows)
+        .map(|(&t, &r)| matrix(rng, t, r, cols))
+        .collect()
+}
+
 /// The bit patterns of `v`, to compare results that must be identical (NaN included).
 pub fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
