@@ -53,14 +53,9 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
         for (int i = threadIdx.x; i < cols; i += NT) xs[i] = x[i] * (1.f + r * 1e-7f);
         __syncthreads();
         long long t0 = clock64();
-        if (variant == PLAIN) quantize_q16_unsynced<NT>(xs, cols, xq);
+        if (variant == PLAIN) quantize_q16_unsynced<NT, false>(xs, cols, xq);
         else if (variant == NORM) quantize_q16_w<NT>(xs, cols, xq, nw, raw);
-        else if (variant == FASTDIV)
-            quantize_trips<NT, true>(cols, xq, [&](int i, bool, float* v) {
-                const float4* src = (const float4*)(xs + i);
-                float4 va = src[0], vb = src[1];
-                v[0] = va.x, v[1] = va.y, v[2] = va.z, v[3] = va.w, v[4] = vb.x, v[5] = vb.y, v[6] = vb.z, v[7] = vb.w;
-            });
+        else if (variant == FASTDIV) quantize_q16_unsynced<NT, true>(xs, cols, xq);
         else if (variant == LOADONLY) acc += __float_as_int(xs[threadIdx.x & 511]);
         else if (variant == BARRIER4) {
             // Three more block barriers: the marginal cost of one is (this - barrier) / 3.

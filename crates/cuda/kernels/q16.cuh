@@ -172,9 +172,9 @@ __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
 // Quantizes xs[0..cols) (whole blocks of 32) into the Xq at `base` (two 16-byte loads, one
 // 16-byte store a thread); no barrier (quantize_q16 adds it). The same bits as
 // Q16Acts::quantize for q and dx; sx is summed in a different order.
-template <int NT = 0>
+template <int NT = 0, bool FAST = Q16_FASTDIV>
 __device__ __forceinline__ void quantize_q16_unsynced(const float* xs, int cols, u8* base) {
-    quantize_trips<NT>(cols, base, [&](int i, bool, float* v) {
+    quantize_trips<NT, FAST>(cols, base, [&](int i, bool, float* v) {
         const float4* src = (const float4*)(xs + i);
         float4 va = src[0], vb = src[1];
         v[0] = va.x, v[1] = va.y, v[2] = va.z, v[3] = va.w, v[4] = vb.x, v[5] = vb.y, v[6] = vb.z, v[7] = vb.w;
