@@ -72,14 +72,7 @@ static Dim threadIdx{0}, blockDim{256};
 static float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
 static float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 static float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
-static float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-// cvt.rni.s32.f32: round to nearest even, NaN to 0, out of range clamped.
-static int __float2int_rn(float x) {
-    if (x != x) return 0;
-    if (x >= 2147483648.f) return 2147483647;
-    if (x <= -2147483648.f) return (int)0x80000000u;
-    return (int)nearbyintf(x);
-}
+static int __float2int_rn(float x) { return (int)nearbyintf(x); }
 static long long __double2ll_rn(double x) { return llrint(x); }
 static float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
@@ -89,15 +82,6 @@ static unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh) {
     return (unsigned)((((unsigned long long)hi << 32) | lo) >> (sh & 31));
 }
 static void __syncthreads() {}
-// rcp.approx's stand-in for q16.cuh's FASTDIV divisions: the correctly rounded reciprocal moved by
-// rcp_ulps ulps (the device's approximation is within one).
-static int rcp_ulps = 0;
-static float host_rcp(float b) {
-    float r = 1.f / b;
-    for (int i = 0; i < (rcp_ulps < 0 ? -rcp_ulps : rcp_ulps); i++) r = nextafterf(r, rcp_ulps > 0 ? INFINITY : 0.f);
-    return r;
-}
-#define Q16_HOST_RCP host_rcp
 '''
 post_common=r'''
 static float h2f(u16 h) {
@@ -186,58 +170,8 @@ int check_lean() {
     printf("Q4_K lean rows: %d differ\n", bad);
     return bad;
 }
-// q16.cuh's FASTDIV divisions against the IEEE ones (the host's), on divisors spread over every
-// binade q16_block can meet (1e-30 up, with the largest finite and +inf), with the reciprocal's
-// seed exact and an ulp off either way. The device's own seed: scripts/qbench checks every divisor.
-int check_div() {
-    long long bad = 0, n = 0;
-    float lo = 1e-30f;
-    u32 ulo, uhi = 0x7f800000u;
-    memcpy(&ulo, &lo, 4);
-    for (rcp_ulps = -1; rcp_ulps <= 1; rcp_ulps++)
-        for (unsigned long long u = ulo; u <= uhi; u += (u < ulo + 4096 || u > uhi - 4096) ? 1 : 211) {
-            float m = __uint_as_float((u32)u);
-            volatile float a = 32767.f / m, b = m / 32767.f;
-            float fa = div_32767_by(m), fb = div_by_32767(m);
-            n++;
-            if (memcmp(&fa, (const void*)&a, 4) != 0 || memcmp(&fb, (const void*)&b, 4) != 0) {
-                if (bad++ < 3) printf("div: m %a seed %+d ulp: %a %a vs %a %a\n", m, rcp_ulps, fa, fb, (float)a, (float)b);
-            }
-        }
-    rcp_ulps = 0;
-    printf("FASTDIV divisions: %lld divisors x 3 seeds, %lld differ\n", n / 3, bad);
-    return bad != 0;
-}
-// q16_block with FASTDIV (q16_block<true>) against the default, on one lane's eight values (the
-// host's shuffles give a lane its own values back, alike for both): random magnitudes from
-// 1e-38 to 1e38, with zeros, tiny blocks, NaNs and infinities mixed in.
-int check_q16_block() {
-    std::mt19937 rng(11);
-    int bad = 0;
-    const int cols = 32;
-    static u8 a[256] __attribute__((aligned(16))), b[256] __attribute__((aligned(16)));  // xq_bytes(32) is 144
-    for (int n = 0; n < 2000000; n++) {
-        float v[8];
-        const float scale = std::pow(10.f, (float)((int)(rng() % 77) - 38));
-        for (int i = 0; i < 8; i++) {
-            const u32 k = rng() % 64;
-            v[i] = k == 0 ? 0.f : k == 1 ? NAN : k == 2 ? INFINITY : k == 3 ? -1e-31f : ((float)(rng() % 200001) / 100000.f - 1.f) * scale;
-        }
-        memset(a, 0, sizeof(a));
-        memset(b, 0, sizeof(b));
-        rcp_ulps = (int)(rng() % 3) - 1;
-        q16_block<false>(v, 0, 0, true, cols, a);
-        q16_block<true>(v, 0, 0, true, cols, b);
-        if (memcmp(a, b, sizeof(a)) != 0 && bad++ < 3) printf("q16_block FASTDIV differs: n %d, v[0] %g, scale %g\n", n, v[0], scale);
-    }
-    rcp_ulps = 0;
-    printf("q16_block FASTDIV: 2000000 blocks, %d differ\n", bad);
-    return bad != 0;
-}
 int main() {
     int bad = 0;
-    bad += check_div();
-    bad += check_q16_block();
     bad += check_lean();
     bad += check<T_Q4_0>("Q4_0"); bad += check<T_Q4_1>("Q4_1"); bad += check<T_Q5_0>("Q5_0");
     bad += check<T_Q5_1>("Q5_1"); bad += check<T_Q8_0>("Q8_0"); bad += check<T_Q4_K>("Q4_K");

@@ -38,51 +38,9 @@ __device__ __forceinline__ Xq xq_at(u8* base, int cols) {
     return x;
 }
 
-// q16_block's two divisions, 32767 / m and m / 32767, as div.rn.f32's fast path computes them
-// (its instruction sequence, without the check that sends operands outside that path's range to
-// a slow subroutine, and the branch and convergence barriers around it): FASTDIV, an experiment
-// (MOLLA_KDEFS=FASTDIV; q16_block<true>). For the divisors q16_block meets (finite m from 1e-30
-// up, and +inf, selected apart; m >= 2^126, whose reciprocal rcp.approx.ftz would flush, scaled
-// by 2^-4 and back, exactly) they should give the IEEE division's bits: scripts/qbench checks
-// every such m on the device. Session 34's qbench: a trip of quantize_q16 and its barrier 844-1028
-// SM cycles, 504-610 with approximate divisions and no sums (other bits).
-#ifdef MOLLA_X_FASTDIV
-#define Q16_FASTDIV true
-#else
-#define Q16_FASTDIV false
-#endif
-__device__ __forceinline__ float rcp_approx_ftz(float b) {
-#ifdef __CUDA_ARCH__
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
-    return r;
-#elif defined(Q16_HOST_RCP)
-    return Q16_HOST_RCP(b);  // scripts/cuda_host_check.py: seeds off by an ulp either way too
-#else
-    return 1.f / b;
-#endif
-}
-__device__ __forceinline__ float div_32767_by(float m) {
-    const float s = m >= 0x1p126f ? 0x1p-4f : 1.f;
-    const float b = m * s;
-    float r = rcp_approx_ftz(b);
-    r = __fmaf_rn(r, __fmaf_rn(-b, r, 1.f), r);
-    const float q = __fmul_rn(r, 32767.f);
-    const float q2 = __fmaf_rn(r, __fmaf_rn(-b, q, 32767.f), q) * s;
-    return m == __int_as_float(0x7f800000) ? 0.f : q2;
-}
-__device__ __forceinline__ float div_by_32767(float m) {
-    const float r0 = __int_as_float(0x38000100);  // 1 / 32767, as div.rn's sequence starts it
-    const float r = __fmaf_rn(__fmaf_rn(-32767.f, r0, 1.f), r0, r0);
-    const float q = __fmul_rn(m, r);
-    return m == __int_as_float(0x7f800000) ? m : __fmaf_rn(r, __fmaf_rn(q, -32767.f, m), q);
-}
-
 // Values 8 part .. 8 part + 8 of block b of 32 (v), quantized into the Xq of a `cols`-wide row at
 // `base` by the four consecutive lanes part = 0..3 of a warp (shuffles: every lane of the warp
-// calls it); stored only when `live`. FAST (FASTDIV): the maximum as a tree, the scale's divisions
-// as div_32767_by, div_by_32767 and no branch; the same bits.
-template <bool FAST = Q16_FASTDIV>
+// calls it); stored only when `live`.
 __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool live, int cols, u8* base) {
     int4* q4 = (int4*)base;
     float* dx = (float*)(base + xq_qbytes(cols));
@@ -91,16 +49,8 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
     float m = 0.f, sum = 0.f;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        if (!FAST) m = fmaxf(m, fabsf(v[i]));
+        m = fmaxf(m, fabsf(v[i]));
         sum += v[i];
-    }
-    if (FAST) {
-        // The same maximum as a tree (fmaxf is exact and drops NaNs in any order; the 0 last,
-        // as it came first): three dependent steps instead of eight.
-        float a[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) a[i] = fmaxf(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
-        m = fmaxf(fmaxf(fmaxf(a[0], a[1]), fmaxf(a[2], a[3])), 0.f);
     }
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
@@ -114,15 +64,7 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
     nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
     int qi[8], t = 0;
     float d = 0.f;
-    if (FAST) {
-        // Without a branch: a block under 1e-30 takes inv = 0, so every quant is 0 as below (a NaN
-        // value's too: the conversion makes NaN 0).
-        const bool tiny = m < 1e-30f;
-        const float inv = tiny ? 0.f : div_32767_by(m);
-#pragma unroll
-        for (int i = 0; i < 8; i++) qi[i] = __float2int_rn(v[i] * inv);
-        d = tiny ? 0.f : div_by_32767(m);
-    } else if (!(m < 1e-30f)) {
+    if (!(m < 1e-30f)) {
         float inv = 32767.f / m;
 #pragma unroll
         for (int i = 0; i < 8; i++) qi[i] = __float2int_rn(v[i] * inv);
@@ -155,7 +97,7 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
 // every trip (the shuffles need whole warps); past the end it computes on block 0 and stores
 // nothing. No barrier: the caller's makes the row visible to the block. NT: the block's threads
 // when known at compile time (the persistent kernel: no division by a run-time count), else 0.
-template <int NT, bool FAST = Q16_FASTDIV, class Load>
+template <int NT, class Load>
 __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
     int nb = cols >> 5, part = threadIdx.x & 3;
     int per = NT ? NT >> 2 : (int)(blockDim.x >> 2), trips = (nb + per - 1) / per;
@@ -165,16 +107,16 @@ __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
         int b = live ? b0 : 0;
         float v[8];
         load(32 * b + 8 * part, live, v);
-        q16_block<FAST>(v, b, part, live, cols, base);
+        q16_block(v, b, part, live, cols, base);
     }
 }
 
 // Quantizes xs[0..cols) (whole blocks of 32) into the Xq at `base` (two 16-byte loads, one
 // 16-byte store a thread); no barrier (quantize_q16 adds it). The same bits as
 // Q16Acts::quantize for q and dx; sx is summed in a different order.
-template <int NT = 0, bool FAST = Q16_FASTDIV>
+template <int NT = 0>
 __device__ __forceinline__ void quantize_q16_unsynced(const float* xs, int cols, u8* base) {
-    quantize_trips<NT, FAST>(cols, base, [&](int i, bool, float* v) {
+    quantize_trips<NT>(cols, base, [&](int i, bool, float* v) {
         const float4* src = (const float4*)(xs + i);
         float4 va = src[0], vb = src[1];
         v[0] = va.x, v[1] = va.y, v[2] = va.z, v[3] = va.w, v[4] = vb.x, v[5] = vb.y, v[6] = vb.z, v[7] = vb.w;

@@ -438,12 +438,7 @@ mod tests {
         if compiles(Program::Main, &[]) {
             compiles(
                 Program::Main,
-                &[
-                    "MOLLA_PDL",
-                    "MOLLA_X_Q6FILE",
-                    "MOLLA_X_RSQRT",
-                    "MOLLA_X_FASTDIV",
-                ],
+                &["MOLLA_PDL", "MOLLA_X_Q6FILE", "MOLLA_X_RSQRT"],
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
         }
@@ -459,12 +454,7 @@ mod tests {
         if compiles(Program::Persistent(SMOL), &[]) {
             compiles(
                 Program::Persistent(SMOL),
-                &[
-                    "MOLLA_X_PKMEASURE",
-                    "MOLLA_X_LLVOL",
-                    "MOLLA_X_RSQRT",
-                    "MOLLA_X_FASTDIV",
-                ],
+                &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL", "MOLLA_X_RSQRT"],
             );
             let packed = PkBuild {
                 packed: true,
