@@ -19,6 +19,8 @@
 // finishing its load of step s-2's vector (its loads were in shared memory before a barrier).
 // Likewise a flag word of step s-2 is overwritten only after every block finished waiting on it.
 //
+// SYNCBENCH_ONLY=tagged_batch,tagged_r4 runs only the variants named.
+//
 // Prints a markdown table, us a step = median of 5 launches (after 2 warm-ups, cudaEvent) / S;
 // check = every launch's final vector (and tags) equal the host's, and no wait timed out. Every
 // wait gives up after 1 s (globaltimer) or 2^26 polls, setting an error word. Exits 1 on a failure.
@@ -27,6 +29,7 @@
 #include <cstring>
 #include <vector>
 #include <algorithm>
+#include <string>
 #include <cuda_runtime.h>
 
 // The engine's types and its global-timer and relaxed / acquire loads.
@@ -47,8 +50,18 @@
 // TAGGED_NOWORK (only one warp stores a block's share) is left out: a block's share is
 // at most 47 rows here, stored by threads lo..hi-1, so warp 0 (and part of warp 1 at N=1536,
 // G=33) already does every store.
-enum { TAGGED, TAGGED_RELAXED, TAGGED_BATCH, COUNTER, FLAGS, GRIDBAR, NVAR };
-static const char* vname[NVAR] = {"tagged", "tagged_relaxed", "tagged_batch", "counter", "flags", "gridbar"};
+// tagged_rR: tagged_batch with each value stored into R copies of the vector, block b reading copy
+// b % R (R times the stores, a copy's lines polled by a R-th of the grid: is a step's wait the
+// L2 serving one line to every SM?). Session 35 (H200, 132 blocks, N = 576 / 896 / 1536, us a
+// step, two runs alike to 0.003): tagged_batch 1.044 / 1.023 / 1.012, r2 0.957 / 0.984 / 0.940,
+// r4 0.958 / 0.937 / 0.936, r8 1.017 / 1.002 / 1.031; at 66 blocks every variant 0.85-0.94.
+enum { TAGGED, TAGGED_RELAXED, TAGGED_BATCH, TAGGED_R2, TAGGED_R4, TAGGED_R8, COUNTER, FLAGS, GRIDBAR, NVAR };
+static const char* vname[NVAR] = {"tagged",   "tagged_relaxed", "tagged_batch", "tagged_r2", "tagged_r4",
+                                  "tagged_r8", "counter",        "flags",        "gridbar"};
+__host__ __device__ constexpr int reps(int v) { return v == TAGGED_R2 ? 2 : v == TAGGED_R4 ? 4 : v == TAGGED_R8 ? 8 : 1; }
+__host__ __device__ constexpr bool batched(int v) { return v == TAGGED_BATCH || reps(v) > 1; }
+__host__ __device__ constexpr bool is_tagged(int v) { return v == TAGGED || v == TAGGED_RELAXED || batched(v); }
+#define MAXR 8
 
 struct Args {
     u64* ll;            // tagged: 2 buffers of N words {f32 bits, tag}
@@ -204,9 +217,9 @@ __global__ void __launch_bounds__(NT, 1) chain(Args a) {
         // Wait for step s-1's vector and copy it into shared memory.
         if (s == 0) {
             for (int i = tid; i < n; i += NT) x[i] = __ldcg(a.init + i);
-        } else if (V == TAGGED || V == TAGGED_RELAXED || V == TAGGED_BATCH) {
-            fail = V == TAGGED_BATCH ? !load_ll_batch<V>(a.ll + ib * n, x, n, tag - 1u, s, a.err)
-                                     : !load_ll<V>(a.ll + ib * n, x, n, tag - 1u, s, a.err);
+        } else if (is_tagged(V)) {
+            const u64* src = a.ll + (size_t)(ib * reps(V) + (int)blockIdx.x % reps(V)) * n;
+            fail = batched(V) ? !load_ll_batch<V>(src, x, n, tag - 1u, s, a.err) : !load_ll<V>(src, x, n, tag - 1u, s, a.err);
         } else {
             // counter: thread 0 waits for every block's arrival; flags: thread t < G waits for
             // block t's flag; gridbar: the previous step's grid barrier was the wait.
@@ -219,8 +232,12 @@ __global__ void __launch_bounds__(NT, 1) chain(Args a) {
         // This block's rows of step s, each from a value of the whole input.
         for (int r = lo + tid; r < hi; r += NT) {
             float v = x[(r * 5 + s) % n] + (float)(1 + (r & 7));
-            if (V == TAGGED || V == TAGGED_RELAXED || V == TAGGED_BATCH) st1<V>(a.ll + ob * n + r, v, tag);
-            else a.plain[ob * n + r] = v;
+            if (is_tagged(V)) {
+#pragma unroll
+                for (int k = 0; k < reps(V); k++) st1<V>(a.ll + (size_t)(ob * reps(V) + k) * n + r, v, tag);
+            } else {
+                a.plain[ob * n + r] = v;
+            }
         }
         // Publish (tagged words publish themselves).
         if (V == COUNTER || V == FLAGS || V == GRIDBAR) {
@@ -289,7 +306,7 @@ int main(int argc, char** argv) {
 
     // One allocation for the vectors (tagged or plain), one for the words (counters, flags, error).
     Args a;
-    const size_t vbytes = 2 * MAXN * sizeof(u64), wbytes = (steps + 1 + 2 * NT + 1) * sizeof(u32);
+    const size_t vbytes = 2 * MAXR * MAXN * sizeof(u64), wbytes = (steps + 1 + 2 * NT + 1) * sizeof(u32);
     float* init;
     CK(cudaMalloc(&a.ll, vbytes));
     CK(cudaMalloc(&a.ctr, wbytes));
@@ -306,16 +323,22 @@ int main(int argc, char** argv) {
         printf("shared memory sizing failed (%d bytes)\n", smem);
         return 1;
     }
-    void (*kern[NVAR])(Args) = {chain<TAGGED>, chain<TAGGED_RELAXED>, chain<TAGGED_BATCH>,
-                                 chain<COUNTER>, chain<FLAGS>, chain<GRIDBAR>};
+    void (*kern[NVAR])(Args) = {chain<TAGGED>,    chain<TAGGED_RELAXED>, chain<TAGGED_BATCH>,
+                                 chain<TAGGED_R2>, chain<TAGGED_R4>,      chain<TAGGED_R8>,
+                                 chain<COUNTER>,   chain<FLAGS>,          chain<GRIDBAR>};
     const int ns[] = {576, 896, 1536}, gs[] = {sms, sms / 2, sms / 4};
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     bool all_ok = true;
     printf("| variant | N | G | us/step | check |\n|---|---|---|---|---|\n");
+    // SYNCBENCH_ONLY=a,b: only the variants named.
+    const char* only = getenv("SYNCBENCH_ONLY");
     for (int v = 0; v < NVAR; v++) {
-        const bool tagged = v == TAGGED || v == TAGGED_RELAXED || v == TAGGED_BATCH;
+        char key[64];
+        snprintf(key, sizeof key, ",%s,", vname[v]);
+        if (only && !strstr((std::string(",") + only + ",").c_str(), key)) continue;
+        const bool tagged = is_tagged(v);
         CK(cudaFuncSetAttribute(kern[v], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         int occ = 0;
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern[v], NT, smem));
@@ -356,8 +379,9 @@ int main(int argc, char** argv) {
                         snprintf(why, sizeof why, "FAIL (launch %d: a wait of step %u timed out)", e, err - 1);
                         break;
                     }
-                    // The last step's vector (buffer (S-1) % 2): values, and tags of step S-1.
-                    const int fb = (steps - 1) & 1, esz = tagged ? 8 : 4;
+                    // The last step's vector (buffer (S-1) % 2, its last copy): values, and tags
+                    // of step S-1.
+                    const int fb = ((steps - 1) & 1) * reps(v) + reps(v) - 1, esz = tagged ? 8 : 4;
                     const u32 ftag = (u32)e * (u32)steps + (u32)steps;
                     CK(cudaMemcpy(got.data(), (char*)a.ll + (size_t)fb * n * esz, (size_t)n * esz, cudaMemcpyDeviceToHost));
                     int bad = 0;
