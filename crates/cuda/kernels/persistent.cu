@@ -219,10 +219,8 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         if (!pk_load_acc(a, (const u64*)st.x, xs, xraw, n, (u32)st.emb_rows, step)) return false;
     } else if (st.in_ll) {
         // One segment known at compile time: no segment selection for each pair of each poll
-        // (measured +2% tokens/s on the SmolLM2 and Qwen shapes, session 18). Of a vector written
-        // in in_ll copies, the block reads copy blockIdx % in_ll (PkArgs::copy_stride).
-        const int copy = st.in_ll > 1 ? (int)blockIdx.x % st.in_ll : 0;
-        LlSeg seg = {(const u64*)st.x + (size_t)copy * a.copy_stride, xs, n};
+        // (measured +2% tokens/s on the SmolLM2 and Qwen shapes, session 18).
+        LlSeg seg = {(const u64*)st.x, xs, n};
         if (!pk_load_ll<1>(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
     } else {
         if (!pk_wait(a, st.in_step, step)) return false;
@@ -263,29 +261,23 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     return true;
 }
 
-// Stores output value v of row r: tagged (into each of the step's out_ll copies, `stride` words
-// apart: PkArgs::copy_stride), or plain f32.
-__device__ __forceinline__ void pk_out(const PkStep& st, float* y, int r, float v, u32 tag, int stride) {
-    if (st.out_ll) {
-        st_ll((u64*)y + r, v, tag);
-        for (int k = 1; k < st.out_ll; k++) st_ll((u64*)y + r + (size_t)k * stride, v, tag);
-    } else {
-        y[r] = v;
-    }
+// Stores output value v of row r: tagged, or plain f32.
+__device__ __forceinline__ void pk_out(const PkStep& st, float* y, int r, float v, u32 tag) {
+    if (st.out_ll) st_ll((u64*)y + r, v, tag);
+    else y[r] = v;
 }
 
 // Measurement (MOLLA_PK_SKIP's PK_SKIP_ROWS): the block's output values without the work, 0 or
 // the residual row (stale with PK_SKIP_PREP, which leaves it unloaded), so the steps hand over
 // as before and the time left is synchronisation and input loads.
-__device__ void pk_skip_chunk(const PkStep& st, const PkChunk& c, const float* xraw, u32 tag, int stride) {
+__device__ void pk_skip_chunk(const PkStep& st, const PkChunk& c, const float* xraw, u32 tag) {
     float* y = st.y[c.seg];
     const bool accumulate = !st.pair && st.accumulate[c.seg] != 0;
-    for (int r = c.ra + (int)threadIdx.x; r < c.rb; r += PK_THREADS)
-        pk_out(st, y, r, accumulate ? xraw[r] : 0.f, tag, stride);
+    for (int r = c.ra + (int)threadIdx.x; r < c.rb; r += PK_THREADS) pk_out(st, y, r, accumulate ? xraw[r] : 0.f, tag);
 }
 
-__device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1, u32 tag, int stride) {
-    for (int cur = r0; cur < r1;) pk_skip_chunk(st, pk_seg_chunk(st, cur, r1), xraw, tag, stride);
+__device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1, u32 tag) {
+    for (int cur = r0; cur < r1;) pk_skip_chunk(st, pk_seg_chunk(st, cur, r1), xraw, tag);
     __syncthreads();
 }
 
@@ -337,7 +329,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
     if (PK_SKIPS(a, PK_SKIP_ROWS)) {
-        pk_skip_rows(st, xraw, r0, r1, tag, a.copy_stride);
+        pk_skip_rows(st, xraw, r0, r1, tag);
         return true;
     }
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -377,7 +369,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
         const size_t rb0 = (size_t)st.row_bytes[si], rb1 = (size_t)st.row_bytes[1];
         float* y = st.y[si];
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
-            pk_skip_chunk(st, c, xraw, tag, a.copy_stride);
+            pk_skip_chunk(st, c, xraw, tag);
         } else if (st.pair) {
             // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
             // type).
@@ -392,7 +384,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 }
                 float g = mv_scaled(warp_sum(gu[0]), scale);
                 float u = mv_scaled(warp_sum(gu[1]), scale);
-                if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag, a.copy_stride);
+                if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
             }
         } else {
             // Two consecutive rows a warp, sharing each unit's input; one when the chunk has no
@@ -413,7 +405,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                     float v = mv_scaled(lane == 0 ? acc[0] : acc[1], scale);
                     if (bias) v += bias[rr];
                     if (accumulate) v += xraw[rr];
-                    pk_out(st, y, rr, v, tag, a.copy_stride);
+                    pk_out(st, y, rr, v, tag);
                 }
             }
         }
@@ -582,7 +574,7 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
             break;
         }
 #endif
-        for (int d = threadIdx.x; d < hdv; d += PK_THREADS) pk_out(st, st.out, h * hdv + d, rq[d], tag, a.copy_stride);
+        for (int d = threadIdx.x; d < hdv; d += PK_THREADS) pk_out(st, st.out, h * hdv + d, rq[d], tag);
         if (h + (int)gridDim.x < nh) __syncthreads();  // rq is reloaded for the block's next head
     }
     return true;

@@ -159,10 +159,9 @@ struct PkStep {
     int res_smem;  // accumulate onto the raw input row the previous RMSNorm step of this block
                    // loaded (xraw in shared memory); the only accumulation the kernel does
     int in_step;   // the step whose output is this step's input (-1: none)
-    int out_ll;    // n >= 1: outputs are tagged words, in n copies (PkArgs::copy_stride apart);
-                   // 0: plain f32
-    int in_ll;     // n >= 1: the input is tagged words, in n copies; 0: plain f32, ready once
-                   // counters[in_step] has every block's arrival
+    int out_ll;    // 1: outputs are tagged words; 0: plain f32
+    int in_ll;     // 1: the input is tagged words; 0: plain f32, ready once counters[in_step]
+                   // has every block's arrival
     int arrive;    // 1: every block adds 1 to counters[this step] when done with it
     int packed;    // 1: a block's rows fit its chunk buffers whole: copied at once, segment after
                    // segment, as the step begins (one cp.async group)
@@ -224,9 +223,6 @@ struct PkArgs {
     int l2_ahead;  // chunks of a block's rows prefetched into L2 beyond those in shared memory
     long long* fold_acc;  // the PK_OP_ATTN_WO steps' accumulators (fold_n values), or null: each
     int fold_n;           // block zeroes its share as it ends, for the next launch
-    int copy_stride;      // words between the copies of a vector written in several
-                          // (PkStep::out_ll > 1: each value stored into every copy; a reader
-                          // polls copy blockIdx % in_ll, fewer SMs polling each line)
     const u32* tok_src;   // or null: the token is the greedy pick of the step before, in the pick
                           // kernel's words (pick.cu: status, then index), written by a launch
                           // earlier on the stream (greedy decoding chained on the device,

@@ -14,7 +14,7 @@ use config::{
     blocks_per_sm_cap, chunk_bytes, delay_knobs, env_i32, l2_ahead, mark_packed, skip_knobs,
     stages, types_in,
 };
-pub(crate) use config::{copies, ll_max, pk_build};
+pub(crate) use config::{ll_max, pk_build};
 pub(crate) use steps::{Input, Steps};
 use steps::{OP_ATTN_WO, OP_MATVEC, PkStep};
 
@@ -50,7 +50,7 @@ struct PkArgs {
     l2_ahead: i32,
     fold_acc: u64,
     fold_n: i32,
-    copy_stride: i32,
+    pad: i32,
     tok_src: u64,
 }
 
@@ -130,8 +130,6 @@ pub(crate) struct Persistent {
     /// With wo folded into attention (`PkBuild::fold`): the accumulators' address and
     /// length in u64 words, inside `ll` (zeroed with it; the kernel zeroes them as it ends).
     pub(crate) fold: (u64, usize),
-    /// Words between the copies of a buffer the steps write in several ([`Steps::copies`]).
-    pub(crate) copy_stride: usize,
 }
 
 /// A wait longer than this is a hang: the kernel stops and reports it.
@@ -274,7 +272,6 @@ impl Persistent {
             l2_ahead: l2_ahead(),
             head_x: None,
             fold: (0, 0),
-            copy_stride: 0,
         })
     }
 
@@ -364,7 +361,7 @@ impl Persistent {
             l2_ahead: self.l2_ahead,
             fold_acc: self.fold.0,
             fold_n: self.fold.1 as i32,
-            copy_stride: self.copy_stride as i32,
+            pad: 0,
             tok_src: match token {
                 Token::Id(_) => 0,
                 Token::Picked(a) => a,

@@ -276,22 +276,12 @@ impl CudaModel {
         } else {
             0
         };
-        // x and the SwiGLU output (every block reads them whole) in `copies` copies,
-        // `stride` words apart (a 128-byte line's multiple: no line holds two copies).
-        let copies = crate::persistent::copies();
-        let stride = hp.n_embd.max(hp.n_ff).next_multiple_of(16);
-        let room = |i: usize, n: usize| match i {
-            0 | 5 if copies > 1 => copies * stride,
-            _ => n.next_multiple_of(2),
-        };
-        let tagged_words: usize = sizes.iter().enumerate().map(|(i, &n)| room(i, n)).sum();
+        let tagged_words: usize = sizes.iter().map(|n| n.next_multiple_of(2)).sum();
         let ll = g.zeros::<u64>(tagged_words + acc_words)?;
         let mut at = g.ptr(&ll);
-        let mut i = 0;
         let [x, q, k, v, att, gate] = sizes.map(|n| {
             let a = at;
-            at += 8 * room(i, n) as u64;
-            i += 1;
+            at += 8 * n.next_multiple_of(2) as u64;
             a
         });
         let acc_base = at;
@@ -299,8 +289,6 @@ impl CudaModel {
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         let eps = hp.rms_eps;
         let mut st = Steps::new(crate::persistent::ll_max());
-        st.copies(x, copies);
-        st.copies(gate, copies);
         for (li, l) in self.layers.iter().enumerate() {
             let input = if li == 0 {
                 Input::EmbedRmsNorm {
@@ -356,7 +344,6 @@ impl CudaModel {
         let mut pk = Persistent::new(g, st, ll, &self.heads)?;
         pk.head_x = outside.then_some((x, tagged));
         pk.fold = (acc_base, acc_words);
-        pk.copy_stride = stride;
         Ok(pk)
     }
 

@@ -41,14 +41,6 @@ pub(crate) fn ll_max() -> usize {
     env_i32("MOLLA_PK_LL_MAX", 2048).max(0) as usize
 }
 
-/// Copies of each vector every block reads whole in tagged words (the residual row and the
-/// SwiGLU output; `MOLLA_PK_COPIES`, default 1): each value is stored into every copy and block
-/// b polls copy b % n, so fewer SMs poll each line (scripts/syncbench's tagged_rR: a step 1.04
-/// -> 0.96 us at 132 blocks with two or four on the H200).
-pub(crate) fn copies() -> usize {
-    env_i32("MOLLA_PK_COPIES", 1).clamp(1, 8) as usize
-}
-
 /// Chunks of a block's rows prefetched into L2 ahead of their copy into shared memory
 /// (`MOLLA_PK_L2`, default 2; 0 turns it off).
 pub(super) fn l2_ahead() -> i32 {

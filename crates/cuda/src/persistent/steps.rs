@@ -107,8 +107,6 @@ pub(crate) struct Steps {
     writer: std::collections::HashMap<u64, (i32, bool)>,
     /// Widest output a step writes in tagged form.
     ll_max: usize,
-    /// Buffers written in several copies when tagged ([`Steps::copies`]), by address.
-    copies: std::collections::HashMap<u64, i32>,
     /// A read of a buffer no step wrote, or an accumulation the kernel does not do.
     pub(super) bad: Option<String>,
 }
@@ -120,18 +118,6 @@ impl Steps {
             ll_max,
             ..Steps::default()
         }
-    }
-
-    /// Tagged writes of buffer `y` go into `n` copies of it, `PkArgs::copy_stride` words apart (the
-    /// caller allocates them), and each block polls one of them: fewer SMs poll each line. For
-    /// the buffers every block reads whole (the residual row, the SwiGLU output); a buffer read by
-    /// attention must keep one.
-    pub fn copies(&mut self, y: u64, n: usize) {
-        self.copies.insert(y, n.clamp(1, 64) as i32);
-    }
-
-    fn copies_of(&self, y: u64) -> i32 {
-        self.copies.get(&y).copied().unwrap_or(1)
     }
 
     /// Whether the last step that wrote `x` wrote it as tagged words (else plain f32).
@@ -172,7 +158,7 @@ impl Steps {
         st.in_step = -1;
         let mut from = |x: u64, st: &mut PkStep| {
             let (s, ll) = self.producer(x);
-            (st.in_step, st.in_ll) = (s, if ll { self.copies_of(x) } else { 0 });
+            (st.in_step, st.in_ll) = (s, i32::from(ll));
         };
         match input {
             Input::Plain(x) => {
@@ -217,16 +203,7 @@ impl Steps {
     /// outputs no step reads, the logits, need none).
     fn push(&mut self, mut st: PkStep, outs: &[u64], len: usize, tagged: bool) {
         let ll = tagged && len <= self.ll_max;
-        let copies = outs.first().map_or(1, |&y| self.copies_of(y));
-        if outs.iter().any(|&y| self.copies_of(y) != copies) {
-            self.bad.get_or_insert_with(|| {
-                format!(
-                    "step {}: outputs in different numbers of copies",
-                    self.list.len()
-                )
-            });
-        }
-        st.out_ll = if ll { copies } else { 0 };
+        st.out_ll = i32::from(ll);
         st.arrive = i32::from(tagged && !ll);
         let s = self.list.len() as i32;
         if tagged {
@@ -315,10 +292,6 @@ impl Steps {
         if self.producer(k) != (in_step, in_ll) || self.producer(v) != (in_step, in_ll) {
             self.bad
                 .get_or_insert_with(|| "attention: q, k and v come from different steps".into());
-        }
-        if [q, k, v].iter().any(|&b| self.copies_of(b) != 1) {
-            self.bad
-                .get_or_insert_with(|| "attention: q, k or v written in copies".into());
         }
         let st = PkStep {
             op: OP_ATTN,
