@@ -2,7 +2,8 @@
 // no Rust): quantize_q16_unsynced and quantize_q16_w (q16.cuh, the engine's code) on a row of
 // the small models' widths, then the block barrier, timed with clock64 by thread 0 and averaged
 // over many rounds; beside it the bare barrier (and four, and three named barriers of 128 threads
-// before it) and a bare shared load.
+// before it) and a bare shared load; then the row dots of a matvec step's busiest block on a
+// quantized row (Q4_1 rows in shared memory, the shapes of SmolLM2's and Qwen's steps).
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o qbench scripts/qbench/qbench.cu && ./qbench
 //
@@ -14,35 +15,89 @@
 // 1010, norm 907, 962, 1041 / 1141-1262; FASTDIV (q16_block's divisions as div.rn's fast path
 // without its range check and branch, the maximum as a tree; the same bits on every divisor,
 // checked on the device) 822, 810, 856 / 991-1047: no faster, so removed (its code: 4ccab15).
+// Row dots (session 35, same units, 256 / 384 threads, with the barrier's ~150-180): SmolLM2 q/k/v
+// 8 rows of 576 two a warp 766 / 760, one a warp 650 / 705; gate/up 12 pairs 1679 / 1115; down 5
+// rows of 1536 955 / 1009; Qwen q/k/v 10 rows of 896 885 / 877, gate/up 37 pairs 4270 / 3998,
+// down 7 rows of 4864 1343 / 1409. The trace's rows phases (session 34) are 1.4-4x these.
 #include <cstdio>
 #include <cstring>
+#include <vector>
 #include <cuda_runtime.h>
 
 #include "../../crates/cuda/kernels/common.cuh"
 #include "../../crates/cuda/kernels/q16.cuh"
+#include "../../crates/cuda/kernels/q16_rows.cuh"
 
 #include "../cuda_check.h"
 
-enum { BARRIER = 0, PLAIN = 1, NORM = 2, LOADONLY = 3, BARRIER4 = 4, NAMED4 = 5 };
+enum { BARRIER = 0, PLAIN = 1, NORM = 2, LOADONLY = 3, BARRIER4 = 4, NAMED4 = 5, ROWS2 = 6, ROWS1 = 7, PAIRS = 8 };
+
+// The persistent kernel's row dots on a row quantized once (outside the timing), against Q4_1 rows
+// in shared memory: ROWS2 two rows a warp (rows_dot_q16<2>, as a matvec step with more rows than
+// warps), ROWS1 one a warp, PAIRS a gate/up pair a warp (two matrices' rows, silu(g) * u); each
+// warp's sums by warp_sum and stored by lane 0 into shared memory, as pk_matvec's rows.
+template <int NT>
+__device__ __forceinline__ void rows_work(int variant, const u8* wq, int nrows, const Xq& xq, int cols, float* out) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const size_t rb = (size_t)(cols / 32) * 20;
+    if (variant == ROWS2) {
+        for (int r = 2 * warp; r < nrows; r += 2 * (NT / 32)) {
+            const u8* w2[2] = {wq + r * rb, wq + (r + 1) * rb};
+            float acc[2];
+            rows_dot_q16<T_Q4_1, 2>(w2, min(2, nrows - r), xq, cols, lane, 32, acc);
+            acc[0] = warp_sum(acc[0]);
+            acc[1] = warp_sum(acc[1]);
+            if (lane < 2) out[r + lane] = lane ? acc[1] : acc[0];
+        }
+    } else if (variant == ROWS1) {
+        for (int r = warp; r < nrows; r += NT / 32) {
+            const u8* w1[1] = {wq + r * rb};
+            float acc[1];
+            rows_dot_q16<T_Q4_1, 1>(w1, 1, xq, cols, lane, 32, acc);
+            acc[0] = warp_sum(acc[0]);
+            if (lane == 0) out[r] = acc[0];
+        }
+    } else {
+        // nrows pairs: gate row r at r, up row r at nrows + r.
+        for (int r = warp; r < nrows; r += NT / 32) {
+            const u8* w2[2] = {wq + r * rb, wq + (nrows + r) * rb};
+            float gu[2];
+            rows_dot_q16<T_Q4_1, 2>(w2, 2, xq, cols, lane, 32, gu);
+            float g = warp_sum(gu[0]), u = warp_sum(gu[1]);
+            if (lane == 0) out[r] = g / (1.f + __expf(-g)) * u;
+        }
+    }
+}
 
 template <int NT>
 __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int cols, int rounds, int variant,
-                                             long long* out, int* sink) {
+                                             long long* out, int* sink, const u8* wg, int nrows) {
     extern __shared__ float4 sm4[];
     float* xs = (float*)sm4;
     float* nw = xs + cols;
     float* raw = nw + cols;
     u8* xq = (u8*)(raw + cols);
+    u8* wq = xq + xq_bytes(cols);  // the rows variants' weights (2 nrows rows of Q4_1)
+    float* ro = (float*)(wq + (size_t)2 * nrows * (cols / 32) * 20 + 16);
     for (int i = threadIdx.x; i < cols; i += NT) xs[i] = x[i], nw[i] = w[i];
+    for (int i = threadIdx.x; i < 2 * nrows * (cols / 32) * 20; i += NT) wq[i] = wg[i];
     __syncthreads();
+    const bool rows = variant >= ROWS2;
+    if (rows) {
+        quantize_q16_unsynced<NT>(xs, cols, xq);
+        __syncthreads();
+    }
+    const Xq xqv = xq_at(xq, cols);
     long long total = 0;
     int acc = 0;
     for (int r = 0; r < rounds; r++) {
         // A fresh row each round, as the pollers leave it (written, then a barrier).
-        for (int i = threadIdx.x; i < cols; i += NT) xs[i] = x[i] * (1.f + r * 1e-7f);
+        if (!rows)
+            for (int i = threadIdx.x; i < cols; i += NT) xs[i] = x[i] * (1.f + r * 1e-7f);
         __syncthreads();
         long long t0 = clock64();
-        if (variant == PLAIN) quantize_q16_unsynced<NT>(xs, cols, xq);
+        if (rows) rows_work<NT>(variant, wq, nrows, xqv, cols, ro);
+        else if (variant == PLAIN) quantize_q16_unsynced<NT>(xs, cols, xq);
         else if (variant == NORM) quantize_q16_w<NT>(xs, cols, xq, nw, raw);
         else if (variant == LOADONLY) acc += __float_as_int(xs[threadIdx.x & 511]);
         else if (variant == BARRIER4) {
@@ -59,17 +114,19 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
         __syncthreads();
         long long t1 = clock64();
         total += t1 - t0;
-        acc += ((const int*)xq)[threadIdx.x % 16];
+        acc += ((const int*)xq)[threadIdx.x % 16] + (rows ? __float_as_int(ro[threadIdx.x % 4]) : 0);
     }
     if (threadIdx.x == 0) *out = total / rounds;
     if (acc == 0x12345678) *sink = acc;
 }
 
 template <int NT>
-long long run(const float* x, const float* w, int cols, int variant, long long* d_out, int* sink) {
+long long run(const float* x, const float* w, int cols, int variant, long long* d_out, int* sink, const u8* wg = nullptr,
+             int nrows = 0) {
     const int rounds = 2000;
-    size_t smem = 3 * cols * sizeof(float) + xq_bytes(cols) + 64;
-    qbench<NT><<<1, NT, smem>>>(x, w, cols, rounds, variant, d_out, sink);
+    size_t smem = 3 * cols * sizeof(float) + xq_bytes(cols) + 64 + (size_t)2 * nrows * (cols / 32) * 20 + 16 + 4 * nrows;
+    if (smem > 48 * 1024) CK(cudaFuncSetAttribute(qbench<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    qbench<NT><<<1, NT, smem>>>(x, w, cols, rounds, variant, d_out, sink, wg, nrows);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     long long c;
@@ -96,5 +153,25 @@ int main() {
         for (int v : {BARRIER, BARRIER4, NAMED4, LOADONLY, PLAIN, NORM})
             printf("| %s | %d | %lld | %lld |\n", names[v], cols, run<256>(x, w, cols, v, d_out, sink),
                    run<384>(x, w, cols, v, d_out, sink));
+    // Row dots (Q4_1 rows whose scale and minimum are 1, random quants), shapes of the persistent
+    // kernel's busiest block: SmolLM2 q/k/v 8 rows of 576, gate/up 12 pairs of 576, down 5 rows of
+    // 1536; Qwen q/k/v 10 rows of 896, gate/up 37 pairs of 896, down 7 rows of 4864.
+    std::vector<u8> hq((size_t)2 * 40 * (4864 / 32) * 20);
+    unsigned rs = 1;
+    for (size_t i = 0; i < hq.size(); i++) rs = rs * 1664525u + 1013904223u, hq[i] = (u8)(rs >> 24);
+    for (size_t b = 0; b + 20 <= hq.size(); b += 20) hq[b] = 0, hq[b + 1] = 0x3c, hq[b + 2] = 0, hq[b + 3] = 0x3c;
+    u8* wg;
+    CK(cudaMalloc(&wg, hq.size()));
+    CK(cudaMemcpy(wg, hq.data(), hq.size(), cudaMemcpyHostToDevice));
+    printf("\n| rows (Q4_1) | cols | rows | 256 threads | 384 threads |\n|---|---|---|---|---|\n");
+    struct Shape {
+        int v, cols, rows;
+        const char* name;
+    };
+    for (Shape sh : {Shape{ROWS2, 576, 8, "two a warp"}, Shape{ROWS1, 576, 8, "one a warp"}, Shape{PAIRS, 576, 12, "pairs"},
+                     Shape{ROWS1, 1536, 5, "one a warp"}, Shape{ROWS2, 896, 10, "two a warp"}, Shape{PAIRS, 896, 37, "pairs"},
+                     Shape{ROWS1, 4864, 7, "one a warp"}})
+        printf("| %s | %d | %d | %lld | %lld |\n", sh.name, sh.cols, sh.rows,
+               run<256>(x, w, sh.cols, sh.v, d_out, sink, wg, sh.rows), run<384>(x, w, sh.cols, sh.v, d_out, sink, wg, sh.rows));
     return 0;
 }
