@@ -312,16 +312,6 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
 #endif
 
-// The first of a chunk's row slots (a row, or two rows) warp `warp` takes when `rot` slots went
-// to the chunks before: slot i goes to warp (i + rot) % PK_WARPS.
-__device__ __forceinline__ int pk_slot(int warp, int rot) {
-#ifdef MOLLA_X_NOROT
-    return warp;
-#else
-    return (warp + PK_WARPS - rot % PK_WARPS) % PK_WARPS;
-#endif
-}
-
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
 // reference, a copy in local memory read with a local load for every field used, where inlined
 // code reads the constant bank.
@@ -345,10 +335,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const bool packed = PK_PACKED(st);
     const int nch = packed ? d.nch : 0;
-    // The warp that takes a chunk's first row (or pair of rows) follows on from the chunks before,
-    // so that a block whose rows span segments (q and k, k and v) spreads them over all its warps
-    // instead of starting each segment's rows at warp 0 (MOLLA_KDEFS=NOROT: at warp 0).
-    int rot = 0;
     for (int k = 0; packed ? k < nch : cur < r1; k++) {
         PkChunk c;
         u8* buf;
@@ -387,7 +373,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
         } else if (st.pair) {
             // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
             // type).
-            for (int r = c.ra + pk_slot(warp, rot); r < c.rb; r += PK_WARPS) {
+            for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
                 float gu[2];
                 if (ty0 == ty1) {
@@ -406,7 +392,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
             const float* bias = st.bias[si];
             const bool accumulate = st.accumulate[si] != 0;
             const int per = c.rb - c.ra > PK_WARPS ? 2 : 1;
-            for (int r = c.ra + per * pk_slot(warp, rot); r < c.rb; r += per * PK_WARPS) {
+            for (int r = c.ra + per * warp; r < c.rb; r += per * PK_WARPS) {
                 int nr = min(per, c.rb - r);
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
                 float acc[2];
@@ -422,9 +408,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                     pk_out(st, y, rr, v, tag);
                 }
             }
-            rot += (c.rb - c.ra + per - 1) / per;
         }
-        if (st.pair) rot += c.rb - c.ra;
         if (!PK_ALL_PACKED && ahead < r1) {
             __syncthreads();  // every warp is done with buf (else the step's end barrier follows)
             pk_issue(st, a, pk_next_chunk(st, ahead, r1, a.chunk), buf);
