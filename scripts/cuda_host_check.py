@@ -212,7 +212,9 @@ if not cxx:
     sys.exit(0)
 rc = 0
 with tempfile.TemporaryDirectory() as d:
-    for name, defs in [("units", [])]:
+    # units_a2words: the shared-memory rows' aligned word loads (MOLLA_KDEFS=A2WORDS) in
+    # unit_q16<T, false>, against the global ones and unit_apply.
+    for name, defs in [("units", []), ("units_a2words", ["-DMOLLA_X_A2WORDS"])]:
         cpp, exe = Path(d) / f"{name}.cpp", Path(d) / name
         cpp.write_text(shim + common + post_common + q16 + rows + lean + xq_rand + test)
         subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", *defs, "-o", str(exe), str(cpp)], check=True)

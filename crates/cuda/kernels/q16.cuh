@@ -211,13 +211,19 @@ __device__ __forceinline__ void a2_shift(const u32* x, u32 sh, u32* w) {
 // read-only path, funnel-shifted into place (ld16a2 takes two 2-byte loads a word, which makes
 // Q6_K rows of global memory stream at 1.4 TB/s on the H200 against 1.8 TB/s this way:
 // scripts/mvbench). Reads up to 4 bytes past the end (matrices have 16 bytes of slack).
-template <int N4>
+// G = false: plain loads, for shared memory (a Q8_0 unit's 32 quants in 9 loads where ld16a2
+// takes 16), which MOLLA_KDEFS=A2WORDS (an experiment) uses for the legacy formats' rows there;
+// the persistent kernel's packed rows leave 16 bytes of its buffers free for the overread
+// (persistent.rs).
+template <int N4, bool G = true>
 __device__ __forceinline__ void ldg_a2(const u8* p, u32* w) {
-    const u32* a = (const u32*)((size_t)p & ~(size_t)3);
+    // (Shared memory: p less its offset, pointer arithmetic, so that the compiler still knows
+    // the address space and emits shared loads, not generic ones.)
+    const u32* a = G ? (const u32*)((size_t)p & ~(size_t)3) : (const u32*)(p - ((size_t)p & 2));
     u32 sh = (u32)((size_t)p & 2) * 8;
     u32 x[N4 + 1];
 #pragma unroll
-    for (int k = 0; k <= N4; k++) x[k] = __ldg(a + k);
+    for (int k = 0; k <= N4; k++) x[k] = G ? __ldg(a + k) : a[k];
     a2_shift<N4>(x, sh, w);
 }
 
@@ -241,6 +247,12 @@ struct UnitRaw {
     uint4 v[5];
 };
 
+#ifdef MOLLA_X_A2WORDS
+#define Q16_A2WORDS true
+#else
+#define Q16_A2WORDS false
+#endif
+
 // One 32-weight block of a legacy format: the block's contribution to the row's dot product. G: the
 // row is in global memory, and the 2-byte aligned runs (Q8_0, Q4_0, Q5_0) are read with ldg_a2's
 // aligned words (the same bytes, so the same bits; else 2-byte loads, which shared memory needs).
@@ -252,6 +264,8 @@ __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const int
         if constexpr (G) {
             ldg_a2<4>(b + 2, w);
             ldg_a2<4>(b + 18, w + 4);
+        } else if (Q16_A2WORDS) {
+            ldg_a2<8, false>(b + 2, w);
         } else {
             ld16a2(b + 2, w);
             ld16a2(b + 18, w + 4);
@@ -262,6 +276,7 @@ __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const int
         float d = h2f(ld16(b)), m = 0.f;
         if constexpr (T == T_Q4_0) {
             if constexpr (G) ldg_a2<4>(b + 2, qs);
+            else if (Q16_A2WORDS) ldg_a2<4, false>(b + 2, qs);
             else ld16a2(b + 2, qs);
         }
         if constexpr (T == T_Q4_1) {
@@ -275,6 +290,12 @@ __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const int
                 ldg_a2<1>(b + 2, h1);
                 qh = h1[0];
                 ldg_a2<4>(b + 6, qs);
+            } else if (Q16_A2WORDS) {
+                u32 hq[5];
+                ldg_a2<5, false>(b + 2, hq);
+                qh = hq[0];
+#pragma unroll
+                for (int k = 0; k < 4; k++) qs[k] = hq[k + 1];
             } else {
                 qh = ld32a2(b + 2);
                 ld16a2(b + 6, qs);

@@ -438,7 +438,12 @@ mod tests {
         if compiles(Program::Main, &[]) {
             compiles(
                 Program::Main,
-                &["MOLLA_PDL", "MOLLA_X_Q6FILE", "MOLLA_X_RSQRT"],
+                &[
+                    "MOLLA_PDL",
+                    "MOLLA_X_Q6FILE",
+                    "MOLLA_X_RSQRT",
+                    "MOLLA_X_A2WORDS",
+                ],
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
         }
@@ -467,6 +472,8 @@ mod tests {
                 Program::Persistent(packed),
                 &["MOLLA_X_NOSPLIT", "MOLLA_X_PKMEASURE"],
             );
+            // The legacy formats' shared-memory rows read in aligned words (an experiment).
+            compiles(Program::Persistent(packed), &["MOLLA_X_A2WORDS"]);
             // Twelve warps a block (Qwen2.5-0.5B's build).
             let twelve = PkBuild {
                 threads: 384,

@@ -227,7 +227,14 @@ impl Persistent {
             )));
         }
         let mut steps = steps;
-        mark_packed(&mut steps.list, grid as usize, stages * (chunk + 64));
+        // (16 bytes left free: MOLLA_KDEFS=A2WORDS's row decoders read up to 4 past a row.)
+        let room = stages * (chunk + 64)
+            - if crate::compile::experiment("A2WORDS") {
+                16
+            } else {
+                0
+            };
+        mark_packed(&mut steps.list, grid as usize, room);
         // Every matvec step packed: the kernel without the chunked pipeline, when it loads and
         // fits as many blocks on an SM.
         let packed = steps
