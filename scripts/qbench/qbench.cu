@@ -3,9 +3,12 @@
 // the small models' widths, then the block barrier, timed with clock64 by thread 0 and averaged
 // over many rounds; beside it the bare barrier (and four, and three named barriers of 128 threads
 // before it) and a bare shared load; then the row dots of a matvec step's busiest block on a
-// quantized row (Q4_1 rows in shared memory, the shapes of SmolLM2's and Qwen's steps).
+// quantized row (Q4_1 rows in shared memory, the shapes of SmolLM2's and Qwen's steps), warm and
+// cold (COLD below), and of Q8_0 and Q5_0 rows (built with -DMOLLA_X_A2WORDS: their words read as
+// MOLLA_KDEFS=A2WORDS reads them).
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o qbench scripts/qbench/qbench.cu && ./qbench
+//   (and -DMOLLA_X_A2WORDS -o qbench-a2 for the word loads)
 //
 // Session 34 (H200, 1980 MHz), SM cycles a round at 256 / 384 threads: barrier 209-212 / 234, a
 // shared load at a computed index and barrier 430-434 / 468-478 (most of it the index's integer
@@ -36,15 +39,15 @@ enum { BARRIER = 0, PLAIN = 1, NORM = 2, LOADONLY = 3, BARRIER4 = 4, NAMED4 = 5,
 // in shared memory: ROWS2 two rows a warp (rows_dot_q16<2>, as a matvec step with more rows than
 // warps), ROWS1 one a warp, PAIRS a gate/up pair a warp (two matrices' rows, silu(g) * u); each
 // warp's sums by warp_sum and stored by lane 0 into shared memory, as pk_matvec's rows.
-template <int NT>
+template <int NT, int T>
 __device__ __forceinline__ void rows_work(int variant, const u8* wq, int nrows, const Xq& xq, int cols, float* out) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const size_t rb = (size_t)(cols / 32) * 20;
+    const size_t rb = (size_t)(cols / 32) * legacy_bytes<T>();
     if (variant == ROWS2) {
         for (int r = 2 * warp; r < nrows; r += 2 * (NT / 32)) {
             const u8* w2[2] = {wq + r * rb, wq + (r + 1) * rb};
             float acc[2];
-            rows_dot_q16<T_Q4_1, 2>(w2, min(2, nrows - r), xq, cols, lane, 32, acc);
+            rows_dot_q16<T, 2>(w2, min(2, nrows - r), xq, cols, lane, 32, acc);
             acc[0] = warp_sum(acc[0]);
             acc[1] = warp_sum(acc[1]);
             if (lane < 2) out[r + lane] = lane ? acc[1] : acc[0];
@@ -53,7 +56,7 @@ __device__ __forceinline__ void rows_work(int variant, const u8* wq, int nrows, 
         for (int r = warp; r < nrows; r += NT / 32) {
             const u8* w1[1] = {wq + r * rb};
             float acc[1];
-            rows_dot_q16<T_Q4_1, 1>(w1, 1, xq, cols, lane, 32, acc);
+            rows_dot_q16<T, 1>(w1, 1, xq, cols, lane, 32, acc);
             acc[0] = warp_sum(acc[0]);
             if (lane == 0) out[r] = acc[0];
         }
@@ -62,7 +65,7 @@ __device__ __forceinline__ void rows_work(int variant, const u8* wq, int nrows, 
         for (int r = warp; r < nrows; r += NT / 32) {
             const u8* w2[2] = {wq + r * rb, wq + (nrows + r) * rb};
             float gu[2];
-            rows_dot_q16<T_Q4_1, 2>(w2, 2, xq, cols, lane, 32, gu);
+            rows_dot_q16<T, 2>(w2, 2, xq, cols, lane, 32, gu);
             float g = warp_sum(gu[0]), u = warp_sum(gu[1]);
             if (lane == 0) out[r] = g / (1.f + __expf(-g)) * u;
         }
@@ -79,7 +82,7 @@ __device__ __noinline__ float flush_icache(float v) {
     return v;
 }
 
-template <int NT>
+template <int NT, int T = T_Q4_1>
 __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int cols, int rounds, int variant,
                                              long long* out, int* sink, const u8* wg, int nrows) {
     const bool cold = (variant & COLD) != 0;
@@ -91,9 +94,10 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
     float* raw = nw + cols;
     u8* xq = (u8*)(raw + cols);
     u8* wq = xq + xq_bytes(cols);  // the rows variants' weights (2 nrows rows of Q4_1)
-    float* ro = (float*)(wq + (size_t)2 * nrows * (cols / 32) * 20 + 16);
+    const int wbytes = 2 * nrows * (cols / 32) * legacy_bytes<T>();
+    float* ro = (float*)(wq + wbytes + 16);
     for (int i = threadIdx.x; i < cols; i += NT) xs[i] = x[i], nw[i] = w[i];
-    for (int i = threadIdx.x; i < 2 * nrows * (cols / 32) * 20; i += NT) wq[i] = wg[i];
+    for (int i = threadIdx.x; i < wbytes; i += NT) wq[i] = wg[i];
     __syncthreads();
     const bool rows = variant >= ROWS2;
     if (rows) {
@@ -110,7 +114,7 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
         if (cold) fl += flush_icache((float)r);
         __syncthreads();
         long long t0 = clock64();
-        if (rows) rows_work<NT>(variant, wq, nrows, xqv, cols, ro);
+        if (rows) rows_work<NT, T>(variant, wq, nrows, xqv, cols, ro);
         else if (variant == PLAIN) quantize_q16_unsynced<NT>(xs, cols, xq);
         else if (variant == NORM) quantize_q16_w<NT>(xs, cols, xq, nw, raw);
         else if (variant == LOADONLY) acc += __float_as_int(xs[threadIdx.x & 511]);
@@ -134,13 +138,13 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
     if (acc == 0x12345678 || fl == 1.2345f) *sink = acc;
 }
 
-template <int NT>
+template <int NT, int T = T_Q4_1>
 long long run(const float* x, const float* w, int cols, int variant, long long* d_out, int* sink, const u8* wg = nullptr,
              int nrows = 0) {
     const int rounds = 2000;
-    size_t smem = 3 * cols * sizeof(float) + xq_bytes(cols) + 64 + (size_t)2 * nrows * (cols / 32) * 20 + 16 + 4 * nrows;
-    if (smem > 48 * 1024) CK(cudaFuncSetAttribute(qbench<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    qbench<NT><<<1, NT, smem>>>(x, w, cols, rounds, variant, d_out, sink, wg, nrows);
+    size_t smem = 3 * cols * sizeof(float) + xq_bytes(cols) + 64 + (size_t)2 * nrows * (cols / 32) * 34 + 16 + 4 * nrows;
+    if (smem > 48 * 1024) CK(cudaFuncSetAttribute(qbench<NT, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    qbench<NT, T><<<1, NT, smem>>>(x, w, cols, rounds, variant, d_out, sink, wg, nrows);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     long long c;
@@ -170,7 +174,7 @@ int main() {
     // Row dots (Q4_1 rows whose scale and minimum are 1, random quants), shapes of the persistent
     // kernel's busiest block: SmolLM2 q/k/v 8 rows of 576, gate/up 12 pairs of 576, down 5 rows of
     // 1536; Qwen q/k/v 10 rows of 896, gate/up 37 pairs of 896, down 7 rows of 4864.
-    std::vector<u8> hq((size_t)2 * 40 * (4864 / 32) * 20);
+    std::vector<u8> hq((size_t)2 * 40 * (4864 / 32) * 34);
     unsigned rs = 1;
     for (size_t i = 0; i < hq.size(); i++) rs = rs * 1664525u + 1013904223u, hq[i] = (u8)(rs >> 24);
     for (size_t b = 0; b + 20 <= hq.size(); b += 20) hq[b] = 0, hq[b + 1] = 0x3c, hq[b + 2] = 0, hq[b + 3] = 0x3c;
@@ -194,5 +198,16 @@ int main() {
         for (int v : {BARRIER, LOADONLY, PLAIN, NORM})
             printf("| %s | %d | %lld | %lld |\n", names[v], cols, run<256>(x, w, cols, v | COLD, d_out, sink),
                    run<384>(x, w, cols, v | COLD, d_out, sink));
+    // The 2-byte aligned formats (their blocks' scales random bits: the timing is the same), on
+    // SmolLM2 Q8_0's and Qwen's shapes; build with -DMOLLA_X_A2WORDS for MOLLA_KDEFS=A2WORDS's
+    // shared-memory word loads.
+    printf("\n| rows | cols | rows | Q8_0, 256 | Q8_0, 384 | Q5_0, 256 | Q5_0, 384 |\n|---|---|---|---|---|---|---|\n");
+    for (Shape sh : {Shape{ROWS1, 576, 8, "one a warp"}, Shape{PAIRS, 576, 12, "pairs"}, Shape{ROWS1, 1536, 5, "one a warp"},
+                     Shape{ROWS2, 896, 10, "two a warp"}, Shape{PAIRS, 896, 37, "pairs"}})
+        printf("| %s | %d | %d | %lld | %lld | %lld | %lld |\n", sh.name, sh.cols, sh.rows,
+               run<256, T_Q8_0>(x, w, sh.cols, sh.v, d_out, sink, wg, sh.rows),
+               run<384, T_Q8_0>(x, w, sh.cols, sh.v, d_out, sink, wg, sh.rows),
+               run<256, T_Q5_0>(x, w, sh.cols, sh.v, d_out, sink, wg, sh.rows),
+               run<384, T_Q5_0>(x, w, sh.cols, sh.v, d_out, sink, wg, sh.rows));
     return 0;
 }
