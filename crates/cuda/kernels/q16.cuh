@@ -279,8 +279,17 @@ __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const int
             else if (Q16_A2WORDS) ldg_a2<4, false>(b + 2, qs);
             else ld16a2(b + 2, qs);
         }
+        if constexpr (T == T_Q4_1 || T == T_Q5_1) {
+            if (!G && Q16_A2WORDS) {
+                // d and m in one word (these blocks are 4-byte aligned).
+                const u32 dm = ld32(b);
+                d = h2f((u16)dm);
+                m = h2f((u16)(dm >> 16));
+            } else {
+                m = h2f(ld16(b + 2));
+            }
+        }
         if constexpr (T == T_Q4_1) {
-            m = h2f(ld16(b + 2));
 #pragma unroll
             for (int k = 0; k < 4; k++) qs[k] = ld32(b + 4 + 4 * k);
         }
@@ -302,7 +311,6 @@ __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const int
             }
         }
         if constexpr (T == T_Q5_1) {
-            m = h2f(ld16(b + 2));
             qh = ld32(b + 4);
 #pragma unroll
             for (int k = 0; k < 4; k++) qs[k] = ld32(b + 8 + 4 * k);
