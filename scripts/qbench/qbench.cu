@@ -5,7 +5,8 @@
 // before it) and a bare shared load; then the row dots of a matvec step's busiest block on a
 // quantized row (Q4_1 rows in shared memory, the shapes of SmolLM2's and Qwen's steps), warm and
 // cold (COLD below), and of Q8_0 and Q5_0 rows (built with -DMOLLA_X_A2WORDS: their words read as
-// MOLLA_KDEFS=A2WORDS reads them).
+// MOLLA_KDEFS=A2WORDS reads them), and of Q4_1 rows in a split layout (headers, then 16-byte
+// aligned quants: SPLIT).
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o qbench scripts/qbench/qbench.cu && ./qbench
 //   (and -DMOLLA_X_A2WORDS -o qbench-a2 for the word loads)
@@ -39,15 +40,51 @@ enum { BARRIER = 0, PLAIN = 1, NORM = 2, LOADONLY = 3, BARRIER4 = 4, NAMED4 = 5,
 // in shared memory: ROWS2 two rows a warp (rows_dot_q16<2>, as a matvec step with more rows than
 // warps), ROWS1 one a warp, PAIRS a gate/up pair a warp (two matrices' rows, silu(g) * u); each
 // warp's sums by warp_sum and stored by lane 0 into shared memory, as pk_matvec's rows.
-template <int NT, int T>
+// SPLIT (or'd into a rows variant, Q4_1 only): the rows laid out as the staging could write them,
+// each row's block headers (d, m: a word a unit) first, then its quants (16 bytes a unit, 16-byte
+// aligned), so a unit takes one 4-byte and one 16-byte load instead of a 2-byte, a 2-byte and four
+// 4-byte ones (unit_legacy's). The same arithmetic as unit_legacy<T_Q4_1>.
+#define SPLIT 0x200
+__host__ __device__ constexpr int split_hdr(int nu) { return (4 * nu + 15) & ~15; }
+__host__ __device__ constexpr int split_row(int nu) { return split_hdr(nu) + 16 * nu; }
+template <int R>
+__device__ __forceinline__ void rows_dot_split(const u8* const* w, int nr, const Xq& x, int cols, int lane, float* acc) {
+    const int nu = cols / 32;
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0.f;
+    for (int u = lane; u < nu; u += 32) {
+        int4 xr[8];
+        load_xu<T_Q4_1>(x, u, xr);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (r >= nr) continue;
+            const u32 dm = ((const u32*)w[r])[u];
+            const uint4 q = ((const uint4*)(w[r] + split_hdr(nu)))[u];
+            const u32 qs[4] = {q.x, q.y, q.z, q.w};
+            u32 wv[8];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                wv[k] = qs[k] & 0x0f0f0f0fu;
+                wv[k + 4] = (qs[k] >> 4) & 0x0f0f0f0fu;
+            }
+            const int sdot = idot<8>(wv, xr);
+            float v = mul3(h2f((u16)dm), x.dx[u], (float)sdot);
+            v = __fadd_rn(v, __fmul_rn(h2f((u16)(dm >> 16)), x.sx[u]));
+            acc[r] = __fadd_rn(acc[r], v);
+        }
+    }
+}
+
+template <int NT, int T, bool SPL = false>
 __device__ __forceinline__ void rows_work(int variant, const u8* wq, int nrows, const Xq& xq, int cols, float* out) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const size_t rb = (size_t)(cols / 32) * legacy_bytes<T>();
+    const size_t rb = SPL ? (size_t)split_row(cols / 32) : (size_t)(cols / 32) * legacy_bytes<T>();
     if (variant == ROWS2) {
         for (int r = 2 * warp; r < nrows; r += 2 * (NT / 32)) {
             const u8* w2[2] = {wq + r * rb, wq + (r + 1) * rb};
             float acc[2];
-            rows_dot_q16<T, 2>(w2, min(2, nrows - r), xq, cols, lane, 32, acc);
+            if (SPL) rows_dot_split<2>(w2, min(2, nrows - r), xq, cols, lane, acc);
+            else rows_dot_q16<T, 2>(w2, min(2, nrows - r), xq, cols, lane, 32, acc);
             acc[0] = warp_sum(acc[0]);
             acc[1] = warp_sum(acc[1]);
             if (lane < 2) out[r + lane] = lane ? acc[1] : acc[0];
@@ -56,7 +93,8 @@ __device__ __forceinline__ void rows_work(int variant, const u8* wq, int nrows, 
         for (int r = warp; r < nrows; r += NT / 32) {
             const u8* w1[1] = {wq + r * rb};
             float acc[1];
-            rows_dot_q16<T, 1>(w1, 1, xq, cols, lane, 32, acc);
+            if (SPL) rows_dot_split<1>(w1, 1, xq, cols, lane, acc);
+            else rows_dot_q16<T, 1>(w1, 1, xq, cols, lane, 32, acc);
             acc[0] = warp_sum(acc[0]);
             if (lane == 0) out[r] = acc[0];
         }
@@ -65,7 +103,8 @@ __device__ __forceinline__ void rows_work(int variant, const u8* wq, int nrows, 
         for (int r = warp; r < nrows; r += NT / 32) {
             const u8* w2[2] = {wq + r * rb, wq + (nrows + r) * rb};
             float gu[2];
-            rows_dot_q16<T, 2>(w2, 2, xq, cols, lane, 32, gu);
+            if (SPL) rows_dot_split<2>(w2, 2, xq, cols, lane, gu);
+            else rows_dot_q16<T, 2>(w2, 2, xq, cols, lane, 32, gu);
             float g = warp_sum(gu[0]), u = warp_sum(gu[1]);
             if (lane == 0) out[r] = g / (1.f + __expf(-g)) * u;
         }
@@ -85,7 +124,7 @@ __device__ __noinline__ float flush_icache(float v) {
 template <int NT, int T = T_Q4_1>
 __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int cols, int rounds, int variant,
                                              long long* out, int* sink, const u8* wg, int nrows) {
-    const bool cold = (variant & COLD) != 0;
+    const bool cold = (variant & COLD) != 0, split = (variant & SPLIT) != 0;
     variant &= 0xff;
     float fl = 0.f;
     extern __shared__ float4 sm4[];
@@ -94,7 +133,7 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
     float* raw = nw + cols;
     u8* xq = (u8*)(raw + cols);
     u8* wq = xq + xq_bytes(cols);  // the rows variants' weights (2 nrows rows of Q4_1)
-    const int wbytes = 2 * nrows * (cols / 32) * legacy_bytes<T>();
+    const int wbytes = 2 * nrows * (split ? split_row(cols / 32) : (cols / 32) * legacy_bytes<T>());
     float* ro = (float*)(wq + wbytes + 16);
     for (int i = threadIdx.x; i < cols; i += NT) xs[i] = x[i], nw[i] = w[i];
     for (int i = threadIdx.x; i < wbytes; i += NT) wq[i] = wg[i];
@@ -114,7 +153,8 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
         if (cold) fl += flush_icache((float)r);
         __syncthreads();
         long long t0 = clock64();
-        if (rows) rows_work<NT, T>(variant, wq, nrows, xqv, cols, ro);
+        if (rows && split) rows_work<NT, T, true>(variant, wq, nrows, xqv, cols, ro);
+        else if (rows) rows_work<NT, T>(variant, wq, nrows, xqv, cols, ro);
         else if (variant == PLAIN) quantize_q16_unsynced<NT>(xs, cols, xq);
         else if (variant == NORM) quantize_q16_w<NT>(xs, cols, xq, nw, raw);
         else if (variant == LOADONLY) acc += __float_as_int(xs[threadIdx.x & 511]);
@@ -142,7 +182,7 @@ template <int NT, int T = T_Q4_1>
 long long run(const float* x, const float* w, int cols, int variant, long long* d_out, int* sink, const u8* wg = nullptr,
              int nrows = 0) {
     const int rounds = 2000;
-    size_t smem = 3 * cols * sizeof(float) + xq_bytes(cols) + 64 + (size_t)2 * nrows * (cols / 32) * 34 + 16 + 4 * nrows;
+    size_t smem = 3 * cols * sizeof(float) + xq_bytes(cols) + 64 + (size_t)2 * nrows * ((cols / 32) * 34 + 16) + 16 + 4 * nrows;
     if (smem > 48 * 1024) CK(cudaFuncSetAttribute(qbench<NT, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     qbench<NT, T><<<1, NT, smem>>>(x, w, cols, rounds, variant, d_out, sink, wg, nrows);
     CK(cudaGetLastError());
@@ -198,6 +238,13 @@ int main() {
         for (int v : {BARRIER, LOADONLY, PLAIN, NORM})
             printf("| %s | %d | %lld | %lld |\n", names[v], cols, run<256>(x, w, cols, v | COLD, d_out, sink),
                    run<384>(x, w, cols, v | COLD, d_out, sink));
+    // Q4_1 rows in the split layout (SPLIT), warm: against the first table's.
+    printf("\n| rows, Q4_1 split | cols | rows | 256 threads | 384 threads |\n|---|---|---|---|---|\n");
+    for (Shape sh : {Shape{ROWS1, 576, 8, "one a warp"}, Shape{PAIRS, 576, 12, "pairs"}, Shape{ROWS1, 1536, 5, "one a warp"},
+                     Shape{ROWS2, 896, 10, "two a warp"}, Shape{PAIRS, 896, 37, "pairs"}})
+        printf("| %s | %d | %d | %lld | %lld |\n", sh.name, sh.cols, sh.rows,
+               run<256>(x, w, sh.cols, sh.v | SPLIT, d_out, sink, wg, sh.rows),
+               run<384>(x, w, sh.cols, sh.v | SPLIT, d_out, sink, wg, sh.rows));
     // The 2-byte aligned formats (their blocks' scales random bits: the timing is the same), on
     // SmolLM2 Q8_0's and Qwen's shapes; build with -DMOLLA_X_A2WORDS for MOLLA_KDEFS=A2WORDS's
     // shared-memory word loads.
