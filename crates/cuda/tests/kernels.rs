@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ALL_TYPES, Rng, bits, gpu, matrices, matrix, rel, widths};
+use common::{ALL_TYPES, MixedSegs, Rng, bits, gpu, matrix, rel, widths};
 use cpu::ops;
 use cuda::testing::{self, HeadShape, Input, Kernel, Seg};
 use gguf::GgmlType;
@@ -108,40 +108,35 @@ fn fixed_point_rows_agree_across_kernels_and_with_the_float_sum() {
 fn matvec_fused_input_bias_residual_and_mixed_segments() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng::new(2);
-    let cols = 1536;
-    let types = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
-    let rows = [129usize, 65, 33];
-    let mats = matrices(&mut rng, &types, &rows, cols);
-    let x = rng.vec(cols, 2.0);
-    let aux = rng.vec(cols, 1.0);
-    let bias: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
-    let acc: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
+    let m = MixedSegs::new(&mut rng);
+    let cols = m.cols;
     let mut normed = vec![0.0f32; cols];
-    ops::rms_norm(&x, &aux, 1e-5, &mut normed);
-    let mut glu = x.clone();
-    ops::swiglu(&mut glu, &aux);
+    ops::rms_norm(&m.x, &m.aux, 1e-5, &mut normed);
+    let mut glu = m.x.clone();
+    ops::swiglu(&mut glu, &m.aux);
     let cases: [(&str, Input, &[f32]); 3] = [
-        ("plain", Input::Plain, &x),
-        ("rmsnorm", Input::RmsNorm { w: &aux, eps: 1e-5 }, &normed),
-        ("swiglu", Input::SwiGlu { up: &aux }, &glu),
+        ("plain", Input::Plain, &m.x),
+        (
+            "rmsnorm",
+            Input::RmsNorm {
+                w: &m.aux,
+                eps: 1e-5,
+            },
+            &normed,
+        ),
+        ("swiglu", Input::SwiGlu { up: &m.aux }, &glu),
     ];
+    let segs = m.segs();
     for (name, input, xin) in cases {
-        let segs: Vec<Seg> = (0..3)
-            .map(|i| Seg {
-                ty: types[i],
-                rows: rows[i],
-                w: &mats[i].0,
-                bias: Some(&bias[i]),
-                acc: Some(&acc[i]),
-            })
-            .collect();
-        let outs = testing::matvec(&g, Kernel::Matvec, &segs, cols, &x, input).unwrap();
-        for i in 0..3 {
-            let cpu: Vec<f32> = (0..rows[i])
-                .map(|r| dot64(&mats[i].1[r * cols..(r + 1) * cols], xin) + bias[i][r] + acc[i][r])
+        let outs = testing::matvec(&g, Kernel::Matvec, &segs, cols, &m.x, input).unwrap();
+        for (i, out) in outs.iter().enumerate() {
+            let cpu: Vec<f32> = (0..m.rows[i])
+                .map(|r| {
+                    dot64(&m.mats[i].1[r * cols..(r + 1) * cols], xin) + m.bias[i][r] + m.acc[i][r]
+                })
                 .collect();
-            let e = rel(&outs[i], &cpu);
-            println!("matvec fused {name:7} {:5}: rel {e:.2e}", types[i]);
+            let e = rel(out, &cpu);
+            println!("matvec fused {name:7} {:5}: rel {e:.2e}", m.types[i]);
             assert!(
                 e < TOL,
                 "fused matvec {name} segment {i}: relative error {e}"

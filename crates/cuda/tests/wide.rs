@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Rng, bits, gpu, matrices, matrix, widths};
+use common::{MixedSegs, Rng, bits, gpu, matrices, matrix, widths};
 use cuda::testing::{self, Input, Kernel, Seg};
 use gguf::GgmlType;
 
@@ -90,29 +90,17 @@ fn matvec_wide_gives_the_bits_of_matvec() {
             same_bits_as_matvec(&g, &mut rng, &kernels, ty, 301 + cols % 7, cols);
         }
     }
-    let cols = 1536;
-    let types = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0];
-    let rows = [129usize, 65, 33];
-    let mats = matrices(&mut rng, &types, &rows, cols);
-    let x = rng.vec(cols, 2.0);
-    let aux = rng.vec(cols, 1.0);
-    let bias: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
-    let acc: Vec<Vec<f32>> = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
+    let m = MixedSegs::new(&mut rng);
+    let segs = m.segs();
     for input in [
         Input::Plain,
-        Input::RmsNorm { w: &aux, eps: 1e-5 },
-        Input::SwiGlu { up: &aux },
+        Input::RmsNorm {
+            w: &m.aux,
+            eps: 1e-5,
+        },
+        Input::SwiGlu { up: &m.aux },
     ] {
-        let segs: Vec<Seg> = (0..3)
-            .map(|i| Seg {
-                ty: types[i],
-                rows: rows[i],
-                w: &mats[i].0,
-                bias: Some(&bias[i]),
-                acc: Some(&acc[i]),
-            })
-            .collect();
-        segs_same_bits_as_matvec(&g, &kernels, &segs, cols, &x, input, "fused");
+        segs_same_bits_as_matvec(&g, &kernels, &segs, m.cols, &m.x, input, "fused");
     }
     println!("matvec_wide: the bits of matvec on every q16 format and input preparation");
 }

@@ -28,6 +28,61 @@ pub fn matrices(
         .collect()
 }
 
+/// The mixed three-segment matvec both the kernels and the wide suites test (Q4_K, Q6_K and
+/// Q8_0 rows over 1536 columns, each with a bias and an accumulator row), drawn in order: the
+/// matrices, the input x, the auxiliary row (RMSNorm weights or SwiGLU's up), the biases, the
+/// accumulators.
+pub struct MixedSegs {
+    pub cols: usize,
+    pub types: [gguf::GgmlType; 3],
+    pub rows: [usize; 3],
+    pub mats: Vec<(Vec<u8>, Vec<f32>)>,
+    pub x: Vec<f32>,
+    pub aux: Vec<f32>,
+    pub bias: Vec<Vec<f32>>,
+    pub acc: Vec<Vec<f32>>,
+}
+
+impl MixedSegs {
+    pub fn new(rng: &mut Rng) -> MixedSegs {
+        let cols = 1536;
+        let types = [
+            gguf::GgmlType::Q4_K,
+            gguf::GgmlType::Q6_K,
+            gguf::GgmlType::Q8_0,
+        ];
+        let rows = [129usize, 65, 33];
+        let mats = matrices(rng, &types, &rows, cols);
+        let x = rng.vec(cols, 2.0);
+        let aux = rng.vec(cols, 1.0);
+        let bias = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
+        let acc = rows.iter().map(|&r| rng.vec(r, 1.0)).collect();
+        MixedSegs {
+            cols,
+            types,
+            rows,
+            mats,
+            x,
+            aux,
+            bias,
+            acc,
+        }
+    }
+
+    /// The three segments, each with its bias and accumulator row.
+    pub fn segs(&self) -> Vec<cuda::testing::Seg<'_>> {
+        (0..3)
+            .map(|i| cuda::testing::Seg {
+                ty: self.types[i],
+                rows: self.rows[i],
+                w: &self.mats[i].0,
+                bias: Some(&self.bias[i]),
+                acc: Some(&self.acc[i]),
+            })
+            .collect()
+    }
+}
+
 /// The bit patterns of `v`, to compare results that must be identical (NaN included).
 pub fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
