@@ -227,14 +227,17 @@ impl Persistent {
             )));
         }
         let mut steps = steps;
-        // (16 bytes left free: MOLLA_KDEFS=A2WORDS's row decoders read up to 4 past a row.)
-        let room = stages * (chunk + 64)
-            - if crate::compile::experiment("A2WORDS") {
-                16
-            } else {
-                0
-            };
-        mark_packed(&mut steps.list, grid as usize, room);
+        // MOLLA_KDEFS=A2WORDS's row decoders read up to 4 bytes past a row: 16 bytes left free.
+        let overread = if crate::compile::experiment("A2WORDS") {
+            16
+        } else {
+            0
+        };
+        mark_packed(
+            &mut steps.list,
+            grid as usize,
+            stages * (chunk + 64) - overread,
+        );
         // Every matvec step packed: the kernel without the chunked pipeline, when it loads and
         // fits as many blocks on an SM.
         let packed = steps
