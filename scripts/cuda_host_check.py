@@ -69,10 +69,13 @@ struct float2 { float x, y; };
 static float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 struct Dim { int x; };
 static Dim threadIdx{0}, blockDim{256};
-static float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
-static float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
-static float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
-static int __float2int_rn(float x) { return (int)nearbyintf(x); }
+// As the device: a NaN result is the canonical 0x7fffffff; a conversion of NaN gives 0 and
+// saturates out of range.
+static float canon(float r) { unsigned u = 0x7fffffffu; if (r != r) memcpy(&r, &u, 4); return r; }
+static float __fmul_rn(float a, float b) { volatile float r = a * b; return canon(r); }
+static float __fadd_rn(float a, float b) { volatile float r = a + b; return canon(r); }
+static float __fsub_rn(float a, float b) { volatile float r = a - b; return canon(r); }
+static int __float2int_rn(float x) { return x != x ? 0 : x >= 2147483648.f ? 2147483647 : x < -2147483648.f ? (-2147483647 - 1) : (int)nearbyintf(x); }
 static long long __double2ll_rn(double x) { return llrint(x); }
 static float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
@@ -82,6 +85,13 @@ static unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh) {
     return (unsigned)((((unsigned long long)hi << 32) | lo) >> (sh & 31));
 }
 static void __syncthreads() {}
+static unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static unsigned __byte_perm(unsigned x, unsigned y, unsigned sel) {
+    unsigned long long b = ((unsigned long long)y << 32) | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)((b >> (8 * ((sel >> (4 * i)) & 7))) & 0xff) << (8 * i);
+    return r;
+}
 '''
 post_common=r'''
 static float h2f(u16 h) {
@@ -206,6 +216,50 @@ int main() {
 }
 '''
 
+# q16_block (the input row's quantization) built with MOLLA_X_QMAGIC (MOLLA_KDEFS=QMAGIC: quants
+# rounded by an f32 add, not a conversion) must store what the default build stores: first its
+# rounding against nearbyintf on every float of magnitude below 32767.5 (a product v * 32767 / m
+# of |v| <= m is at most 32767.002), then whole blocks (under
+# the host's shuffles, which give a lane its own value, one lane's eight values make a block)
+# dumped by both builds and compared; a block holding a NaN has a NaN dx in both, its quants may
+# differ, and so its s16 (every product with that dx is NaN).
+qdump=r"""
+int main(int argc, char** argv) {
+    if (argc > 1) {
+        long long bad = 0, n_all = 0;
+        for (u32 sign = 0; sign < 2; sign++)
+            for (u32 b = 0; b < 0x46FFFF00u; b++, n_all++) {  // 0x46FFFF00: 32767.5
+                float y = __uint_as_float(b | sign << 31);
+                u32 e = q16_rne_bits(y);
+                int n = (int)nearbyintf(y), lo = (short)(e & 0xffff);
+                if (lo != n || (int)(e - 0x4B400000u) != n) { if (bad++ < 3) printf("round %g: %d vs %d\n", y, lo, n); }
+            }
+        printf("%lld %lld\n", bad, n_all);
+        return 0;
+    }
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    static u8 base[512] __attribute__((aligned(16)));
+    for (int c = 0; c < 400000; c++) {
+        float v[8];
+        const int kind = c % 8;
+        const float scale = std::ldexp(1.f, (int)(rng() % 200) - 100);
+        for (int i = 0; i < 8; i++) v[i] = u(rng) * scale;
+        if (kind == 1) { v[rng() % 8] = 32767.f; for (int i = 0; i < 8; i++) if (v[i] != 32767.f) v[i] = (float)((int)(rng() % 65535) - 32767) + 0.5f; }
+        if (kind == 2) v[rng() % 8] = (rng() & 1) ? INFINITY : -INFINITY;
+        if (kind == 3) v[rng() % 8] = NAN;
+        if (kind == 4) for (int i = 0; i < 8; i++) v[i] = u(rng) * 1e-31f;
+        if (kind == 5) for (int i = 0; i < 8; i++) v[i] = (rng() & 1) ? -0.f : 0.f;
+        if (kind == 6) for (int i = 0; i < 8; i++) v[i] = u(rng) * 3.4e38f;
+        memset(base, 0, sizeof(base));
+        q16_block(v, 0, 0, true, 32, base);
+        const u32* q = (const u32*)base;
+        const u32* f = (const u32*)(base + xq_qbytes(32));
+        printf("%u %08x %08x %08x %08x %08x %08x %08x\n", kind, q[0], q[1], q[2], q[3], f[0], f[1], f[2]);
+    }
+}
+"""
+
 cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
 if not cxx:
     print("cuda_host_check: no C++ compiler found, skipped")
@@ -231,5 +285,17 @@ with tempfile.TemporaryDirectory() as d:
     print(f"Q6_K padded to 224 bytes: {len(dumps[0]) - 1} units, {differ} differ from 210-byte blocks"
           + ("" if same else ", decoders disagree"))
     rc |= int(differ != 0 or not same)
+    qd = []
+    for defs in [[], ["-DMOLLA_X_QMAGIC"]]:
+        cpp, exe = Path(d) / "qdump.cpp", Path(d) / f"qdump{len(qd)}"
+        cpp.write_text(shim + common + post_common + q16 + qdump)
+        subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", *defs, "-o", str(exe), str(cpp)], check=True)
+        qd.append(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n"))
+    rounding, n_round = map(int, subprocess.run([str(exe), "round"], capture_output=True, text=True, check=True).stdout.split()[-2:])
+    nanq = lambda line: int(line.split()[5], 16) & 0x7fffffff > 0x7f800000
+    qdiff = sum(a != b and not (nanq(a) and nanq(b) and a.split()[5:7] == b.split()[5:7]) for a, b in zip(*qd))
+    qdiff += abs(len(qd[0]) - len(qd[1]))
+    print(f"q16_block with QMAGIC: {rounding} of {n_round} roundings and {qdiff} of {len(qd[0]) - 1} blocks differ")
+    rc |= int(rounding != 0 or qdiff != 0)
 print("cuda_host_check:", "PASS" if rc == 0 else "FAIL")
 sys.exit(rc)

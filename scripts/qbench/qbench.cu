@@ -9,7 +9,9 @@
 // aligned quants: SPLIT).
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o qbench scripts/qbench/qbench.cu && ./qbench
-//   (and -DMOLLA_X_A2WORDS -o qbench-a2 for the word loads)
+//   (and -DMOLLA_X_A2WORDS -o qbench-a2 for the word loads; -DMOLLA_X_QMAGIC -DMOLLA_X_QSKIP -o
+//   qbench-q for MOLLA_KDEFS=QMAGIC,QSKIP's quantization: rounding by an f32 add, warps without a
+//   block of the row skipping the trip. 64 values: the attention fold's head, 128 the 8B's)
 //
 // Session 34 (H200, 1980 MHz), SM cycles a round at 256 / 384 threads: barrier 209-212 / 234, a
 // shared load at a computed index and barrier 430-434 / 468-478 (most of it the index's integer
@@ -207,7 +209,7 @@ int main() {
     CK(cudaMemcpy(w, hw, sizeof(hw), cudaMemcpyHostToDevice));
     const char* names[] = {"barrier", "plain", "norm", "loadonly", "barrier x4", "128-thread named x3 + barrier"};
     printf("| variant | cols | 256 threads | 384 threads |  (SM cycles a round: the work and one barrier)\n|---|---|---|---|\n");
-    for (int cols : {576, 896, 1536})
+    for (int cols : {64, 128, 576, 896, 1536})
         for (int v : {BARRIER, BARRIER4, NAMED4, LOADONLY, PLAIN, NORM})
             printf("| %s | %d | %lld | %lld |\n", names[v], cols, run<256>(x, w, cols, v, d_out, sink),
                    run<384>(x, w, cols, v, d_out, sink));

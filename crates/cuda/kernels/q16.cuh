@@ -38,6 +38,29 @@ __device__ __forceinline__ Xq xq_at(u8* base, int cols) {
     return x;
 }
 
+// c + the products of a's two i16 halves with bytes 0, 1 (lo) or 2, 3 (hi) of b: signed bytes,
+// or with U unsigned ones (0 .. 255).
+template <bool U = false>
+__device__ __forceinline__ int dp2a_lo(int a, u32 b, int c) {
+    int d;
+    if constexpr (U) asm("dp2a.lo.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    else asm("dp2a.lo.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+template <bool U = false>
+__device__ __forceinline__ int dp2a_hi(int a, u32 b, int c) {
+    int d;
+    if constexpr (U) asm("dp2a.hi.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    else asm("dp2a.hi.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+// The f32 encoding of y + 1.5 * 2^23 (QMAGIC): for a finite |y| <= 32767.5 the sum has ulp 1, so
+// the add rounds y to the nearest integer n, ties to even (as __float2int_rn; 1.5 * 2^23 is even),
+// and its encoding is 0x4B400000 + n: n in two's complement in the low 16 bits.
+__device__ __forceinline__ u32 q16_rne_bits(float y) { return __float_as_uint(__fadd_rn(y, 12582912.f)); }
+
 // Values 8 part .. 8 part + 8 of block b of 32 (v), quantized into the Xq of a `cols`-wide row at
 // `base` by the four consecutive lanes part = 0..3 of a warp (shuffles: every lane of the warp
 // calls it); stored only when `live`.
@@ -62,6 +85,29 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
     for (int i = 0; i < 8; i++) nan |= (int)(v[i] != v[i]);
     nan |= __shfl_xor_sync(0xffffffffu, nan, 1);
     nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
+#ifdef MOLLA_X_QMAGIC
+    // Each quant rounded by an f32 add instead of a conversion (q16_rne_bits), the pairs packed
+    // from the sums' low halves and counted by dp2a: full-rate instructions where F2I takes the
+    // conversion pipe's quarter rate. A block whose maximum is infinite quantizes to zeros, as the
+    // conversions of its (0 and NaN) products give. In a block holding a NaN (dx NaN, so every
+    // product with it is NaN) the NaN's quant is another integer.
+    u32 qb[8];
+    float d = 0.f;
+    const bool on = !(m < 1e-30f) && m <= 3.4028235e38f;
+    const float inv = on ? 32767.f / m : 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) qb[i] = on ? q16_rne_bits(__fmul_rn(v[i], inv)) : 0u;
+    if (!(m < 1e-30f)) d = m / 32767.f;
+    int4 o;
+    o.x = (int)__byte_perm(qb[0], qb[1], 0x5410);
+    o.y = (int)__byte_perm(qb[2], qb[3], 0x5410);
+    o.z = (int)__byte_perm(qb[4], qb[5], 0x5410);
+    o.w = (int)__byte_perm(qb[6], qb[7], 0x5410);
+    int t = dp2a_lo(o.x, 0x0101u, dp2a_lo(o.y, 0x0101u, dp2a_lo(o.z, 0x0101u, dp2a_lo(o.w, 0x0101u, 0))));
+    if (nan) d = __int_as_float(0x7fc00000);
+    t += __shfl_xor_sync(0xffffffffu, t, 1);
+    if (live) {
+#else
     int qi[8], t = 0;
     float d = 0.f;
     if (!(m < 1e-30f)) {
@@ -83,6 +129,7 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
         o.y = (qi[2] & 0xffff) | (qi[3] << 16);
         o.z = (qi[4] & 0xffff) | (qi[5] << 16);
         o.w = (qi[6] & 0xffff) | (qi[7] << 16);
+#endif
         q4[xq_slot(4 * b + part)] = o;
         if (part == 0) {
             dx[b] = d;
@@ -103,6 +150,11 @@ __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
     int per = NT ? NT >> 2 : (int)(blockDim.x >> 2), trips = (nb + per - 1) / per;
     for (int it = 0; it < trips; it++) {
         int b0 = it * per + (threadIdx.x >> 2);
+#ifdef MOLLA_X_QSKIP
+        // A warp with no block of the row in this trip skips it (the whole warp alike, so the
+        // others' shuffles are whole): the attention fold's 64 values take one warp, not all.
+        if (it * per + (int)((threadIdx.x & ~31u) >> 2) >= nb) continue;
+#endif
         bool live = b0 < nb;
         int b = live ? b0 : 0;
         float v[8];
@@ -146,24 +198,6 @@ __device__ void quantize_q16_w(const float* xs, int cols, u8* base, const float*
             ((float4*)(raw + i0))[1] = vb;
         }
     });
-}
-
-// c + the products of a's two i16 halves with bytes 0, 1 (lo) or 2, 3 (hi) of b: signed bytes,
-// or with U unsigned ones (0 .. 255).
-template <bool U = false>
-__device__ __forceinline__ int dp2a_lo(int a, u32 b, int c) {
-    int d;
-    if constexpr (U) asm("dp2a.lo.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    else asm("dp2a.lo.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-
-template <bool U = false>
-__device__ __forceinline__ int dp2a_hi(int a, u32 b, int c) {
-    int d;
-    if constexpr (U) asm("dp2a.hi.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    else asm("dp2a.hi.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
 }
 
 // Σ w·xq over N4 words of four byte-sized weights (element 4k + i in byte i of word k; U:

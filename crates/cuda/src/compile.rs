@@ -443,6 +443,8 @@ mod tests {
                     "MOLLA_X_Q6FILE",
                     "MOLLA_X_RSQRT",
                     "MOLLA_X_A2WORDS",
+                    "MOLLA_X_QMAGIC",
+                    "MOLLA_X_QSKIP",
                 ],
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
@@ -474,6 +476,12 @@ mod tests {
             );
             // The legacy formats' shared-memory rows read in aligned words (an experiment).
             compiles(Program::Persistent(packed), &["MOLLA_X_A2WORDS"]);
+            // The quantization's rounding by an f32 add and its trips skipped by warps with no
+            // block of the row (experiments).
+            compiles(
+                Program::Persistent(packed),
+                &["MOLLA_X_QMAGIC", "MOLLA_X_QSKIP"],
+            );
             // Twelve warps a block (Qwen2.5-0.5B's build).
             let twelve = PkBuild {
                 threads: 384,
