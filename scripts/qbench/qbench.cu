@@ -115,18 +115,22 @@ __device__ __forceinline__ void rows_work(int variant, const u8* wq, int nrows, 
 
 // COLD (or'd into a variant): before each round every thread runs ~16K distinct instructions
 // (256 KB of code, more than an SM's instruction caches hold), so the timed code is fetched again
-// as the persistent kernel's steps fetch theirs after the other steps' code ran.
+// as the persistent kernel's steps fetch theirs after the other steps' code ran. COLDS: ~2K
+// (32 KB, about a third of the persistent kernel's code), so that a cost under COLDS as well
+// says the innermost instruction caches miss, one under COLD only the SM's larger one.
 #define COLD 0x100
+#define COLDS 0x400
+template <int N>
 __device__ __noinline__ float flush_icache(float v) {
 #pragma unroll
-    for (int i = 0; i < 16384; i++) v = __fmaf_rn(v, 1.0f + (float)(i + 1) * 0x1p-22f, (float)(i & 7));
+    for (int i = 0; i < N; i++) v = __fmaf_rn(v, 1.0f + (float)(i + 1) * 0x1p-22f, (float)(i & 7));
     return v;
 }
 
 template <int NT, int T = T_Q4_1>
 __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int cols, int rounds, int variant,
                                              long long* out, int* sink, const u8* wg, int nrows) {
-    const bool cold = (variant & COLD) != 0, split = (variant & SPLIT) != 0;
+    const bool cold = (variant & COLD) != 0, colds = (variant & COLDS) != 0, split = (variant & SPLIT) != 0;
     variant &= 0xff;
     float fl = 0.f;
     extern __shared__ float4 sm4[];
@@ -152,7 +156,8 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
         // A fresh row each round, as the pollers leave it (written, then a barrier).
         if (!rows)
             for (int i = threadIdx.x; i < cols; i += NT) xs[i] = x[i] * (1.f + r * 1e-7f);
-        if (cold) fl += flush_icache((float)r);
+        if (cold) fl += flush_icache<16384>((float)r);
+        if (colds) fl += flush_icache<2048>((float)r);
         __syncthreads();
         long long t0 = clock64();
         if (rows && split) rows_work<NT, T, true>(variant, wq, nrows, xqv, cols, ro);
@@ -223,7 +228,7 @@ int main() {
     u8* wg;
     CK(cudaMalloc(&wg, hq.size()));
     CK(cudaMemcpy(wg, hq.data(), hq.size(), cudaMemcpyHostToDevice));
-    printf("\n| rows (Q4_1) | cols | rows | 256 threads | 384 threads | cold, 256 | cold, 384 |\n|---|---|---|---|---|---|---|\n");
+    printf("\n| rows (Q4_1) | cols | rows | 256 threads | 384 threads | cold, 256 | cold, 384 | 32 KB cold, 256 |\n|---|---|---|---|---|---|---|---|\n");
     struct Shape {
         int v, cols, rows;
         const char* name;
@@ -231,15 +236,16 @@ int main() {
     for (Shape sh : {Shape{ROWS2, 576, 8, "two a warp"}, Shape{ROWS1, 576, 8, "one a warp"}, Shape{PAIRS, 576, 12, "pairs"},
                      Shape{ROWS1, 1536, 5, "one a warp"}, Shape{ROWS2, 896, 10, "two a warp"}, Shape{PAIRS, 896, 37, "pairs"},
                      Shape{ROWS1, 4864, 7, "one a warp"}})
-        printf("| %s | %d | %d | %lld | %lld | %lld | %lld |\n", sh.name, sh.cols, sh.rows,
+        printf("| %s | %d | %d | %lld | %lld | %lld | %lld | %lld |\n", sh.name, sh.cols, sh.rows,
                run<256>(x, w, sh.cols, sh.v, d_out, sink, wg, sh.rows), run<384>(x, w, sh.cols, sh.v, d_out, sink, wg, sh.rows),
                run<256>(x, w, sh.cols, sh.v | COLD, d_out, sink, wg, sh.rows),
-               run<384>(x, w, sh.cols, sh.v | COLD, d_out, sink, wg, sh.rows));
-    printf("\n| cold (code fetched again) | cols | 256 threads | 384 threads |\n|---|---|---|---|\n");
+               run<384>(x, w, sh.cols, sh.v | COLD, d_out, sink, wg, sh.rows),
+               run<256>(x, w, sh.cols, sh.v | COLDS, d_out, sink, wg, sh.rows));
+    printf("\n| cold (code fetched again) | cols | 256 threads | 384 threads | 32 KB cold, 256 |\n|---|---|---|---|---|\n");
     for (int cols : {576, 1536})
         for (int v : {BARRIER, LOADONLY, PLAIN, NORM})
-            printf("| %s | %d | %lld | %lld |\n", names[v], cols, run<256>(x, w, cols, v | COLD, d_out, sink),
-                   run<384>(x, w, cols, v | COLD, d_out, sink));
+            printf("| %s | %d | %lld | %lld | %lld |\n", names[v], cols, run<256>(x, w, cols, v | COLD, d_out, sink),
+                   run<384>(x, w, cols, v | COLD, d_out, sink), run<256>(x, w, cols, v | COLDS, d_out, sink));
     // Q4_1 rows in the split layout (SPLIT), warm: against the first table's.
     printf("\n| rows, Q4_1 split | cols | rows | 256 threads | 384 threads |\n|---|---|---|---|---|\n");
     for (Shape sh : {Shape{ROWS1, 576, 8, "one a warp"}, Shape{PAIRS, 576, 12, "pairs"}, Shape{ROWS1, 1536, 5, "one a warp"},
