@@ -8,9 +8,10 @@ NVRTC comes from the PyPI wheel nvidia-cuda-nvrtc (a zip): unpack its nvidia/cu1
 point NVRTC_LIB at it (default ~/.cache/molla/nvrtc-lib). Extra -D options: MOLLA_KDEFS as the
 engine reads it, PK_TYMASK=<decimal mask> for the kernel built for those weight types, and
 PK_SHAPE=hd,hdv,n_head,n_head_kv for one built for that head shape (as the engine builds it),
-PK_PACKED=1 for the one for packed step lists only (PK_PACKED_ONLY), PK_FOLD=1 for one that
-folds wo into attention (PK_FOLD_WO), PK_EMBTY=<type> for one whose embedding lookup decodes that
-ggml type only, PK_NTHREADS=<n> for one of n threads a block,
+PK_PACKED=1 for the one for packed step lists only (PK_PACKED_ONLY), PK_SHORT=1 for one built
+for short caches (PK_SHORT), PK_FOLD=1 for one that folds wo into attention (PK_FOLD_WO),
+PK_EMBTY=<type> for one whose embedding lookup decodes that ggml type only, PK_NTHREADS=<n> for
+one of n threads a block,
 LINEINFO=1 adds line information (nvdisasm -g then names each instruction's source line).
 PROGRAM=main compiles the main program (every kernel but the persistent one), else the
 persistent kernel's own program (compile.rs `Program`).
@@ -66,6 +67,8 @@ def main():
         opts.append("-DPK_PACKED_ONLY")
     if not main_prog and os.environ.get("PK_FOLD") == "1":
         opts.append("-DPK_FOLD_WO")
+    if not main_prog and os.environ.get("PK_SHORT") == "1":
+        opts.append("-DPK_SHORT")
     for name in ("PK_EMBTY", "PK_NTHREADS"):
         if not main_prog and re.fullmatch(r"\d+", os.environ.get(name, "")):
             opts.append(f"-D{name}={os.environ[name]}")

@@ -239,14 +239,15 @@ __device__ __forceinline__ void att_fold(float& m, float& l, float& o, float tm,
 // One query head's attention over cache positions 0 .. end-1 of kv head `kvh`: `qs` (shared,
 // hd floats, ready) against the cached keys and values, tile by tile (att_tile, att_fold);
 // writes hdv values to `o`. The block's first ATT_THREADS threads must all call it (and no
-// others).
-template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0>
+// others). ONE: the caller guarantees end <= ATT_TILE, so only the single tile's path is built
+// (the persistent kernel built for short caches, PK_SHORT).
+template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0, bool ONE = false>
 __device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int end, int kvh,
                        int kv_dim, int v_dim, int hd, int hdv, float scale, float* o) {
     if (HDV) hdv = HDV;
     float m = -__int_as_float(0x7f800000), l = 0.f, acc = 0.f;
     att_sync();
-    if (end <= ATT_TILE) {
+    if (ONE || end <= ATT_TILE) {
         // One tile: att_fold from (-inf, 0, 0) would give back (tm, tl, tv), but for a -0 sum of
         // values, which it makes +0 (and o = +0 / l); so the fold is skipped (decode at short
         // contexts, every path alike).

@@ -492,6 +492,14 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
     int kv_dim = nkv * hd, v_dim = nkv * hdv;
     int voff;
     const bool staged = pk_kv_staged(st, a, voff);
+#ifdef PK_SHORT
+    if (!staged || a.pos + 1 > ATT_TILE) {
+        // Launched for a cache it was not built for: stop, and say so (the host then decodes on
+        // the graph path).
+        if (threadIdx.x == 0) atomicCAS(a.err, 0u, PK_ERR_SHORT | (u32)(step + 1));
+        return false;
+    }
+#endif
     u16* ks = (u16*)bufs;  // staged: keys then values of positions 0 ..= pos, one row each
     u16* vs = (u16*)(bufs + voff);
     float* rq = sm;          // hd: the head's raw q; then the head's output
@@ -561,9 +569,17 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
             // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
             if (PK_SKIPS(a, PK_SKIP_ATTN)) {
                 // Measurement: the head's output is its roped q.
-            } else if (staged && PK_KSWZ(a)) attend<u16, true, PK_HD_T, PK_HDV_T>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+            }
+#ifdef PK_SHORT
+            // Built for short caches (PkBuild::short): every position in one staged tile, which
+            // the host launches it for only (Persistent::launch); attend's single tile.
+            else if (PK_KSWZ(a)) attend<u16, true, PK_HD_T, PK_HDV_T, true>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+            else attend<u16, false, PK_HD_T, PK_HDV_T, true>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+#else
+            else if (staged && PK_KSWZ(a)) attend<u16, true, PK_HD_T, PK_HDV_T>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
             else if (staged) attend<u16, false, PK_HD_T, PK_HDV_T>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
             else attend<u16, false, PK_HD_T, PK_HDV_T>(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
+#endif
         }
         __syncthreads();
         pk_stamp_m(a, 7);

@@ -473,6 +473,9 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
 // 0 and stops the kernel with PK_ERR_FX | (1 + step) in the error word; the host then runs the
 // token on the graph path, whose fixed-point rows hold it (or turn the row into NaN, fx_ok).
 #define PK_ERR_FX 0x40000000u
+// The kernel built for short caches (PK_SHORT) launched at a position past them: PK_ERR_SHORT |
+// (1 + step).
+#define PK_ERR_SHORT 0x20000000u
 
 __device__ __forceinline__ bool pk_acc_ok(float v) { return fabsf(v) < 32768.f; }
 

@@ -78,6 +78,10 @@ pub(crate) struct PkBuild {
     /// decodes only it, 880 instructions fewer on SmolLM2's build; measured +0.4-1.5% tokens/s,
     /// session 32), or any type the lookup knows.
     pub(crate) emb: Option<u32>,
+    /// Only for caches of at most one attention tile, staged in shared memory
+    /// (kernels/persistent.cu `PK_SHORT`: attend's multi-tile fold and the unstaged path left
+    /// out); `Persistent::launch` takes it up to the position where that holds.
+    pub(crate) short: bool,
 }
 
 impl PkBuild {
@@ -105,6 +109,9 @@ impl PkBuild {
         }
         if self.packed {
             parts.push("packed steps".into());
+        }
+        if self.short {
+            parts.push("short caches".into());
         }
         if self.fold {
             parts.push("wo folded".into());
@@ -230,6 +237,9 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
         }
         if let Some(t) = pk.emb {
             opts.push(format!("-DPK_EMBTY={t}"));
+        }
+        if pk.short {
+            opts.push("-DPK_SHORT".to_string());
         }
     }
     // Only the experiments the program's files name: another one would change its cache key and
@@ -431,6 +441,7 @@ mod tests {
         fold: false,
         threads: 0,
         emb: Some(8),
+        short: false,
     };
 
     #[test]
@@ -481,6 +492,14 @@ mod tests {
             compiles(
                 Program::Persistent(packed),
                 &["MOLLA_X_QMAGIC", "MOLLA_X_QSKIP"],
+            );
+            // For short caches (PK_SHORT).
+            compiles(
+                Program::Persistent(PkBuild {
+                    short: true,
+                    ..packed
+                }),
+                &[],
             );
             // Twelve warps a block (Qwen2.5-0.5B's build).
             let twelve = PkBuild {
@@ -535,6 +554,7 @@ mod tests {
                 fold: true,
                 threads: 384,
                 emb: Some(8),
+                short: true,
             }),
         );
         for o in [
@@ -546,6 +566,7 @@ mod tests {
             "-DPK_PACKED_ONLY",
             "-DPK_FOLD_WO",
             "-DPK_EMBTY=8",
+            "-DPK_SHORT",
         ] {
             assert!(some.contains(&o.to_string()), "{o}");
         }

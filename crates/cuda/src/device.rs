@@ -136,6 +136,8 @@ pub struct Gpu {
     /// The same kernel for step lists whose every matvec step is packed, loaded on first use
     /// (`persistent_packed`); None when it did not load.
     pk_packed: OnceLock<Option<CudaFunction>>,
+    /// That one built for short caches too (`persistent_short`), likewise.
+    pk_short: OnceLock<Option<CudaFunction>>,
     cc: (i32, i32),
     driver_version: i32,
 }
@@ -298,6 +300,7 @@ impl Gpu {
             sm_count,
             pk_build,
             pk_packed: OnceLock::new(),
+            pk_short: OnceLock::new(),
             cc,
             driver_version,
         })
@@ -313,23 +316,34 @@ impl Gpu {
     /// shared-memory allowance as the other. None when it does not build or load.
     pub(crate) fn persistent_packed(&self) -> Option<&CudaFunction> {
         self.pk_packed
-            .get_or_init(|| {
-                let build = compile::PkBuild {
-                    packed: true,
-                    ..self.pk_build
-                };
-                self.ctx.bind_to_thread().ok()?;
-                let program = compile::Program::Persistent(build);
-                let m = load_program(&self.ctx, self.cc, self.driver_version, program).ok()?;
-                let f = m.load_function("decode_persistent").ok()?;
-                f.set_attribute(
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    self.pk_max_smem as i32,
-                )
-                .ok()?;
-                Some(f)
-            })
+            .get_or_init(|| self.persistent_variant(true, false))
             .as_ref()
+    }
+
+    /// The kernel `persistent_packed` gives, built for short caches as well
+    /// (`PkBuild::short`), likewise.
+    pub(crate) fn persistent_short(&self) -> Option<&CudaFunction> {
+        self.pk_short
+            .get_or_init(|| self.persistent_variant(true, true))
+            .as_ref()
+    }
+
+    fn persistent_variant(&self, packed: bool, short: bool) -> Option<CudaFunction> {
+        let build = compile::PkBuild {
+            packed,
+            short,
+            ..self.pk_build
+        };
+        self.ctx.bind_to_thread().ok()?;
+        let program = compile::Program::Persistent(build);
+        let m = load_program(&self.ctx, self.cc, self.driver_version, program).ok()?;
+        let f = m.load_function("decode_persistent").ok()?;
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            self.pk_max_smem as i32,
+        )
+        .ok()?;
+        Some(f)
     }
 
     /// The device's name, as the driver reports it.

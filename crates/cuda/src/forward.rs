@@ -12,7 +12,7 @@ use cudarc::driver::CudaSlice;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use model::{HParams, Model, RopeStyle};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Position from which one-token decode leaves the persistent kernel for the graph path by
 /// default. The persistent kernel attends with one block a head, the graph path splits a long
@@ -93,6 +93,8 @@ pub struct CudaModel {
     pk_grid: std::sync::atomic::AtomicU32,
     /// Whether the last persistent kernel chosen is the one built for packed steps only.
     pk_packed: AtomicBool,
+    /// The positions the kernel built for short caches takes (0: none; `MOLLA_PK_SHORT=1`).
+    pk_short: AtomicUsize,
     /// Whether the last persistent step list chosen runs the head after the kernel.
     pk_head_out: AtomicBool,
     /// Positions from which decode leaves the persistent kernel for the graph path, whose
@@ -236,6 +238,7 @@ impl CudaModel {
             blas: Mutex::new(BlasState::Untried),
             pk_grid: std::sync::atomic::AtomicU32::new(0),
             pk_packed: AtomicBool::new(false),
+            pk_short: AtomicUsize::new(0),
             pk_head_out: AtomicBool::new(false),
             pk_head: std::sync::atomic::AtomicU8::new(0),
             chain_ring: Mutex::new(None),
@@ -347,7 +350,11 @@ impl CudaModel {
                     ..self.gpu.pk_build
                 }
                 .describe();
-                return format!("persistent ({grid} blocks{head}, {build}){after}");
+                let short = match self.pk_short.load(Ordering::Relaxed) {
+                    0 => String::new(),
+                    n => format!("; built for short caches up to position {n}"),
+                };
+                return format!("persistent ({grid} blocks{head}, {build}){short}{after}");
             }
             format!("persistent{after}")
         } else if self.graphs.load(Ordering::Relaxed) {

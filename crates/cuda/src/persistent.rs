@@ -96,6 +96,10 @@ pub(crate) struct Persistent {
     /// matvec step is packed, else the model's.
     f: CudaFunction,
     packed_build: bool,
+    /// The packed kernel built for short caches (`Gpu::persistent_short`, `MOLLA_PK_SHORT=1`:
+    /// an experiment) and the positions it takes: it runs a step at `pos` when pos + 1 is at
+    /// most that.
+    short: Option<(CudaFunction, usize)>,
     steps: CudaSlice<PkStep>,
     /// Each block's share of each packed matvec step (persistent/blocks.rs).
     blks: CudaSlice<blocks::PkBlk>,
@@ -252,6 +256,19 @@ impl Persistent {
             });
         let packed_build = packed.is_some();
         let f = packed.unwrap_or(f).clone();
+        let short = if packed_build && env_i32("MOLLA_PK_SHORT", 0) != 0 {
+            let n = short_positions(&steps.list, h, grid as usize, stages * (chunk + 64));
+            (n > 0)
+                .then(|| gpu.persistent_short())
+                .flatten()
+                .filter(|p| {
+                    p.occupancy_max_active_blocks_per_multiprocessor(threads, smem, None)
+                        .is_ok_and(|o| o >= per_sm)
+                })
+                .map(|p| (p.clone(), n))
+        } else {
+            None
+        };
         // Only the measurement build (`MOLLA_KDEFS=PKMEASURE`) has the trace's code.
         let trace = if env_i32("MOLLA_PK_TRACE", 0) != 0 && crate::compile::experiment("PKMEASURE")
         {
@@ -262,6 +279,7 @@ impl Persistent {
         Ok(Persistent {
             f,
             packed_build,
+            short,
             trace,
             ops: steps.list.iter().map(|s| s.op).collect(),
             ll,
@@ -312,6 +330,11 @@ impl Persistent {
     /// Whether it runs the kernel built for packed steps only.
     pub fn packed_build(&self) -> bool {
         self.packed_build
+    }
+
+    /// The positions (pos + 1) up to which it runs the kernel built for short caches, if any.
+    pub fn short_positions(&self) -> Option<usize> {
+        self.short.as_ref().map(|s| s.1)
     }
 
     /// Launches one decode step of `token` at `pos`. `err` is a device u32 that must be 0; the
@@ -377,7 +400,11 @@ impl Persistent {
                 Token::Picked(a) => a,
             },
         };
-        let mut b = gpu.stream.launch_builder(&self.f);
+        let f = match &self.short {
+            Some((f, n)) if pos < *n => f,
+            _ => &self.f,
+        };
+        let mut b = gpu.stream.launch_builder(f);
         b.arg(&a);
         launch::count_launch();
         let cfg = LaunchConfig {
@@ -389,6 +416,32 @@ impl Persistent {
         unsafe { b.launch(cfg) }.map_err(drv("persistent launch"))?;
         Ok(())
     }
+}
+
+/// The cache positions (pos + 1, at most the attention tile) whose keys and values every
+/// attention step of `list` stages in `bufs` bytes of chunk buffers, as the kernel's
+/// `pk_kv_staged` decides, with `grid` blocks over `h`'s heads: the positions the kernel built
+/// for short caches can take (0: none).
+fn short_positions(list: &[PkStep], h: &Heads, grid: usize, bufs: usize) -> usize {
+    let (hd, hdv, nkv) = (h.head_dim, h.head_dim_v, h.n_head_kv);
+    let (rowk, rowv) = (2 * hd, 2 * hdv);
+    let aligned = h.n_head <= grid
+        && rowk % 16 == 0
+        && rowv % 16 == 0
+        && (2 * nkv * hd) % 16 == 0
+        && (2 * nkv * hdv) % 16 == 0
+        && list
+            .iter()
+            .filter(|s| s.op != OP_MATVEC)
+            .all(|s| (s.kc | s.vc) % 16 == 0);
+    if !aligned {
+        return 0;
+    }
+    let fits = |n: usize| (n * rowk).next_multiple_of(16) + n * rowv <= bufs;
+    (1..=launch::att_tile())
+        .rev()
+        .find(|&n| fits(n))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -407,5 +460,52 @@ mod tests {
         assert_eq!(std::mem::offset_of!(PkArgs, fold_n), 136);
         assert_eq!(std::mem::offset_of!(PkArgs, tok_src), 144);
         assert_eq!(size_of::<PkArgs>(), 152);
+    }
+
+    /// The positions the short-cache kernel takes: a whole tile when the keys and values fit
+    /// (SmolLM2's heads), fewer when they do not, none when the kernel would not stage them.
+    #[test]
+    fn short_positions_follow_the_kernels_staging() {
+        let h = Heads {
+            n_head: 9,
+            n_head_kv: 3,
+            head_dim: 64,
+            head_dim_v: 64,
+            n_rot: 64,
+            neox: false,
+        };
+        let attn = PkStep {
+            op: OP_ATTN_WO,
+            kc: 0x1000,
+            vc: 0x9000,
+            ..PkStep::default()
+        };
+        let list = [PkStep::default(), attn];
+        let tile = launch::att_tile();
+        // 128 bytes a position for the keys, as many for the values.
+        assert_eq!(short_positions(&list, &h, 132, 200 << 10), tile);
+        assert_eq!(short_positions(&list, &h, 132, 256 * 100), 100);
+        assert_eq!(short_positions(&list, &h, 132, 255), 0);
+        assert_eq!(
+            short_positions(&list, &h, 8, 200 << 10),
+            0,
+            "more heads than blocks"
+        );
+        let odd = PkStep { vc: 0x9008, ..attn };
+        assert_eq!(
+            short_positions(&[odd], &h, 132, 200 << 10),
+            0,
+            "unaligned values"
+        );
+        let h80 = Heads {
+            head_dim: 36,
+            head_dim_v: 36,
+            ..h
+        };
+        assert_eq!(
+            short_positions(&list, &h80, 132, 200 << 10),
+            0,
+            "rows of 72 bytes"
+        );
     }
 }

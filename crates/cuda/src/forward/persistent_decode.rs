@@ -55,6 +55,8 @@ impl CudaModel {
                 Ok(pk) => {
                     self.pk_grid.store(pk.grid(), Ordering::Relaxed);
                     self.pk_packed.store(pk.packed_build(), Ordering::Relaxed);
+                    self.pk_short
+                        .store(pk.short_positions().unwrap_or(0), Ordering::Relaxed);
                     self.pk_head_out
                         .store(pk.head_x.is_some(), Ordering::Relaxed);
                     kv.pk = Some(pk);
@@ -126,10 +128,13 @@ impl CudaModel {
     pub(super) fn persistent_flagged(&self, kv: &mut CudaKvCache, flag: u32) -> Result<()> {
         kv.pk = None;
         self.gpu.clear(&mut kv.decode.logits)?;
-        // 1 + the step; with PK_ERR_FX, a product a word cannot hold.
-        let step = (flag & !PK_ERR_FX).wrapping_sub(1);
+        // 1 + the step; with PK_ERR_FX, a product a word cannot hold; with PK_ERR_SHORT, the
+        // kernel built for short caches ran at a position past them.
+        let step = (flag & !(PK_ERR_FX | PK_ERR_SHORT)).wrapping_sub(1);
         self.persistent_fails(if flag & PK_ERR_FX != 0 {
             format!("a folded product at step {step} was too large or not finite")
+        } else if flag & PK_ERR_SHORT != 0 {
+            format!("the kernel for short caches ran past them at step {step}")
         } else {
             format!("a wait timed out at step {step}")
         });
@@ -384,6 +389,8 @@ pub(super) fn mapped_logits() -> bool {
 /// The error word's flag for a product the fixed-point sums cannot hold
 /// (kernels/persistent_steps.cuh `PK_ERR_FX`).
 const PK_ERR_FX: u32 = 0x4000_0000;
+/// kernels/persistent_steps.cuh `PK_ERR_SHORT`.
+const PK_ERR_SHORT: u32 = 0x2000_0000;
 
 /// Heads of this many bytes and more run after the persistent kernel. Measured on the H200
 /// (session 10, tg128 tok/s, head in the kernel / after it): the Qwen2.5-0.5B file's 145 MB Q8_0

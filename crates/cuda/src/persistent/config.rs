@@ -166,6 +166,7 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         fold: wo_folds(model),
         threads: block_threads(model),
         emb: emb_type(model),
+        short: false,
     }
 }
 
