@@ -141,10 +141,19 @@ template <int T> int check(const char* name) {
         float b = unit_apply<T>(uw, xr, x, u);
         if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 3) printf("%s unit %d: %g vs %g\n", name, u, a, b); }
         // matvec_wide's decoders (G: aligned word loads for the 2-byte aligned formats) on the
-        // same unit, at both alignments of a row's start.
+        // same unit, at both alignments of a row's start; and for the legacy formats the folded
+        // wo's early words (legacy_words, unit_load_words: MOLLA_KDEFS=FOLDREG).
         for (int off = 0; off < 4; off += 2) {
             float c = unit_q16<T, true>(w + off, xr, x, u), e = unit_q16<T, false>(w + off, xr, x, u);
             if (memcmp(&c, &e, 4) != 0) { bad++; if (bad < 3) printf("%s word loads unit %d: %g vs %g\n", name, u, c, e); }
+            if constexpr (T != T_Q4_K && T != T_Q5_K && T != T_Q6_K) {
+                LegacyWords lw;
+                legacy_words(w + off + (size_t)u * legacy_bytes<T>(), lw);
+                UnitW uw2;
+                unit_load_words<T>(lw, uw2);
+                float f = unit_apply<T>(uw2, xr, x, u);
+                if (memcmp(&c, &f, 4) != 0) { bad++; if (bad < 3) printf("%s early words unit %d: %g vs %g\n", name, u, c, f); }
+            }
         }
     }
     printf("%s: %d units, %d differ\n", name, nu, bad);

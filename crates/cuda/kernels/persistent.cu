@@ -449,12 +449,47 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 #undef PK_FOLD_CALL
 }
 
+#ifdef MOLLA_X_FOLDREG
+// MOLLA_KDEFS=FOLDREG (an experiment): each thread's first unit of the folded wo is loaded into
+// registers as the attention step begins (legacy_words), so that after the attention its dot
+// waits for no load (the same bytes and arithmetic: the same bits, cuda_host_check).
+template <int T>
+__device__ __forceinline__ float pk_fold_words(const LegacyWords& lw, const Xq& xq, int k) {
+    int4 xr[8];
+    load_xu<T>(xq, k, xr);
+    UnitW uw;
+    unit_load_words<T>(lw, uw);
+    return unit_apply_legacy<T>(uw, xr, xq, k);
+}
+
+__device__ __forceinline__ void pk_fold_words_ty(int ty, const LegacyWords& lw, const Xq& xq, int k, float& v) {
+    v = __int_as_float(0x7fc00000);
+#define PK_FOLD_CALL(T) \
+    if (PK_FOLD_ON(T)) v = pk_fold_words<T>(lw, xq, k)
+    switch (ty) {
+        Q16_LEGACY_CASES(PK_FOLD_CALL)
+        default: break;
+    }
+#undef PK_FOLD_CALL
+}
+
+// The words of the unit pk_fold_wo gives this thread first, for head h.
+__device__ __forceinline__ void pk_fold_early(const PkStep& st, const PkBlk& d, const PkArgs& a, int h, LegacyWords& lw) {
+    const int uh = PK_A_HDV(a) >> 5, ub = st.row_bytes[0] / (st.cols >> 5);
+    const int i = threadIdx.x;
+    if (i < (d.r1 - d.r0) * uh) legacy_words(pk_fold_row(st, d.r0 + i / uh, h * uh, ub) + (size_t)(i % uh) * ub, lw);
+}
+#define PK_FOLD_EARLY_ARG , const LegacyWords& lw
+#else
+#define PK_FOLD_EARLY_ARG
+#endif
+
 // The folded wo of head h (PK_OP_ATTN_WO): its output rq (hdv values, shared) quantized to 16
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
 // unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
 // and a count the reader polls). Ends with a barrier before the adds.
 __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, const PkArgs& a, const float* rq, u8* xqh,
-                                           int h, int step) {
+                                           int h, int step PK_FOLD_EARLY_ARG) {
     const int hdv = PK_A_HDV(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5), r0 = d.r0, r1 = d.r1;
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
     __syncthreads();
@@ -470,6 +505,10 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, con
     for (int i = threadIdx.x; i < (lanes ? (n + 31) & ~31 : n); i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
         float v = 0.f;
+#ifdef MOLLA_X_FOLDREG
+        if (i < n && i == (int)threadIdx.x) pk_fold_words_ty(ty, lw, xq, k, v);
+        else
+#endif
         if (i < n) pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
         if (!lanes) {
             pk_acc_add(a, step, acc + r, v);
@@ -510,6 +549,10 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
     const u32 tag = pk_tag(a, step);
     const bool fold = PK_FOLD(st);
     const int h0 = pk_att_head(st, nh);
+#if defined(PK_FOLD_WO) && defined(MOLLA_X_FOLDREG)
+    LegacyWords lw;
+    if (fold) pk_fold_early(st, blk, a, h0, lw);
+#endif
     for (int h = h0; h < nh; h += fold ? nh : gridDim.x) {
         int kvh = h / (nh / nkv);
         // Value offsets of the head's q and its kv head's k and v in their buffers.
@@ -586,7 +629,11 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
 #ifdef PK_FOLD_WO
         if (fold) {
             pk_delay(a, st, step, PK_DELAY_FOLD);
+#ifdef MOLLA_X_FOLDREG
+            pk_fold_wo(st, blk, a, rq, (u8*)sm + a.xq_off, h, step, lw);
+#else
             pk_fold_wo(st, blk, a, rq, (u8*)sm + a.xq_off, h, step);
+#endif
             break;
         }
 #endif

@@ -597,6 +597,69 @@ __device__ __forceinline__ void unit_load_legacy(const u8* __restrict__ b, UnitW
     }
 }
 
+// A legacy block's bytes as early loads (MOLLA_KDEFS=FOLDREG: the persistent kernel's folded wo
+// asks for its block before the attention it waits for): the ten aligned words from the block's
+// 2-byte aligned start b rounded down, through the read-only path (up to 6 bytes past the block:
+// matrices have 16 bytes of slack), and the shift that puts b's first byte at bit 0.
+struct LegacyWords {
+    u32 x[10];
+    u32 sh;
+};
+
+__device__ __forceinline__ void legacy_words(const u8* __restrict__ b, LegacyWords& r) {
+    const u32* a = (const u32*)((size_t)b & ~(size_t)3);
+#pragma unroll
+    for (int k = 0; k < 10; k++) r.x[k] = __ldg(a + k);
+    r.sh = (u32)((size_t)b & 2) * 8;
+}
+
+// unit_load_legacy's decode of the block legacy_words loaded: the same bytes into the same
+// words, so that unit_apply_legacy gives the same bits.
+template <int T>
+__device__ __forceinline__ void unit_load_words(const LegacyWords& r, UnitW& uw) {
+    u32 w[9];
+    a2_shift<9>(r.x, r.sh, w);  // the block's bytes 4k .. 4k + 4 in w[k]
+    // The block's bytes 4k + 2 .. 4k + 6.
+    auto at2 = [&](int k) { return __funnelshift_r(w[k], w[k + 1], 16); };
+    uw.f[0] = h2f((u16)(w[0] & 0xffffu));
+    if constexpr (T == T_Q8_0) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) uw.w[k] = at2(k);
+    } else {
+        u32 qs[4], qh = 0;
+        uw.f[1] = 0.f;
+        if constexpr (T == T_Q4_0) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) qs[k] = at2(k);
+        }
+        if constexpr (T == T_Q4_1) {
+            uw.f[1] = h2f((u16)(w[0] >> 16));
+#pragma unroll
+            for (int k = 0; k < 4; k++) qs[k] = w[1 + k];
+        }
+        if constexpr (T == T_Q5_0) {
+            qh = at2(0);
+#pragma unroll
+            for (int k = 0; k < 4; k++) qs[k] = at2(1 + k);
+        }
+        if constexpr (T == T_Q5_1) {
+            uw.f[1] = h2f((u16)(w[0] >> 16));
+            qh = w[1];
+#pragma unroll
+            for (int k = 0; k < 4; k++) qs[k] = w[2 + k];
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            uw.w[k] = qs[k] & 0x0f0f0f0fu;
+            uw.w[k + 4] = (qs[k] >> 4) & 0x0f0f0f0fu;
+            if constexpr (T == T_Q5_0 || T == T_Q5_1) {
+                uw.w[k] |= spread4(qh, k) << 4;
+                uw.w[k + 4] |= spread4(qh, k + 4) << 4;
+            }
+        }
+    }
+}
+
 // The legacy block u's contribution to the row's dot product with the quants xr of its input x.
 template <int T>
 __device__ __forceinline__ float unit_apply_legacy(const UnitW& uw, const int4* xr, const Xq& x, int u) {

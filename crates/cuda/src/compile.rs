@@ -493,6 +493,8 @@ mod tests {
                 Program::Persistent(packed),
                 &["MOLLA_X_QMAGIC", "MOLLA_X_QSKIP"],
             );
+            // The folded wo's first unit a thread loaded as the attention step begins.
+            compiles(Program::Persistent(packed), &["MOLLA_X_FOLDREG"]);
             // For short caches (PK_SHORT).
             compiles(
                 Program::Persistent(PkBuild {
