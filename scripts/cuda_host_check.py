@@ -67,6 +67,7 @@ static uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return
 struct float4 { float x, y, z, w; };
 struct float2 { float x, y; };
 static float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+static float2 make_float2(float x, float y) { return {x, y}; }
 struct Dim { int x; };
 static Dim threadIdx{0}, blockDim{256};
 // As the device: a NaN result is the canonical 0x7fffffff; a conversion of NaN gives 0 and
@@ -86,6 +87,11 @@ static unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh) {
 }
 static void __syncthreads() {}
 static unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static unsigned __vsub4(unsigned a, unsigned b) {
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= ((((a >> (8 * i)) & 0xff) - ((b >> (8 * i)) & 0xff)) & 0xff) << (8 * i);
+    return r;
+}
 static unsigned __byte_perm(unsigned x, unsigned y, unsigned sel) {
     unsigned long long b = ((unsigned long long)y << 32) | x;
     unsigned r = 0;
@@ -119,7 +125,15 @@ static Xq random_xq(std::mt19937& rng, int cols = 4096) {
     for (int i = 0; i < cols / 8; i++) q[i] = {(int)rng(), (int)rng(), (int)rng(), (int)rng()};
     for (int i = 0; i < cols / 32; i++) dx[i] = (float)(rng() % 1000) * 1e-4f + 1e-5f;
     for (int i = 0; i < cols / 32; i++) sx[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
-    for (int i = 0; i < cols / 16; i++) s16[i] = (int)(rng() % 200001) - 100000;
+    // Each run of 16's s16 the sum of its quants, as q16_block leaves it (MOLLA_KDEFS=X8's
+    // expanded Q4_0 and Q5_0 blocks fold their offsets into the quants instead).
+    for (int i = 0; i < cols / 16; i++) {
+        s16[i] = 0;
+        for (int h = 0; h < 2; h++) {
+            const int4 v = q[xq_slot(2 * i + h)];
+            for (int e : {v.x, v.y, v.z, v.w}) s16[i] += (short)(e & 0xffff) + (short)(e >> 16);
+        }
+    }
     Xq x; x.q = q; x.dx = dx; x.sx = sx; x.s16 = s16;
     return x;
 }
@@ -153,6 +167,13 @@ template <int T> int check(const char* name) {
                 unit_load_words<T>(lw, uw2);
                 float f = unit_apply<T>(uw2, xr, x, u);
                 if (memcmp(&c, &f, 4) != 0) { bad++; if (bad < 3) printf("%s early words unit %d: %g vs %g\n", name, u, c, f); }
+                // MOLLA_KDEFS=X8's expanded block (x8_expand, unit_x8).
+                u32 w9[9], q8[8] __attribute__((aligned(16)));
+                float h2[2];
+                a2_shift<9>(lw.x, lw.sh, w9);
+                x8_expand<T>(w9, q8, h2);
+                float g = unit_x8<T == T_Q4_1 || T == T_Q5_1>(q8, float2{h2[0], h2[1]}, xr, x, u);
+                if (memcmp(&c, &g, 4) != 0) { bad++; if (bad < 3) printf("%s expanded unit %d: %g vs %g\n", name, u, c, g); }
             }
         }
     }
@@ -189,9 +210,45 @@ int check_lean() {
     printf("Q4_K lean rows: %d differ\n", bad);
     return bad;
 }
+// MOLLA_KDEFS=X8: rows of a legacy format expanded by x8_expand_units (from a 2-byte aligned
+// start, as a packed step's copy leaves them) against rows_dot_q16 on the raw rows, lane by lane.
+template <int T> int check_x8_rows(const char* name) {
+    std::mt19937 rng(5);
+    int bad = 0;
+    for (int cols : {576, 896, 1536}) {
+        const int nu = cols / 32, rb = nu * legacy_bytes<T>(), nr = 3;
+        static u8 raw[3 * 4864 / 32 * 34 + 64] __attribute__((aligned(16)));
+        static u8 q[3 * 4864] __attribute__((aligned(16))), h[3 * 4864 / 4] __attribute__((aligned(16)));
+        for (auto& b : raw) b = rng() & 0xff;
+        // Scales of moderate size, so that the sums are finite numbers, not infinities.
+        for (int r = 0; r < nr; r++)
+            for (int u = 0; u < nu; u++) {
+                u8* b = raw + 2 + r * rb + u * legacy_bytes<T>();
+                b[1] = 0x2c + (b[1] & 3);
+                if (T == T_Q4_1 || T == T_Q5_1) b[3] = 0x2c + (b[3] & 3);
+            }
+        Xq x = random_xq(rng, cols);
+        x8_expand_units<T>(raw + 2, rb, nu, nr * nu, q, h, 0, 1);
+        for (int lane = 0; lane < 32; lane++) {
+            const u8* w[3] = {raw + 2, raw + 2 + rb, raw + 2 + 2 * rb};
+            const u8* qs[3] = {q, q + 32 * nu, q + 64 * nu};
+            const u8* hs[3] = {h, h + 8 * nu, h + 16 * nu};
+            const bool mn[3] = {T == T_Q4_1 || T == T_Q5_1, T == T_Q4_1 || T == T_Q5_1, T == T_Q4_1 || T == T_Q5_1};
+            float a[3], b[3];
+            rows_dot_q16<T, 3>(w, nr, x, cols, lane, 32, a);
+            rows_dot_x8<3>(qs, hs, mn, nr, x, cols, lane, b);
+            for (int r = 0; r < nr; r++)
+                if (memcmp(&a[r], &b[r], 4) != 0) { bad++; if (bad < 3) printf("%s x8 rows cols %d lane %d row %d: %g vs %g\n", name, cols, lane, r, a[r], b[r]); }
+        }
+    }
+    printf("%s expanded rows: %d differ\n", name, bad);
+    return bad;
+}
 int main() {
     int bad = 0;
     bad += check_lean();
+    bad += check_x8_rows<T_Q4_0>("Q4_0"); bad += check_x8_rows<T_Q4_1>("Q4_1"); bad += check_x8_rows<T_Q5_0>("Q5_0");
+    bad += check_x8_rows<T_Q5_1>("Q5_1"); bad += check_x8_rows<T_Q8_0>("Q8_0");
     bad += check<T_Q4_0>("Q4_0"); bad += check<T_Q4_1>("Q4_1"); bad += check<T_Q5_0>("Q5_0");
     bad += check<T_Q5_1>("Q5_1"); bad += check<T_Q8_0>("Q8_0"); bad += check<T_Q4_K>("Q4_K");
     bad += check<T_Q5_K>("Q5_K"); bad += check<T_Q6_K>("Q6_K");

@@ -324,6 +324,9 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     // chunk into L2. A packed step's chunks all landed in pk_input, where its table entry says.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
     float scale;
+#if PK_X8
+    if (PK_PACKED(st) && !PK_SKIPS(a, PK_SKIP_ROWS) && !PK_SKIPS(a, PK_SKIP_FETCH)) x8_expand_rows(st, d, bufs);
+#endif
     if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
@@ -368,6 +371,14 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
         const int ty0 = st.ty[si], ty1 = st.ty[1];
         const size_t rb0 = (size_t)st.row_bytes[si], rb1 = (size_t)st.row_bytes[1];
         float* y = st.y[si];
+#if PK_X8
+        // Expanded rows (persistent_x8.cuh): a chunk's row i at q + nub i, its headers at h + nuh i.
+        int xq0 = 0, xh0 = 0, xq1 = 0, xh1 = 0;
+        const bool x80 = packed && x8_at(st, d, k, 0, xq0, xh0);
+        const bool x81 = packed && st.pair && x8_at(st, d, k, 1, xq1, xh1);
+        const int nub = cols, nuh = cols >> 2;
+        const bool mn0 = ty0 == T_Q4_1 || ty0 == T_Q5_1, mn1 = ty1 == T_Q4_1 || ty1 == T_Q5_1;
+#endif
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
             pk_skip_chunk(st, c, xraw, tag);
         } else if (st.pair) {
@@ -376,6 +387,15 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
             for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
                 float gu[2];
+#if PK_X8
+                if (x80 && x81) {
+                    const int i = r - c.ra;
+                    const u8* q2[2] = {bufs + xq0 + i * nub, bufs + xq1 + i * nub};
+                    const u8* h2[2] = {bufs + xh0 + i * nuh, bufs + xh1 + i * nuh};
+                    const bool mn[2] = {mn0, mn1};
+                    rows_dot_x8<2>(q2, h2, mn, 2, xq, cols, lane, gu);
+                } else
+#endif
                 if (ty0 == ty1) {
                     pk_rows_dotn(2, ty0, w2, 2, gu);
                 } else {
@@ -396,6 +416,15 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 int nr = min(per, c.rb - r);
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
                 float acc[2];
+#if PK_X8
+                if (x80) {
+                    const int i = r - c.ra;
+                    const u8* q2[2] = {bufs + xq0 + i * nub, bufs + xq0 + (i + 1) * nub};
+                    const u8* h2[2] = {bufs + xh0 + i * nuh, bufs + xh0 + (i + 1) * nuh};
+                    const bool mn[2] = {mn0, mn0};
+                    rows_dot_x8<2>(q2, h2, mn, nr, xq, cols, lane, acc);
+                } else
+#endif
                 pk_rows_dotn(2, ty0, w2, nr, acc);
                 acc[0] = warp_sum(acc[0]);
                 // (nr is the warp's: a step of at most one row a warp skips the second sum.)

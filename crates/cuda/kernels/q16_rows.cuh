@@ -150,3 +150,50 @@ __device__ __forceinline__ void row_dot_q16_multi(const u8* __restrict__ w, cons
         }
     }
 }
+
+// MOLLA_KDEFS=X8 (an experiment; kernels/persistent_x8.cuh): legacy rows expanded in shared memory
+// (q16.cuh x8_expand) and their dot products.
+
+// Expands n units of type T whose rows (nu units, rbytes bytes each) start at raw, into q and h,
+// thread t of nt taking every nt-th unit.
+template <int T>
+__device__ __forceinline__ void x8_expand_units(const u8* raw, int rbytes, int nu, int n, u8* q, u8* h, int t, int nt) {
+    constexpr int BYTES = legacy_bytes<T>();
+    for (int i = t; i < n; i += nt) {
+        const int r = i / nu, u = i - r * nu;
+        const u8* p = raw + r * rbytes + u * BYTES;
+        // Ten aligned words from p rounded down (p less its offset: the compiler keeps the shared
+        // address space), funnel-shifted to p's bytes.
+        const u32* a = (const u32*)(p - ((size_t)p & 2));
+        u32 x[10], w[9], o[8];
+#pragma unroll
+        for (int k = 0; k < 10; k++) x[k] = a[k];
+        a2_shift<9>(x, (u32)((size_t)p & 2) * 8, w);
+        float hd[2];
+        x8_expand<T>(w, o, hd);
+        ((uint4*)(q + 32 * i))[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        ((uint4*)(q + 32 * i))[1] = make_uint4(o[4], o[5], o[6], o[7]);
+        ((float2*)(h + 8 * i))[0] = make_float2(hd[0], hd[1]);
+    }
+}
+
+// rows_dot_q16<T, R> on expanded rows (quants q[r], headers h[r]; mn[r]: the format's minimum
+// term): the same unit values added in the same order, so the same bits.
+template <int R>
+__device__ __forceinline__ void rows_dot_x8(const u8* const* q, const u8* const* h, const bool* mn, int nr, const Xq& x,
+                                            int cols, int lane, float* acc) {
+    const int nu = cols >> 5;
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0.f;
+    for (int u = lane; u < nu; u += 32) {
+        int4 xr[8];
+        load_xu<T_Q8_0>(x, u, xr);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (r >= nr) continue;
+            const u32* qu = (const u32*)(q[r] + 32 * u);
+            const float2 hu = ((const float2*)h[r])[u];
+            acc[r] = __fadd_rn(acc[r], mn[r] ? unit_x8<true>(qu, hu, xr, x, u) : unit_x8<false>(qu, hu, xr, x, u));
+        }
+    }
+}

@@ -31,6 +31,10 @@ const SOURCES: &[(&str, &str)] = &[
         "persistent_chunks.cuh",
         include_str!("../kernels/persistent_chunks.cuh"),
     ),
+    (
+        "persistent_x8.cuh",
+        include_str!("../kernels/persistent_x8.cuh"),
+    ),
     ("persistent.cu", include_str!("../kernels/persistent.cu")),
     ("convert.cu", include_str!("../kernels/convert.cu")),
 ];
@@ -39,6 +43,7 @@ const SOURCES: &[(&str, &str)] = &[
 const PERSISTENT_ONLY: &[&str] = &[
     "persistent_steps.cuh",
     "persistent_chunks.cuh",
+    "persistent_x8.cuh",
     "persistent.cu",
 ];
 
@@ -493,8 +498,10 @@ mod tests {
                 Program::Persistent(packed),
                 &["MOLLA_X_QMAGIC", "MOLLA_X_QSKIP"],
             );
-            // The folded wo's first unit a thread loaded as the attention step begins.
+            // The folded wo's first unit a thread loaded as the attention step begins; legacy
+            // rows expanded in shared memory (experiments).
             compiles(Program::Persistent(packed), &["MOLLA_X_FOLDREG"]);
+            compiles(Program::Persistent(packed), &["MOLLA_X_X8"]);
             // For short caches (PK_SHORT).
             compiles(
                 Program::Persistent(PkBuild {

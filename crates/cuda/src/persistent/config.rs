@@ -83,17 +83,26 @@ fn delay_bits(v: &str) -> i32 {
 /// (`PkStep::packed`): then a block copies all of them as the step begins, each segment's share
 /// (as kernels/persistent.cu `pk_span` lays it out: whole 16-byte units, at most 32 bytes more
 /// than its rows) after the last, and computes them with no further wait. Block b of `grid` owns
-/// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`.
-pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
+/// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`. `x8`: the legacy formats' rows
+/// are expanded after the copy as well (`MOLLA_KDEFS=X8`, kernels/persistent_x8.cuh: 40 bytes a
+/// 32-weight unit, after 16 bytes of room).
+pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize, x8: bool) {
     let on = std::env::var("MOLLA_PK_PACKED").map_or(true, |v| v != "0");
     for st in list.iter_mut().filter(|s| s.op == 0) {
         let total = st.total.max(0) as usize;
+        let units = (st.cols.max(0) / 32) as usize;
         let fits = (0..grid).all(|b| {
             let (r0, r1) = super::blocks::block_rows(total, b, grid);
-            let mut bytes = 0;
+            let mut bytes = if x8 { 16 } else { 0 };
+            let mut add = |n: usize, j: usize| {
+                bytes += n * st.row_bytes[j] as usize + 32;
+                if x8 && X8_TYPES.contains(&st.ty[j]) {
+                    bytes += n * units * 40;
+                }
+            };
             if st.pair != 0 {
                 for j in 0..2 {
-                    bytes += (r1 - r0) * st.row_bytes[j] as usize + 32;
+                    add(r1 - r0, j);
                 }
             } else {
                 let mut start = 0;
@@ -101,7 +110,7 @@ pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
                     let end = start + st.rows[j] as usize;
                     let n = r1.min(end).saturating_sub(r0.max(start));
                     if n > 0 {
-                        bytes += n * st.row_bytes[j] as usize + 32;
+                        add(n, j);
                     }
                     start = end;
                 }
@@ -110,6 +119,15 @@ pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
         });
         st.packed = (on && fits) as i32;
     }
+}
+
+/// The ggml types `MOLLA_KDEFS=X8` expands (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0).
+const X8_TYPES: [i32; 5] = [2, 3, 6, 7, 8];
+
+/// Whether `MOLLA_KDEFS=X8` asks for expanded legacy rows (with the split staging only: kernels/
+/// persistent_x8.cuh).
+pub(super) fn x8_asked() -> bool {
+    crate::compile::experiment("X8") && !crate::compile::experiment("NOSPLIT")
 }
 
 /// Whether `MOLLA_PK_TYMASK=0` asks for the generic persistent kernel (every weight and

@@ -1,0 +1,80 @@
+// MOLLA_KDEFS=X8 (an experiment, with the split staging only): a packed step's rows of the
+// legacy formats expanded in shared memory by the staging threads, once their copies land and
+// while the first 128 threads still wait for the step's input, so that each row's units decode
+// as Q8_0's without its 2-byte loads: a unit's 32 quants as bytes (16-byte aligned: two 16-byte
+// loads), Q4_0's and Q5_0's less their offset, and its d and m as two f32 (q16.cuh x8_expand,
+// unit_x8). The same integer sums and float operations as unit_legacy's, so the same bits
+// (cuda_host_check). Where a Q5_0 unit took eleven 2-byte loads, their joins and 32 instructions
+// spreading its fifth bits on every row dot, it takes three loads.
+//
+// The expanded area follows the block's copy (16 d.end[2] bytes) and 16 bytes of room for the
+// raw words' overread: every expanded matrix's quants (32 bytes a unit, row after row), then their
+// headers (8 bytes a unit). persistent/config.rs mark_packed leaves room for it.
+
+#if defined(MOLLA_X_X8) && !defined(MOLLA_X_NOSPLIT)
+#define PK_X8 1
+
+// Whether rows of ggml type t are expanded: a legacy format the kernel was built for.
+__device__ __forceinline__ bool x8_on(int t) {
+    const bool legacy = t == T_Q4_0 || t == T_Q4_1 || t == T_Q5_0 || t == T_Q5_1 || t == T_Q8_0;
+#ifdef PK_TYMASK
+    return legacy && (((unsigned long long)(PK_TYMASK) >> t) & 1ull);
+#else
+    return legacy;
+#endif
+}
+
+// The type of matrix j (0, or 1 of a pair) of chunk k.
+__device__ __forceinline__ int x8_ty(const PkStep& st, const PkBlk& d, int k, int j) {
+    return st.ty[st.pair ? j : d.seg[k]];
+}
+
+// Where matrix j of chunk k of block entry d has its expanded rows (byte offsets in the chunk
+// buffers): quants at q (the chunk's row i at q + 32 nu i), d and m at h (at h + 8 nu i). False
+// when its type is not expanded.
+__device__ __forceinline__ bool x8_at(const PkStep& st, const PkBlk& d, int k, int j, int& q, int& h) {
+    const int nu = st.cols >> 5, base = 16 * d.end[2] + 16;
+    int total = 0, before = 0;
+    bool on = false;
+    for (int kk = 0; kk < d.nch; kk++)
+        for (int jj = 0; jj < (st.pair ? 2 : 1); jj++) {
+            if (!x8_on(x8_ty(st, d, kk, jj))) continue;
+            if (kk == k && jj == j) {
+                before = total;
+                on = true;
+            }
+            total += (d.rb[kk] - d.ra[kk]) * nu;
+        }
+    q = base + 32 * before;
+    h = base + 32 * total + 8 * before;
+    return on;
+}
+
+// The staging threads' expansion of the block's rows of packed step st (d: its entry), once every
+// staging thread's copies landed (a named barrier of theirs); the step's input barrier then makes
+// them visible to the block.
+__device__ void x8_expand_rows(const PkStep& st, const PkBlk& d, u8* bufs) {
+    if (!PK_STAGER(threadIdx.x)) return;
+    cp_wait<0>();
+    asm volatile("bar.sync 2, %0;" ::"n"(PK_THREADS - PK_POLLERS) : "memory");
+    const int t = threadIdx.x - PK_POLLERS, nt = PK_THREADS - PK_POLLERS, nu = st.cols >> 5;
+    for (int k = 0; k < d.nch; k++)
+        for (int j = 0; j < (st.pair ? 2 : 1); j++) {
+            int q, h;
+            if (!x8_at(st, d, k, j, q, h)) continue;
+            const int ty = x8_ty(st, d, k, j), rbytes = st.row_bytes[st.pair ? j : d.seg[k]];
+            const u8* raw = bufs + (j ? d.row1 : d.row0[k]);
+            const int n = (d.rb[k] - d.ra[k]) * nu;
+#define X8_CALL(T) \
+    if (x8_on(T)) x8_expand_units<T>(raw, rbytes, nu, n, bufs + q, bufs + h, t, nt)
+            switch (ty) {
+                Q16_LEGACY_CASES(X8_CALL)
+                default: break;
+            }
+#undef X8_CALL
+        }
+}
+
+#else
+#define PK_X8 0
+#endif
