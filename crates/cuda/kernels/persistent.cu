@@ -192,7 +192,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
 // of every output row (RMSNorm's scale, else 1: matvec.cu load_input). False when the kernel must
 // stop.
 __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int after_norm,
-                         u8* xq, int step, float& scale) {
+                         u8* xq, int step, float& scale PK_X8LATE_PARAMS) {
     int n = st.cols;
     scale = 1.f;
     if (st.prep == PK_PREP_EMBED_RMSNORM) {
@@ -242,6 +242,10 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
             quantize_q16_w<PK_NORM_THREADS>(xs, n, xq, nw, xraw);
         } else {
             rms_part(xs, n, PK_THREADS - PK_NORM_THREADS, PK_NORM_THREADS);
+#if PK_X8 && defined(MOLLA_X_X8LATE)
+            // X8LATE: the rows expanded now, beside the input's quantization, not before the input.
+            if (x8_late) x8_expand_rows(st, x8d, bufs);
+#endif
         }
         pk_stamp_m(a, 5);
     } else {
@@ -325,9 +329,19 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
     float scale;
 #if PK_X8
-    if (PK_PACKED(st) && !PK_SKIPS(a, PK_SKIP_ROWS) && !PK_SKIPS(a, PK_SKIP_FETCH)) x8_expand_rows(st, d, bufs);
-#endif
+    const bool x8_now = PK_PACKED(st) && !PK_SKIPS(a, PK_SKIP_ROWS) && !PK_SKIPS(a, PK_SKIP_FETCH);
+#ifdef MOLLA_X_X8LATE
+    // The normed inputs' expansion goes beside their quantization (pk_input).
+    const bool x8_late = x8_now && st.prep != PK_PREP_PLAIN;
+    if (x8_now && !x8_late) x8_expand_rows(st, d, bufs);
+    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale, x8_late, d, bufs)) return false;
+#else
+    if (x8_now) x8_expand_rows(st, d, bufs);
     if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
+#endif
+#else
+    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
+#endif
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);

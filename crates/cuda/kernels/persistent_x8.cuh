@@ -78,3 +78,12 @@ __device__ void x8_expand_rows(const PkStep& st, const PkBlk& d, u8* bufs) {
 #else
 #define PK_X8 0
 #endif
+
+// X8LATE (with X8): a normed input's rows expanded by the staging threads after their share of
+// RMSNorm's sum, beside the input's quantization, instead of before the input arrives (where
+// they hold back the input's barrier when it arrives before their copies land).
+#if PK_X8 && defined(MOLLA_X_X8LATE)
+#define PK_X8LATE_PARAMS , bool x8_late, const PkBlk &x8d, u8 *bufs
+#else
+#define PK_X8LATE_PARAMS
+#endif

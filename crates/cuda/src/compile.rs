@@ -502,6 +502,10 @@ mod tests {
             // rows expanded in shared memory (experiments).
             compiles(Program::Persistent(packed), &["MOLLA_X_FOLDREG"]);
             compiles(Program::Persistent(packed), &["MOLLA_X_X8"]);
+            compiles(
+                Program::Persistent(packed),
+                &["MOLLA_X_X8", "MOLLA_X_X8LATE"],
+            );
             // For short caches (PK_SHORT).
             compiles(
                 Program::Persistent(PkBuild {
