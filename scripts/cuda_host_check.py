@@ -326,6 +326,117 @@ int main(int argc, char** argv) {
 }
 """
 
+# MOLLA_KDEFS=X8 in the persistent kernel (persistent_x8.cuh): a packed step's rows of a block
+# laid out as its copy leaves them (each chunk's matrix at row0[k], a pair's second at row1),
+# expanded by x8_expand_rows as the staging threads would (one after another, without their
+# barrier), then each row read where pk_matvec reads it (x8_at's offsets) by rows_dot_x8, lane by
+# lane, against rows_dot_q16 on the raw row: a pair of Q5_0 and Q8_0 rows, and three segments
+# whose middle one (Q4_K) is not expanded.
+steps_h = (KERNELS / "persistent_steps.cuh").read_text()
+pk_structs = "".join(steps_h[steps_h.index(f"struct {n} {{"):steps_h.index("};", steps_h.index(f"struct {n} {{")) + 2] + "\n"
+                     for n in ("PkStep", "PkBlk"))
+matvec_cu = (KERNELS / "matvec.cu").read_text()
+legacy_cases = matvec_cu[matvec_cu.index("#define Q16_LEGACY_CASES"):matvec_cu.index("#define Q16_DISPATCH")]
+x8_pre = r"""
+#define MOLLA_X_X8 1
+#define PK_THREADS 256
+#define PK_POLLERS 128
+#define PK_STAGER(t) ((int)(t) >= PK_POLLERS)
+#define PK_X8_SYNC()
+template <int N> static void cp_wait() {}
+""" + legacy_cases + pk_structs
+x8_test = r"""
+static u8 smem[192 << 10] __attribute__((aligned(16)));
+// Rows of type T at `at` (scales of moderate size, the rest random).
+static void fill_rows(std::mt19937& rng, u8* at, int ty, int rows, int rb) {
+    for (int i = 0; i < rows * rb; i++) at[i] = rng() & 0xff;
+    if (ty == T_Q4_K) return;
+    const int bytes = ty == T_Q8_0 ? 34 : ty == T_Q5_0 ? 22 : ty == T_Q4_1 ? 20 : ty == T_Q4_0 ? 18 : 24;
+    for (int r = 0; r < rows; r++)
+        for (int u = 0; u < rb / bytes; u++) {
+            u8* b = at + r * rb + u * bytes;
+            b[1] = 0x2c + (b[1] & 3);
+            if (ty == T_Q4_1 || ty == T_Q5_1) b[3] = 0x2c + (b[3] & 3);
+        }
+}
+template <int T> static float raw_dot(const u8* row, const Xq& x, int cols, int lane) {
+    const u8* w[1] = {row};
+    float a;
+    rows_dot_q16<T, 1>(w, 1, x, cols, lane, 32, &a);
+    return a;
+}
+static float raw_dot_ty(int ty, const u8* row, const Xq& x, int cols, int lane) {
+    switch (ty) {
+        case T_Q5_0: return raw_dot<T_Q5_0>(row, x, cols, lane);
+        case T_Q8_0: return raw_dot<T_Q8_0>(row, x, cols, lane);
+        case T_Q4_1: return raw_dot<T_Q4_1>(row, x, cols, lane);
+    }
+    return 0.f;
+}
+static int check_step(std::mt19937& rng, const PkStep& st, PkBlk d, const char* name) {
+    const int nu = st.cols / 32;
+    int bad = 0, end = 0, seen = 0;
+    memset(smem, 0, sizeof(smem));
+    for (int k = 0; k < d.nch; k++)
+        for (int j = 0; j < (st.pair ? 2 : 1); j++) {
+            const int m = st.pair ? j : d.seg[k], at = j ? d.row1 : d.row0[k], n = d.rb[k] - d.ra[k];
+            fill_rows(rng, smem + at, st.ty[m], n, st.row_bytes[m]);
+            end = std::max(end, at + n * st.row_bytes[m]);
+        }
+    d.end[0] = d.end[1] = d.end[2] = (end + 15) / 16;
+    Xq x = random_xq(rng, st.cols);
+    for (int t = 0; t < PK_THREADS; t++) {
+        threadIdx.x = t;
+        x8_expand_rows(st, d, smem);
+    }
+    for (int k = 0; k < d.nch; k++)
+        for (int j = 0; j < (st.pair ? 2 : 1); j++) {
+            const int m = st.pair ? j : d.seg[k], at = j ? d.row1 : d.row0[k], ty = st.ty[m];
+            int q, h;
+            const bool on = x8_at(st, d, k, j, q, h);
+            if (on != (ty != T_Q4_K)) { bad++; printf("%s chunk %d matrix %d: expanded %d\n", name, k, j, on); }
+            if (!on) continue;
+            if (h + 8 * nu * (d.rb[k] - d.ra[k]) > (int)sizeof(smem)) { bad++; continue; }
+            for (int i = 0; i < d.rb[k] - d.ra[k]; i++) {
+                const u8* qs[1] = {smem + q + i * st.cols};
+                const u8* hs[1] = {smem + h + i * (st.cols >> 2)};
+                const bool mn[1] = {ty == T_Q4_1 || ty == T_Q5_1};
+                for (int lane = 0; lane < 32; lane++) {
+                    float a = raw_dot_ty(ty, smem + at + i * st.row_bytes[m], x, st.cols, lane), b;
+                    rows_dot_x8<1>(qs, hs, mn, 1, x, st.cols, lane, &b);
+                    seen++;
+                    if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 4) printf("%s chunk %d matrix %d row %d lane %d: %g vs %g\n", name, k, j, i, lane, a, b); }
+                }
+            }
+        }
+    printf("%s: %d row dots, %d differ\n", name, seen, bad);
+    return bad + (seen == 0);
+}
+int main() {
+    std::mt19937 rng(9);
+    int bad = 0;
+    // gate/up: a pair of Q5_0 and Q8_0 rows (896 columns), 37 of them, the second matrix's rows
+    // after the first's.
+    PkStep g{};
+    g.pair = 1; g.nseg = 2; g.cols = 896; g.ty[0] = T_Q5_0; g.ty[1] = T_Q8_0;
+    g.row_bytes[0] = 28 * 22; g.row_bytes[1] = 28 * 34;
+    PkBlk gd{};
+    gd.nch = 1; gd.seg[0] = 0; gd.ra[0] = 3; gd.rb[0] = 40; gd.row0[0] = 6; gd.row1 = (6 + 37 * 616 + 15) / 16 * 16 + 2;
+    bad += check_step(rng, g, gd, "X8 pair (Q5_0, Q8_0)");
+    // q/k/v: three segments (Q4_1, Q4_K, Q8_0; 576 columns), a chunk of each.
+    PkStep q{};
+    q.nseg = 3; q.cols = 576; q.ty[0] = T_Q4_1; q.ty[1] = T_Q4_K; q.ty[2] = T_Q8_0;
+    q.row_bytes[0] = 18 * 20; q.row_bytes[1] = 2 * 144; q.row_bytes[2] = 18 * 34;
+    PkBlk qd{};
+    qd.nch = 3;
+    qd.seg[0] = 0; qd.ra[0] = 570; qd.rb[0] = 576; qd.row0[0] = 4;
+    qd.seg[1] = 1; qd.ra[1] = 0; qd.rb[1] = 3; qd.row0[1] = 4 + 6 * 360 + 12;
+    qd.seg[2] = 2; qd.ra[2] = 0; qd.rb[2] = 5; qd.row0[2] = qd.row0[1] + 3 * 288 + 26;
+    bad += check_step(rng, q, qd, "X8 three segments (Q4_1, Q4_K, Q8_0)");
+    return bad != 0;
+}
+"""
+
 cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
 if not cxx:
     print("cuda_host_check: no C++ compiler found, skipped")
@@ -351,6 +462,10 @@ with tempfile.TemporaryDirectory() as d:
     print(f"Q6_K padded to 224 bytes: {len(dumps[0]) - 1} units, {differ} differ from 210-byte blocks"
           + ("" if same else ", decoders disagree"))
     rc |= int(differ != 0 or not same)
+    cpp, exe = Path(d) / "x8.cpp", Path(d) / "x8"
+    cpp.write_text(shim + common + post_common + q16 + rows + xq_rand + x8_pre + (KERNELS / "persistent_x8.cuh").read_text() + x8_test)
+    subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", "-o", str(exe), str(cpp)], check=True)
+    rc |= subprocess.run([str(exe)]).returncode
     qd = []
     for defs in [[], ["-DMOLLA_X_QMAGIC"]]:
         cpp, exe = Path(d) / "qdump.cpp", Path(d) / f"qdump{len(qd)}"

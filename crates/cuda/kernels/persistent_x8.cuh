@@ -50,28 +50,38 @@ __device__ __forceinline__ bool x8_at(const PkStep& st, const PkBlk& d, int k, i
     return on;
 }
 
+// x8_expand_units for type ty (Q16_LEGACY_CASES returns after its call: a function of its own).
+__device__ __forceinline__ void x8_expand_ty(int ty, const u8* raw, int rbytes, int nu, int n, u8* q, u8* h, int t,
+                                             int nt) {
+#define X8_CALL(T) \
+    if (x8_on(T)) x8_expand_units<T>(raw, rbytes, nu, n, q, h, t, nt)
+    switch (ty) {
+        Q16_LEGACY_CASES(X8_CALL)
+        default: break;
+    }
+#undef X8_CALL
+}
+
+// The staging threads' barrier (cuda_host_check runs them one after another without it).
+#ifndef PK_X8_SYNC
+#define PK_X8_SYNC() asm volatile("bar.sync 2, %0;" ::"n"(PK_THREADS - PK_POLLERS) : "memory")
+#endif
+
 // The staging threads' expansion of the block's rows of packed step st (d: its entry), once every
 // staging thread's copies landed (a named barrier of theirs); the step's input barrier then makes
 // them visible to the block.
 __device__ void x8_expand_rows(const PkStep& st, const PkBlk& d, u8* bufs) {
     if (!PK_STAGER(threadIdx.x)) return;
     cp_wait<0>();
-    asm volatile("bar.sync 2, %0;" ::"n"(PK_THREADS - PK_POLLERS) : "memory");
+    PK_X8_SYNC();
     const int t = threadIdx.x - PK_POLLERS, nt = PK_THREADS - PK_POLLERS, nu = st.cols >> 5;
     for (int k = 0; k < d.nch; k++)
         for (int j = 0; j < (st.pair ? 2 : 1); j++) {
             int q, h;
             if (!x8_at(st, d, k, j, q, h)) continue;
-            const int ty = x8_ty(st, d, k, j), rbytes = st.row_bytes[st.pair ? j : d.seg[k]];
-            const u8* raw = bufs + (j ? d.row1 : d.row0[k]);
-            const int n = (d.rb[k] - d.ra[k]) * nu;
-#define X8_CALL(T) \
-    if (x8_on(T)) x8_expand_units<T>(raw, rbytes, nu, n, bufs + q, bufs + h, t, nt)
-            switch (ty) {
-                Q16_LEGACY_CASES(X8_CALL)
-                default: break;
-            }
-#undef X8_CALL
+            const int rbytes = st.row_bytes[st.pair ? j : d.seg[k]];
+            x8_expand_ty(x8_ty(st, d, k, j), bufs + (j ? d.row1 : d.row0[k]), rbytes, nu, (d.rb[k] - d.ra[k]) * nu,
+                         bufs + q, bufs + h, t, nt);
         }
 }
 
