@@ -233,10 +233,9 @@ template <int T> int check_x8_rows(const char* name) {
             const u8* w[3] = {raw + 2, raw + 2 + rb, raw + 2 + 2 * rb};
             const u8* qs[3] = {q, q + 32 * nu, q + 64 * nu};
             const u8* hs[3] = {h, h + 8 * nu, h + 16 * nu};
-            const bool mn[3] = {T == T_Q4_1 || T == T_Q5_1, T == T_Q4_1 || T == T_Q5_1, T == T_Q4_1 || T == T_Q5_1};
             float a[3], b[3];
             rows_dot_q16<T, 3>(w, nr, x, cols, lane, 32, a);
-            rows_dot_x8<3>(qs, hs, mn, nr, x, cols, lane, b);
+            rows_dot_x8<T, 3>(qs, hs, nr, x, cols, lane, b);
             for (int r = 0; r < nr; r++)
                 if (memcmp(&a[r], &b[r], 4) != 0) { bad++; if (bad < 3) printf("%s x8 rows cols %d lane %d row %d: %g vs %g\n", name, cols, lane, r, a[r], b[r]); }
         }
@@ -336,9 +335,11 @@ steps_h = (KERNELS / "persistent_steps.cuh").read_text()
 pk_structs = "".join(steps_h[steps_h.index(f"struct {n} {{"):steps_h.index("};", steps_h.index(f"struct {n} {{")) + 2] + "\n"
                      for n in ("PkStep", "PkBlk"))
 matvec_cu = (KERNELS / "matvec.cu").read_text()
-legacy_cases = matvec_cu[matvec_cu.index("#define Q16_LEGACY_CASES"):matvec_cu.index("#define Q16_DISPATCH")]
+i = matvec_cu.index("#define Q16_DISPATCH")
+legacy_cases = matvec_cu[matvec_cu.index("#define Q16_LEGACY_CASES"):matvec_cu.index("\n\n", i) + 1]
 x8_pre = r"""
 #define MOLLA_X_X8 1
+#define MOLLA_X_X8K 1
 #define PK_THREADS 256
 #define PK_POLLERS 128
 #define PK_STAGER(t) ((int)(t) >= PK_POLLERS)
@@ -350,7 +351,14 @@ static u8 smem[192 << 10] __attribute__((aligned(16)));
 // Rows of type T at `at` (scales of moderate size, the rest random).
 static void fill_rows(std::mt19937& rng, u8* at, int ty, int rows, int rb) {
     for (int i = 0; i < rows * rb; i++) at[i] = rng() & 0xff;
-    if (ty == T_Q4_K) return;
+    if (ty == T_Q4_K || ty == T_Q6_K) {
+        const int bytes = ty == T_Q4_K ? 144 : Q6K_BYTES;
+        for (int b = 0; b < rows * rb; b += bytes) {
+            if (ty == T_Q4_K) at[b + 1] = 0x2c + (at[b + 1] & 3), at[b + 3] = 0x2c + (at[b + 3] & 3);
+            else at[b + 209] = 0x2c + (at[b + 209] & 3);
+        }
+        return;
+    }
     const int bytes = ty == T_Q8_0 ? 34 : ty == T_Q5_0 ? 22 : ty == T_Q4_1 ? 20 : ty == T_Q4_0 ? 18 : 24;
     for (int r = 0; r < rows; r++)
         for (int u = 0; u < rb / bytes; u++) {
@@ -370,6 +378,8 @@ static float raw_dot_ty(int ty, const u8* row, const Xq& x, int cols, int lane) 
         case T_Q5_0: return raw_dot<T_Q5_0>(row, x, cols, lane);
         case T_Q8_0: return raw_dot<T_Q8_0>(row, x, cols, lane);
         case T_Q4_1: return raw_dot<T_Q4_1>(row, x, cols, lane);
+        case T_Q4_K: return raw_dot<T_Q4_K>(row, x, cols, lane);
+        case T_Q6_K: return raw_dot<T_Q6_K>(row, x, cols, lane);
     }
     return 0.f;
 }
@@ -394,16 +404,14 @@ static int check_step(std::mt19937& rng, const PkStep& st, PkBlk d, const char* 
             const int m = st.pair ? j : d.seg[k], at = j ? d.row1 : d.row0[k], ty = st.ty[m];
             int q, h;
             const bool on = x8_at(st, d, k, j, q, h);
-            if (on != (ty != T_Q4_K)) { bad++; printf("%s chunk %d matrix %d: expanded %d\n", name, k, j, on); }
-            if (!on) continue;
+            if (!on) { bad++; printf("%s chunk %d matrix %d: not expanded\n", name, k, j); continue; }
             if (h + 8 * nu * (d.rb[k] - d.ra[k]) > (int)sizeof(smem)) { bad++; continue; }
             for (int i = 0; i < d.rb[k] - d.ra[k]; i++) {
                 const u8* qs[1] = {smem + q + i * st.cols};
                 const u8* hs[1] = {smem + h + i * (st.cols >> 2)};
-                const bool mn[1] = {ty == T_Q4_1 || ty == T_Q5_1};
                 for (int lane = 0; lane < 32; lane++) {
                     float a = raw_dot_ty(ty, smem + at + i * st.row_bytes[m], x, st.cols, lane), b;
-                    rows_dot_x8<1>(qs, hs, mn, 1, x, st.cols, lane, &b);
+                    x8_rows_ty<1>(ty, qs, hs, 1, x, st.cols, lane, &b);
                     seen++;
                     if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 4) printf("%s chunk %d matrix %d row %d lane %d: %g vs %g\n", name, k, j, i, lane, a, b); }
                 }
@@ -423,16 +431,24 @@ int main() {
     PkBlk gd{};
     gd.nch = 1; gd.seg[0] = 0; gd.ra[0] = 3; gd.rb[0] = 40; gd.row0[0] = 6; gd.row1 = (6 + 37 * 616 + 15) / 16 * 16 + 2;
     bad += check_step(rng, g, gd, "X8 pair (Q5_0, Q8_0)");
-    // q/k/v: three segments (Q4_1, Q4_K, Q8_0; 576 columns), a chunk of each.
+    // Three segments (Q4_1, Q4_K, Q6_K; 768 columns), a chunk of each; K-quant rows 16-byte aligned.
     PkStep q{};
-    q.nseg = 3; q.cols = 576; q.ty[0] = T_Q4_1; q.ty[1] = T_Q4_K; q.ty[2] = T_Q8_0;
-    q.row_bytes[0] = 18 * 20; q.row_bytes[1] = 2 * 144; q.row_bytes[2] = 18 * 34;
+    q.nseg = 3; q.cols = 768; q.ty[0] = T_Q4_1; q.ty[1] = T_Q4_K; q.ty[2] = T_Q6_K;
+    q.row_bytes[0] = 24 * 20; q.row_bytes[1] = 3 * 144; q.row_bytes[2] = 3 * Q6K_BYTES;
     PkBlk qd{};
     qd.nch = 3;
     qd.seg[0] = 0; qd.ra[0] = 570; qd.rb[0] = 576; qd.row0[0] = 4;
-    qd.seg[1] = 1; qd.ra[1] = 0; qd.rb[1] = 3; qd.row0[1] = 4 + 6 * 360 + 12;
-    qd.seg[2] = 2; qd.ra[2] = 0; qd.rb[2] = 5; qd.row0[2] = qd.row0[1] + 3 * 288 + 26;
-    bad += check_step(rng, q, qd, "X8 three segments (Q4_1, Q4_K, Q8_0)");
+    qd.seg[1] = 1; qd.ra[1] = 0; qd.rb[1] = 3; qd.row0[1] = 4 + 6 * 480 + 12;
+    qd.seg[2] = 2; qd.ra[2] = 0; qd.rb[2] = 5; qd.row0[2] = qd.row0[1] + 3 * 432;
+    bad += check_step(rng, q, qd, "X8 three segments (Q4_1, Q4_K, Q6_K)");
+    // Qwen's down: 4864 columns of Q4_K, then of Q6_K, 7 rows.
+    for (int ty : {T_Q4_K, T_Q6_K}) {
+        PkStep dn{};
+        dn.nseg = 1; dn.cols = 4864; dn.ty[0] = ty; dn.row_bytes[0] = 19 * (ty == T_Q4_K ? 144 : Q6K_BYTES);
+        PkBlk dd{};
+        dd.nch = 1; dd.seg[0] = 0; dd.ra[0] = 100; dd.rb[0] = 107; dd.row0[0] = 0;
+        bad += check_step(rng, dn, dd, ty == T_Q4_K ? "X8 down (Q4_K)" : "X8 down (Q6_K)");
+    }
     return bad != 0;
 }
 """

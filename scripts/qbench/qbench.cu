@@ -82,18 +82,17 @@ __device__ __forceinline__ void rows_dot_split(const u8* const* w, int nr, const
 // (q16_rows.cuh x8_expand_units, before the timing: quants at wx, d and m at wh) and dotted by
 // rows_dot_x8.
 #define X8 0x800
-template <int NT>
+template <int NT, int T>
 __device__ __forceinline__ void rows_work_x8(int variant, const u8* wx, const u8* wh, int nrows, const Xq& xq, int cols,
-                                             bool mn, float* out) {
+                                             float* out) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nu = cols / 32;
-    const bool mns[2] = {mn, mn};
     if (variant == ROWS2 || variant == ROWS1) {
         const int per = variant == ROWS2 ? 2 : 1;
         for (int r = per * warp; r < nrows; r += per * (NT / 32)) {
             const u8* q2[2] = {wx + (size_t)r * 32 * nu, wx + (size_t)(r + 1) * 32 * nu};
             const u8* h2[2] = {wh + (size_t)r * 8 * nu, wh + (size_t)(r + 1) * 8 * nu};
             float acc[2];
-            rows_dot_x8<2>(q2, h2, mns, min(per, nrows - r), xq, cols, lane, acc);
+            rows_dot_x8<T, 2>(q2, h2, min(per, nrows - r), xq, cols, lane, acc);
             acc[0] = warp_sum(acc[0]);
             if (per == 2) acc[1] = warp_sum(acc[1]);
             if (lane < per) out[r + lane] = lane ? acc[1] : acc[0];
@@ -103,7 +102,7 @@ __device__ __forceinline__ void rows_work_x8(int variant, const u8* wx, const u8
             const u8* q2[2] = {wx + (size_t)r * 32 * nu, wx + (size_t)(nrows + r) * 32 * nu};
             const u8* h2[2] = {wh + (size_t)r * 8 * nu, wh + (size_t)(nrows + r) * 8 * nu};
             float gu[2];
-            rows_dot_x8<2>(q2, h2, mns, 2, xq, cols, lane, gu);
+            rows_dot_x8<T, 2>(q2, h2, 2, xq, cols, lane, gu);
             float g = warp_sum(gu[0]), u = warp_sum(gu[1]);
             if (lane == 0) out[r] = g / (1.f + __expf(-g)) * u;
         }
@@ -201,7 +200,7 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
         if (colds) fl += flush_icache<2048>((float)r);
         __syncthreads();
         long long t0 = clock64();
-        if (rows && x8) rows_work_x8<NT>(variant, wx, wh, nrows, xqv, cols, T == T_Q4_1 || T == T_Q5_1, ro);
+        if (rows && x8) rows_work_x8<NT, T>(variant, wx, wh, nrows, xqv, cols, ro);
         else if (rows && split) rows_work<NT, T, true>(variant, wq, nrows, xqv, cols, ro);
         else if (rows) rows_work<NT, T>(variant, wq, nrows, xqv, cols, ro);
         else if (variant == PLAIN) quantize_q16_unsynced<NT>(xs, cols, xq);

@@ -391,7 +391,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
         const bool x80 = packed && x8_at(st, d, k, 0, xq0, xh0);
         const bool x81 = packed && st.pair && x8_at(st, d, k, 1, xq1, xh1);
         const int nub = cols, nuh = cols >> 2;
-        const bool mn0 = ty0 == T_Q4_1 || ty0 == T_Q5_1, mn1 = ty1 == T_Q4_1 || ty1 == T_Q5_1;
 #endif
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
             pk_skip_chunk(st, c, xraw, tag);
@@ -402,12 +401,12 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
                 float gu[2];
 #if PK_X8
-                if (x80 && x81) {
+                if (x80 && x81 && ty0 == ty1) {
+                    // (A pair of two types keeps its raw rows.)
                     const int i = r - c.ra;
                     const u8* q2[2] = {bufs + xq0 + i * nub, bufs + xq1 + i * nub};
                     const u8* h2[2] = {bufs + xh0 + i * nuh, bufs + xh1 + i * nuh};
-                    const bool mn[2] = {mn0, mn1};
-                    rows_dot_x8<2>(q2, h2, mn, 2, xq, cols, lane, gu);
+                    x8_rows_ty<2>(ty0, q2, h2, 2, xq, cols, lane, gu);
                 } else
 #endif
                 if (ty0 == ty1) {
@@ -435,8 +434,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                     const int i = r - c.ra;
                     const u8* q2[2] = {bufs + xq0 + i * nub, bufs + xq0 + (i + 1) * nub};
                     const u8* h2[2] = {bufs + xh0 + i * nuh, bufs + xh0 + (i + 1) * nuh};
-                    const bool mn[2] = {mn0, mn0};
-                    rows_dot_x8<2>(q2, h2, mn, nr, xq, cols, lane, acc);
+                    x8_rows_ty<2>(ty0, q2, h2, nr, xq, cols, lane, acc);
                 } else
 #endif
                 pk_rows_dotn(2, ty0, w2, nr, acc);

@@ -151,49 +151,74 @@ __device__ __forceinline__ void row_dot_q16_multi(const u8* __restrict__ w, cons
     }
 }
 
-// MOLLA_KDEFS=X8 (an experiment; kernels/persistent_x8.cuh): legacy rows expanded in shared memory
-// (q16.cuh x8_expand) and their dot products.
+// MOLLA_KDEFS=X8 (an experiment; kernels/persistent_x8.cuh): rows expanded in shared memory and
+// their dot products. A legacy block (a unit of 32 weights) becomes 32 quant bytes and its d, m
+// as f32 (q16.cuh x8_expand: 40 bytes); a K-quant unit of 64 weights its decoded words and four
+// f32 as unit_load leaves them (80 bytes): a row of `cols` weights takes `cols` bytes of quants
+// and cols / 4 of headers either way.
+__device__ __forceinline__ constexpr bool x8_kquant(int t) { return t == T_Q4_K || t == T_Q5_K || t == T_Q6_K; }
 
 // Expands n units of type T whose rows (nu units, rbytes bytes each) start at raw, into q and h,
 // thread t of nt taking every nt-th unit.
 template <int T>
 __device__ __forceinline__ void x8_expand_units(const u8* raw, int rbytes, int nu, int n, u8* q, u8* h, int t, int nt) {
-    constexpr int BYTES = legacy_bytes<T>();
     for (int i = t; i < n; i += nt) {
         const int r = i / nu, u = i - r * nu;
-        const u8* p = raw + r * rbytes + u * BYTES;
-        // Ten aligned words from p rounded down (p less its offset: the compiler keeps the shared
-        // address space), funnel-shifted to p's bytes.
-        const u32* a = (const u32*)(p - ((size_t)p & 2));
-        u32 x[10], w[9], o[8];
+        if constexpr (x8_kquant(T)) {
+            UnitW uw;
+            unit_load<T>(raw + r * rbytes, u, uw);
 #pragma unroll
-        for (int k = 0; k < 10; k++) x[k] = a[k];
-        a2_shift<9>(x, (u32)((size_t)p & 2) * 8, w);
-        float hd[2];
-        x8_expand<T>(w, o, hd);
-        ((uint4*)(q + 32 * i))[0] = make_uint4(o[0], o[1], o[2], o[3]);
-        ((uint4*)(q + 32 * i))[1] = make_uint4(o[4], o[5], o[6], o[7]);
-        ((float2*)(h + 8 * i))[0] = make_float2(hd[0], hd[1]);
+            for (int k = 0; k < 4; k++)
+                ((uint4*)(q + 64 * i))[k] = make_uint4(uw.w[4 * k], uw.w[4 * k + 1], uw.w[4 * k + 2], uw.w[4 * k + 3]);
+            ((float4*)(h + 16 * i))[0] = make_float4(uw.f[0], uw.f[1], uw.f[2], uw.f[3]);
+        } else {
+            const u8* p = raw + r * rbytes + u * legacy_bytes<T>();
+            // Ten aligned words from p rounded down (p less its offset: the compiler keeps the
+            // shared address space), funnel-shifted to p's bytes.
+            const u32* a = (const u32*)(p - ((size_t)p & 2));
+            u32 x[10], w[9], o[8];
+#pragma unroll
+            for (int k = 0; k < 10; k++) x[k] = a[k];
+            a2_shift<9>(x, (u32)((size_t)p & 2) * 8, w);
+            float hd[2];
+            x8_expand<T>(w, o, hd);
+            ((uint4*)(q + 32 * i))[0] = make_uint4(o[0], o[1], o[2], o[3]);
+            ((uint4*)(q + 32 * i))[1] = make_uint4(o[4], o[5], o[6], o[7]);
+            ((float2*)(h + 8 * i))[0] = make_float2(hd[0], hd[1]);
+        }
     }
 }
 
-// rows_dot_q16<T, R> on expanded rows (quants q[r], headers h[r]; mn[r]: the format's minimum
-// term): the same unit values added in the same order, so the same bits.
-template <int R>
-__device__ __forceinline__ void rows_dot_x8(const u8* const* q, const u8* const* h, const bool* mn, int nr, const Xq& x,
-                                            int cols, int lane, float* acc) {
-    const int nu = cols >> 5;
+// rows_dot_q16<T, R> on expanded rows (quants q[r], headers h[r]): the same unit values (unit_x8,
+// or unit_apply on unit_load's words) added in the same order, so the same bits.
+template <int T, int R>
+__device__ __forceinline__ void rows_dot_x8(const u8* const* q, const u8* const* h, int nr, const Xq& x, int cols, int lane,
+                                            float* acc) {
+    const int nu = q16_units<T>(cols);
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = 0.f;
     for (int u = lane; u < nu; u += 32) {
         int4 xr[8];
-        load_xu<T_Q8_0>(x, u, xr);
+        load_xu<T>(x, u, xr);
 #pragma unroll
         for (int r = 0; r < R; r++) {
             if (r >= nr) continue;
-            const u32* qu = (const u32*)(q[r] + 32 * u);
-            const float2 hu = ((const float2*)h[r])[u];
-            acc[r] = __fadd_rn(acc[r], mn[r] ? unit_x8<true>(qu, hu, xr, x, u) : unit_x8<false>(qu, hu, xr, x, u));
+            float v;
+            if constexpr (x8_kquant(T)) {
+                UnitW uw;
+                const uint4* qq = (const uint4*)(q[r] + 64 * u);
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const uint4 a = qq[k];
+                    uw.w[4 * k] = a.x, uw.w[4 * k + 1] = a.y, uw.w[4 * k + 2] = a.z, uw.w[4 * k + 3] = a.w;
+                }
+                const float4 f = ((const float4*)h[r])[u];
+                uw.f[0] = f.x, uw.f[1] = f.y, uw.f[2] = f.z, uw.f[3] = f.w;
+                v = unit_apply<T>(uw, xr, x, u);
+            } else {
+                v = unit_x8<T == T_Q4_1 || T == T_Q5_1>((const u32*)(q[r] + 32 * u), ((const float2*)h[r])[u], xr, x, u);
+            }
+            acc[r] = __fadd_rn(acc[r], v);
         }
     }
 }

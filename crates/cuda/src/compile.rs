@@ -504,7 +504,7 @@ mod tests {
             compiles(Program::Persistent(packed), &["MOLLA_X_X8"]);
             compiles(
                 Program::Persistent(packed),
-                &["MOLLA_X_X8", "MOLLA_X_X8LATE"],
+                &["MOLLA_X_X8", "MOLLA_X_X8LATE", "MOLLA_X_X8K"],
             );
             // For short caches (PK_SHORT).
             compiles(

@@ -12,7 +12,7 @@ mod config;
 mod steps;
 use config::{
     blocks_per_sm_cap, chunk_bytes, delay_knobs, env_i32, l2_ahead, mark_packed, skip_knobs,
-    stages, types_in, x8_asked,
+    stages, types_in, x8_types,
 };
 pub(crate) use config::{ll_max, pk_build};
 pub(crate) use steps::{Input, Steps};
@@ -241,7 +241,7 @@ impl Persistent {
             &mut steps.list,
             grid as usize,
             stages * (chunk + 64) - overread,
-            x8_asked(),
+            x8_types(),
         );
         // Every matvec step packed: the kernel without the chunked pipeline, when it loads and
         // fits as many blocks on an SM.

@@ -83,20 +83,20 @@ fn delay_bits(v: &str) -> i32 {
 /// (`PkStep::packed`): then a block copies all of them as the step begins, each segment's share
 /// (as kernels/persistent.cu `pk_span` lays it out: whole 16-byte units, at most 32 bytes more
 /// than its rows) after the last, and computes them with no further wait. Block b of `grid` owns
-/// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`. `x8`: the legacy formats' rows
-/// are expanded after the copy as well (`MOLLA_KDEFS=X8`, kernels/persistent_x8.cuh: 40 bytes a
-/// 32-weight unit, after 16 bytes of room).
-pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize, x8: bool) {
+/// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`. `x8`: the ggml types whose rows
+/// are expanded after the copy as well (`MOLLA_KDEFS=X8`, [`x8_types`], kernels/persistent_x8.cuh:
+/// 40 bytes for every 32 weights, after 16 bytes of room), none when empty.
+pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize, x8: &[i32]) {
     let on = std::env::var("MOLLA_PK_PACKED").map_or(true, |v| v != "0");
     for st in list.iter_mut().filter(|s| s.op == 0) {
         let total = st.total.max(0) as usize;
         let units = (st.cols.max(0) / 32) as usize;
         let fits = (0..grid).all(|b| {
             let (r0, r1) = super::blocks::block_rows(total, b, grid);
-            let mut bytes = if x8 { 16 } else { 0 };
+            let mut bytes = if x8.is_empty() { 0 } else { 16 };
             let mut add = |n: usize, j: usize| {
                 bytes += n * st.row_bytes[j] as usize + 32;
-                if x8 && X8_TYPES.contains(&st.ty[j]) {
+                if x8.contains(&st.ty[j]) {
                     bytes += n * units * 40;
                 }
             };
@@ -121,13 +121,17 @@ pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize, x8: boo
     }
 }
 
-/// The ggml types `MOLLA_KDEFS=X8` expands (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0).
-const X8_TYPES: [i32; 5] = [2, 3, 6, 7, 8];
-
-/// Whether `MOLLA_KDEFS=X8` asks for expanded legacy rows (with the split staging only: kernels/
-/// persistent_x8.cuh).
-pub(super) fn x8_asked() -> bool {
-    crate::compile::experiment("X8") && !crate::compile::experiment("NOSPLIT")
+/// The ggml types whose rows `MOLLA_KDEFS=X8` expands (kernels/persistent_x8.cuh, with the split
+/// staging only): Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, with `X8K` Q4_K, Q5_K and Q6_K too; none
+/// without it.
+pub(super) fn x8_types() -> &'static [i32] {
+    const ALL: [i32; 8] = [2, 3, 6, 7, 8, 12, 13, 14];
+    let on = crate::compile::experiment("X8") && !crate::compile::experiment("NOSPLIT");
+    match (on, crate::compile::experiment("X8K")) {
+        (false, _) => &[],
+        (true, false) => &ALL[..5],
+        (true, true) => &ALL,
+    }
 }
 
 /// Whether `MOLLA_PK_TYMASK=0` asks for the generic persistent kernel (every weight and
