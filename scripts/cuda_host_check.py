@@ -41,7 +41,7 @@ def drop_fn(src, name):
 
 # The PTX-only helpers (inline asm) are replaced by exact C versions below.
 common = (KERNELS / "common.cuh").read_text()
-q16 = (KERNELS / "q16.cuh").read_text()
+q16 = (KERNELS / "q16.cuh").read_text() + (KERNELS / "q16_words.cuh").read_text()
 rows = (KERNELS / "q16_rows.cuh").read_text()
 lean = (KERNELS / "q16_lean.cuh").read_text()
 for n in ["float h2f(u16 h)", "u16 f2h(float f)"]:

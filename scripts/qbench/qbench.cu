@@ -33,6 +33,7 @@
 
 #include "../../crates/cuda/kernels/common.cuh"
 #include "../../crates/cuda/kernels/q16.cuh"
+#include "../../crates/cuda/kernels/q16_words.cuh"
 #include "../../crates/cuda/kernels/q16_rows.cuh"
 
 #include "../cuda_check.h"

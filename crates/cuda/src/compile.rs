@@ -13,6 +13,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("ktrace.cuh", include_str!("../kernels/ktrace.cuh")),
     ("dequant.cuh", include_str!("../kernels/dequant.cuh")),
     ("q16.cuh", include_str!("../kernels/q16.cuh")),
+    ("q16_words.cuh", include_str!("../kernels/q16_words.cuh")),
     ("q16_rows.cuh", include_str!("../kernels/q16_rows.cuh")),
     ("cp_async.cuh", include_str!("../kernels/cp_async.cuh")),
     ("q16_lean.cuh", include_str!("../kernels/q16_lean.cuh")),
