@@ -287,6 +287,21 @@ struct UnitRaw {
 #define Q16_A2WORDS false
 #endif
 
+// A 4- or 5-bit legacy block's quants as idot's eight words of bytes: the low nibbles of its 16
+// quant bytes qs, then the high ones, with Q5_0's / Q5_1's fifth bits from qh on top.
+template <int T>
+__device__ __forceinline__ void legacy_quant_words(const u32* qs, u32 qh, u32* w) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        w[k] = qs[k] & 0x0f0f0f0fu;
+        w[k + 4] = (qs[k] >> 4) & 0x0f0f0f0fu;
+        if constexpr (T == T_Q5_0 || T == T_Q5_1) {
+            w[k] |= spread4(qh, k) << 4;
+            w[k + 4] |= spread4(qh, k + 4) << 4;
+        }
+    }
+}
+
 // One 32-weight block of a legacy format: the block's contribution to the row's dot product. G: the
 // row is in global memory, and the 2-byte aligned runs (Q8_0, Q4_0, Q5_0) are read with ldg_a2's
 // aligned words (the same bytes, so the same bits; else 2-byte loads, which shared memory needs).
@@ -349,15 +364,7 @@ __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const int
 #pragma unroll
             for (int k = 0; k < 4; k++) qs[k] = ld32(b + 8 + 4 * k);
         }
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            w[k] = qs[k] & 0x0f0f0f0fu;
-            w[k + 4] = (qs[k] >> 4) & 0x0f0f0f0fu;
-            if constexpr (T == T_Q5_0 || T == T_Q5_1) {
-                w[k] |= spread4(qh, k) << 4;
-                w[k + 4] |= spread4(qh, k + 4) << 4;
-            }
-        }
+        legacy_quant_words<T>(qs, qh, w);
         int s = idot<8>(w, xr);
         if constexpr (T == T_Q4_0) s -= 8 * (x.s16[2 * u] + x.s16[2 * u + 1]);
         if constexpr (T == T_Q5_0) s -= 16 * (x.s16[2 * u] + x.s16[2 * u + 1]);
@@ -585,15 +592,7 @@ __device__ __forceinline__ void unit_load_legacy(const u8* __restrict__ b, UnitW
 #pragma unroll
             for (int k = 0; k < 4; k++) qs[k] = ld32(b + 8 + 4 * k);
         }
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            uw.w[k] = qs[k] & 0x0f0f0f0fu;
-            uw.w[k + 4] = (qs[k] >> 4) & 0x0f0f0f0fu;
-            if constexpr (T == T_Q5_0 || T == T_Q5_1) {
-                uw.w[k] |= spread4(qh, k) << 4;
-                uw.w[k + 4] |= spread4(qh, k + 4) << 4;
-            }
-        }
+        legacy_quant_words<T>(qs, qh, uw.w);
     }
 }
 

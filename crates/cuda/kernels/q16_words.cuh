@@ -53,15 +53,7 @@ __device__ __forceinline__ void unit_words_decode(const u32* w, UnitW& uw) {
 #pragma unroll
             for (int k = 0; k < 4; k++) qs[k] = w[2 + k];
         }
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            uw.w[k] = qs[k] & 0x0f0f0f0fu;
-            uw.w[k + 4] = (qs[k] >> 4) & 0x0f0f0f0fu;
-            if constexpr (T == T_Q5_0 || T == T_Q5_1) {
-                uw.w[k] |= spread4(qh, k) << 4;
-                uw.w[k + 4] |= spread4(qh, k + 4) << 4;
-            }
-        }
+        legacy_quant_words<T>(qs, qh, uw.w);
     }
 }
 
