@@ -172,14 +172,9 @@ __device__ __forceinline__ void x8_expand_units(const u8* raw, int rbytes, int n
                 ((uint4*)(q + 64 * i))[k] = make_uint4(uw.w[4 * k], uw.w[4 * k + 1], uw.w[4 * k + 2], uw.w[4 * k + 3]);
             ((float4*)(h + 16 * i))[0] = make_float4(uw.f[0], uw.f[1], uw.f[2], uw.f[3]);
         } else {
-            const u8* p = raw + r * rbytes + u * legacy_bytes<T>();
-            // Ten aligned words from p rounded down (p less its offset: the compiler keeps the
-            // shared address space), funnel-shifted to p's bytes.
-            const u32* a = (const u32*)(p - ((size_t)p & 2));
-            u32 x[10], w[9], o[8];
-#pragma unroll
-            for (int k = 0; k < 10; k++) x[k] = a[k];
-            a2_shift<9>(x, (u32)((size_t)p & 2) * 8, w);
+            // The block's bytes as nine words (its 2-byte aligned start's aligned words, shifted).
+            u32 w[9], o[8];
+            ldg_a2<9, false>(raw + r * rbytes + u * legacy_bytes<T>(), w);
             float hd[2];
             x8_expand<T>(w, o, hd);
             ((uint4*)(q + 32 * i))[0] = make_uint4(o[0], o[1], o[2], o[3]);

@@ -243,6 +243,11 @@ impl Persistent {
             stages * (chunk + 64) - overread,
             x8_types(),
         );
+        // A kernel variant that fits as many blocks on an SM.
+        let fits = |p: &&CudaFunction| {
+            p.occupancy_max_active_blocks_per_multiprocessor(threads, smem, None)
+                .is_ok_and(|o| o >= per_sm)
+        };
         // Every matvec step packed: the kernel without the chunked pipeline, when it loads and
         // fits as many blocks on an SM.
         let packed = steps
@@ -251,10 +256,7 @@ impl Persistent {
             .all(|s| s.op != OP_MATVEC || s.packed != 0)
             .then(|| gpu.persistent_packed())
             .flatten()
-            .filter(|p| {
-                p.occupancy_max_active_blocks_per_multiprocessor(threads, smem, None)
-                    .is_ok_and(|o| o >= per_sm)
-            });
+            .filter(fits);
         let packed_build = packed.is_some();
         let f = packed.unwrap_or(f).clone();
         let short = if packed_build && env_i32("MOLLA_PK_SHORT", 0) != 0 {
@@ -262,10 +264,7 @@ impl Persistent {
             (n > 0)
                 .then(|| gpu.persistent_short())
                 .flatten()
-                .filter(|p| {
-                    p.occupancy_max_active_blocks_per_multiprocessor(threads, smem, None)
-                        .is_ok_and(|o| o >= per_sm)
-                })
+                .filter(fits)
                 .map(|p| (p.clone(), n))
         } else {
             None
