@@ -383,7 +383,7 @@ static float raw_dot_ty(int ty, const u8* row, const Xq& x, int cols, int lane) 
     }
     return 0.f;
 }
-static int check_step(std::mt19937& rng, const PkStep& st, PkBlk d, const char* name) {
+static int check_step(std::mt19937& rng, const PkStep& st, PkBlk d, const char* name, bool expanded = true) {
     const int nu = st.cols / 32;
     int bad = 0, end = 0, seen = 0;
     memset(smem, 0, sizeof(smem));
@@ -404,7 +404,8 @@ static int check_step(std::mt19937& rng, const PkStep& st, PkBlk d, const char* 
             const int m = st.pair ? j : d.seg[k], at = j ? d.row1 : d.row0[k], ty = st.ty[m];
             int q, h;
             const bool on = x8_at(st, d, k, j, q, h);
-            if (!on) { bad++; printf("%s chunk %d matrix %d: not expanded\n", name, k, j); continue; }
+            if (on != expanded) { bad++; printf("%s chunk %d matrix %d: expanded %d\n", name, k, j, on); }
+            if (!on) continue;
             if (h + 8 * nu * (d.rb[k] - d.ra[k]) > (int)sizeof(smem)) { bad++; continue; }
             for (int i = 0; i < d.rb[k] - d.ra[k]; i++) {
                 const u8* qs[1] = {smem + q + i * st.cols};
@@ -418,19 +419,21 @@ static int check_step(std::mt19937& rng, const PkStep& st, PkBlk d, const char* 
             }
         }
     printf("%s: %d row dots, %d differ\n", name, seen, bad);
-    return bad + (seen == 0);
+    return bad + (expanded && seen == 0);
 }
 int main() {
     std::mt19937 rng(9);
     int bad = 0;
-    // gate/up: a pair of Q5_0 and Q8_0 rows (896 columns), 37 of them, the second matrix's rows
-    // after the first's.
+    // gate/up: a pair of Q5_0 rows (896 columns), 37 of them, the second matrix's rows after the
+    // first's; a pair of Q5_0 and Q8_0 rows is not expanded (x8_at).
     PkStep g{};
-    g.pair = 1; g.nseg = 2; g.cols = 896; g.ty[0] = T_Q5_0; g.ty[1] = T_Q8_0;
-    g.row_bytes[0] = 28 * 22; g.row_bytes[1] = 28 * 34;
+    g.pair = 1; g.nseg = 2; g.cols = 896; g.ty[0] = T_Q5_0; g.ty[1] = T_Q5_0;
+    g.row_bytes[0] = 28 * 22; g.row_bytes[1] = 28 * 22;
     PkBlk gd{};
     gd.nch = 1; gd.seg[0] = 0; gd.ra[0] = 3; gd.rb[0] = 40; gd.row0[0] = 6; gd.row1 = (6 + 37 * 616 + 15) / 16 * 16 + 2;
-    bad += check_step(rng, g, gd, "X8 pair (Q5_0, Q8_0)");
+    bad += check_step(rng, g, gd, "X8 pair (Q5_0, Q5_0)");
+    g.ty[1] = T_Q8_0; g.row_bytes[1] = 28 * 34;
+    bad += check_step(rng, g, gd, "X8 pair (Q5_0, Q8_0)", false);
     // Three segments (Q4_1, Q4_K, Q6_K; 768 columns), a chunk of each; K-quant rows 16-byte aligned.
     PkStep q{};
     q.nseg = 3; q.cols = 768; q.ty[0] = T_Q4_1; q.ty[1] = T_Q4_K; q.ty[2] = T_Q6_K;

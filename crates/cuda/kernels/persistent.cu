@@ -401,8 +401,8 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
                 float gu[2];
 #if PK_X8
-                if (x80 && x81 && ty0 == ty1) {
-                    // (A pair of two types keeps its raw rows.)
+                if (x80 && x81) {
+                    // (Both of one type: a pair of two types is not expanded, x8_at.)
                     const int i = r - c.ra;
                     const u8* q2[2] = {bufs + xq0 + i * nub, bufs + xq1 + i * nub};
                     const u8* h2[2] = {bufs + xh0 + i * nuh, bufs + xh1 + i * nuh};

@@ -7,7 +7,7 @@
 // loads. With X8K a K-quant unit too becomes the words and scales unit_load decodes (its nibbles,
 // bits and 6-bit scales taken apart once a step, not on every row dot). The same integer sums and
 // float operations, so the same bits (cuda_host_check). A gate/up pair of two types keeps its
-// raw rows.
+// raw rows (x8_at).
 //
 // The expanded area follows the block's copy (16 d.end[2] bytes) and 16 bytes of room for the
 // raw words' overread: every expanded matrix's quants (a row of `cols` weights: `cols` bytes),
@@ -40,11 +40,14 @@ __device__ __forceinline__ int x8_ty(const PkStep& st, const PkBlk& d, int k, in
 
 // Where matrix j of chunk k of block entry d has its expanded rows (byte offsets in the chunk
 // buffers): quants at q (the chunk's row i at q + 32 nu i), d and m at h (at h + 8 nu i). False
-// when its type is not expanded.
+// when its type is not expanded, and for a gate/up pair of two types (rows_dot_x8 takes one type
+// for both rows: such a pair keeps its raw rows, unexpanded).
 __device__ __forceinline__ bool x8_at(const PkStep& st, const PkBlk& d, int k, int j, int& q, int& h) {
     const int nu = st.cols >> 5, base = 16 * d.end[2] + 16;
     int total = 0, before = 0;
     bool on = false;
+    q = h = 0;
+    if (st.pair && st.ty[0] != st.ty[1]) return false;
     for (int kk = 0; kk < d.nch; kk++)
         for (int jj = 0; jj < (st.pair ? 2 : 1); jj++) {
             if (!x8_on(x8_ty(st, d, kk, jj))) continue;

@@ -91,12 +91,14 @@ pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize, x8: &[i
     for st in list.iter_mut().filter(|s| s.op == 0) {
         let total = st.total.max(0) as usize;
         let units = (st.cols.max(0) / 32) as usize;
+        // A gate/up pair of two types keeps its raw rows (kernels/persistent_x8.cuh x8_at).
+        let mixed = st.pair != 0 && st.ty[0] != st.ty[1];
         let fits = (0..grid).all(|b| {
             let (r0, r1) = super::blocks::block_rows(total, b, grid);
             let mut bytes = if x8.is_empty() { 0 } else { 16 };
             let mut add = |n: usize, j: usize| {
                 bytes += n * st.row_bytes[j] as usize + 32;
-                if x8.contains(&st.ty[j]) {
+                if !mixed && x8.contains(&st.ty[j]) {
                     bytes += n * units * 40;
                 }
             };

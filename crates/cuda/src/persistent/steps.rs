@@ -476,6 +476,12 @@ mod tests {
         // Types not expanded take no more room than the 16 bytes.
         mark_packed(&mut st.list, 4, 1712, &[3]);
         assert_eq!(st.list[0].packed, 1);
+        // Nor does a gate/up pair of two types, which keeps its raw rows.
+        st.list[3].ty[1] = 3;
+        mark_packed(&mut st.list, 4, 8784, &[3, 8]);
+        assert_eq!(st.list[3].packed, 1);
+        mark_packed(&mut st.list, 4, 8783, &[3, 8]);
+        assert_eq!(st.list[3].packed, 0);
     }
 
     #[test]
