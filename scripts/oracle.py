@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exact float64 reference forward pass for GGUF models (llama, qwen2).
+"""Exact float64 reference forward pass for GGUF models (llama, qwen2, gemma3).
 
     python3 scripts/oracle.py --model M.gguf --tokens 1,2,3 [--out F] [--top K]
 
@@ -17,7 +17,13 @@ conventions, so this is the ground truth molla's exactness is measured by:
     freq_i = base^(-2i/n_rot) [/ rope_freqs[i]]; position of token t is t;
   * attention: causal, GQA, scale 1/sqrt(head_dim), softmax;
   * FFN: down(silu(gate(x)) * up(x)); residuals around attention and FFN;
-    final output_norm, then output head (tied to token_embd if absent).
+    final output_norm, then output head (tied to token_embd if absent);
+  * gemma3 (llama.cpp's build of it): embeddings times sqrt(n_embd); neox
+    rope; per-head RMSNorm of q and k before rope; RMSNorm of the attention
+    and FFN outputs before their residual adds; GELU (tanh form) in place of
+    SiLU; layers l with (l + 1) % 6 != 0 attend to the last sliding_window
+    positions only, with rope base 10000 and no rope scaling; queries scaled
+    by 1/sqrt(head_dim) (1/sqrt(n_embd / n_head) for the 62-layer 27B).
 """
 import argparse
 import json
@@ -27,7 +33,8 @@ import numpy as np
 from gguf import GGUFReader
 from gguf.quants import dequantize
 
-ROPE_STYLE = {"llama": "normal", "qwen2": "neox"}
+ROPE_STYLE = {"llama": "normal", "qwen2": "neox", "gemma3": "neox"}
+GEMMA_SWA_PATTERN, GEMMA_SWA_BASE = 6, 10000.0
 
 
 class Model:
@@ -56,7 +63,17 @@ class Model:
             self.freq_scale = 1.0 / self.meta(f"{a}.rope.scaling.factor", 1.0)
         elif scaling != "none":
             raise SystemExit(f"oracle: rope scaling {scaling!r} not supported")
+        self.gemma = self.arch == "gemma3"
+        self.window = self.meta(f"{a}.attention.sliding_window") if self.gemma else 0
+        query_width = self.head_dim_k
+        if self.gemma and self.n_layer == 62:
+            query_width = self.n_embd // self.n_head
+        self.q_scale = 1.0 / np.sqrt(query_width)
         self.cache = {}
+
+    def sliding(self, layer):
+        """Whether `layer` attends over a sliding window (gemma3's local layers)."""
+        return self.window > 0 and (layer + 1) % GEMMA_SWA_PATTERN != 0
 
     def meta(self, key, default=None):
         field = self.reader.fields.get(key)
@@ -105,11 +122,20 @@ def silu(x):
         return x / (1.0 + np.exp(-x))
 
 
-def rope(x, m, style):
-    """Rotate the first n_rot dims of every head. x: (T, heads, head_dim)."""
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def rope(x, m, style, local=False):
+    """Rotate the first n_rot dims of every head. x: (T, heads, head_dim).
+
+    `local`: a sliding-window layer of gemma3 (base 10000, no scaling)."""
     T, n_rot = x.shape[0], m.n_rot
     i = np.arange(n_rot // 2, dtype=np.float64)
-    freqs = m.freq_base ** (-2.0 * i / n_rot) * m.freq_scale
+    if local:
+        freqs = GEMMA_SWA_BASE ** (-2.0 * i / n_rot)
+    else:
+        freqs = m.freq_base ** (-2.0 * i / n_rot) * m.freq_scale
     if m.has("rope_freqs.weight"):  # llama3: per-frequency divisors
         freqs = freqs / m.weight("rope_freqs.weight")[: n_rot // 2]
     theta = np.arange(T, dtype=np.float64)[:, None] * freqs[None, :]
@@ -132,14 +158,20 @@ def attention(m, layer, x):
     q = m.linear(p + "attn_q", x).reshape(T, m.n_head, m.head_dim_k)
     k = m.linear(p + "attn_k", x).reshape(T, m.n_head_kv, m.head_dim_k)
     v = m.linear(p + "attn_v", x).reshape(T, m.n_head_kv, m.head_dim_v)
-    style = ROPE_STYLE[m.arch]
-    q, k = rope(q, m, style), rope(k, m, style)
+    if m.has(p + "attn_q_norm.weight"):  # gemma3: per-head norms
+        q = rms_norm(q, m.weight(p + "attn_q_norm.weight"), m.eps)
+        k = rms_norm(k, m.weight(p + "attn_k_norm.weight"), m.eps)
+    style, local = ROPE_STYLE[m.arch], m.sliding(layer)
+    q, k = rope(q, m, style, local), rope(k, m, style, local)
     group = m.n_head // m.n_head_kv  # GQA: kv head = q head // group
     k = np.repeat(k, group, axis=1)
     v = np.repeat(v, group, axis=1)
-    scores = np.einsum("thd,shd->hts", q, k) / np.sqrt(m.head_dim_k)
-    future = np.triu(np.ones((T, T), dtype=bool), k=1)  # causal mask
-    scores[:, future] = -np.inf
+    scores = np.einsum("thd,shd->hts", q, k) * m.q_scale
+    t, s = np.arange(T)[:, None], np.arange(T)[None, :]
+    hidden = s > t  # causal mask
+    if local:
+        hidden |= t - s >= m.window
+    scores[:, hidden] = -np.inf
     scores -= scores.max(axis=-1, keepdims=True)
     probs = np.exp(scores)
     probs /= probs.sum(axis=-1, keepdims=True)
@@ -149,19 +181,28 @@ def attention(m, layer, x):
 
 def feed_forward(m, layer, x):
     p = f"blk.{layer}."
+    act = gelu_tanh if m.gemma else silu
     return m.linear(p + "ffn_down",
-                    silu(m.linear(p + "ffn_gate", x)) * m.linear(p + "ffn_up", x))
+                    act(m.linear(p + "ffn_gate", x)) * m.linear(p + "ffn_up", x))
 
 
 def forward(m, tokens):
     """Logits (float64) at every position: shape (T, vocab)."""
     x = m.weight("token_embd.weight", rows=list(tokens))
+    if m.gemma:
+        x = x * np.sqrt(m.n_embd)
     for layer in range(m.n_layer):
         p = f"blk.{layer}."
         h = rms_norm(x, m.weight(p + "attn_norm.weight"), m.eps)
-        x = x + attention(m, layer, h)
+        h = attention(m, layer, h)
+        if m.gemma:
+            h = rms_norm(h, m.weight(p + "post_attention_norm.weight"), m.eps)
+        x = x + h
         h = rms_norm(x, m.weight(p + "ffn_norm.weight"), m.eps)
-        x = x + feed_forward(m, layer, h)
+        h = feed_forward(m, layer, h)
+        if m.gemma:
+            h = rms_norm(h, m.weight(p + "post_ffw_norm.weight"), m.eps)
+        x = x + h
     x = rms_norm(x, m.weight("output_norm.weight"), m.eps)
     head = "output.weight" if m.has("output.weight") else "token_embd.weight"
     return x @ m.weight(head).T

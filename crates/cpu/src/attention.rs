@@ -8,8 +8,10 @@ use std::borrow::Cow;
 use std::sync::Mutex;
 
 /// `q`: n rows of q_dim for positions `start..start+n`; `keys`/`values`: positions
-/// `0..start+n`. Writes n rows of `n_head * head_dim_v` into `out`. One task per (token, head):
-/// on the decode pool for a single token, on rayon for prefill.
+/// `0..start+n`. Writes n rows of `n_head * head_dim_v` into `out`. With a `window`, the token
+/// at position p sees positions p - window + 1 ..= p only (sliding-window layers). One task per
+/// (token, head): on the decode pool for a single token, on rayon for prefill.
+#[allow(clippy::too_many_arguments)]
 pub fn attention(
     pool: &Pool,
     hp: &HParams,
@@ -17,10 +19,12 @@ pub fn attention(
     keys: KvView,
     values: KvView,
     start: usize,
+    window: Option<usize>,
     out: &mut [f32],
 ) {
+    let at = Span { start, window };
     let task = |h: usize, o: &mut [f32]| {
-        o.copy_from_slice(&head_block(hp, q, keys, values, start, h, 0, 1))
+        o.copy_from_slice(&head_block(hp, q, keys, values, at, h, 0, 1))
     };
     if out.len() == hp.n_head * hp.head_dim_v {
         let heads: Vec<Mutex<&mut [f32]>> = out.chunks_mut(hp.head_dim_v).map(Mutex::new).collect();
@@ -33,8 +37,15 @@ pub fn attention(
             }
         });
     } else {
-        prefill(hp, q, keys, values, start, out);
+        prefill(hp, q, keys, values, at, out);
     }
+}
+
+/// Where a pass's query rows start, and the window they see (None: every earlier position).
+#[derive(Clone, Copy)]
+struct Span {
+    start: usize,
+    window: Option<usize>,
 }
 
 /// Query rows per prefill task: bounds the score matrix to QUERY_BLOCK x positions.
@@ -42,7 +53,7 @@ const QUERY_BLOCK: usize = 64;
 
 /// Prefill attention as matrix products per (head, block of query rows): scores = Q·Kᵀ and
 /// out = softmax(scores)·V through sgemm, with the causal mask applied to the scores.
-fn prefill(hp: &HParams, q: &[f32], keys: KvView, values: KvView, start: usize, out: &mut [f32]) {
+fn prefill(hp: &HParams, q: &[f32], keys: KvView, values: KvView, at: Span, out: &mut [f32]) {
     let n = out.len() / (hp.n_head * hp.head_dim_v);
     let blocks = n.div_ceil(QUERY_BLOCK);
     let o_dim = hp.n_head * hp.head_dim_v;
@@ -53,7 +64,7 @@ fn prefill(hp: &HParams, q: &[f32], keys: KvView, values: KvView, start: usize, 
             let (h, b) = (task / blocks, task % blocks);
             let t0 = b * QUERY_BLOCK;
             let rows = QUERY_BLOCK.min(n - t0);
-            (h, t0, head_block(hp, q, keys, values, start, h, t0, rows))
+            (h, t0, head_block(hp, q, keys, values, at, h, t0, rows))
         })
         .collect();
     for (h, t0, block) in results {
@@ -71,7 +82,7 @@ fn head_block(
     q: &[f32],
     keys: KvView,
     values: KvView,
-    start: usize,
+    at: Span,
     h: usize,
     t0: usize,
     rows: usize,
@@ -79,7 +90,7 @@ fn head_block(
     let (hd, hdv) = (hp.head_dim, hp.head_dim_v);
     let kvh = h / (hp.n_head / hp.n_head_kv);
     // Positions any of these rows may see.
-    let end = start + t0 + rows;
+    let end = at.start + t0 + rows;
     let (kh, krs) = head_rows(keys, end, hp.kv_dim(), kvh * hd, hd);
     let (vh, vrs) = head_rows(values, end, hp.v_dim(), kvh * hdv, hdv);
     SCORES.with(|cell| match cell.try_borrow_mut() {
@@ -92,7 +103,7 @@ fn head_block(
                 q,
                 (&kh, krs),
                 (&vh, vrs),
-                start,
+                at,
                 h,
                 t0,
                 rows,
@@ -106,7 +117,7 @@ fn head_block(
                 q,
                 (&kh, krs),
                 (&vh, vrs),
-                start,
+                at,
                 h,
                 t0,
                 rows,
@@ -128,32 +139,33 @@ fn scores_to_output(
     q: &[f32],
     (kh, krs): (&[f32], usize),
     (vh, vrs): (&[f32], usize),
-    start: usize,
+    at: Span,
     h: usize,
     t0: usize,
     rows: usize,
     scores: &mut [f32],
 ) -> Vec<f32> {
     let (hd, hdv) = (hp.head_dim, hp.head_dim_v);
-    let end = start + t0 + rows;
+    let end = at.start + t0 + rows;
     let q0 = t0 * hp.q_dim() + h * hd;
     crate::matmul::sgemm_strided(
         (rows, hd, end),
         (&q[q0..], hp.q_dim(), 1),
         (kh, 1, krs),
         (&mut *scores, end, 1),
-        1.0 / (hd as f32).sqrt(),
+        hp.attn_scale,
     );
     for (r, row) in scores.chunks_exact_mut(end).enumerate() {
-        let visible = start + t0 + r + 1;
-        let max = row[..visible]
-            .iter()
-            .fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-        let sum = quant::simd::softmax_exp(&mut row[..visible], max);
+        let visible = at.start + t0 + r + 1;
+        let first = at.window.map_or(0, |w| visible.saturating_sub(w));
+        let seen = &mut row[first..visible];
+        let max = seen.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        let sum = quant::simd::softmax_exp(seen, max);
         let inv = 1.0 / sum;
-        for s in &mut row[..visible] {
+        for s in seen {
             *s *= inv;
         }
+        row[..first].fill(0.0);
         row[visible..].fill(0.0);
     }
     let mut o = vec![0.0f32; rows * hdv];

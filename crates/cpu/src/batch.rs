@@ -13,7 +13,6 @@ use crate::block::{Acts, block};
 use crate::error::{CpuError, Result};
 use crate::forward::{CpuModel, check_input};
 use crate::kv::KvCache;
-use crate::matmul::row;
 use crate::ops::rms_norm;
 use crate::pool::{Chunks, Pool};
 use gguf::GgufFile;
@@ -70,7 +69,7 @@ impl CpuModel {
         for (i, (toks, kv)) in seqs.iter().enumerate() {
             for (j, &tok) in toks.iter().enumerate() {
                 let t = owner.len();
-                row(f, &m.tok_embd, tok as usize, &mut x[t * e..(t + 1) * e])?;
+                self.embed(tok, &mut x[t * e..(t + 1) * e])?;
                 owner.push(i);
                 pos.push(kv.len + j);
             }
@@ -84,8 +83,8 @@ impl CpuModel {
                     let (kv, pos) = (&mut *seqs[owner[t]].1, pos[t]);
                     let qt = &mut a.q[t * qd..(t + 1) * qd];
                     let kt = &mut a.k[t * kd..(t + 1) * kd];
-                    self.rope.apply(qt, hp.head_dim, pos);
-                    self.rope.apply(kt, hp.head_dim, pos);
+                    self.rope_of(li).apply(qt, hp.head_dim, pos);
+                    self.rope_of(li).apply(kt, hp.head_dim, pos);
                     kv.store(li, pos, kt, &a.v[t * vd..(t + 1) * vd]);
                     attention(
                         &self.pool,
@@ -94,6 +93,7 @@ impl CpuModel {
                         kv.keys(li, pos + 1),
                         kv.values(li, pos + 1),
                         pos,
+                        hp.window(li),
                         &mut a.att[t * ad..(t + 1) * ad],
                     );
                 }

@@ -3,10 +3,10 @@
 //! rope, the cache store and attention are done for their rows.
 
 use crate::error::Result;
-use crate::ops::{add_bias, add_in_place, rms_norm, swiglu};
+use crate::ops::{add_bias, add_in_place, geglu, rms_norm, rms_norm_in_place, swiglu};
 use crate::pool::Pool;
 use gguf::GgufFile;
-use model::{HParams, Layer, Matrix};
+use model::{FfnAct, HParams, Layer, Matrix};
 
 /// Multiplies the `n` rows of `x` by each of `ws` into `ys` (`ys[i]`: n rows of `ws[i].rows`), as
 /// [`crate::matmul::matmul_many`] does.
@@ -39,9 +39,9 @@ impl Acts {
 }
 
 /// Block `l` over the `n` rows of `x` (the residual stream, updated in place): RMSNorm, q/k/v
-/// (+ biases), then `attend` (rope, cache store and attention from `a.q`, `a.k`, `a.v` into
-/// `a.att`), wo added onto x; RMSNorm, gate/up, SwiGLU, down added onto x. `mm` does every
-/// matrix product.
+/// (+ biases, + per-head q/k norms), then `attend` (rope, cache store and attention from `a.q`,
+/// `a.k`, `a.v` into `a.att`), wo (+ its post-norm) added onto x; RMSNorm, gate/up, SwiGLU or
+/// GeGLU, down (+ its post-norm) added onto x. `mm` does every matrix product.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn block(
     pool: &Pool,
@@ -68,8 +68,16 @@ pub(crate) fn block(
             add_bias(buf, b);
         }
     }
+    for (buf, norm) in [(&mut a.q, &l.q_norm), (&mut a.k, &l.k_norm)] {
+        if let Some(w) = norm {
+            rms_norm_in_place(buf, w, hp.rms_eps);
+        }
+    }
     attend(a);
     mm(pool, f, &[&l.wo], &a.att, n, &mut [&mut a.h])?;
+    if let Some(w) = &l.post_attn_norm {
+        rms_norm_in_place(&mut a.h, w, hp.rms_eps);
+    }
     add_in_place(x, &a.h);
 
     rms_norm(x, &l.ffn_norm, hp.rms_eps, &mut a.h);
@@ -81,8 +89,14 @@ pub(crate) fn block(
         n,
         &mut [&mut a.gate, &mut a.up],
     )?;
-    swiglu(&mut a.gate, &a.up);
+    match hp.ffn_act {
+        FfnAct::Silu => swiglu(&mut a.gate, &a.up),
+        FfnAct::GeluTanh => geglu(&mut a.gate, &a.up),
+    }
     mm(pool, f, &[&l.w_down], &a.gate, n, &mut [&mut a.h])?;
+    if let Some(w) = &l.post_ffn_norm {
+        rms_norm_in_place(&mut a.h, w, hp.rms_eps);
+    }
     add_in_place(x, &a.h);
     Ok(())
 }

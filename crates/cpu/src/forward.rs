@@ -59,6 +59,8 @@ pub fn check_input(tokens: &[u32], start: usize, capacity: usize, n_vocab: usize
 pub struct CpuModel {
     pub model: Model,
     pub(crate) rope: Rope,
+    /// The rope of sliding-window layers, when the model has any.
+    pub(crate) rope_swa: Option<Rope>,
     /// Runs decode's short parallel regions; prefill uses rayon's pool.
     pub(crate) pool: Pool,
     /// Element type of the caches [`CpuModel::new_cache`] makes.
@@ -74,12 +76,32 @@ impl CpuModel {
     /// Uses `threads` decode threads (the caller included).
     pub fn with_threads(model: Model, threads: usize) -> CpuModel {
         let rope = Rope::new(&model.hp, model.rope_freqs.as_deref());
+        let rope_swa = Rope::sliding(&model.hp);
         let pool = Pool::new(threads, decode_spin());
         CpuModel {
             model,
             rope,
+            rope_swa,
             pool,
             cache_type: CacheType::F32,
+        }
+    }
+
+    /// Token `id`'s embedding row into `out` (times sqrt(n_embd) for the families that scale it).
+    pub(crate) fn embed(&self, id: u32, out: &mut [f32]) -> Result<()> {
+        let m = &self.model;
+        row(&m.file, &m.tok_embd, id as usize, out)?;
+        if let Some(s) = m.hp.embd_scale {
+            out.iter_mut().for_each(|v| *v *= s);
+        }
+        Ok(())
+    }
+
+    /// The rope table of layer `l`.
+    pub(crate) fn rope_of(&self, l: usize) -> &Rope {
+        match (&self.rope_swa, self.model.hp.window(l)) {
+            (Some(r), Some(_)) => r,
+            _ => &self.rope,
         }
     }
 
@@ -152,19 +174,18 @@ impl CpuModel {
                     vocab: hp.n_vocab,
                 });
             }
-            row(f, &m.tok_embd, id as usize, &mut x[t * e..(t + 1) * e])?;
+            self.embed(id, &mut x[t * e..(t + 1) * e])?;
         }
         kv.grow(start + n)?;
         let mut a = Acts::new(hp, n);
         for (li, l) in m.layers.iter().enumerate() {
             block(&self.pool, f, hp, l, &mut x, &mut a, n, matmul_many, |a| {
                 let (qd, kd) = (hp.q_dim(), hp.kv_dim());
+                let rope = self.rope_of(li);
                 for t in 0..n {
                     let pos = start + t;
-                    self.rope
-                        .apply(&mut a.q[t * qd..(t + 1) * qd], hp.head_dim, pos);
-                    self.rope
-                        .apply(&mut a.k[t * kd..(t + 1) * kd], hp.head_dim, pos);
+                    rope.apply(&mut a.q[t * qd..(t + 1) * qd], hp.head_dim, pos);
+                    rope.apply(&mut a.k[t * kd..(t + 1) * kd], hp.head_dim, pos);
                 }
                 kv.store(li, start, &a.k, &a.v);
                 attention(
@@ -174,6 +195,7 @@ impl CpuModel {
                     kv.keys(li, start + n),
                     kv.values(li, start + n),
                     start,
+                    hp.window(li),
                     &mut a.att,
                 );
             })?;

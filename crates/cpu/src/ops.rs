@@ -18,8 +18,7 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
         return;
     }
     let row = |(xr, or): (&[f32], &mut [f32])| {
-        let ss: f64 = xr.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
-        let scale = (1.0 / (ss / n as f64 + f64::from(eps)).sqrt()) as f32;
+        let scale = rms_scale(xr, eps);
         for ((o, &v), &g) in or.iter_mut().zip(xr).zip(w) {
             *o = v * scale * g;
         }
@@ -31,6 +30,33 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
             .zip(out.par_chunks_exact_mut(n))
             .for_each(row);
     }
+}
+
+/// [`rms_norm`] in place: each row of `w.len()` elements of `x` (per-head q/k norms, the
+/// post-attention and post-FFN norms).
+pub fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
+    let n = w.len();
+    if n == 0 {
+        return;
+    }
+    use rayon::prelude::*;
+    let row = |xr: &mut [f32]| {
+        let scale = rms_scale(xr, eps);
+        for (v, &g) in xr.iter_mut().zip(w) {
+            *v = *v * scale * g;
+        }
+    };
+    if x.len() < PAR_MIN {
+        x.chunks_exact_mut(n).for_each(row);
+    } else {
+        x.par_chunks_exact_mut(n).for_each(row);
+    }
+}
+
+/// 1 / sqrt(mean(x^2) + eps), summed in f64.
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
+    let ss: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+    (1.0 / (ss / x.len() as f64 + f64::from(eps)).sqrt()) as f32
 }
 
 /// Adds `b` to every row of `x` (rows of `b.len()`).
@@ -72,6 +98,33 @@ pub fn swiglu(g: &mut [f32], u: &[f32]) {
         .for_each(|(g, u)| quant::simd::swiglu(g, u));
 }
 
+/// GELU, tanh approximation (as gemma's `gelu_pytorch_tanh` and llama.cpp's `ggml_gelu`),
+/// worked out in f64 and rounded once.
+pub fn gelu_tanh(x: f32) -> f32 {
+    const C: f64 = 0.797_884_560_802_865_4; // sqrt(2 / pi)
+    let x = f64::from(x);
+    (0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())) as f32
+}
+
+/// `g = gelu_tanh(g) * u` (GeGLU), in place on the gate (over the common length).
+pub fn geglu(g: &mut [f32], u: &[f32]) {
+    use rayon::prelude::*;
+    let n = g.len().min(u.len());
+    let (g, u) = (&mut g[..n], &u[..n]);
+    let run = |(g, u): (&mut [f32], &[f32])| {
+        for (a, &b) in g.iter_mut().zip(u) {
+            *a = gelu_tanh(*a) * b;
+        }
+    };
+    if g.len() < PAR_MIN {
+        run((g, u));
+    } else {
+        g.par_chunks_mut(PAR_MIN / 2)
+            .zip(u.par_chunks(PAR_MIN / 2))
+            .for_each(run);
+    }
+}
+
 /// Rotary embedding tables for a model: the angle per position is `pos * freq[i]`.
 #[derive(Clone, Debug)]
 pub struct Rope {
@@ -83,14 +136,23 @@ pub struct Rope {
 
 impl Rope {
     pub fn new(hp: &model::HParams, factors: Option<&[f32]>) -> Rope {
+        Rope::with_base(hp, hp.rope_base, hp.rope_freq_scale, factors)
+    }
+
+    /// The table of sliding-window layers (their own base, no scaling), when the model has any.
+    pub fn sliding(hp: &model::HParams) -> Option<Rope> {
+        (hp.swa_window > 0).then(|| Rope::with_base(hp, hp.rope_base_swa, 1.0, None))
+    }
+
+    fn with_base(hp: &model::HParams, base: f64, scale: f64, factors: Option<&[f32]>) -> Rope {
         let half = hp.n_rot / 2;
         let freqs = (0..half)
             .map(|i| {
-                let base = hp.rope_base.powf(-2.0 * i as f64 / hp.n_rot as f64);
+                let b = base.powf(-2.0 * i as f64 / hp.n_rot as f64);
                 let div = factors
                     .and_then(|f| f.get(i))
                     .map_or(1.0, |&f| f64::from(f));
-                base / div * hp.rope_freq_scale
+                b / div * scale
             })
             .collect();
         Rope {

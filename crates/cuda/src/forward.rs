@@ -169,6 +169,12 @@ impl CudaModel {
     /// compiles the kernels. Fails with a one-line error when there is no driver or device,
     /// or when a tensor type or shape is not supported.
     pub fn new(model: &Model, ordinal: usize) -> Result<CudaModel> {
+        if !model.arch.gpu {
+            return Err(CudaError::Unsupported(format!(
+                "the {} architecture runs on the CPU only (--device cpu)",
+                model.arch.name
+            )));
+        }
         let gpu = Gpu::with_build(ordinal, crate::persistent::pk_build(model))?;
         let hp = model.hp.clone();
         check_shape(&hp, gpu.max_smem)?;

@@ -96,6 +96,12 @@ impl GpuModel {
 
     /// Like [`GpuModel::new`] on an opened device.
     pub fn with_gpu(gpu: Gpu, model: &Model) -> Result<GpuModel> {
+        if !model.arch.gpu {
+            return Err(GpuError::Unsupported(format!(
+                "the {} architecture (it runs on the CPU: --device cpu)",
+                model.arch.name
+            )));
+        }
         let hp = model.hp.clone();
         check_shape(&hp)?;
         let f = &model.file;

@@ -1,6 +1,6 @@
 //! Hyper-parameters read from GGUF metadata (`{arch}.*` keys).
 
-use crate::arch::ArchSpec;
+use crate::arch::{ArchSpec, FfnAct};
 use crate::error::{ModelError, Result};
 use gguf::{GgufFile, Value};
 
@@ -34,6 +34,17 @@ pub struct HParams {
     pub rope_freq_scale: f64,
     pub rope_style: RopeStyle,
     pub n_ctx_train: usize,
+    /// Attention scores are q.k times this (1/sqrt(head_dim) but for Gemma 3 27B).
+    pub attn_scale: f32,
+    /// Sliding-window attention: layers `l` with `(l + 1) % swa_pattern != 0` attend to the
+    /// last `swa_window` positions only (the token's own included), with rope base
+    /// `rope_base_swa` and no rope scaling; 0 when every layer attends globally.
+    pub swa_window: usize,
+    pub swa_pattern: usize,
+    pub rope_base_swa: f64,
+    pub ffn_act: FfnAct,
+    /// Token embeddings are multiplied by this (sqrt(n_embd) for gemma), when set.
+    pub embd_scale: Option<f32>,
 }
 
 impl HParams {
@@ -45,6 +56,12 @@ impl HParams {
     }
     pub fn v_dim(&self) -> usize {
         self.n_head_kv * self.head_dim_v
+    }
+
+    /// The window of layer `l`'s attention in positions, or None when it attends globally.
+    pub fn window(&self, l: usize) -> Option<usize> {
+        let global = self.swa_pattern == 0 || (l + 1).is_multiple_of(self.swa_pattern);
+        (self.swa_window > 0 && !global).then_some(self.swa_window)
     }
 
     /// Reads `{arch}.*` keys; `n_vocab` is filled in from the embedding tensor by the loader.
@@ -75,10 +92,26 @@ impl HParams {
                 )));
             }
         };
+        let n_layer = req_usize(file, &format!("{a}.block_count"))?;
+        let (swa_window, swa_pattern, rope_base_swa) = match spec.swa {
+            Some(swa) => (
+                req_usize(file, &format!("{a}.attention.sliding_window"))?,
+                swa.pattern,
+                swa.rope_base,
+            ),
+            None => (0, 0, 0.0),
+        };
+        // Gemma 3 27B (62 layers) scales queries by 1/sqrt(n_embd / n_head), as its reference
+        // implementation and llama.cpp do; every other size by 1/sqrt(head_dim).
+        let query_width = if spec.name == "gemma3" && n_layer == 62 {
+            n_embd / n_head
+        } else {
+            head_dim
+        };
         let hp = HParams {
             n_vocab: 0,
             n_embd,
-            n_layer: req_usize(file, &format!("{a}.block_count"))?,
+            n_layer,
             n_ff: req_usize(file, &format!("{a}.feed_forward_length"))?,
             n_head,
             n_head_kv,
@@ -90,6 +123,12 @@ impl HParams {
             rope_freq_scale,
             rope_style: spec.rope_style,
             n_ctx_train: opt_usize(file, &format!("{a}.context_length"))?.unwrap_or(2048),
+            attn_scale: 1.0 / (query_width.max(1) as f32).sqrt(),
+            swa_window,
+            swa_pattern,
+            rope_base_swa,
+            ffn_act: spec.ffn_act,
+            embd_scale: spec.embd_scale.then(|| (n_embd as f32).sqrt()),
         };
         hp.check()?;
         Ok(hp)

@@ -9,6 +9,7 @@ pub mod quantize;
 pub mod synth;
 mod weights;
 
+pub use arch::FfnAct;
 pub use error::{ModelError, Result};
 pub use hparams::{HParams, RopeStyle};
 pub use model::{Layer, Model};

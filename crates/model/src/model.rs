@@ -18,11 +18,18 @@ pub struct Layer {
     pub bq: Option<Vec<f32>>,
     pub bk: Option<Vec<f32>>,
     pub bv: Option<Vec<f32>>,
+    /// Per-head RMSNorm weights of q and k (head_dim each), when the family has them.
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
     pub wo: Matrix,
+    /// RMSNorm of the attention output before its residual add, when the family has it.
+    pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
     pub w_gate: Matrix,
     pub w_up: Matrix,
     pub w_down: Matrix,
+    /// RMSNorm of the FFN output before its residual add, when the family has it.
+    pub post_ffn_norm: Option<Vec<f32>>,
 }
 
 /// A decoder-only model ready to run.
@@ -121,6 +128,9 @@ fn bind_layer(b: &Binder, arch: &ArchSpec, hp: &HParams, i: usize) -> Result<Lay
             Ok(None)
         }
     };
+    let norm = |on: bool, t: &str, len: usize| -> Result<Option<Vec<f32>>> {
+        if on { b.vector(&n(t), len).map(Some) } else { Ok(None) }
+    };
     Ok(Layer {
         attn_norm: b.vector(&n("attn_norm.weight"), hp.n_embd)?,
         wq: b.matrix(&n("attn_q.weight"), hp.n_embd, hp.q_dim())?,
@@ -129,14 +139,18 @@ fn bind_layer(b: &Binder, arch: &ArchSpec, hp: &HParams, i: usize) -> Result<Lay
         bq: bias("attn_q.bias", hp.q_dim())?,
         bk: bias("attn_k.bias", hp.kv_dim())?,
         bv: bias("attn_v.bias", hp.v_dim())?,
+        q_norm: norm(arch.qk_norm, "attn_q_norm.weight", hp.head_dim)?,
+        k_norm: norm(arch.qk_norm, "attn_k_norm.weight", hp.head_dim)?,
         wo: b.matrix(
             &n("attn_output.weight"),
             hp.n_head * hp.head_dim_v,
             hp.n_embd,
         )?,
+        post_attn_norm: norm(arch.post_norms, "post_attention_norm.weight", hp.n_embd)?,
         ffn_norm: b.vector(&n("ffn_norm.weight"), hp.n_embd)?,
         w_gate: b.matrix(&n("ffn_gate.weight"), hp.n_embd, hp.n_ff)?,
         w_up: b.matrix(&n("ffn_up.weight"), hp.n_embd, hp.n_ff)?,
         w_down: b.matrix(&n("ffn_down.weight"), hp.n_ff, hp.n_embd)?,
+        post_ffn_norm: norm(arch.post_norms, "post_ffw_norm.weight", hp.n_embd)?,
     })
 }

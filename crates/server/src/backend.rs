@@ -17,6 +17,17 @@ pub enum Device {
     Gpu,
 }
 
+/// The device to load `model` on: `device`, or the CPU when `device` was `auto`'s choice and
+/// the model's family runs on the CPU only (gemma3); an explicit GPU device is kept, and
+/// [`Backend::new`] then says why it cannot run there.
+pub fn device_for(model: &Model, device: Device, auto: bool) -> Device {
+    if auto && !model.arch.gpu {
+        Device::Cpu
+    } else {
+        device
+    }
+}
+
 /// A model ready to run on one backend.
 pub enum Backend {
     Cpu(Box<CpuModel>),

@@ -23,7 +23,7 @@ pub mod seq;
 pub mod serve;
 pub mod sse;
 
-pub use backend::Device;
+pub use backend::{Device, device_for};
 pub use error::{ApiError, ServerError};
 pub use routes::app;
 pub use serve::serve;
@@ -78,6 +78,9 @@ pub struct Config {
     /// Connections open at once (0: no limit); further ones wait in the listen backlog until
     /// one closes. Idle keep-alive connections close after `request_timeout`.
     pub max_connections: usize,
+    /// `device` is `auto`'s choice: a model of a family the GPU backends do not run goes to the
+    /// CPU instead ([`backend::device_for`]).
+    pub auto_device: bool,
 }
 
 impl Default for Config {
@@ -95,6 +98,7 @@ impl Default for Config {
             max_per_client: 8,
             request_timeout: Duration::from_secs(30),
             max_connections: 512,
+            auto_device: false,
         }
     }
 }
@@ -145,11 +149,13 @@ pub fn chat_template(model: &Model, tok: &Tokenizer) -> Result<ChatTemplate, Ser
         .file
         .get("tokenizer.chat_template")
         .and_then(|v| v.as_str());
-    Ok(ChatTemplate::from_metadata(
-        source,
-        &piece(tok.bos()),
-        &piece(tok.eos()),
-    )?)
+    let (bos, eos) = (piece(tok.bos()), piece(tok.eos()));
+    // Without a template, a vocabulary with Gemma's turn markers gets Gemma's format (ChatML
+    // markers would be plain text to it), any other ChatML.
+    if source.is_none_or(|s| s.trim().is_empty()) && tok.token_id("<start_of_turn>").is_some() {
+        return Ok(ChatTemplate::gemma(&bos, &eos));
+    }
+    Ok(ChatTemplate::from_metadata(source, &bos, &eos)?)
 }
 
 /// Most messages one chat request may hold (OpenAI's and Anthropic's routes): a clear 400
@@ -223,7 +229,8 @@ impl State {
         let tok = Arc::new(Tokenizer::from_gguf(&model.file)?);
         let template = chat_template(&model, &tok)?;
         let ctx = context_size(&model, cfg.ctx);
-        let backend = Backend::new(model, cfg.device)?;
+        let device = backend::device_for(&model, cfg.device, cfg.auto_device);
+        let backend = Backend::new(model, device)?;
         let device_name = backend.device_name();
         let mix = cfg.mix_max.unwrap_or(backend.default_mix_max());
         let n_embd = backend.hparams().n_embd;

@@ -55,6 +55,11 @@ use error::{describe, one_line};
 /// The ChatML template used when a model has none.
 pub const CHATML_TEMPLATE: &str = include_str!("chatml.jinja");
 
+/// Gemma's turn format (`<start_of_turn>user ... <end_of_turn>`, the assistant as "model",
+/// system text opening the first user turn): the fallback for a Gemma vocabulary without a
+/// template in its metadata.
+pub const GEMMA_TEMPLATE: &str = include_str!("gemma.jinja");
+
 /// Text the parts probe looks for in the output.
 const PARTS_PROBE: &str = "molla_content_probe";
 
@@ -141,6 +146,11 @@ impl ChatTemplate {
     /// The ChatML fallback ([`CHATML_TEMPLATE`]) for a model without a template.
     pub fn chatml(bos: &str, eos: &str) -> Self {
         Self::new(CHATML_TEMPLATE, bos, eos).expect("the built-in ChatML template compiles")
+    }
+
+    /// The Gemma fallback ([`GEMMA_TEMPLATE`]) for a Gemma model without a template.
+    pub fn gemma(bos: &str, eos: &str) -> Self {
+        Self::new(GEMMA_TEMPLATE, bos, eos).expect("the built-in Gemma template compiles")
     }
 
     /// The model's template when its metadata has a non-empty one, else ChatML.

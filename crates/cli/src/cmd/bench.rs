@@ -91,6 +91,7 @@ pub fn run(a: Args) -> Result<()> {
     let load = Instant::now();
     let model = Model::open(&a.model).with_context(|| a.model.display().to_string())?;
     let desc = model.describe();
+    let device = server::device_for(&model, device, a.device == "auto");
     let mut m = Backend::new(model, device)?;
     super::apply_cache_type(&mut m, a.cache_type.as_deref())?;
     let load_s = load.elapsed().as_secs_f64();

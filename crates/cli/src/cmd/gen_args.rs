@@ -116,6 +116,7 @@ impl GenArgs {
         let tok = Tokenizer::from_gguf(&model.file).with_context(|| path.display().to_string())?;
         let template = server::chat_template(&model, &tok)?;
         let ctx = server::context_size(&model, self.ctx);
+        let device = server::device_for(&model, device, self.device == "auto");
         let mut backend = Backend::new(model, device)?;
         super::apply_cache_type(&mut backend, self.cache_type.as_deref())?;
         Ok(Session {

@@ -53,6 +53,7 @@ pub fn run(a: Args) -> Result<()> {
     super::set_threads(a.threads)?;
     let tokens = parse_tokens(&a.tokens)?;
     let model = Model::open(&a.model).with_context(|| a.model.display().to_string())?;
+    let device = server::device_for(&model, device, a.device == "auto");
     let mut m = Backend::new(model, device)?;
     super::apply_cache_type(&mut m, a.cache_type.as_deref())?;
     let mut kv = m.new_cache(tokens.len())?;

@@ -89,6 +89,7 @@ pub fn run(a: Args) -> Result<()> {
         max_per_client: a.max_per_client,
         request_timeout: std::time::Duration::from_secs(a.request_timeout),
         max_connections: a.max_connections,
+        auto_device: a.device == "auto",
         ..server::Config::default()
     };
     let state =

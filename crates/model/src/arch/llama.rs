@@ -2,11 +2,8 @@
 //! llama3 rope scaling as a precomputed `rope_freqs.weight` tensor of frequency divisors.
 
 use super::ArchSpec;
-use crate::hparams::RopeStyle;
 
 pub const SPEC: ArchSpec = ArchSpec {
-    name: "llama",
-    rope_style: RopeStyle::Normal,
-    qkv_bias: false,
     rope_freqs: true,
+    ..ArchSpec::LLAMA
 };

@@ -1,9 +1,30 @@
 //! Architectures: each file states how its family differs from a plain llama block, as data.
 
+mod gemma3;
 mod llama;
 mod qwen2;
 
 use crate::hparams::RopeStyle;
+
+/// The activation of the gated feed-forward network: `down(act(gate(x)) * up(x))`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FfnAct {
+    /// SiLU (SwiGLU): llama, qwen2.
+    Silu,
+    /// GELU, tanh approximation (GeGLU): gemma.
+    GeluTanh,
+}
+
+/// Layers of sliding-window attention interleaved with global ones.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SwaSpec {
+    /// Layer `l` attends globally when `(l + 1) % pattern == 0`, else over the last
+    /// `{arch}.attention.sliding_window` positions.
+    pub pattern: usize,
+    /// Rope frequency base of the sliding-window layers (the file's `rope.freq_base` is the
+    /// global layers').
+    pub rope_base: f64,
+}
 
 /// What distinguishes one decoder family from another.
 #[derive(Clone, Copy, Debug)]
@@ -15,11 +36,46 @@ pub struct ArchSpec {
     pub qkv_bias: bool,
     /// Whether a `rope_freqs.weight` tensor (llama3 rope scaling) may be present.
     pub rope_freqs: bool,
+    /// Per-head RMSNorm of q and k before rope (`blk.N.attn_{q,k}_norm.weight`).
+    pub qk_norm: bool,
+    /// RMSNorm of the attention and FFN outputs before their residual adds
+    /// (`blk.N.post_attention_norm.weight`, `blk.N.post_ffw_norm.weight`).
+    pub post_norms: bool,
+    pub ffn_act: FfnAct,
+    /// Token embeddings multiplied by sqrt(n_embd).
+    pub embd_scale: bool,
+    pub swa: Option<SwaSpec>,
+    /// Whether the GPU backends (CUDA, wgpu) run this family; the others run on the CPU only.
+    pub gpu: bool,
+}
+
+impl ArchSpec {
+    /// A plain llama block: the defaults each family's spec departs from.
+    pub const LLAMA: ArchSpec = ArchSpec {
+        name: "llama",
+        rope_style: RopeStyle::Normal,
+        qkv_bias: false,
+        rope_freqs: false,
+        qk_norm: false,
+        post_norms: false,
+        ffn_act: FfnAct::Silu,
+        embd_scale: false,
+        swa: None,
+        gpu: true,
+    };
 }
 
 /// The spec for a `general.architecture` value, if molla supports it.
 pub fn lookup(name: &str) -> Option<ArchSpec> {
-    [llama::SPEC, qwen2::SPEC]
+    [llama::SPEC, qwen2::SPEC, gemma3::SPEC]
         .into_iter()
         .find(|s| s.name == name)
+}
+
+/// Every supported `general.architecture` value.
+pub fn names() -> Vec<&'static str> {
+    [llama::SPEC, qwen2::SPEC, gemma3::SPEC]
+        .iter()
+        .map(|s| s.name)
+        .collect()
 }

@@ -7,5 +7,5 @@ pub const SPEC: ArchSpec = ArchSpec {
     name: "qwen2",
     rope_style: RopeStyle::Neox,
     qkv_bias: true,
-    rope_freqs: false,
+    ..ArchSpec::LLAMA
 };
