@@ -20,7 +20,7 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn prefill_equals_decode_for_each_arch_and_type() {
-    for arch in ["llama", "qwen2"] {
+    for arch in ["llama", "qwen2", "gemma3"] {
         // Q5_0..Q6_K: the q16 integer GEMM's tile variants (K-quants need 256-wide rows).
         for ty in [
             GgmlType::F32,
@@ -55,6 +55,48 @@ fn prefill_equals_decode_for_each_arch_and_type() {
             let last = m.forward(&tokens, &mut kv3, Logits::Last).unwrap();
             assert_eq!(last.len(), v);
             assert!(max_diff(&last, &all[(tokens.len() - 1) * v..]) < 1e-4);
+        }
+    }
+}
+
+/// A gemma3 of two sliding-window layers sees the last 1 + 2 (window - 1) tokens only: prompts
+/// that differ further back give the same bits, on the prefill and decode paths; with a
+/// sixth, global layer they do not.
+#[test]
+fn sliding_window_layers_forget_what_lies_behind_the_window() {
+    let reach = 1 + 2 * (model::synth::SYNTH_WINDOW as usize - 1);
+    let a: Vec<u32> = (0..20).map(|i| (i * 37 + 5) % 256).collect();
+    let mut b = a.clone();
+    for t in &mut b[..20 - reach] {
+        *t = (*t + 101) % 256;
+    }
+    let mut near = a.clone();
+    near[20 - reach] = (near[20 - reach] + 101) % 256;
+    for n_layer in [2, 6] {
+        let m = load(&SynthSpec {
+            n_layer,
+            ..SynthSpec::tiny("gemma3")
+        });
+        let run = |toks: &[u32], decode: bool| {
+            let mut kv = m.new_cache(32);
+            if decode {
+                toks.iter()
+                    .map(|&t| m.forward(&[t], &mut kv, Logits::Last).unwrap())
+                    .last()
+                    .unwrap()
+            } else {
+                m.forward(toks, &mut kv, Logits::Last).unwrap()
+            }
+        };
+        for decode in [false, true] {
+            let (la, lb) = (run(&a, decode), run(&b, decode));
+            if n_layer == 2 {
+                assert_eq!(la, lb, "decode {decode}: tokens behind the window changed the logits");
+                // The first token inside the reach does change them.
+                assert!(max_diff(&la, &run(&near, decode)) > 1e-4);
+            } else {
+                assert!(max_diff(&la, &lb) > 1e-4, "decode {decode}: a global layer sees all");
+            }
         }
     }
 }

@@ -16,6 +16,7 @@ fn paged_gives_the_bits_of_flat() {
     for (arch, ty, cache) in [
         ("llama", GgmlType::Q8_0, CacheType::F32),
         ("qwen2", GgmlType::Q4_1, CacheType::F16),
+        ("gemma3", GgmlType::Q8_0, CacheType::F32),
     ] {
         let mut m = load(arch, ty);
         m.set_cache_type(cache);

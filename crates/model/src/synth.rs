@@ -7,7 +7,8 @@ use gguf::{Array, GgmlType, GgufFile, GgufWriter, TensorSpec, Value};
 /// The shape of a synthetic model.
 #[derive(Clone, Debug)]
 pub struct SynthSpec {
-    /// "llama" or "qwen2".
+    /// "llama", "qwen2" or "gemma3" (whose layers attend over windows of
+    /// [`SYNTH_WINDOW`] positions, the sixth globally).
     pub arch: &'static str,
     pub n_vocab: usize,
     pub n_embd: usize,
@@ -73,6 +74,9 @@ impl SynthSpec {
     }
 }
 
+/// The sliding window of a synthetic gemma3: short, so that tests of a few tokens cross it.
+pub const SYNTH_WINDOW: u32 = 4;
+
 /// xorshift64*, uniform in [-1, 1).
 struct Rng(u64);
 
@@ -118,6 +122,13 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
         ),
         (format!("{a}.rope.freq_base"), Value::F32(10000.0)),
     ];
+    let mut md = md;
+    if a == "gemma3" {
+        md.push((
+            format!("{a}.attention.sliding_window"),
+            Value::U32(SYNTH_WINDOW),
+        ));
+    }
     // (name, cols, rows); rows == 0 marks a vector.
     let mut t: Vec<(String, usize, usize)> =
         vec![("token_embd.weight".into(), s.n_embd, s.n_vocab)];
@@ -131,6 +142,12 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
             t.push((n("attn_q.bias"), s.n_embd, 0));
             t.push((n("attn_k.bias"), kv, 0));
             t.push((n("attn_v.bias"), kv, 0));
+        }
+        if a == "gemma3" {
+            t.push((n("attn_q_norm.weight"), hd, 0));
+            t.push((n("attn_k_norm.weight"), hd, 0));
+            t.push((n("post_attention_norm.weight"), s.n_embd, 0));
+            t.push((n("post_ffw_norm.weight"), s.n_embd, 0));
         }
         t.push((n("attn_output.weight"), s.n_embd, s.n_embd));
         t.push((n("ffn_norm.weight"), s.n_embd, 0));

@@ -476,3 +476,34 @@ fn cuda_pick_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("MOLLA_CUDA_PICK").is_ok_and(|v| v == "1"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(arch: &'static str) -> Model {
+        let bytes = model::synth::build(&model::synth::SynthSpec::tiny(arch)).unwrap();
+        Model::from_file(gguf::GgufFile::from_bytes(bytes).unwrap()).unwrap()
+    }
+
+    /// `auto` sends a CPU-only family to the CPU; an explicit device is kept, and a GPU
+    /// backend then refuses the model with a reason rather than running it wrongly.
+    #[test]
+    fn auto_runs_a_cpu_only_family_on_the_cpu() {
+        let (gemma, llama) = (model("gemma3"), model("llama"));
+        assert_eq!(device_for(&gemma, Device::Cuda(0), true), Device::Cpu);
+        assert_eq!(device_for(&gemma, Device::Gpu, true), Device::Cpu);
+        assert_eq!(device_for(&gemma, Device::Cuda(0), false), Device::Cuda(0));
+        assert_eq!(device_for(&llama, Device::Cuda(0), true), Device::Cuda(0));
+        match Backend::new(gemma, Device::Cuda(0)) {
+            Ok(_) => panic!("a gemma3 model loaded on CUDA"),
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("gemma3") || msg.contains("CUDA") || msg.contains("cuda"),
+                    "{msg}"
+                );
+            }
+        }
+    }
+}

@@ -134,3 +134,23 @@ fn missing_template_falls_back_to_chatml() {
         "<|im_start|>user\nHi<|im_end|>\n"
     );
 }
+
+#[test]
+fn gemma_fallback_opens_the_first_user_turn_with_the_system_text() {
+    let t = ChatTemplate::gemma("<bos>", "<eos>");
+    let msgs = [
+        Message::new("system", "Be brief."),
+        Message::new("user", " Hi "),
+        Message::new("assistant", "Hello."),
+        Message::new("user", "Bye"),
+    ];
+    assert_eq!(
+        t.render(&msgs, None, true).unwrap(),
+        "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n\
+         <start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"
+    );
+    assert_eq!(
+        t.render(&msgs[3..], None, false).unwrap(),
+        "<bos><start_of_turn>user\nBye<end_of_turn>\n"
+    );
+}
