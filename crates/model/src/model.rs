@@ -100,8 +100,15 @@ impl Model {
     /// A one-line description: architecture, size, vocabulary.
     pub fn describe(&self) -> String {
         let hp = &self.hp;
+        let window = match hp.swa_window {
+            0 => String::new(),
+            w => format!(
+                ", sliding window {w} (every {}th layer global)",
+                hp.swa_pattern
+            ),
+        };
         format!(
-            "{} model: {} layers, embd {}, ff {}, heads {}/{} kv, head dim {}, vocab {}{}",
+            "{} model: {} layers, embd {}, ff {}, heads {}/{} kv, head dim {}, vocab {}{}{window}",
             self.arch.name,
             hp.n_layer,
             hp.n_embd,
