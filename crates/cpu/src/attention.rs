@@ -23,9 +23,8 @@ pub fn attention(
     out: &mut [f32],
 ) {
     let at = Span { start, window };
-    let task = |h: usize, o: &mut [f32]| {
-        o.copy_from_slice(&head_block(hp, q, keys, values, at, h, 0, 1))
-    };
+    let task =
+        |h: usize, o: &mut [f32]| o.copy_from_slice(&head_block(hp, q, keys, values, at, h, 0, 1));
     if out.len() == hp.n_head * hp.head_dim_v {
         let heads: Vec<Mutex<&mut [f32]>> = out.chunks_mut(hp.head_dim_v).map(Mutex::new).collect();
         let next = Chunks::new(heads.len(), 1);
@@ -98,31 +97,11 @@ fn head_block(
             // Every element is written by the first GEMM: growing without clearing skips a
             // memset of up to 128 x positions floats per task.
             scores.resize(rows * end, 0.0);
-            scores_to_output(
-                hp,
-                q,
-                (&kh, krs),
-                (&vh, vrs),
-                at,
-                h,
-                t0,
-                rows,
-                &mut scores,
-            )
+            scores_to_output(hp, q, (&kh, krs), (&vh, vrs), at, h, t0, rows, &mut scores)
         }
         Err(_) => {
             let mut scores = vec![0.0f32; rows * end];
-            scores_to_output(
-                hp,
-                q,
-                (&kh, krs),
-                (&vh, vrs),
-                at,
-                h,
-                t0,
-                rows,
-                &mut scores,
-            )
+            scores_to_output(hp, q, (&kh, krs), (&vh, vrs), at, h, t0, rows, &mut scores)
         }
     })
 }

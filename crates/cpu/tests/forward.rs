@@ -91,11 +91,17 @@ fn sliding_window_layers_forget_what_lies_behind_the_window() {
         for decode in [false, true] {
             let (la, lb) = (run(&a, decode), run(&b, decode));
             if n_layer == 2 {
-                assert_eq!(la, lb, "decode {decode}: tokens behind the window changed the logits");
+                assert_eq!(
+                    la, lb,
+                    "decode {decode}: tokens behind the window changed the logits"
+                );
                 // The first token inside the reach does change them.
                 assert!(max_diff(&la, &run(&near, decode)) > 1e-4);
             } else {
-                assert!(max_diff(&la, &lb) > 1e-4, "decode {decode}: a global layer sees all");
+                assert!(
+                    max_diff(&la, &lb) > 1e-4,
+                    "decode {decode}: a global layer sees all"
+                );
             }
         }
     }

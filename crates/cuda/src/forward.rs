@@ -169,9 +169,9 @@ impl CudaModel {
     /// compiles the kernels. Fails with a one-line error when there is no driver or device,
     /// or when a tensor type or shape is not supported.
     pub fn new(model: &Model, ordinal: usize) -> Result<CudaModel> {
-        if !model.arch.gpu {
+        if !model.arch.cuda {
             return Err(CudaError::Unsupported(format!(
-                "the {} architecture runs on the CPU only (--device cpu)",
+                "the {} architecture does not run on CUDA yet (--device cpu or gpu)",
                 model.arch.name
             )));
         }

@@ -22,11 +22,15 @@ struct DevLayer {
     bq: Option<wgpu::Buffer>,
     bk: Option<wgpu::Buffer>,
     bv: Option<wgpu::Buffer>,
+    q_norm: Option<wgpu::Buffer>,
+    k_norm: Option<wgpu::Buffer>,
     wo: DevMatrix,
+    post_attn_norm: Option<wgpu::Buffer>,
     ffn_norm: wgpu::Buffer,
     w_gate: DevMatrix,
     w_up: DevMatrix,
     w_down: DevMatrix,
+    post_ffn_norm: Option<wgpu::Buffer>,
 }
 
 /// A model whose weights live on a wgpu device, with the same contract as `cpu::CpuModel`.
@@ -35,6 +39,8 @@ pub struct GpuModel {
     hp: HParams,
     heads: Heads,
     rope: cpu::ops::Rope,
+    /// The rope of sliding-window layers, when the model has any.
+    rope_swa: Option<cpu::ops::Rope>,
     embd: DevMatrix,
     /// `None` when the output head is tied to the embedding.
     output: Option<DevMatrix>,
@@ -96,7 +102,7 @@ impl GpuModel {
 
     /// Like [`GpuModel::new`] on an opened device.
     pub fn with_gpu(gpu: Gpu, model: &Model) -> Result<GpuModel> {
-        if !model.arch.gpu {
+        if !model.arch.wgpu {
             return Err(GpuError::Unsupported(format!(
                 "the {} architecture (it runs on the CPU: --device cpu)",
                 model.arch.name
@@ -107,7 +113,11 @@ impl GpuModel {
         let f = &model.file;
         let m = |w: &model::Matrix| DevMatrix::new(&gpu, &w.name, w.ty, w.rows, w.cols, w.bytes(f));
         let v = |name: &str, x: &[f32]| gpu.upload_f32(name, x);
-        let ov = |x: &Option<Vec<f32>>| x.as_deref().map(|x| gpu.upload_f32("bias", x)).transpose();
+        let ov = |x: &Option<Vec<f32>>| {
+            x.as_deref()
+                .map(|x| gpu.upload_f32("vector", x))
+                .transpose()
+        };
         let mut layers = Vec::with_capacity(model.layers.len());
         for l in &model.layers {
             layers.push(DevLayer {
@@ -118,11 +128,15 @@ impl GpuModel {
                 bq: ov(&l.bq)?,
                 bk: ov(&l.bk)?,
                 bv: ov(&l.bv)?,
+                q_norm: ov(&l.q_norm)?,
+                k_norm: ov(&l.k_norm)?,
                 wo: m(&l.wo)?,
+                post_attn_norm: ov(&l.post_attn_norm)?,
                 ffn_norm: v("ffn_norm", &l.ffn_norm)?,
                 w_gate: m(&l.w_gate)?,
                 w_up: m(&l.w_up)?,
                 w_down: m(&l.w_down)?,
+                post_ffn_norm: ov(&l.post_ffn_norm)?,
             });
         }
         let out = GpuModel {
@@ -137,6 +151,7 @@ impl GpuModel {
             layers,
             heads: Heads::from_hparams(&hp),
             rope: cpu::ops::Rope::new(&hp, model.rope_freqs.as_deref()),
+            rope_swa: cpu::ops::Rope::sliding(&hp),
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             cache_f16: false,
             hp,
@@ -190,6 +205,14 @@ impl GpuModel {
         let last = f32s("last", hp.n_embd)?;
         let logits = f32s("logits", chunk * hp.n_vocab)?;
         let table = g.upload_f32("rope table", &kernels::rope_table(&self.rope, capacity))?;
+        let table_swa = match &self.rope_swa {
+            Some(r) => g.upload_f32("rope table", &kernels::rope_table(r, capacity))?,
+            None => g.storage("no rope table", 4)?,
+        };
+        // gemma: q/k after their per-head norms, and a post-normed output before its add.
+        let qn = f32s("q normed", chunk * hp.q_dim())?;
+        let kn = f32s("k normed", chunk * hp.kv_dim())?;
+        let h2 = f32s("h post-normed", chunk * hp.n_embd)?;
         let per = if self.cache_f16 { 2 } else { 4 };
         let mut caches = Vec::with_capacity(2 * hp.n_layer);
         for _ in 0..hp.n_layer {
@@ -213,12 +236,27 @@ impl GpuModel {
             }
         }
         let mut body = kernels::embed(g, &self.embd, &tokens, &x, &step)?;
+        if let Some(s) = hp.embd_scale {
+            body.push(kernels::scale(g, &x, &step, e, s)?);
+        }
+        // `out` = the projection of `input` by `w`, added onto x through `post` when given.
+        let project = |w: &DevMatrix, input: &wgpu::Buffer, post: &Option<wgpu::Buffer>| {
+            let Some(pw) = post else {
+                return mv(w, input, &x, acc);
+            };
+            let mut d = mv(w, input, &hb, MatvecOpts::default())?;
+            d.push(kernels::rms_norm(g, &hb, pw, &h2, &step, e, eps, false)?);
+            d.push(kernels::elementwise(g, "add", &x, &h2, &step, e)?);
+            Ok(d)
+        };
         for (li, l) in self.layers.iter().enumerate() {
+            let window = hp.window(li).unwrap_or(0);
             let kv = KvLayer {
                 k: &caches[2 * li],
                 v: &caches[2 * li + 1],
                 f16: self.cache_f16,
                 capacity,
+                window,
             };
             body.push(kernels::rms_norm(
                 g,
@@ -233,10 +271,36 @@ impl GpuModel {
             body.extend(mv(&l.wq, &hb, &q, bias(&l.bq))?);
             body.extend(mv(&l.wk, &hb, &k, bias(&l.bk))?);
             body.extend(mv(&l.wv, &hb, &v, bias(&l.bv))?);
-            body.push(kernels::rope(g, h, &q, &k, &table, &step)?);
-            body.push(kernels::kv_store(g, h, &kv, &k, &v, &step)?);
-            body.push(kernels::attention(g, h, &kv, &q, &scores, &att, &step)?);
-            body.extend(mv(&l.wo, &att, &x, acc)?);
+            let (qa, ka) = match (&l.q_norm, &l.k_norm) {
+                (Some(qw), Some(kw)) => {
+                    let hd = hp.head_dim;
+                    body.push(kernels::heads_norm(
+                        g,
+                        &q,
+                        (qw, hd),
+                        &qn,
+                        &step,
+                        hp.n_head,
+                        eps,
+                    )?);
+                    body.push(kernels::heads_norm(
+                        g,
+                        &k,
+                        (kw, hd),
+                        &kn,
+                        &step,
+                        hp.n_head_kv,
+                        eps,
+                    )?);
+                    (&qn, &kn)
+                }
+                _ => (&q, &k),
+            };
+            let tab = if window > 0 { &table_swa } else { &table };
+            body.push(kernels::rope(g, h, qa, ka, tab, &step)?);
+            body.push(kernels::kv_store(g, h, &kv, ka, &v, &step)?);
+            body.push(kernels::attention(g, h, &kv, qa, &scores, &att, &step)?);
+            body.extend(project(&l.wo, &att, &l.post_attn_norm)?);
             body.push(kernels::rms_norm(
                 g,
                 &x,
@@ -249,10 +313,12 @@ impl GpuModel {
             )?);
             body.extend(mv(&l.w_gate, &hb, &gate, MatvecOpts::default())?);
             body.extend(mv(&l.w_up, &hb, &up, MatvecOpts::default())?);
-            body.push(kernels::elementwise(
-                g, "swiglu", &gate, &up, &step, hp.n_ff,
-            )?);
-            body.extend(mv(&l.w_down, &gate, &x, acc)?);
+            let glu = match hp.ffn_act {
+                model::FfnAct::Silu => "swiglu",
+                model::FfnAct::GeluTanh => "geglu",
+            };
+            body.push(kernels::elementwise(g, glu, &gate, &up, &step, hp.n_ff)?);
+            body.extend(project(&l.w_down, &gate, &l.post_ffn_norm)?);
         }
         let head = self.output.as_ref().unwrap_or(&self.embd);
         let single = MatvecOpts {
@@ -283,6 +349,7 @@ impl GpuModel {
         tail_all.extend(mv(head, &hb, &logits, MatvecOpts::default())?);
         g.check()?;
         let mut buffers = vec![x, hb, q, k, v, att, gate, up, scores, last, table];
+        buffers.extend([table_swa, qn, kn, h2]);
         buffers.extend(caches);
         Ok(GpuKvCache {
             len: 0,

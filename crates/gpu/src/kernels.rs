@@ -304,6 +304,36 @@ pub(crate) fn rms_norm(
     })
 }
 
+/// RMSNorm of each of the step's rows' `heads` heads of `g.len()` values (gemma's q/k norms).
+pub(crate) fn heads_norm(
+    gpu: &Gpu,
+    x: &wgpu::Buffer,
+    (g, width): (&wgpu::Buffer, usize),
+    y: &wgpu::Buffer,
+    step: &wgpu::Buffer,
+    heads: usize,
+    eps: f32,
+) -> Result<Dispatch> {
+    let pipeline = gpu.pipeline("rms_norm", "rms_norm", || shaders::RMS_NORM.into())?;
+    let params = gpu.uniform(
+        "head norm params",
+        &[width as u32, eps.to_bits(), 0, heads as u32],
+    );
+    let bind = gpu.bind(
+        &pipeline,
+        &[(0, &params), (1, step), (2, x), (3, g), (4, y)],
+    );
+    Ok(Dispatch {
+        pipeline,
+        pipeline1: None,
+        bind,
+        grid: Grid::Heads {
+            n_head: heads as u32,
+        },
+        _params: Some(params),
+    })
+}
+
 /// Head shapes for RoPE and attention.
 #[derive(Clone, Copy, Debug)]
 pub struct Heads {
@@ -313,6 +343,8 @@ pub struct Heads {
     pub head_dim_v: usize,
     pub n_rot: usize,
     pub neox: bool,
+    /// Scores are q.k times this.
+    pub scale: f32,
 }
 
 impl Heads {
@@ -324,6 +356,7 @@ impl Heads {
             head_dim_v: hp.head_dim_v,
             n_rot: hp.n_rot,
             neox: hp.rope_style == model::RopeStyle::Neox,
+            scale: hp.attn_scale,
         }
     }
 }
@@ -382,9 +415,11 @@ pub(crate) struct KvLayer<'a> {
     pub v: &'a wgpu::Buffer,
     pub f16: bool,
     pub capacity: usize,
+    /// The layer attends over the last `window` positions only (0: over all).
+    pub window: usize,
 }
 
-fn attn_params(gpu: &Gpu, h: Heads, capacity: usize) -> wgpu::Buffer {
+fn attn_params(gpu: &Gpu, h: Heads, kv: &KvLayer) -> wgpu::Buffer {
     gpu.uniform(
         "attention params",
         &[
@@ -394,8 +429,9 @@ fn attn_params(gpu: &Gpu, h: Heads, capacity: usize) -> wgpu::Buffer {
             h.head_dim_v as u32,
             (h.n_head_kv * h.head_dim) as u32,
             (h.n_head_kv * h.head_dim_v) as u32,
-            capacity as u32,
-            (1.0 / (h.head_dim as f32).sqrt()).to_bits(),
+            kv.capacity as u32,
+            h.scale.to_bits(),
+            kv.window.min(u32::MAX as usize) as u32,
         ],
     )
 }
@@ -419,7 +455,7 @@ pub(crate) fn kv_store(
     step: &wgpu::Buffer,
 ) -> Result<Dispatch> {
     let pipeline = attn_pipeline(gpu, kv.f16, "store")?;
-    let params = attn_params(gpu, h, kv.capacity);
+    let params = attn_params(gpu, h, kv);
     let bind = gpu.bind(
         &pipeline,
         &[
@@ -454,7 +490,7 @@ pub(crate) fn attention(
     step: &wgpu::Buffer,
 ) -> Result<Dispatch> {
     let pipeline = attn_pipeline(gpu, kv.f16, "attention")?;
-    let params = attn_params(gpu, h, kv.capacity);
+    let params = attn_params(gpu, h, kv);
     let bind = gpu.bind(
         &pipeline,
         &[
@@ -478,7 +514,8 @@ pub(crate) fn attention(
     })
 }
 
-/// `a = silu(a) * b` (`entry` "swiglu") or `a += b` ("add") over the step's rows of `cols`.
+/// `a = silu(a) * b` (`entry` "swiglu"), `a = gelu_tanh(a) * b` ("geglu") or `a += b` ("add")
+/// over the step's rows of `cols`.
 pub(crate) fn elementwise(
     gpu: &Gpu,
     entry: &str,
@@ -487,9 +524,34 @@ pub(crate) fn elementwise(
     step: &wgpu::Buffer,
     cols: usize,
 ) -> Result<Dispatch> {
+    ew(gpu, entry, a, Some(b), step, cols, 0.0)
+}
+
+/// `a *= factor` over the step's rows of `cols` (gemma's embedding scale).
+pub(crate) fn scale(
+    gpu: &Gpu,
+    a: &wgpu::Buffer,
+    step: &wgpu::Buffer,
+    cols: usize,
+    factor: f32,
+) -> Result<Dispatch> {
+    ew(gpu, "scale", a, None, step, cols, factor)
+}
+
+fn ew(
+    gpu: &Gpu,
+    entry: &str,
+    a: &wgpu::Buffer,
+    b: Option<&wgpu::Buffer>,
+    step: &wgpu::Buffer,
+    cols: usize,
+    factor: f32,
+) -> Result<Dispatch> {
     let pipeline = gpu.pipeline("elementwise", entry, || shaders::ELEMENTWISE.into())?;
-    let params = gpu.uniform("elementwise params", &[cols as u32]);
-    let bind = gpu.bind(&pipeline, &[(0, &params), (1, step), (2, a), (3, b)]);
+    let params = gpu.uniform("elementwise params", &[cols as u32, factor.to_bits()]);
+    let mut entries = vec![(0, &params), (1, step), (2, a)];
+    entries.extend(b.map(|b| (3, b)));
+    let bind = gpu.bind(&pipeline, &entries);
     Ok(Dispatch {
         pipeline,
         pipeline1: None,

@@ -130,7 +130,9 @@ pub fn rope(
 }
 
 /// Attention of `n` query rows at positions `start..start + n` over keys and values of
-/// positions `0..start + n` (stored first into an f32 or f16 cache of `start + n` positions).
+/// positions `0..start + n` (stored first into an f32 or f16 cache of `start + n` positions),
+/// over the last `window` positions only when it is not 0.
+#[allow(clippy::too_many_arguments)]
 pub fn attention(
     gpu: &Gpu,
     h: Heads,
@@ -139,6 +141,7 @@ pub fn attention(
     keys: &[f32],
     values: &[f32],
     start: usize,
+    window: usize,
 ) -> Result<Vec<f32>> {
     let n = q.len() / (h.n_head * h.head_dim);
     let total = start + n;
@@ -153,6 +156,7 @@ pub fn attention(
         v: &vc,
         f16,
         capacity: total,
+        window,
     };
     let (kb, vb) = (gpu.upload_f32("k", keys)?, gpu.upload_f32("v", values)?);
     let store = kernels::kv_store(gpu, h, &kv, &kb, &vb, &step(gpu, total, 0))?;
@@ -169,11 +173,29 @@ pub fn attention(
     run(gpu, &[d], n, &out, out_len)
 }
 
-/// `silu(a) * b` ("swiglu") or `a + b` ("add"), element-wise.
+/// `silu(a) * b` ("swiglu"), `gelu_tanh(a) * b` ("geglu") or `a + b` ("add"), element-wise.
 pub fn elementwise(gpu: &Gpu, entry: &str, a: &[f32], b: &[f32]) -> Result<Vec<f32>> {
     check(entry, b.len(), a.len())?;
     let (ab, bb) = (gpu.upload_f32("a", a)?, gpu.upload_f32("b", b)?);
     let st = step(gpu, 1, 0);
     let d = kernels::elementwise(gpu, entry, &ab, &bb, &st, a.len())?;
+    run(gpu, &[d], 1, &ab, a.len())
+}
+
+/// RMSNorm of each head of `width = g.len()` values of `x`'s rows (gemma's q/k norms).
+pub fn heads_norm(gpu: &Gpu, x: &[f32], g: &[f32], heads: usize, eps: f32) -> Result<Vec<f32>> {
+    let row = g.len() * heads.max(1);
+    let n = x.len() / row.max(1);
+    check("heads_norm input", x.len(), n * row)?;
+    let (xb, gb) = (gpu.upload_f32("x", x)?, gpu.upload_f32("g", g)?);
+    let y = gpu.storage("y", (x.len() * 4) as u64)?;
+    let d = kernels::heads_norm(gpu, &xb, (&gb, g.len()), &y, &step(gpu, n, 0), heads, eps)?;
+    run(gpu, &[d], n, &y, x.len())
+}
+
+/// `a * factor`, element-wise.
+pub fn scale(gpu: &Gpu, a: &[f32], factor: f32) -> Result<Vec<f32>> {
+    let ab = gpu.upload_f32("a", a)?;
+    let d = kernels::scale(gpu, &ab, &step(gpu, 1, 0), a.len(), factor)?;
     run(gpu, &[d], 1, &ab, a.len())
 }

@@ -1,6 +1,6 @@
 //! Whole-model conformance: wgpu logits vs the CPU backend, on synthetic models of real shapes
 //! (every position of a chunked prefill, then decode) and on the real test models (SmolLM2-135M
-//! Q4_1, Qwen2.5-Coder-0.5B Q4_K_M mix): same top-1, top-16 log-prob difference <= 0.02.
+//! Q4_1, Qwen2.5-Coder-0.5B Q4_K_M mix, Gemma 3 270M Q4_K_M): same top-1, top-16 log-prob difference <= 0.02.
 //! Skips with a message when no adapter is found or a model file is missing.
 
 mod common;
@@ -109,6 +109,28 @@ fn synthetic_qwen_shape_q8_0_biases_neox_f16_cache() {
     synth_case(spec, 9, true);
 }
 
+/// gemma3 (q/k norms, post-norms, GeGLU, scaled embeddings): Gemma 3 270M's width, heads and
+/// FFN over six layers, five of them over the synthetic 4-position window, the sixth global;
+/// 70 tokens (two prefill chunks, the window crossed many times) and three decode steps.
+#[test]
+fn synthetic_gemma3_shape_sliding_window() {
+    for (ty, f16) in [(GgmlType::Q8_0, false), (GgmlType::Q5_0, true)] {
+        let spec = SynthSpec {
+            arch: "gemma3",
+            n_vocab: 4096,
+            n_embd: 640,
+            n_layer: 6,
+            n_ff: 2048,
+            n_head: 4,
+            n_head_kv: 1,
+            ty,
+            tied: true,
+            seed: 17,
+        };
+        synth_case(spec, 70, f16);
+    }
+}
+
 #[test]
 fn synthetic_k_quants() {
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K] {
@@ -199,4 +221,13 @@ fn qwen2_5_coder_0_5b_matches_the_cpu() {
         77091, 198,
     ];
     real_model("qwen2.5-coder-0.5b-instruct.gguf", &prompt);
+}
+
+#[test]
+fn gemma3_270m_matches_the_cpu() {
+    // "<bos><start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n"
+    let prompt = [
+        2, 105, 2364, 107, 3689, 563, 506, 5279, 529, 7001, 236881, 106, 107, 105, 4368, 107,
+    ];
+    real_model("gemma-3-270m-q4_k_m.gguf", &prompt);
 }

@@ -134,6 +134,7 @@ fn heads(n_head: usize, n_head_kv: usize, head_dim: usize, style: RopeStyle) -> 
         head_dim_v: head_dim,
         n_rot: head_dim,
         neox: style == RopeStyle::Neox,
+        scale: 1.0 / (head_dim as f32).sqrt(),
     }
 }
 
@@ -165,8 +166,16 @@ fn rope_both_styles_match() {
     }
 }
 
-/// Attention reference: softmax(q·k / sqrt(d)) · v per head, causal, in f64.
-fn attention_ref(h: Heads, q: &[f32], k: &[f32], v: &[f32], start: usize) -> Vec<f32> {
+/// Attention reference: softmax(q·k * scale) · v per head, causal (over the last `window`
+/// positions when it is not 0), in f64.
+fn attention_ref(
+    h: Heads,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    start: usize,
+    window: usize,
+) -> Vec<f32> {
     let (hd, n) = (h.head_dim, q.len() / (h.n_head * h.head_dim));
     let (kv_dim, group) = (h.n_head_kv * hd, h.n_head / h.n_head_kv);
     let mut out = vec![0.0f32; n * h.n_head * hd];
@@ -175,22 +184,27 @@ fn attention_ref(h: Heads, q: &[f32], k: &[f32], v: &[f32], start: usize) -> Vec
             let kvh = hh / group;
             let qr = &q[(t * h.n_head + hh) * hd..][..hd];
             let visible = start + t + 1;
-            let s: Vec<f64> = (0..visible)
+            let first = if window == 0 {
+                0
+            } else {
+                visible.saturating_sub(window)
+            };
+            let s: Vec<f64> = (first..visible)
                 .map(|p| {
                     let kr = &k[p * kv_dim + kvh * hd..][..hd];
                     qr.iter()
                         .zip(kr)
                         .map(|(a, b)| f64::from(*a) * f64::from(*b))
                         .sum::<f64>()
-                        / (hd as f64).sqrt()
+                        * f64::from(h.scale)
                 })
                 .collect();
             let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
             let sum: f64 = e.iter().sum();
             for d in 0..hd {
-                let o: f64 = (0..visible)
-                    .map(|p| e[p] * f64::from(v[p * kv_dim + kvh * hd + d]))
+                let o: f64 = (first..visible)
+                    .map(|p| e[p - first] * f64::from(v[p * kv_dim + kvh * hd + d]))
                     .sum();
                 out[(t * h.n_head + hh) * hd + d] = (o / sum) as f32;
             }
@@ -207,9 +221,17 @@ fn round_f16(x: &[f32]) -> Vec<f32> {
 fn attention_matches_over_f32_and_f16_caches() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng::new(6);
-    // SmolLM2-135M (9 heads, 3 kv, 64) and Qwen2.5-0.5B (14 heads, 2 kv, 64) shapes, and
-    // heads of 128 (Llama 3.x).
-    for (nh, nkv, hd) in [(9, 3, 64), (14, 2, 64), (4, 2, 128)] {
+    // SmolLM2-135M (9 heads, 3 kv, 64) and Qwen2.5-0.5B (14 heads, 2 kv, 64) shapes, heads of
+    // 128 (Llama 3.x), and Gemma 3 270M's (4 heads, 1 kv, 256) with sliding windows of 1, 40
+    // and 512 positions (the last wider than the cache).
+    for (nh, nkv, hd, window) in [
+        (9, 3, 64, 0),
+        (14, 2, 64, 0),
+        (4, 2, 128, 0),
+        (4, 1, 256, 40),
+        (4, 1, 256, 1),
+        (4, 1, 256, 512),
+    ] {
         let h = heads(nh, nkv, hd, RopeStyle::Normal);
         for (n, start) in [(1, 0), (1, 150), (7, 0), (5, 90)] {
             let total = start + n;
@@ -217,15 +239,15 @@ fn attention_matches_over_f32_and_f16_caches() {
             let k = rng.vec(total * nkv * hd, 2.0);
             let v = rng.vec(total * nkv * hd, 1.0);
             for f16 in [false, true] {
-                let got = gpu::ops::attention(&g, h, f16, &q, &k, &v, start).unwrap();
+                let got = gpu::ops::attention(&g, h, f16, &q, &k, &v, start, window).unwrap();
                 let want = if f16 {
-                    attention_ref(h, &q, &round_f16(&k), &round_f16(&v), start)
+                    attention_ref(h, &q, &round_f16(&k), &round_f16(&v), start, window)
                 } else {
-                    attention_ref(h, &q, &k, &v, start)
+                    attention_ref(h, &q, &k, &v, start, window)
                 };
                 let e = max_abs(&got, &want);
                 println!(
-                    "attention {nh}/{nkv} heads of {hd}, n {n} start {start} f16 {f16}: max abs error {e:.2e}"
+                    "attention {nh}/{nkv} heads of {hd}, window {window}, n {n} start {start} f16 {f16}: max abs error {e:.2e}"
                 );
                 assert!(e < 1e-5, "{e}");
             }
@@ -249,6 +271,36 @@ fn swiglu_and_add_match() {
     let mut want = a.clone();
     cpu::ops::add_in_place(&mut want, &b);
     assert_eq!(got, want);
+}
+
+/// gemma's ops: GeGLU, the embedding scale and the per-head q/k norms, against the CPU's.
+#[test]
+fn geglu_scale_and_head_norms_match() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(8);
+    let mut a = rng.vec(2048 * 3, 6.0);
+    a[..4].copy_from_slice(&[-80.0, 80.0, 0.0, -3.0]);
+    let b = rng.vec(2048 * 3, 2.0);
+    let got = gpu::ops::elementwise(&g, "geglu", &a, &b).unwrap();
+    let mut want = a.clone();
+    cpu::ops::geglu(&mut want, &b);
+    let e = max_rel(&got, &want);
+    println!("geglu: max rel error {e:.2e}");
+    assert!(e < 1e-5, "{e}");
+    let got = gpu::ops::scale(&g, &a, 640f32.sqrt()).unwrap();
+    let want: Vec<f32> = a.iter().map(|v| v * 640f32.sqrt()).collect();
+    assert_eq!(got, want);
+    // Three tokens of 4 query heads of 256 (Gemma 3 270M), one of 1 head.
+    for heads in [4, 1] {
+        let x = rng.vec(3 * heads * 256, 3.0);
+        let w = rng.vec(256, 2.0);
+        let got = gpu::ops::heads_norm(&g, &x, &w, heads, 1e-6).unwrap();
+        let mut want = x.clone();
+        cpu::ops::rms_norm_in_place(&mut want, &w, 1e-6);
+        let e = max_rel(&got, &want);
+        println!("heads_norm {heads} heads: max rel error {e:.2e}");
+        assert!(e < 1e-5, "{e}");
+    }
 }
 
 #[test]

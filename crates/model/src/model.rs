@@ -136,7 +136,11 @@ fn bind_layer(b: &Binder, arch: &ArchSpec, hp: &HParams, i: usize) -> Result<Lay
         }
     };
     let norm = |on: bool, t: &str, len: usize| -> Result<Option<Vec<f32>>> {
-        if on { b.vector(&n(t), len).map(Some) } else { Ok(None) }
+        if on {
+            b.vector(&n(t), len).map(Some)
+        } else {
+            Ok(None)
+        }
     };
     Ok(Layer {
         attn_norm: b.vector(&n("attn_norm.weight"), hp.n_embd)?,

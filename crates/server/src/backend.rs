@@ -18,14 +18,15 @@ pub enum Device {
 }
 
 /// The device to load `model` on: `device`, or the CPU when `device` was `auto`'s choice and
-/// the model's family runs on the CPU only (gemma3); an explicit GPU device is kept, and
-/// [`Backend::new`] then says why it cannot run there.
+/// that backend does not run the model's family (gemma3 on CUDA); an explicit device is kept,
+/// and [`Backend::new`] then says why it cannot run there.
 pub fn device_for(model: &Model, device: Device, auto: bool) -> Device {
-    if auto && !model.arch.gpu {
-        Device::Cpu
-    } else {
-        device
-    }
+    let runs = match device {
+        Device::Cpu => true,
+        Device::Cuda(_) => model.arch.cuda,
+        Device::Gpu => model.arch.wgpu,
+    };
+    if auto && !runs { Device::Cpu } else { device }
 }
 
 /// A model ready to run on one backend.
@@ -486,13 +487,13 @@ mod tests {
         Model::from_file(gguf::GgufFile::from_bytes(bytes).unwrap()).unwrap()
     }
 
-    /// `auto` sends a CPU-only family to the CPU; an explicit device is kept, and a GPU
+    /// `auto` sends a family CUDA does not run to the CPU; an explicit device is kept, and the
     /// backend then refuses the model with a reason rather than running it wrongly.
     #[test]
-    fn auto_runs_a_cpu_only_family_on_the_cpu() {
+    fn auto_runs_a_family_cuda_lacks_on_the_cpu() {
         let (gemma, llama) = (model("gemma3"), model("llama"));
         assert_eq!(device_for(&gemma, Device::Cuda(0), true), Device::Cpu);
-        assert_eq!(device_for(&gemma, Device::Gpu, true), Device::Cpu);
+        assert_eq!(device_for(&gemma, Device::Gpu, true), Device::Gpu);
         assert_eq!(device_for(&gemma, Device::Cuda(0), false), Device::Cuda(0));
         assert_eq!(device_for(&llama, Device::Cuda(0), true), Device::Cuda(0));
         match Backend::new(gemma, Device::Cuda(0)) {

@@ -15,6 +15,11 @@ struct AttnParams {
     v_dim: u32,
     capacity: u32,
     scale: f32,
+    // Sliding-window layers: a query at position p sees p - window + 1 ..= p (0: all).
+    window: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 struct Step {
@@ -79,10 +84,11 @@ fn attention(
     let t = wg.y;
     let kvh = h / p.group;
     let visible = st.start + t + 1u;
+    let first = select(0u, visible - min(visible, p.window), p.window > 0u);
     let qo = (t * p.n_head + h) * p.head_dim;
     let so = (t * p.n_head + h) * p.capacity;
     var mx = -3.0e38;
-    for (var pos = tid; pos < visible; pos += WGS) {
+    for (var pos = first + tid; pos < visible; pos += WGS) {
         let ko = pos * p.kv_dim + kvh * p.head_dim;
         var s = 0.0;
         for (var d = 0u; d < p.head_dim; d++) {
@@ -95,7 +101,7 @@ fn attention(
     red[tid] = mx;
     let m = reduce(tid, true);
     var sum = 0.0;
-    for (var pos = tid; pos < visible; pos += WGS) {
+    for (var pos = first + tid; pos < visible; pos += WGS) {
         let e = exp(scores[so + pos] - m);
         scores[so + pos] = e;
         sum += e;
@@ -111,7 +117,7 @@ fn attention(
         let d = d0 + dl;
         var o = 0.0;
         if (d < p.head_dim_v) {
-            for (var pos = slice; pos < visible; pos += SLICES) {
+            for (var pos = first + slice; pos < visible; pos += SLICES) {
                 o += scores[so + pos] * v_at(pos * p.v_dim + vo + d);
             }
         }

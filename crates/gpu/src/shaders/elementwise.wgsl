@@ -1,8 +1,9 @@
-// Element-wise ops over the step's `n` rows of `cols`: SwiGLU (a = silu(a) * b) and add (a += b).
+// Element-wise ops over the step's `n` rows of `cols`: SwiGLU (a = silu(a) * b), GeGLU
+// (a = gelu_tanh(a) * b), add (a += b) and scale (a *= factor).
 
 struct EwParams {
     cols: u32,
-    pad0: u32,
+    factor: f32,
     pad1: u32,
     pad2: u32,
 }
@@ -42,4 +43,32 @@ fn add(
         return;
     }
     a[i] += b[i];
+}
+
+// tanh(u) as 1 - 2 / (exp(2u) + 1): exp's overflow gives 1, its underflow -1.
+@compute @workgroup_size(64)
+fn geglu(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let i = gid.x + gid.y * nwg.x * 64u;
+    if (i >= st.n * p.cols) {
+        return;
+    }
+    let g = a[i];
+    let u = 0.7978845608 * (g + 0.044715 * g * g * g);
+    let t = 1.0 - 2.0 / (exp(2.0 * u) + 1.0);
+    a[i] = 0.5 * g * (1.0 + t) * b[i];
+}
+
+@compute @workgroup_size(64)
+fn scale(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let i = gid.x + gid.y * nwg.x * 64u;
+    if (i >= st.n * p.cols) {
+        return;
+    }
+    a[i] *= p.factor;
 }

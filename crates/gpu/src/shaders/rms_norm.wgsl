@@ -1,11 +1,13 @@
-// y = x / sqrt(mean(x^2) + eps) * w, one workgroup per token row. With `last_only`, only the
-// last of the step's `n` rows, written as row 0 (the logits of the last token).
+// y = x / sqrt(mean(x^2) + eps) * w, one workgroup per row: a token's row, or with
+// `per_token` > 1 one of the token's `per_token` rows (per-head q/k norms; workgroup (h, t)).
+// With `last_only`, only the last of the step's `n` rows, written as row 0 (the logits of the
+// last token).
 
 struct NormParams {
     cols: u32,
     eps: f32,
     last_only: u32,
-    pad: u32,
+    per_token: u32,
 }
 
 struct Step {
@@ -26,14 +28,16 @@ var<workgroup> red: array<f32, 256>;
 @compute @workgroup_size(256)
 fn rms_norm(
     @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
     let last = p.last_only != 0u;
-    if (!last && wg.x >= st.n) {
+    let row = wg.x + wg.y * nwg.x;
+    if (!last && row >= st.n * max(p.per_token, 1u)) {
         return;
     }
-    let xo = select(wg.x, st.n - 1u, last) * p.cols;
-    let yo = select(wg.x, 0u, last) * p.cols;
+    let xo = select(row, st.n - 1u, last) * p.cols;
+    let yo = select(row, 0u, last) * p.cols;
     var s = 0.0;
     for (var i = tid; i < p.cols; i += 256u) {
         let v = x[xo + i];

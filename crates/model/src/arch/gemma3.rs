@@ -2,7 +2,7 @@
 //! of the attention and FFN outputs before each residual add, GeGLU (tanh GELU), embeddings
 //! scaled by sqrt(n_embd), and five sliding-window layers (rope base 10000) to each global one
 //! (the file's rope base). The converter stores the norms' weights with Gemma's +1 folded in,
-//! so they are plain RMSNorm weights here. CPU only for now.
+//! so they are plain RMSNorm weights here. The CPU and wgpu backends run it, CUDA not yet.
 
 use super::{ArchSpec, FfnAct, SwaSpec};
 use crate::hparams::RopeStyle;
@@ -18,6 +18,6 @@ pub const SPEC: ArchSpec = ArchSpec {
         pattern: 6,
         rope_base: 10000.0,
     }),
-    gpu: false,
+    cuda: false,
     ..ArchSpec::LLAMA
 };

@@ -45,8 +45,10 @@ pub struct ArchSpec {
     /// Token embeddings multiplied by sqrt(n_embd).
     pub embd_scale: bool,
     pub swa: Option<SwaSpec>,
-    /// Whether the GPU backends (CUDA, wgpu) run this family; the others run on the CPU only.
-    pub gpu: bool,
+    /// Whether the CUDA backend runs this family (else it runs on the CPU or wgpu).
+    pub cuda: bool,
+    /// Whether the wgpu backend runs this family.
+    pub wgpu: bool,
 }
 
 impl ArchSpec {
@@ -61,7 +63,8 @@ impl ArchSpec {
         ffn_act: FfnAct::Silu,
         embd_scale: false,
         swa: None,
-        gpu: true,
+        cuda: true,
+        wgpu: true,
     };
 }
 
