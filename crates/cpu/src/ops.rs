@@ -1,7 +1,7 @@
 //! Scalar element-wise operations of a decoder block. These are the reference the SIMD and GPU
-//! kernels are tested against; they favour exactness (f64 reductions where it is cheap). The one
-//! exception is [`swiglu`], which runs `quant::simd::swiglu` (a vectorised exp within ~1 ulp of
-//! libm's; its scalar twin is `quant::simd::swiglu_scalar`). Long inputs (prefill) are split across
+//! kernels are tested against; they favour exactness (f64 reductions where it is cheap). The
+//! exceptions are [`swiglu`] and [`geglu`], which run `quant::simd::swiglu` / `geglu` (a
+//! vectorised exp within ~1 ulp of libm's; their scalar twins are `quant::simd::*_scalar`). Long inputs (prefill) are split across
 //! the rayon pool by [`rms_norm`], [`add_in_place`] and [`swiglu`]; results do not change.
 
 use model::RopeStyle;
@@ -98,31 +98,18 @@ pub fn swiglu(g: &mut [f32], u: &[f32]) {
         .for_each(|(g, u)| quant::simd::swiglu(g, u));
 }
 
-/// GELU, tanh approximation (as gemma's `gelu_pytorch_tanh` and llama.cpp's `ggml_gelu`),
-/// worked out in f64 and rounded once.
-pub fn gelu_tanh(x: f32) -> f32 {
-    const C: f64 = 0.797_884_560_802_865_4; // sqrt(2 / pi)
-    let x = f64::from(x);
-    (0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())) as f32
-}
-
-/// `g = gelu_tanh(g) * u` (GeGLU), in place on the gate (over the common length).
+/// `g = gelu_tanh(g) * u` (GeGLU, GELU's tanh form as gemma's `gelu_pytorch_tanh`), in place on
+/// the gate (over the common length), through `quant::simd::geglu`.
 pub fn geglu(g: &mut [f32], u: &[f32]) {
     use rayon::prelude::*;
     let n = g.len().min(u.len());
     let (g, u) = (&mut g[..n], &u[..n]);
-    let run = |(g, u): (&mut [f32], &[f32])| {
-        for (a, &b) in g.iter_mut().zip(u) {
-            *a = gelu_tanh(*a) * b;
-        }
-    };
     if g.len() < PAR_MIN {
-        run((g, u));
-    } else {
-        g.par_chunks_mut(PAR_MIN / 2)
-            .zip(u.par_chunks(PAR_MIN / 2))
-            .for_each(run);
+        return quant::simd::geglu(g, u);
     }
+    g.par_chunks_mut(PAR_MIN / 2)
+        .zip(u.par_chunks(PAR_MIN / 2))
+        .for_each(|(g, u)| quant::simd::geglu(g, u));
 }
 
 /// Rotary embedding tables for a model: the angle per position is `pos * freq[i]`.

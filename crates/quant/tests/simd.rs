@@ -155,6 +155,40 @@ fn exp_is_within_two_ulp_of_f64() {
     assert!(quant::simd::exp_scalar(1e4).is_finite());
 }
 
+/// GeGLU's kernels give its scalar twin's bits, close to GELU's tanh form in f64 (as a sigmoid).
+#[test]
+fn geglu_matches_scalar_and_the_tanh_form() {
+    let mut rng = Rng(10);
+    for n in [1, 7, 37, 513, 640, 2048] {
+        let mut x: Vec<f32> = rng.normals(n).iter().map(|v| v * 6.0).collect();
+        if n > 4 {
+            x[..4].copy_from_slice(&[-90.0, 90.0, 0.0, -1e-30]);
+        }
+        let u = rng.normals(n);
+        let mut h = x.clone();
+        quant::simd::geglu_scalar(&mut h, &u);
+        for isa in Isa::available() {
+            let mut g = x.clone();
+            quant::simd::geglu_with(isa, &mut g, &u);
+            let same = g.iter().zip(&h).all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(same, "{isa:?} n={n}");
+        }
+        for ((&y, &x), &u) in h.iter().zip(&x).zip(&u) {
+            let x = f64::from(x);
+            // 0.5 (1 + tanh(t)) = 1 / (1 + e^(-2t)), without tanh's cancellation near -1.
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            let t = c * (x + 0.044715 * x * x * x);
+            let want = x / (1.0 + (-2.0 * t).exp()) * f64::from(u);
+            // The exponent's f32 rounding (a few ulps of |2t|) carries into e^(-2t).
+            let tol = 2e-6 + 4e-7 * (2.0 * t).abs();
+            assert!(
+                (f64::from(y) - want).abs() <= tol * want.abs() + 1e-30,
+                "{x} {u}: {y} vs {want}"
+            );
+        }
+    }
+}
+
 #[test]
 fn softmax_exp_and_swiglu_match_scalar() {
     let mut rng = Rng(9);

@@ -1,4 +1,4 @@
-//! A vectorised `exp` for softmax and SwiGLU: range reduction `x = n ln2 + r` (`|r| <= ln2 / 2`,
+//! A vectorised `exp` for softmax, SwiGLU and GeGLU: range reduction `x = n ln2 + r` (`|r| <= ln2 / 2`,
 //! `ln2` split in two parts), the classic degree-7 minimax polynomial for `e^r` (Cephes' `expf`
 //! coefficients, about 1 ulp), and `2^n` built in the exponent bits. Inputs are clamped to
 //! [-87.3, 88.3], so results stay normal and finite (below -87.3 the true value is under 1.2e-38).
@@ -105,15 +105,60 @@ pub fn swiglu_scalar(g: &mut [f32], u: &[f32]) {
     }
 }
 
+/// `-2 sqrt(2 / pi)`: GELU's tanh form is `x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`, so
+/// GeGLU is SwiGLU with `x` scaled by `-GELU_K (1 + 0.044715 x^2)` inside the exponential.
+const GELU_K: f32 = -1.595_769_1;
+const GELU_C: f32 = 0.044_715;
+
+/// `g[i] = gelu_tanh(g[i]) * u[i]` (GELU's tanh form of the gate times the up projection, as
+/// `x / (1 + e^(-2 sqrt(2/pi) (x + 0.044715 x^3)))`), in place; lengths must match, else this
+/// panics.
+pub fn geglu(g: &mut [f32], u: &[f32]) {
+    geglu_with(Isa::best(), g, u);
+}
+
+/// [`geglu`] on the instruction set `isa` (the portable code where this CPU lacks it).
+pub fn geglu_with(isa: Isa, g: &mut [f32], u: &[f32]) {
+    assert_eq!(g.len(), u.len(), "geglu: lengths differ");
+    #[cfg(target_arch = "x86_64")]
+    if isa.is_available() {
+        if isa == Isa::Avx512 {
+            // SAFETY: AVX-512 F is present; lengths are equal.
+            return unsafe { x86::geglu512(g, u) };
+        }
+        if isa == Isa::Avx2 {
+            // SAFETY: AVX2 and FMA are present; lengths are equal.
+            return unsafe { x86::geglu256(g, u) };
+        }
+    }
+    let _ = isa;
+    geglu_scalar(g, u);
+}
+
+/// The exponent of [`geglu`]'s sigmoid for gate value `x`.
+#[inline]
+fn gelu_arg(x: f32) -> f32 {
+    (x * GELU_K) * GELU_C.mul_add(x * x, 1.0)
+}
+
+/// The scalar twin of [`geglu`].
+pub fn geglu_scalar(g: &mut [f32], u: &[f32]) {
+    assert_eq!(g.len(), u.len(), "geglu: lengths differ");
+    for (a, &b) in g.iter_mut().zip(u) {
+        *a = *a / (1.0 + exp_scalar(gelu_arg(*a))) * b;
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{HI, LN2_HI, LN2_LO, LO, LOG2E, P, exp_scalar};
+    use super::{GELU_C, GELU_K, HI, LN2_HI, LN2_LO, LO, LOG2E, P, exp_scalar, gelu_arg};
 
     /// Generates the exp, softmax and SwiGLU kernels for one vector width.
     macro_rules! kernels {
         ($feat:literal, $w:literal, $v:ty, $exp:ident, $softmax:ident, $swiglu:ident,
+         $geglu:ident,
          set1 = $set1:ident, min = $min:ident, max = $max:ident, mul = $mul:ident,
          add = $add:ident, div = $div:ident, fma = $fma:ident, round = $round:expr,
          cvt = $cvt:ident, addi = $addi:ident, set1i = $set1i:ident, slli = $slli:ident,
@@ -183,6 +228,30 @@ mod x86 {
                     *a = *a / (1.0 + exp_scalar(-*a)) * b;
                 }
             }
+
+            /// # Safety
+            /// The CPU has the target features; `g.len() == u.len()`.
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn $geglu(g: &mut [f32], u: &[f32]) {
+                assert_eq!(g.len(), u.len());
+                let (gc, gt) = g.as_chunks_mut::<$w>();
+                let (uc, ut) = u.as_chunks::<$w>();
+                let one = $set1(1.0);
+                for (g, u) in gc.iter_mut().zip(uc) {
+                    // SAFETY: both are arrays of the vector's width.
+                    unsafe {
+                        let x = $load(g.as_ptr());
+                        // The f32 operations of `gelu_arg`, in its order.
+                        let s = $fma($set1(GELU_C), $mul(x, x), one);
+                        let t = $exp($mul($mul(x, $set1(GELU_K)), s));
+                        let y = $mul($div(x, $add(one, t)), $load(u.as_ptr()));
+                        $store(g.as_mut_ptr(), y);
+                    }
+                }
+                for (a, &b) in gt.iter_mut().zip(ut) {
+                    *a = *a / (1.0 + exp_scalar(gelu_arg(*a))) * b;
+                }
+            }
         };
     }
 
@@ -193,6 +262,7 @@ mod x86 {
         exp512,
         softmax_exp512,
         swiglu512,
+        geglu512,
         set1 = _mm512_set1_ps,
         min = _mm512_min_ps,
         max = _mm512_max_ps,
@@ -219,6 +289,7 @@ mod x86 {
         exp256,
         softmax_exp256,
         swiglu256,
+        geglu256,
         set1 = _mm256_set1_ps,
         min = _mm256_min_ps,
         max = _mm256_max_ps,

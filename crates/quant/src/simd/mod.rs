@@ -19,8 +19,8 @@ mod x86_dequant;
 
 pub use dequant::{dequantize_fast, dequantize_fast_with};
 pub use exp::{
-    exp_scalar, softmax_exp, softmax_exp_scalar, softmax_exp_with, swiglu, swiglu_scalar,
-    swiglu_with,
+    exp_scalar, geglu, geglu_scalar, geglu_with, softmax_exp, softmax_exp_scalar, softmax_exp_with,
+    swiglu, swiglu_scalar, swiglu_with,
 };
 
 /// A vector dequantize kernel over whole blocks (lengths checked by the caller; the CPU must have
