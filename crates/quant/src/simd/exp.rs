@@ -107,7 +107,7 @@ pub fn swiglu_scalar(g: &mut [f32], u: &[f32]) {
 
 /// `-2 sqrt(2 / pi)`: GELU's tanh form is `x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3))`, so
 /// GeGLU is SwiGLU with `x` scaled by `-GELU_K (1 + 0.044715 x^2)` inside the exponential.
-const GELU_K: f32 = -1.595_769_1;
+const GELU_K: f32 = -1.595_769_2;
 const GELU_C: f32 = 0.044_715;
 
 /// `g[i] = gelu_tanh(g[i]) * u[i]` (GELU's tanh form of the gate times the up projection, as
