@@ -96,6 +96,10 @@ fn gguf_seeds() -> Vec<Seed> {
             "small-llama-f16.gguf",
             small("llama", 32, GgmlType::F16, true),
         ),
+        (
+            "small-gemma3-q8_0-tied.gguf",
+            small("gemma3", 64, GgmlType::Q8_0, true),
+        ),
     ] {
         v.push(("gguf", name.into(), build(&spec).expect("synth")));
     }

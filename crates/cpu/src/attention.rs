@@ -47,6 +47,14 @@ struct Span {
     window: Option<usize>,
 }
 
+impl Span {
+    /// The first position query row `t` (position `start + t`) sees.
+    fn lo(self, t: usize) -> usize {
+        self.window
+            .map_or(0, |w| (self.start + t + 1).saturating_sub(w))
+    }
+}
+
 /// Query rows per prefill task: bounds the score matrix to QUERY_BLOCK x positions.
 const QUERY_BLOCK: usize = 64;
 
@@ -88,19 +96,21 @@ fn head_block(
 ) -> Vec<f32> {
     let (hd, hdv) = (hp.head_dim, hp.head_dim_v);
     let kvh = h / (hp.n_head / hp.n_head_kv);
-    // Positions any of these rows may see.
+    // Positions any of these rows may see: lo..end (a window starts them past 0).
     let end = at.start + t0 + rows;
-    let (kh, krs) = head_rows(keys, end, hp.kv_dim(), kvh * hd, hd);
-    let (vh, vrs) = head_rows(values, end, hp.v_dim(), kvh * hdv, hdv);
+    let lo = at.lo(t0);
+    let (kh, krs) = head_rows(keys, lo..end, hp.kv_dim(), kvh * hd, hd);
+    let (vh, vrs) = head_rows(values, lo..end, hp.v_dim(), kvh * hdv, hdv);
+    let span = end - lo;
     SCORES.with(|cell| match cell.try_borrow_mut() {
         Ok(mut scores) => {
             // Every element is written by the first GEMM: growing without clearing skips a
             // memset of up to 128 x positions floats per task.
-            scores.resize(rows * end, 0.0);
+            scores.resize(rows * span, 0.0);
             scores_to_output(hp, q, (&kh, krs), (&vh, vrs), at, h, t0, rows, &mut scores)
         }
         Err(_) => {
-            let mut scores = vec![0.0f32; rows * end];
+            let mut scores = vec![0.0f32; rows * span];
             scores_to_output(hp, q, (&kh, krs), (&vh, vrs), at, h, t0, rows, &mut scores)
         }
     })
@@ -111,7 +121,8 @@ thread_local! {
     static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// The two GEMMs and the softmax of [`head_block`], with `scores` holding `rows * end` floats.
+/// The two GEMMs and the softmax of [`head_block`], over positions `lo..end` (`kh`, `vh` start
+/// at position `lo`), with `scores` holding `rows * (end - lo)` floats.
 #[allow(clippy::too_many_arguments)]
 fn scores_to_output(
     hp: &HParams,
@@ -125,18 +136,20 @@ fn scores_to_output(
     scores: &mut [f32],
 ) -> Vec<f32> {
     let (hd, hdv) = (hp.head_dim, hp.head_dim_v);
-    let end = at.start + t0 + rows;
+    let (lo, end) = (at.lo(t0), at.start + t0 + rows);
+    let span = end - lo;
     let q0 = t0 * hp.q_dim() + h * hd;
     crate::matmul::sgemm_strided(
-        (rows, hd, end),
+        (rows, hd, span),
         (&q[q0..], hp.q_dim(), 1),
         (kh, 1, krs),
-        (&mut *scores, end, 1),
+        (&mut *scores, span, 1),
         hp.attn_scale,
     );
-    for (r, row) in scores.chunks_exact_mut(end).enumerate() {
-        let visible = at.start + t0 + r + 1;
-        let first = at.window.map_or(0, |w| visible.saturating_sub(w));
+    for (r, row) in scores.chunks_exact_mut(span).enumerate() {
+        // Row r sees positions at.lo(t0 + r)..=start + t0 + r, here shifted by lo.
+        let visible = at.start + t0 + r + 1 - lo;
+        let first = at.lo(t0 + r) - lo;
         let seen = &mut row[first..visible];
         let max = seen.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
         let sum = quant::simd::softmax_exp(seen, max);
@@ -149,8 +162,8 @@ fn scores_to_output(
     }
     let mut o = vec![0.0f32; rows * hdv];
     crate::matmul::sgemm_strided(
-        (rows, end, hdv),
-        (&*scores, end, 1),
+        (rows, span, hdv),
+        (&*scores, span, 1),
         (vh, vrs, 1),
         (&mut o, hdv, 1),
         1.0,
@@ -158,22 +171,22 @@ fn scores_to_output(
     o
 }
 
-/// One head's `width` elements at `offset` of each of the first `end` cache rows (of
-/// `stride`) as f32, with the row stride to read them by: the cache itself when it holds f32
+/// One head's `width` elements at `offset` of cache rows `pos` (of `stride`) as f32, from
+/// row `pos.start`, with the row stride to read them by: the cache itself when it holds f32
 /// in one piece, a contiguous copy (decoded when it holds f16) otherwise.
 fn head_rows(
     src: KvView<'_>,
-    end: usize,
+    pos: std::ops::Range<usize>,
     stride: usize,
     offset: usize,
     width: usize,
 ) -> (Cow<'_, [f32]>, usize) {
     match src {
-        KvView::F32(v) => (Cow::Borrowed(&v[offset..]), stride),
+        KvView::F32(v) => (Cow::Borrowed(&v[pos.start * stride + offset..]), stride),
         KvView::F16(_) | KvView::Paged(_) => {
-            let mut out = vec![0.0f32; end * width];
+            let mut out = vec![0.0f32; pos.len() * width];
             let mut tmp = vec![0.0f32; width];
-            for (p, dst) in out.chunks_exact_mut(width).enumerate() {
+            for (p, dst) in pos.zip(out.chunks_exact_mut(width)) {
                 dst.copy_from_slice(src.row(p * stride + offset, &mut tmp));
             }
             (Cow::Owned(out), width)
