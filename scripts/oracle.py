@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exact float64 reference forward pass for GGUF models (llama, qwen2, gemma3).
+"""Exact float64 reference forward pass for GGUF models (llama, qwen2, qwen3, gemma3).
 
     python3 scripts/oracle.py --model M.gguf --tokens 1,2,3 [--out F] [--top K]
 
@@ -18,6 +18,7 @@ conventions, so this is the ground truth molla's exactness is measured by:
   * attention: causal, GQA, scale 1/sqrt(head_dim), softmax;
   * FFN: down(silu(gate(x)) * up(x)); residuals around attention and FFN;
     final output_norm, then output head (tied to token_embd if absent);
+  * qwen3: neox rope, per-head RMSNorm of q and k before rope, no biases;
   * gemma3 (llama.cpp's build of it): embeddings times sqrt(n_embd); neox
     rope; per-head RMSNorm of q and k before rope; RMSNorm of the attention
     and FFN outputs before their residual adds; GELU (tanh form) in place of
@@ -33,7 +34,7 @@ import numpy as np
 from gguf import GGUFReader
 from gguf.quants import dequantize
 
-ROPE_STYLE = {"llama": "normal", "qwen2": "neox", "gemma3": "neox"}
+ROPE_STYLE = {"llama": "normal", "qwen2": "neox", "qwen3": "neox", "gemma3": "neox"}
 GEMMA_SWA_PATTERN, GEMMA_SWA_BASE = 6, 10000.0
 
 

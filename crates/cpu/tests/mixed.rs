@@ -24,6 +24,7 @@ fn mixed_steps_give_the_bits_of_one_token_at_a_time() {
         ("llama", GgmlType::Q8_0),
         ("qwen2", GgmlType::Q5_0),
         ("gemma3", GgmlType::Q8_0),
+        ("qwen3", GgmlType::Q4_1),
     ] {
         let m = load(arch, ty);
         let pool = m.new_kv_pool(64);

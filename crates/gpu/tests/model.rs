@@ -131,6 +131,25 @@ fn synthetic_gemma3_shape_sliding_window() {
     }
 }
 
+/// qwen3 (per-head q/k norms, NeoX rope, no biases) with Qwen3's heads of 128 (the synthetic
+/// model's q is as wide as the model; scripts/arch_check.py checks wider heads on the CPU).
+#[test]
+fn synthetic_qwen3_shape_qk_norms() {
+    let spec = SynthSpec {
+        arch: "qwen3",
+        n_vocab: 4096,
+        n_embd: 512,
+        n_layer: 2,
+        n_ff: 1536,
+        n_head: 4,
+        n_head_kv: 2,
+        ty: GgmlType::Q8_0,
+        tied: true,
+        seed: 19,
+    };
+    synth_case(spec, 12, false);
+}
+
 #[test]
 fn synthetic_k_quants() {
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K] {

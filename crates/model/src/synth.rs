@@ -7,8 +7,9 @@ use gguf::{Array, GgmlType, GgufFile, GgufWriter, TensorSpec, Value};
 /// The shape of a synthetic model.
 #[derive(Clone, Debug)]
 pub struct SynthSpec {
-    /// "llama", "qwen2" or "gemma3" (whose layers attend over windows of
-    /// [`SYNTH_WINDOW`] positions, the sixth globally).
+    /// "llama", "qwen2", "qwen3" or "gemma3" (whose layers attend over windows of
+    /// [`SYNTH_WINDOW`] positions, the sixth globally): the tensors its spec
+    /// ([`crate::arch::lookup`]) asks for.
     pub arch: &'static str,
     pub n_vocab: usize,
     pub n_embd: usize,
@@ -123,7 +124,8 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
         (format!("{a}.rope.freq_base"), Value::F32(10000.0)),
     ];
     let mut md = md;
-    if a == "gemma3" {
+    let spec = crate::arch::lookup(a).unwrap_or(crate::arch::ArchSpec::LLAMA);
+    if spec.swa.is_some() {
         md.push((
             format!("{a}.attention.sliding_window"),
             Value::U32(SYNTH_WINDOW),
@@ -138,14 +140,16 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
         t.push((n("attn_q.weight"), s.n_embd, s.n_embd));
         t.push((n("attn_k.weight"), s.n_embd, kv));
         t.push((n("attn_v.weight"), s.n_embd, kv));
-        if a == "qwen2" {
+        if spec.qkv_bias {
             t.push((n("attn_q.bias"), s.n_embd, 0));
             t.push((n("attn_k.bias"), kv, 0));
             t.push((n("attn_v.bias"), kv, 0));
         }
-        if a == "gemma3" {
+        if spec.qk_norm {
             t.push((n("attn_q_norm.weight"), hd, 0));
             t.push((n("attn_k_norm.weight"), hd, 0));
+        }
+        if spec.post_norms {
             t.push((n("post_attention_norm.weight"), s.n_embd, 0));
             t.push((n("post_ffw_norm.weight"), s.n_embd, 0));
         }

@@ -3,6 +3,7 @@
 mod gemma3;
 mod llama;
 mod qwen2;
+mod qwen3;
 
 use crate::hparams::RopeStyle;
 
@@ -70,14 +71,14 @@ impl ArchSpec {
 
 /// The spec for a `general.architecture` value, if molla supports it.
 pub fn lookup(name: &str) -> Option<ArchSpec> {
-    [llama::SPEC, qwen2::SPEC, gemma3::SPEC]
+    [llama::SPEC, qwen2::SPEC, qwen3::SPEC, gemma3::SPEC]
         .into_iter()
         .find(|s| s.name == name)
 }
 
 /// Every supported `general.architecture` value.
 pub fn names() -> Vec<&'static str> {
-    [llama::SPEC, qwen2::SPEC, gemma3::SPEC]
+    [llama::SPEC, qwen2::SPEC, qwen3::SPEC, gemma3::SPEC]
         .iter()
         .map(|s| s.name)
         .collect()
