@@ -41,6 +41,7 @@ ARCHS = {
     "llama": {},
     "qwen2": {"bias": True},
     "qwen3": {"qk_norm": True},
+    "smollm3": {},
     "gemma3": {"qk_norm": True, "post_norms": True, "window": 4},
 }
 
@@ -55,6 +56,8 @@ def write_model(path, arch, vocab_from, seed=3):
         hd = n_embd // n_head  # llama.cpp's qwen2 wants q as wide as n_embd
     if arch == "gemma3":
         n_layer = 6  # five sliding-window layers and a global one
+    if arch == "smollm3":
+        n_layer, hd = 4, n_embd // n_head  # the fourth layer without rope; llama.cpp's asserts
     w = GGUFWriter(path, arch)
     for key, field in src.fields.items():
         if key.startswith("tokenizer.") and key != "tokenizer.chat_template":

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Exact float64 reference forward pass for GGUF models (llama, qwen2, qwen3, gemma3).
+"""Exact float64 reference forward pass for GGUF models (llama, qwen2, qwen3, smollm3,
+gemma3).
 
     python3 scripts/oracle.py --model M.gguf --tokens 1,2,3 [--out F] [--top K]
 
@@ -19,6 +20,7 @@ conventions, so this is the ground truth molla's exactness is measured by:
   * FFN: down(silu(gate(x)) * up(x)); residuals around attention and FFN;
     final output_norm, then output head (tied to token_embd if absent);
   * qwen3: neox rope, per-head RMSNorm of q and k before rope, no biases;
+  * smollm3: llama, but layers l with (l + 1) % 4 == 0 apply no rope;
   * gemma3 (llama.cpp's build of it): embeddings times sqrt(n_embd); neox
     rope; per-head RMSNorm of q and k before rope; RMSNorm of the attention
     and FFN outputs before their residual adds; GELU (tanh form) in place of
@@ -34,7 +36,9 @@ import numpy as np
 from gguf import GGUFReader
 from gguf.quants import dequantize
 
-ROPE_STYLE = {"llama": "normal", "qwen2": "neox", "qwen3": "neox", "gemma3": "neox"}
+ROPE_STYLE = {"llama": "normal", "qwen2": "neox", "qwen3": "neox", "smollm3": "normal",
+              "gemma3": "neox"}
+NOPE_EVERY = {"smollm3": 4}  # layer l applies no rope when (l + 1) % N == 0
 GEMMA_SWA_PATTERN, GEMMA_SWA_BASE = 6, 10000.0
 
 
@@ -163,7 +167,9 @@ def attention(m, layer, x):
         q = rms_norm(q, m.weight(p + "attn_q_norm.weight"), m.eps)
         k = rms_norm(k, m.weight(p + "attn_k_norm.weight"), m.eps)
     style, local = ROPE_STYLE[m.arch], m.sliding(layer)
-    q, k = rope(q, m, style, local), rope(k, m, style, local)
+    nope = NOPE_EVERY.get(m.arch, 0)
+    if not nope or (layer + 1) % nope != 0:
+        q, k = rope(q, m, style, local), rope(k, m, style, local)
     group = m.n_head // m.n_head_kv  # GQA: kv head = q head // group
     k = np.repeat(k, group, axis=1)
     v = np.repeat(v, group, axis=1)

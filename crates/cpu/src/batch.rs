@@ -83,8 +83,10 @@ impl CpuModel {
                     let (kv, pos) = (&mut *seqs[owner[t]].1, pos[t]);
                     let qt = &mut a.q[t * qd..(t + 1) * qd];
                     let kt = &mut a.k[t * kd..(t + 1) * kd];
-                    self.rope_of(li).apply(qt, hp.head_dim, pos);
-                    self.rope_of(li).apply(kt, hp.head_dim, pos);
+                    if let Some(rope) = self.rope_of(li) {
+                        rope.apply(qt, hp.head_dim, pos);
+                        rope.apply(kt, hp.head_dim, pos);
+                    }
                     kv.store(li, pos, kt, &a.v[t * vd..(t + 1) * vd]);
                     attention(
                         &self.pool,

@@ -97,11 +97,13 @@ impl CpuModel {
         Ok(())
     }
 
-    /// The rope table of layer `l`.
-    pub(crate) fn rope_of(&self, l: usize) -> &Rope {
-        match (&self.rope_swa, self.model.hp.window(l)) {
-            (Some(r), Some(_)) => r,
-            _ => &self.rope,
+    /// The rope table of layer `l` (None: the layer applies no rope).
+    pub(crate) fn rope_of(&self, l: usize) -> Option<&Rope> {
+        let hp = &self.model.hp;
+        match (&self.rope_swa, hp.window(l)) {
+            _ if !hp.ropes(l) => None,
+            (Some(r), Some(_)) => Some(r),
+            _ => Some(&self.rope),
         }
     }
 
@@ -181,11 +183,12 @@ impl CpuModel {
         for (li, l) in m.layers.iter().enumerate() {
             block(&self.pool, f, hp, l, &mut x, &mut a, n, matmul_many, |a| {
                 let (qd, kd) = (hp.q_dim(), hp.kv_dim());
-                let rope = self.rope_of(li);
-                for t in 0..n {
-                    let pos = start + t;
-                    rope.apply(&mut a.q[t * qd..(t + 1) * qd], hp.head_dim, pos);
-                    rope.apply(&mut a.k[t * kd..(t + 1) * kd], hp.head_dim, pos);
+                if let Some(rope) = self.rope_of(li) {
+                    for t in 0..n {
+                        let pos = start + t;
+                        rope.apply(&mut a.q[t * qd..(t + 1) * qd], hp.head_dim, pos);
+                        rope.apply(&mut a.k[t * kd..(t + 1) * kd], hp.head_dim, pos);
+                    }
                 }
                 kv.store(li, start, &a.k, &a.v);
                 attention(

@@ -297,7 +297,9 @@ impl GpuModel {
                 _ => (&q, &k),
             };
             let tab = if window > 0 { &table_swa } else { &table };
-            body.push(kernels::rope(g, h, qa, ka, tab, &step)?);
+            if hp.ropes(li) {
+                body.push(kernels::rope(g, h, qa, ka, tab, &step)?);
+            }
             body.push(kernels::kv_store(g, h, &kv, ka, &v, &step)?);
             body.push(kernels::attention(g, h, &kv, qa, &scores, &att, &step)?);
             body.extend(project(&l.wo, &att, &l.post_attn_norm)?);

@@ -150,6 +150,17 @@ fn synthetic_qwen3_shape_qk_norms() {
     synth_case(spec, 12, false);
 }
 
+/// smollm3: a llama block whose fourth layer applies no rope.
+#[test]
+fn synthetic_smollm3_nope_layer() {
+    let spec = SynthSpec {
+        arch: "smollm3",
+        n_layer: 4,
+        ..SynthSpec::tiny("smollm3")
+    };
+    synth_case(spec, 10, false);
+}
+
 #[test]
 fn synthetic_k_quants() {
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K] {

@@ -43,6 +43,8 @@ pub struct HParams {
     pub swa_pattern: usize,
     pub rope_base_swa: f64,
     pub ffn_act: FfnAct,
+    /// Every `nope_every`-th layer applies no rope (0: none); see [`HParams::ropes`].
+    pub nope_every: usize,
     /// Token embeddings are multiplied by this (sqrt(n_embd) for gemma), when set.
     pub embd_scale: Option<f32>,
 }
@@ -56,6 +58,11 @@ impl HParams {
     }
     pub fn v_dim(&self) -> usize {
         self.n_head_kv * self.head_dim_v
+    }
+
+    /// Whether layer `l` rotates q and k (SmolLM3's every fourth layer does not).
+    pub fn ropes(&self, l: usize) -> bool {
+        self.nope_every == 0 || !(l + 1).is_multiple_of(self.nope_every)
     }
 
     /// The window of layer `l`'s attention in positions, or None when it attends globally.
@@ -128,6 +135,7 @@ impl HParams {
             swa_pattern,
             rope_base_swa,
             ffn_act: spec.ffn_act,
+            nope_every: spec.nope_every,
             embd_scale: spec.embd_scale.then(|| (n_embd as f32).sqrt()),
         };
         hp.check()?;
@@ -234,5 +242,39 @@ fn opt_str(file: &GgufFile, key: &str) -> Result<Option<String>> {
             .as_str()
             .map(|s| Some(s.to_string()))
             .ok_or_else(|| key_type(key, v, "string")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::synth::{SynthSpec, build};
+
+    fn hp(arch: &'static str, n_layer: usize) -> super::HParams {
+        let bytes = build(&SynthSpec {
+            n_layer,
+            ..SynthSpec::tiny(arch)
+        })
+        .unwrap();
+        crate::Model::from_file(gguf::GgufFile::from_bytes(bytes).unwrap())
+            .unwrap()
+            .hp
+    }
+
+    /// Which layers rope and which attend over a window, per family.
+    #[test]
+    fn layer_kinds_follow_the_family() {
+        let s = hp("smollm3", 8);
+        let ropes: Vec<bool> = (0..8).map(|l| s.ropes(l)).collect();
+        assert_eq!(ropes, [true, true, true, false, true, true, true, false]);
+        let g = hp("gemma3", 12);
+        let w = crate::synth::SYNTH_WINDOW as usize;
+        let windows: Vec<Option<usize>> = (0..12).map(|l| g.window(l)).collect();
+        let expect: Vec<Option<usize>> = (0..12).map(|l| ((l + 1) % 6 != 0).then_some(w)).collect();
+        assert_eq!(windows, expect);
+        assert!((0..12).all(|l| g.ropes(l)));
+        let l = hp("llama", 8);
+        assert!((0..8).all(|i| l.ropes(i) && l.window(i).is_none()));
+        assert_eq!(g.embd_scale, Some(64f32.sqrt()));
+        assert_eq!(l.embd_scale, None);
     }
 }

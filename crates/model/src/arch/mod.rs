@@ -4,6 +4,7 @@ mod gemma3;
 mod llama;
 mod qwen2;
 mod qwen3;
+mod smollm3;
 
 use crate::hparams::RopeStyle;
 
@@ -46,6 +47,8 @@ pub struct ArchSpec {
     /// Token embeddings multiplied by sqrt(n_embd).
     pub embd_scale: bool,
     pub swa: Option<SwaSpec>,
+    /// Layer `l` applies no rope when `(l + 1) % nope_every == 0` (0: every layer ropes).
+    pub nope_every: usize,
     /// Whether the CUDA backend runs this family (else it runs on the CPU or wgpu).
     pub cuda: bool,
     /// Whether the wgpu backend runs this family.
@@ -64,6 +67,7 @@ impl ArchSpec {
         ffn_act: FfnAct::Silu,
         embd_scale: false,
         swa: None,
+        nope_every: 0,
         cuda: true,
         wgpu: true,
     };
@@ -71,15 +75,27 @@ impl ArchSpec {
 
 /// The spec for a `general.architecture` value, if molla supports it.
 pub fn lookup(name: &str) -> Option<ArchSpec> {
-    [llama::SPEC, qwen2::SPEC, qwen3::SPEC, gemma3::SPEC]
-        .into_iter()
-        .find(|s| s.name == name)
+    [
+        llama::SPEC,
+        qwen2::SPEC,
+        qwen3::SPEC,
+        smollm3::SPEC,
+        gemma3::SPEC,
+    ]
+    .into_iter()
+    .find(|s| s.name == name)
 }
 
 /// Every supported `general.architecture` value.
 pub fn names() -> Vec<&'static str> {
-    [llama::SPEC, qwen2::SPEC, qwen3::SPEC, gemma3::SPEC]
-        .iter()
-        .map(|s| s.name)
-        .collect()
+    [
+        llama::SPEC,
+        qwen2::SPEC,
+        qwen3::SPEC,
+        smollm3::SPEC,
+        gemma3::SPEC,
+    ]
+    .iter()
+    .map(|s| s.name)
+    .collect()
 }

@@ -1,0 +1,11 @@
+//! smollm3: SmolLM3. A llama block (adjacent-pair rope, no biases) whose every fourth layer
+//! uses no rope at all ("NoPE"). The CPU and wgpu backends run it, CUDA not yet.
+
+use super::ArchSpec;
+
+pub const SPEC: ArchSpec = ArchSpec {
+    name: "smollm3",
+    nope_every: 4,
+    cuda: false,
+    ..ArchSpec::LLAMA
+};
