@@ -42,6 +42,7 @@ ARCHS = {
     "qwen2": {"bias": True},
     "qwen3": {"qk_norm": True},
     "smollm3": {},
+    "gemma2": {"post_norms": True, "window": 4, "caps": (0.5, 2.0)},
     "gemma3": {"qk_norm": True, "post_norms": True, "window": 4},
 }
 
@@ -56,6 +57,8 @@ def write_model(path, arch, vocab_from, seed=3):
         hd = n_embd // n_head  # llama.cpp's qwen2 wants q as wide as n_embd
     if arch == "gemma3":
         n_layer = 6  # five sliding-window layers and a global one
+    if arch == "gemma2":
+        n_layer = 4  # sliding-window and global layers in turn
     if arch == "smollm3":
         n_layer, hd = 4, n_embd // n_head  # the fourth layer without rope; llama.cpp's asserts
     w = GGUFWriter(path, arch)
@@ -75,6 +78,9 @@ def write_model(path, arch, vocab_from, seed=3):
     w.add_key_value(f"{arch}.rope.freq_base", 1e6, f32)
     if "window" in spec:
         w.add_key_value(f"{arch}.attention.sliding_window", spec["window"], u32)
+    if "caps" in spec:  # small caps, so that soft-capping changes the result
+        w.add_key_value(f"{arch}.attn_logit_softcapping", spec["caps"][0], f32)
+        w.add_key_value(f"{arch}.final_logit_softcapping", spec["caps"][1], f32)
 
     def mat(rows, cols):
         return (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Exact float64 reference forward pass for GGUF models (llama, qwen2, qwen3, smollm3,
-gemma3).
+gemma2, gemma3).
 
     python3 scripts/oracle.py --model M.gguf --tokens 1,2,3 [--out F] [--top K]
 
@@ -26,7 +26,13 @@ conventions, so this is the ground truth molla's exactness is measured by:
     and FFN outputs before their residual adds; GELU (tanh form) in place of
     SiLU; layers l with (l + 1) % 6 != 0 attend to the last sliding_window
     positions only, with rope base 10000 and no rope scaling; queries scaled
-    by 1/sqrt(head_dim) (1/sqrt(n_embd / n_head) for the 62-layer 27B).
+    by 1/sqrt(head_dim) (1/sqrt(n_embd / n_head) for the 62-layer 27B);
+  * gemma2 (llama.cpp's build of it): gemma3 without the q/k norms; layers
+    l with (l + 1) % 2 != 0 attend over the last sliding_window (default
+    4096) positions with the global rope; attention scores (after the query
+    scale) and the final logits soft-capped as c * tanh(x / c), c from
+    attn_logit_softcapping (50) and final_logit_softcapping (30); the
+    46-layer 27B scales queries by 1/sqrt(n_embd / n_head).
 """
 import argparse
 import json
@@ -37,7 +43,7 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 
 ROPE_STYLE = {"llama": "normal", "qwen2": "neox", "qwen3": "neox", "smollm3": "normal",
-              "gemma3": "neox"}
+              "gemma2": "neox", "gemma3": "neox"}
 NOPE_EVERY = {"smollm3": 4}  # layer l applies no rope when (l + 1) % N == 0
 GEMMA_SWA_PATTERN, GEMMA_SWA_BASE = 6, 10000.0
 
@@ -68,17 +74,26 @@ class Model:
             self.freq_scale = 1.0 / self.meta(f"{a}.rope.scaling.factor", 1.0)
         elif scaling != "none":
             raise SystemExit(f"oracle: rope scaling {scaling!r} not supported")
-        self.gemma = self.arch == "gemma3"
-        self.window = self.meta(f"{a}.attention.sliding_window") if self.gemma else 0
+        self.gemma = self.arch in ("gemma2", "gemma3")
+        self.window, self.swa_pattern, self.swa_base = 0, 0, None
+        self.attn_cap = self.final_cap = None
+        if self.arch == "gemma3":
+            self.window = self.meta(f"{a}.attention.sliding_window")
+            self.swa_pattern, self.swa_base = GEMMA_SWA_PATTERN, GEMMA_SWA_BASE
+        if self.arch == "gemma2":
+            self.window = self.meta(f"{a}.attention.sliding_window", 4096)
+            self.swa_pattern = 2
+            self.attn_cap = self.meta(f"{a}.attn_logit_softcapping", 50.0)
+            self.final_cap = self.meta(f"{a}.final_logit_softcapping", 30.0)
         query_width = self.head_dim_k
-        if self.gemma and self.n_layer == 62:
+        if (self.arch, self.n_layer) in (("gemma2", 46), ("gemma3", 62)):
             query_width = self.n_embd // self.n_head
         self.q_scale = 1.0 / np.sqrt(query_width)
         self.cache = {}
 
     def sliding(self, layer):
-        """Whether `layer` attends over a sliding window (gemma3's local layers)."""
-        return self.window > 0 and (layer + 1) % GEMMA_SWA_PATTERN != 0
+        """Whether `layer` attends over a sliding window (gemma's local layers)."""
+        return self.window > 0 and (layer + 1) % self.swa_pattern != 0
 
     def meta(self, key, default=None):
         field = self.reader.fields.get(key)
@@ -134,11 +149,11 @@ def gelu_tanh(x):
 def rope(x, m, style, local=False):
     """Rotate the first n_rot dims of every head. x: (T, heads, head_dim).
 
-    `local`: a sliding-window layer of gemma3 (base 10000, no scaling)."""
+    `local`: a sliding-window layer (gemma3's: base 10000, no scaling)."""
     T, n_rot = x.shape[0], m.n_rot
     i = np.arange(n_rot // 2, dtype=np.float64)
-    if local:
-        freqs = GEMMA_SWA_BASE ** (-2.0 * i / n_rot)
+    if local and m.swa_base is not None:
+        freqs = m.swa_base ** (-2.0 * i / n_rot)
     else:
         freqs = m.freq_base ** (-2.0 * i / n_rot) * m.freq_scale
     if m.has("rope_freqs.weight"):  # llama3: per-frequency divisors
@@ -174,6 +189,8 @@ def attention(m, layer, x):
     k = np.repeat(k, group, axis=1)
     v = np.repeat(v, group, axis=1)
     scores = np.einsum("thd,shd->hts", q, k) * m.q_scale
+    if m.attn_cap:
+        scores = m.attn_cap * np.tanh(scores / m.attn_cap)
     t, s = np.arange(T)[:, None], np.arange(T)[None, :]
     hidden = s > t  # causal mask
     if local:
@@ -212,7 +229,10 @@ def forward(m, tokens):
         x = x + h
     x = rms_norm(x, m.weight("output_norm.weight"), m.eps)
     head = "output.weight" if m.has("output.weight") else "token_embd.weight"
-    return x @ m.weight(head).T
+    z = x @ m.weight(head).T
+    if m.final_cap:
+        z = m.final_cap * np.tanh(z / m.final_cap)
+    return z
 
 
 def log_softmax(z):

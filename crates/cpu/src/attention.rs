@@ -151,6 +151,9 @@ fn scores_to_output(
         let visible = at.start + t0 + r + 1 - lo;
         let first = at.lo(t0 + r) - lo;
         let seen = &mut row[first..visible];
+        if let Some(c) = hp.attn_softcap {
+            crate::ops::softcap(seen, c);
+        }
         let max = seen.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
         let sum = quant::simd::softmax_exp(seen, max);
         let inv = 1.0 / sum;

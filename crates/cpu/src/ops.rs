@@ -112,6 +112,17 @@ pub fn geglu(g: &mut [f32], u: &[f32]) {
         .for_each(|(g, u)| quant::simd::geglu(g, u));
 }
 
+/// `v = c * tanh(v / c)` (gemma2's soft-capping of attention scores and logits), in place.
+pub fn softcap(v: &mut [f32], c: f32) {
+    use rayon::prelude::*;
+    let run = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = c * (*x / c).tanh());
+    if v.len() < PAR_MIN {
+        run(v);
+    } else {
+        v.par_chunks_mut(PAR_MIN / 2).for_each(run);
+    }
+}
+
 /// Rotary embedding tables for a model: the angle per position is `pos * freq[i]`.
 #[derive(Clone, Debug)]
 pub struct Rope {
@@ -128,7 +139,8 @@ impl Rope {
 
     /// The table of sliding-window layers (their own base, no scaling), when the model has any.
     pub fn sliding(hp: &model::HParams) -> Option<Rope> {
-        (hp.swa_window > 0).then(|| Rope::with_base(hp, hp.rope_base_swa, 1.0, None))
+        (hp.swa_window > 0)
+            .then(|| Rope::with_base(hp, hp.rope_base_swa, hp.rope_freq_scale_swa, None))
     }
 
     fn with_base(hp: &model::HParams, base: f64, scale: f64, factors: Option<&[f32]>) -> Rope {

@@ -338,6 +338,9 @@ impl GpuModel {
             true,
         )?];
         tail_last.extend(mv(head, &last, &logits, single)?);
+        if let Some(c) = hp.final_softcap {
+            tail_last.push(kernels::softcap(g, &logits, &step, hp.n_vocab, true, c)?);
+        }
         let mut tail_all = vec![kernels::rms_norm(
             g,
             &x,
@@ -349,6 +352,9 @@ impl GpuModel {
             false,
         )?];
         tail_all.extend(mv(head, &hb, &logits, MatvecOpts::default())?);
+        if let Some(c) = hp.final_softcap {
+            tail_all.push(kernels::softcap(g, &logits, &step, hp.n_vocab, false, c)?);
+        }
         g.check()?;
         let mut buffers = vec![x, hb, q, k, v, att, gate, up, scores, last, table];
         buffers.extend([table_swa, qn, kn, h2]);

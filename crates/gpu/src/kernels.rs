@@ -21,6 +21,8 @@ pub(crate) enum Grid {
     PerToken { single: bool },
     /// `per_token` threads for each token, in groups of 64.
     Threads { per_token: u32 },
+    /// `threads` threads, whatever the step's `n`, in groups of 64.
+    Fixed { threads: u32 },
     /// One workgroup per (head, token).
     Heads { n_head: u32 },
 }
@@ -40,6 +42,10 @@ impl Grid {
             Grid::PerToken { single } => (if single { 1 } else { n }, 1, 1),
             Grid::Threads { per_token } => {
                 let (x, y) = grid(per_token * n);
+                (x, y, 1)
+            }
+            Grid::Fixed { threads } => {
+                let (x, y) = grid(threads);
                 (x, y, 1)
             }
             Grid::Heads { n_head } => (n_head, n, 1),
@@ -345,6 +351,8 @@ pub struct Heads {
     pub neox: bool,
     /// Scores are q.k times this.
     pub scale: f32,
+    /// Scores become `c * tanh(s / c)` after the scale, when set (gemma2).
+    pub softcap: Option<f32>,
 }
 
 impl Heads {
@@ -357,6 +365,7 @@ impl Heads {
             n_rot: hp.n_rot,
             neox: hp.rope_style == model::RopeStyle::Neox,
             scale: hp.attn_scale,
+            softcap: hp.attn_softcap,
         }
     }
 }
@@ -432,6 +441,7 @@ fn attn_params(gpu: &Gpu, h: Heads, kv: &KvLayer) -> wgpu::Buffer {
             kv.capacity as u32,
             h.scale.to_bits(),
             kv.window.min(u32::MAX as usize) as u32,
+            h.softcap.unwrap_or(0.0).to_bits(),
         ],
     )
 }
@@ -524,7 +534,20 @@ pub(crate) fn elementwise(
     step: &wgpu::Buffer,
     cols: usize,
 ) -> Result<Dispatch> {
-    ew(gpu, entry, a, Some(b), step, cols, 0.0)
+    ew(gpu, entry, a, Some(b), step, (cols, false), 0.0)
+}
+
+/// `a = cap * tanh(a / cap)` over the step's rows of `cols`, or over one row (`single`: the
+/// last token's logits) (gemma2's final soft-capping).
+pub(crate) fn softcap(
+    gpu: &Gpu,
+    a: &wgpu::Buffer,
+    step: &wgpu::Buffer,
+    cols: usize,
+    single: bool,
+    cap: f32,
+) -> Result<Dispatch> {
+    ew(gpu, "softcap", a, None, step, (cols, single), cap)
 }
 
 /// `a *= factor` over the step's rows of `cols` (gemma's embedding scale).
@@ -535,7 +558,7 @@ pub(crate) fn scale(
     cols: usize,
     factor: f32,
 ) -> Result<Dispatch> {
-    ew(gpu, "scale", a, None, step, cols, factor)
+    ew(gpu, "scale", a, None, step, (cols, false), factor)
 }
 
 fn ew(
@@ -544,11 +567,14 @@ fn ew(
     a: &wgpu::Buffer,
     b: Option<&wgpu::Buffer>,
     step: &wgpu::Buffer,
-    cols: usize,
+    (cols, single): (usize, bool),
     factor: f32,
 ) -> Result<Dispatch> {
     let pipeline = gpu.pipeline("elementwise", entry, || shaders::ELEMENTWISE.into())?;
-    let params = gpu.uniform("elementwise params", &[cols as u32, factor.to_bits()]);
+    let params = gpu.uniform(
+        "elementwise params",
+        &[cols as u32, factor.to_bits(), u32::from(single)],
+    );
     let mut entries = vec![(0, &params), (1, step), (2, a)];
     entries.extend(b.map(|b| (3, b)));
     let bind = gpu.bind(&pipeline, &entries);
@@ -556,8 +582,14 @@ fn ew(
         pipeline,
         pipeline1: None,
         bind,
-        grid: Grid::Threads {
-            per_token: cols as u32,
+        grid: if single {
+            Grid::Fixed {
+                threads: cols as u32,
+            }
+        } else {
+            Grid::Threads {
+                per_token: cols as u32,
+            }
         },
         _params: Some(params),
     })

@@ -193,6 +193,13 @@ pub fn heads_norm(gpu: &Gpu, x: &[f32], g: &[f32], heads: usize, eps: f32) -> Re
     run(gpu, &[d], n, &y, x.len())
 }
 
+/// `cap * tanh(a / cap)`, element-wise (one row).
+pub fn softcap(gpu: &Gpu, a: &[f32], cap: f32) -> Result<Vec<f32>> {
+    let ab = gpu.upload_f32("a", a)?;
+    let d = kernels::softcap(gpu, &ab, &step(gpu, 1, 0), a.len(), true, cap)?;
+    run(gpu, &[d], 1, &ab, a.len())
+}
+
 /// `a * factor`, element-wise.
 pub fn scale(gpu: &Gpu, a: &[f32], factor: f32) -> Result<Vec<f32>> {
     let ab = gpu.upload_f32("a", a)?;

@@ -161,6 +161,26 @@ fn synthetic_smollm3_nope_layer() {
     synth_case(spec, 10, false);
 }
 
+/// gemma2 (post-norms, GeGLU, soft-capped scores and logits) over four layers, windows of 4
+/// positions on the even ones, with the default caps (50 and 30); scripts/arch_check.py checks
+/// caps small enough to change every score.
+#[test]
+fn synthetic_gemma2_softcaps() {
+    let spec = SynthSpec {
+        arch: "gemma2",
+        n_vocab: 4096,
+        n_embd: 576,
+        n_layer: 4,
+        n_ff: 1536,
+        n_head: 8,
+        n_head_kv: 4,
+        ty: GgmlType::Q8_0,
+        tied: true,
+        seed: 23,
+    };
+    synth_case(spec, 20, true);
+}
+
 #[test]
 fn synthetic_k_quants() {
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K] {

@@ -135,6 +135,7 @@ fn heads(n_head: usize, n_head_kv: usize, head_dim: usize, style: RopeStyle) -> 
         n_rot: head_dim,
         neox: style == RopeStyle::Neox,
         scale: 1.0 / (head_dim as f32).sqrt(),
+        softcap: None,
     }
 }
 
@@ -198,6 +199,10 @@ fn attention_ref(
                         .sum::<f64>()
                         * f64::from(h.scale)
                 })
+                .map(|s| match h.softcap {
+                    Some(c) => f64::from(c) * (s / f64::from(c)).tanh(),
+                    None => s,
+                })
                 .collect();
             let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
@@ -224,15 +229,21 @@ fn attention_matches_over_f32_and_f16_caches() {
     // SmolLM2-135M (9 heads, 3 kv, 64) and Qwen2.5-0.5B (14 heads, 2 kv, 64) shapes, heads of
     // 128 (Llama 3.x), and Gemma 3 270M's (4 heads, 1 kv, 256) with sliding windows of 1, 40
     // and 512 positions (the last wider than the cache).
-    for (nh, nkv, hd, window) in [
-        (9, 3, 64, 0),
-        (14, 2, 64, 0),
-        (4, 2, 128, 0),
-        (4, 1, 256, 40),
-        (4, 1, 256, 1),
-        (4, 1, 256, 512),
+    // Gemma 2's soft-capped scores: its cap of 50, and 0.5 (where it changes every score).
+    for (nh, nkv, hd, window, softcap) in [
+        (9, 3, 64, 0, None),
+        (14, 2, 64, 0, None),
+        (4, 2, 128, 0, None),
+        (4, 1, 256, 40, None),
+        (4, 1, 256, 1, None),
+        (4, 1, 256, 512, None),
+        (8, 4, 256, 30, Some(50.0)),
+        (8, 4, 256, 0, Some(0.5)),
     ] {
-        let h = heads(nh, nkv, hd, RopeStyle::Normal);
+        let h = Heads {
+            softcap,
+            ..heads(nh, nkv, hd, RopeStyle::Normal)
+        };
         for (n, start) in [(1, 0), (1, 150), (7, 0), (5, 90)] {
             let total = start + n;
             let q = rng.vec(n * nh * hd, 1.0);
@@ -247,7 +258,7 @@ fn attention_matches_over_f32_and_f16_caches() {
                 };
                 let e = max_abs(&got, &want);
                 println!(
-                    "attention {nh}/{nkv} heads of {hd}, window {window}, n {n} start {start} f16 {f16}: max abs error {e:.2e}"
+                    "attention {nh}/{nkv} heads of {hd}, window {window}, softcap {softcap:?}, n {n} start {start} f16 {f16}: max abs error {e:.2e}"
                 );
                 assert!(e < 1e-5, "{e}");
             }
@@ -273,7 +284,8 @@ fn swiglu_and_add_match() {
     assert_eq!(got, want);
 }
 
-/// gemma's ops: GeGLU, the embedding scale and the per-head q/k norms, against the CPU's.
+/// gemma's ops: GeGLU, the embedding scale, the logits' soft-capping and the per-head q/k norms,
+/// against the CPU's.
 #[test]
 fn geglu_scale_and_head_norms_match() {
     let Some(g) = gpu() else { return };
@@ -290,6 +302,13 @@ fn geglu_scale_and_head_norms_match() {
     let got = gpu::ops::scale(&g, &a, 640f32.sqrt()).unwrap();
     let want: Vec<f32> = a.iter().map(|v| v * 640f32.sqrt()).collect();
     assert_eq!(got, want);
+    // Gemma 2's final soft-capping of the logits.
+    let got = gpu::ops::softcap(&g, &a, 30.0).unwrap();
+    let mut want = a.clone();
+    cpu::ops::softcap(&mut want, 30.0);
+    let e = max_abs(&got, &want);
+    println!("softcap: max abs error {e:.2e}");
+    assert!(e < 1e-5, "{e}");
     // Three tokens of 4 query heads of 256 (Gemma 3 270M), one of 1 head.
     for heads in [4, 1] {
         let x = rng.vec(3 * heads * 256, 3.0);

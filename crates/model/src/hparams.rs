@@ -38,10 +38,15 @@ pub struct HParams {
     pub attn_scale: f32,
     /// Sliding-window attention: layers `l` with `(l + 1) % swa_pattern != 0` attend to the
     /// last `swa_window` positions only (the token's own included), with rope base
-    /// `rope_base_swa` and no rope scaling; 0 when every layer attends globally.
+    /// `rope_base_swa` scaled by `rope_freq_scale_swa`; 0 when every layer attends globally.
     pub swa_window: usize,
     pub swa_pattern: usize,
     pub rope_base_swa: f64,
+    pub rope_freq_scale_swa: f64,
+    /// Attention scores become `c * tanh(s / c)` (gemma2), when set.
+    pub attn_softcap: Option<f32>,
+    /// Logits become `c * tanh(z / c)` (gemma2), when set.
+    pub final_softcap: Option<f32>,
     pub ffn_act: FfnAct,
     /// Every `nope_every`-th layer applies no rope (0: none); see [`HParams::ropes`].
     pub nope_every: usize,
@@ -100,20 +105,43 @@ impl HParams {
             }
         };
         let n_layer = req_usize(file, &format!("{a}.block_count"))?;
-        let (swa_window, swa_pattern, rope_base_swa) = match spec.swa {
-            Some(swa) => (
-                req_usize(file, &format!("{a}.attention.sliding_window"))?,
-                swa.pattern,
-                swa.rope_base,
-            ),
-            None => (0, 0, 0.0),
+        let rope_base = opt_f64(file, &format!("{a}.rope.freq_base"))?.unwrap_or(10000.0);
+        let (swa_window, swa_pattern, rope_base_swa, rope_freq_scale_swa) = match spec.swa {
+            Some(swa) => {
+                let key = format!("{a}.attention.sliding_window");
+                let window = match swa.default_window {
+                    Some(w) => opt_usize(file, &key)?.unwrap_or(w),
+                    None => req_usize(file, &key)?,
+                };
+                let (base, scale) = swa
+                    .rope_base
+                    .map_or((rope_base, rope_freq_scale), |b| (b, 1.0));
+                (window, swa.pattern, base, scale)
+            }
+            None => (0, 0, 0.0, 1.0),
         };
-        // Gemma 3 27B (62 layers) scales queries by 1/sqrt(n_embd / n_head), as its reference
-        // implementation and llama.cpp do; every other size by 1/sqrt(head_dim).
-        let query_width = if spec.name == "gemma3" && n_layer == 62 {
-            n_embd / n_head
-        } else {
-            head_dim
+        let cap = |key: &str, default: f32| -> Result<Option<f32>> {
+            let c = opt_f64(file, &format!("{a}.{key}"))?.map_or(default, |c| c as f32);
+            if !(c.is_finite() && c > 0.0) {
+                return Err(ModelError::BadHParam(format!(
+                    "{a}.{key} {c} is not a positive number"
+                )));
+            }
+            Ok(Some(c))
+        };
+        let (attn_softcap, final_softcap) = match spec.softcaps {
+            Some(s) => (
+                cap("attn_logit_softcapping", s.attn)?,
+                cap("final_logit_softcapping", s.final_logits)?,
+            ),
+            None => (None, None),
+        };
+        // Gemma 2 27B (46 layers) and Gemma 3 27B (62) scale queries by 1/sqrt(n_embd /
+        // n_head), as their reference implementation and llama.cpp do; every other model by
+        // 1/sqrt(head_dim).
+        let query_width = match (spec.name, n_layer) {
+            ("gemma2", 46) | ("gemma3", 62) => n_embd / n_head,
+            _ => head_dim,
         };
         let hp = HParams {
             n_vocab: 0,
@@ -126,7 +154,7 @@ impl HParams {
             head_dim_v,
             n_rot,
             rms_eps: req_f64(file, &format!("{a}.attention.layer_norm_rms_epsilon"))? as f32,
-            rope_base: opt_f64(file, &format!("{a}.rope.freq_base"))?.unwrap_or(10000.0),
+            rope_base,
             rope_freq_scale,
             rope_style: spec.rope_style,
             n_ctx_train: opt_usize(file, &format!("{a}.context_length"))?.unwrap_or(2048),
@@ -134,6 +162,9 @@ impl HParams {
             swa_window,
             swa_pattern,
             rope_base_swa,
+            rope_freq_scale_swa,
+            attn_softcap,
+            final_softcap,
             ffn_act: spec.ffn_act,
             nope_every: spec.nope_every,
             embd_scale: spec.embd_scale.then(|| (n_embd as f32).sqrt()),
@@ -276,5 +307,18 @@ mod tests {
         assert!((0..8).all(|i| l.ropes(i) && l.window(i).is_none()));
         assert_eq!(g.embd_scale, Some(64f32.sqrt()));
         assert_eq!(l.embd_scale, None);
+        // gemma2: every other layer over the window, the global rope, default caps.
+        let g2 = hp("gemma2", 4);
+        let windows: Vec<Option<usize>> = (0..4).map(|l| g2.window(l)).collect();
+        assert_eq!(windows, [Some(w), None, Some(w), None]);
+        assert_eq!(
+            (g2.rope_base_swa, g2.rope_freq_scale_swa),
+            (g2.rope_base, g2.rope_freq_scale)
+        );
+        assert_eq!(
+            (g2.attn_softcap, g2.final_softcap),
+            (Some(50.0), Some(30.0))
+        );
+        assert_eq!((g.attn_softcap, l.final_softcap), (None, None));
     }
 }

@@ -17,7 +17,8 @@ struct AttnParams {
     scale: f32,
     // Sliding-window layers: a query at position p sees p - window + 1 ..= p (0: all).
     window: u32,
-    pad0: u32,
+    // Scores become softcap * tanh(s / softcap) when it is not 0 (gemma2).
+    softcap: f32,
     pad1: u32,
     pad2: u32,
 }
@@ -95,6 +96,11 @@ fn attention(
             s += q[qo + d] * k_at(ko + d);
         }
         s *= p.scale;
+        if (p.softcap > 0.0) {
+            // tanh as 1 - 2 / (e^2y + 1), clamped where f32 tanh is already +-1.
+            let y = clamp(s / p.softcap, -15.0, 15.0);
+            s = p.softcap * (1.0 - 2.0 / (exp(2.0 * y) + 1.0));
+        }
         scores[so + pos] = s;
         mx = max(mx, s);
     }

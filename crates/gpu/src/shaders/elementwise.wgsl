@@ -4,7 +4,8 @@
 struct EwParams {
     cols: u32,
     factor: f32,
-    pad1: u32,
+    // softcap: one row (the last token's logits), not the step's n.
+    single: u32,
     pad2: u32,
 }
 
@@ -45,7 +46,7 @@ fn add(
     a[i] += b[i];
 }
 
-// tanh(u) as 1 - 2 / (exp(2u) + 1): exp's overflow gives 1, its underflow -1.
+// tanh(u) as 1 - 2 / (exp(2u) + 1), u clamped where f32 tanh is already +-1.
 @compute @workgroup_size(64)
 fn geglu(
     @builtin(global_invocation_id) gid: vec3<u32>,
@@ -57,7 +58,7 @@ fn geglu(
     }
     let g = a[i];
     let u = 0.7978845608 * (g + 0.044715 * g * g * g);
-    let t = 1.0 - 2.0 / (exp(2.0 * u) + 1.0);
+    let t = 1.0 - 2.0 / (exp(2.0 * clamp(u, -15.0, 15.0)) + 1.0);
     a[i] = 0.5 * g * (1.0 + t) * b[i];
 }
 
@@ -71,4 +72,17 @@ fn scale(
         return;
     }
     a[i] *= p.factor;
+}
+
+@compute @workgroup_size(64)
+fn softcap(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let i = gid.x + gid.y * nwg.x * 64u;
+    if (i >= select(st.n * p.cols, p.cols, p.single != 0u)) {
+        return;
+    }
+    let y = clamp(a[i] / p.factor, -15.0, 15.0);
+    a[i] = p.factor * (1.0 - 2.0 / (exp(2.0 * y) + 1.0));
 }

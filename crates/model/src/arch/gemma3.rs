@@ -16,7 +16,8 @@ pub const SPEC: ArchSpec = ArchSpec {
     embd_scale: true,
     swa: Some(SwaSpec {
         pattern: 6,
-        rope_base: 10000.0,
+        rope_base: Some(10000.0),
+        default_window: None,
     }),
     cuda: false,
     ..ArchSpec::LLAMA

@@ -1,5 +1,6 @@
 //! Architectures: each file states how its family differs from a plain llama block, as data.
 
+mod gemma2;
 mod gemma3;
 mod llama;
 mod qwen2;
@@ -23,9 +24,19 @@ pub struct SwaSpec {
     /// Layer `l` attends globally when `(l + 1) % pattern == 0`, else over the last
     /// `{arch}.attention.sliding_window` positions.
     pub pattern: usize,
-    /// Rope frequency base of the sliding-window layers (the file's `rope.freq_base` is the
-    /// global layers').
-    pub rope_base: f64,
+    /// Rope frequency base of the sliding-window layers, without scaling (the file's
+    /// `rope.freq_base` is the global layers'); None: the global layers' rope.
+    pub rope_base: Option<f64>,
+    /// The window when the file has no `attention.sliding_window` (None: the key is required).
+    pub default_window: Option<usize>,
+}
+
+/// Soft-capping `c * tanh(x / c)` of the attention scores and of the final logits, with the
+/// caps used when the file has no `attn_logit_softcapping` / `final_logit_softcapping`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Softcaps {
+    pub attn: f32,
+    pub final_logits: f32,
 }
 
 /// What distinguishes one decoder family from another.
@@ -47,6 +58,7 @@ pub struct ArchSpec {
     /// Token embeddings multiplied by sqrt(n_embd).
     pub embd_scale: bool,
     pub swa: Option<SwaSpec>,
+    pub softcaps: Option<Softcaps>,
     /// Layer `l` applies no rope when `(l + 1) % nope_every == 0` (0: every layer ropes).
     pub nope_every: usize,
     /// Whether the CUDA backend runs this family (else it runs on the CPU or wgpu).
@@ -67,6 +79,7 @@ impl ArchSpec {
         ffn_act: FfnAct::Silu,
         embd_scale: false,
         swa: None,
+        softcaps: None,
         nope_every: 0,
         cuda: true,
         wgpu: true,
@@ -80,6 +93,7 @@ pub fn lookup(name: &str) -> Option<ArchSpec> {
         qwen2::SPEC,
         qwen3::SPEC,
         smollm3::SPEC,
+        gemma2::SPEC,
         gemma3::SPEC,
     ]
     .into_iter()
@@ -93,6 +107,7 @@ pub fn names() -> Vec<&'static str> {
         qwen2::SPEC,
         qwen3::SPEC,
         smollm3::SPEC,
+        gemma2::SPEC,
         gemma3::SPEC,
     ]
     .iter()
