@@ -42,6 +42,7 @@ ARCHS = {
     "qwen2": {"bias": True},
     "qwen3": {"qk_norm": True},
     "smollm3": {},
+    "phi3": {"fused": True},
     "gemma2": {"post_norms": True, "window": 4, "caps": (0.5, 2.0)},
     "gemma3": {"qk_norm": True, "post_norms": True, "window": 4},
 }
@@ -53,8 +54,8 @@ def write_model(path, arch, vocab_from, seed=3):
     src = GGUFReader(vocab_from)
     n_vocab = int(len(src.fields["tokenizer.ggml.tokens"].data))
     n_embd, n_head, n_kv, hd, n_ff, n_layer = 64, 4, 2, 32, 128, 2
-    if arch == "qwen2":
-        hd = n_embd // n_head  # llama.cpp's qwen2 wants q as wide as n_embd
+    if arch in ("qwen2", "phi3"):
+        hd = n_embd // n_head  # llama.cpp wants q as wide as n_embd there
     if arch == "gemma3":
         n_layer = 6  # five sliding-window layers and a global one
     if arch == "gemma2":
@@ -92,9 +93,12 @@ def write_model(path, arch, vocab_from, seed=3):
     for i in range(n_layer):
         p = f"blk.{i}."
         w.add_tensor(p + "attn_norm.weight", norm(n_embd))
-        w.add_tensor(p + "attn_q.weight", mat(n_head * hd, n_embd))
-        w.add_tensor(p + "attn_k.weight", mat(n_kv * hd, n_embd))
-        w.add_tensor(p + "attn_v.weight", mat(n_kv * hd, n_embd))
+        if spec.get("fused"):
+            w.add_tensor(p + "attn_qkv.weight", mat((n_head + 2 * n_kv) * hd, n_embd))
+        else:
+            w.add_tensor(p + "attn_q.weight", mat(n_head * hd, n_embd))
+            w.add_tensor(p + "attn_k.weight", mat(n_kv * hd, n_embd))
+            w.add_tensor(p + "attn_v.weight", mat(n_kv * hd, n_embd))
         if spec.get("bias"):
             for t, n in [("q", n_head * hd), ("k", n_kv * hd), ("v", n_kv * hd)]:
                 w.add_tensor(p + f"attn_{t}.bias", (0.1 * rng.standard_normal(n)).astype(np.float32))
@@ -106,8 +110,11 @@ def write_model(path, arch, vocab_from, seed=3):
             w.add_tensor(p + "post_attention_norm.weight", norm(n_embd))
             w.add_tensor(p + "post_ffw_norm.weight", norm(n_embd))
         w.add_tensor(p + "ffn_norm.weight", norm(n_embd))
-        w.add_tensor(p + "ffn_gate.weight", mat(n_ff, n_embd))
-        w.add_tensor(p + "ffn_up.weight", mat(n_ff, n_embd))
+        if spec.get("fused"):
+            w.add_tensor(p + "ffn_up.weight", mat(2 * n_ff, n_embd))
+        else:
+            w.add_tensor(p + "ffn_gate.weight", mat(n_ff, n_embd))
+            w.add_tensor(p + "ffn_up.weight", mat(n_ff, n_embd))
         w.add_tensor(p + "ffn_down.weight", mat(n_embd, n_ff))
     w.add_tensor("output_norm.weight", norm(n_embd))
     w.write_header_to_file()

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Exact float64 reference forward pass for GGUF models (llama, qwen2, qwen3, smollm3,
-gemma2, gemma3).
+phi3, gemma2, gemma3).
 
     python3 scripts/oracle.py --model M.gguf --tokens 1,2,3 [--out F] [--top K]
 
@@ -21,6 +21,8 @@ conventions, so this is the ground truth molla's exactness is measured by:
     final output_norm, then output head (tied to token_embd if absent);
   * qwen3: neox rope, per-head RMSNorm of q and k before rope, no biases;
   * smollm3: llama, but layers l with (l + 1) % 4 == 0 apply no rope;
+  * phi3: neox rope; q/k/v fused in attn_qkv (rows q, k, v) and gate/up in
+    ffn_up (2 * n_ff rows, gate first) when the separate tensors are absent;
   * gemma3 (llama.cpp's build of it): embeddings times sqrt(n_embd); neox
     rope; per-head RMSNorm of q and k before rope; RMSNorm of the attention
     and FFN outputs before their residual adds; GELU (tanh form) in place of
@@ -43,6 +45,7 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 
 ROPE_STYLE = {"llama": "normal", "qwen2": "neox", "qwen3": "neox", "smollm3": "normal",
+              "phi3": "neox",
               "gemma2": "neox", "gemma3": "neox"}
 NOPE_EVERY = {"smollm3": 4}  # layer l applies no rope when (l + 1) % N == 0
 GEMMA_SWA_PATTERN, GEMMA_SWA_BASE = 6, 10000.0
@@ -175,9 +178,15 @@ def rope(x, m, style, local=False):
 
 def attention(m, layer, x):
     T, p = x.shape[0], f"blk.{layer}."
-    q = m.linear(p + "attn_q", x).reshape(T, m.n_head, m.head_dim_k)
-    k = m.linear(p + "attn_k", x).reshape(T, m.n_head_kv, m.head_dim_k)
-    v = m.linear(p + "attn_v", x).reshape(T, m.n_head_kv, m.head_dim_v)
+    if m.has(p + "attn_q.weight"):
+        q, k, v = (m.linear(p + f"attn_{t}", x) for t in "qkv")
+    else:  # phi3: one fused projection, rows q, k, v
+        qkv = m.linear(p + "attn_qkv", x)
+        nq, nk = m.n_head * m.head_dim_k, m.n_head_kv * m.head_dim_k
+        q, k, v = qkv[:, :nq], qkv[:, nq:nq + nk], qkv[:, nq + nk:]
+    q = q.reshape(T, m.n_head, m.head_dim_k)
+    k = k.reshape(T, m.n_head_kv, m.head_dim_k)
+    v = v.reshape(T, m.n_head_kv, m.head_dim_v)
     if m.has(p + "attn_q_norm.weight"):  # gemma3: per-head norms
         q = rms_norm(q, m.weight(p + "attn_q_norm.weight"), m.eps)
         k = rms_norm(k, m.weight(p + "attn_k_norm.weight"), m.eps)
@@ -206,8 +215,12 @@ def attention(m, layer, x):
 def feed_forward(m, layer, x):
     p = f"blk.{layer}."
     act = gelu_tanh if m.gemma else silu
-    return m.linear(p + "ffn_down",
-                    act(m.linear(p + "ffn_gate", x)) * m.linear(p + "ffn_up", x))
+    if m.has(p + "ffn_gate.weight"):
+        gate, up = m.linear(p + "ffn_gate", x), m.linear(p + "ffn_up", x)
+    else:  # phi3: one fused projection, gate first
+        gu = m.linear(p + "ffn_up", x)
+        gate, up = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
+    return m.linear(p + "ffn_down", act(gate) * up)
 
 
 def forward(m, tokens):

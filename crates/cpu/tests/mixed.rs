@@ -25,6 +25,7 @@ fn mixed_steps_give_the_bits_of_one_token_at_a_time() {
         ("qwen2", GgmlType::Q5_0),
         ("gemma3", GgmlType::Q8_0),
         ("qwen3", GgmlType::Q4_1),
+        ("phi3", GgmlType::Q8_0),
     ] {
         let m = load(arch, ty);
         let pool = m.new_kv_pool(64);

@@ -150,6 +150,21 @@ fn synthetic_qwen3_shape_qk_norms() {
     synth_case(spec, 12, false);
 }
 
+/// phi3: q/k/v and gate/up read as row ranges of fused tensors.
+#[test]
+fn synthetic_phi3_fused_tensors() {
+    let spec = SynthSpec {
+        arch: "phi3",
+        n_vocab: 2048,
+        n_embd: 384,
+        n_ff: 1024,
+        n_head: 4,
+        n_head_kv: 4,
+        ..SynthSpec::tiny("phi3")
+    };
+    synth_case(spec, 10, false);
+}
+
 /// smollm3: a llama block whose fourth layer applies no rope.
 #[test]
 fn synthetic_smollm3_nope_layer() {

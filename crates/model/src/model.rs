@@ -75,6 +75,12 @@ impl Model {
         } else {
             (tok_embd.clone(), true)
         };
+        if b.has("rope_factors_long.weight") || b.has("blk.0.rope_factors_long.weight") {
+            return Err(ModelError::BadHParam(format!(
+                "{}: LongRoPE (rope_factors_long/short, the 128k-context models) is not supported",
+                arch.name
+            )));
+        }
         let rope_freqs = if arch.rope_freqs {
             b.opt_vector("rope_freqs.weight", hp.n_rot / 2)?
         } else {
@@ -142,11 +148,37 @@ fn bind_layer(b: &Binder, arch: &ArchSpec, hp: &HParams, i: usize) -> Result<Lay
             Ok(None)
         }
     };
+    // q/k/v as one fused tensor (phi3) when the file has no separate q.
+    let (wq, wk, wv) = if b.has(&n("attn_qkv.weight")) && !b.has(&n("attn_q.weight")) {
+        let (q, k, v) = (hp.q_dim(), hp.kv_dim(), hp.v_dim());
+        let qkv = b.matrix(&n("attn_qkv.weight"), hp.n_embd, q + k + v)?;
+        (
+            qkv.rows_view(0, q),
+            qkv.rows_view(q, k),
+            qkv.rows_view(q + k, v),
+        )
+    } else {
+        (
+            b.matrix(&n("attn_q.weight"), hp.n_embd, hp.q_dim())?,
+            b.matrix(&n("attn_k.weight"), hp.n_embd, hp.kv_dim())?,
+            b.matrix(&n("attn_v.weight"), hp.n_embd, hp.v_dim())?,
+        )
+    };
+    // gate and up as one `ffn_up` of twice the width, gate first (phi3), when there is no gate.
+    let (w_gate, w_up) = if b.has(&n("ffn_gate.weight")) {
+        (
+            b.matrix(&n("ffn_gate.weight"), hp.n_embd, hp.n_ff)?,
+            b.matrix(&n("ffn_up.weight"), hp.n_embd, hp.n_ff)?,
+        )
+    } else {
+        let up = b.matrix(&n("ffn_up.weight"), hp.n_embd, 2 * hp.n_ff)?;
+        (up.rows_view(0, hp.n_ff), up.rows_view(hp.n_ff, hp.n_ff))
+    };
     Ok(Layer {
         attn_norm: b.vector(&n("attn_norm.weight"), hp.n_embd)?,
-        wq: b.matrix(&n("attn_q.weight"), hp.n_embd, hp.q_dim())?,
-        wk: b.matrix(&n("attn_k.weight"), hp.n_embd, hp.kv_dim())?,
-        wv: b.matrix(&n("attn_v.weight"), hp.n_embd, hp.v_dim())?,
+        wq,
+        wk,
+        wv,
         bq: bias("attn_q.bias", hp.q_dim())?,
         bk: bias("attn_k.bias", hp.kv_dim())?,
         bv: bias("attn_v.bias", hp.v_dim())?,
@@ -159,8 +191,8 @@ fn bind_layer(b: &Binder, arch: &ArchSpec, hp: &HParams, i: usize) -> Result<Lay
         )?,
         post_attn_norm: norm(arch.post_norms, "post_attention_norm.weight", hp.n_embd)?,
         ffn_norm: b.vector(&n("ffn_norm.weight"), hp.n_embd)?,
-        w_gate: b.matrix(&n("ffn_gate.weight"), hp.n_embd, hp.n_ff)?,
-        w_up: b.matrix(&n("ffn_up.weight"), hp.n_embd, hp.n_ff)?,
+        w_gate,
+        w_up,
         w_down: b.matrix(&n("ffn_down.weight"), hp.n_ff, hp.n_embd)?,
         post_ffn_norm: norm(arch.post_norms, "post_ffw_norm.weight", hp.n_embd)?,
     })

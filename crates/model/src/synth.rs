@@ -7,7 +7,8 @@ use gguf::{Array, GgmlType, GgufFile, GgufWriter, TensorSpec, Value};
 /// The shape of a synthetic model.
 #[derive(Clone, Debug)]
 pub struct SynthSpec {
-    /// "llama", "qwen2", "qwen3" or "gemma3" (whose layers attend over windows of
+    /// "llama", "qwen2", "qwen3", "smollm3", "phi3" (q/k/v and gate/up fused), "gemma2" or
+    /// "gemma3" (whose layers attend over windows of
     /// [`SYNTH_WINDOW`] positions, the sixth globally): the tensors its spec
     /// ([`crate::arch::lookup`]) asks for.
     pub arch: &'static str,
@@ -137,9 +138,15 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
     for i in 0..s.n_layer {
         let n = |x: &str| format!("blk.{i}.{x}");
         t.push((n("attn_norm.weight"), s.n_embd, 0));
-        t.push((n("attn_q.weight"), s.n_embd, s.n_embd));
-        t.push((n("attn_k.weight"), s.n_embd, kv));
-        t.push((n("attn_v.weight"), s.n_embd, kv));
+        // phi3's files fuse q/k/v, and gate with up (gate first).
+        let fused = a == "phi3";
+        if fused {
+            t.push((n("attn_qkv.weight"), s.n_embd, s.n_embd + 2 * kv));
+        } else {
+            t.push((n("attn_q.weight"), s.n_embd, s.n_embd));
+            t.push((n("attn_k.weight"), s.n_embd, kv));
+            t.push((n("attn_v.weight"), s.n_embd, kv));
+        }
         if spec.qkv_bias {
             t.push((n("attn_q.bias"), s.n_embd, 0));
             t.push((n("attn_k.bias"), kv, 0));
@@ -155,8 +162,12 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
         }
         t.push((n("attn_output.weight"), s.n_embd, s.n_embd));
         t.push((n("ffn_norm.weight"), s.n_embd, 0));
-        t.push((n("ffn_gate.weight"), s.n_embd, s.n_ff));
-        t.push((n("ffn_up.weight"), s.n_embd, s.n_ff));
+        if fused {
+            t.push((n("ffn_up.weight"), s.n_embd, 2 * s.n_ff));
+        } else {
+            t.push((n("ffn_gate.weight"), s.n_embd, s.n_ff));
+            t.push((n("ffn_up.weight"), s.n_embd, s.n_ff));
+        }
         t.push((n("ffn_down.weight"), s.n_ff, s.n_embd));
     }
     t.push(("output_norm.weight".into(), s.n_embd, 0));

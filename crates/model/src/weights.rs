@@ -24,6 +24,17 @@ impl Matrix {
             .unwrap_or(&[])
     }
 
+    /// Rows `first..first + count` of this matrix as a matrix of their own (a fused tensor's
+    /// part: q, k and v of `attn_qkv`, gate and up of a doubled `ffn_up`).
+    pub fn rows_view(&self, first: usize, count: usize) -> Matrix {
+        Matrix {
+            name: format!("{}[{first}..{}]", self.name, first + count),
+            rows: count.min(self.rows.saturating_sub(first)),
+            offset: self.offset + first.min(self.rows) * self.row_bytes,
+            ..self.clone()
+        }
+    }
+
     /// The encoded bytes of row `r`.
     pub fn row<'a>(&self, file: &'a GgufFile, r: usize) -> &'a [u8] {
         let start = self.offset + r * self.row_bytes;
@@ -123,5 +134,33 @@ impl Binder<'_> {
         } else {
             Ok(None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::synth::{SynthSpec, build};
+
+    /// A fused tensor's parts are its row ranges, byte for byte.
+    #[test]
+    fn fused_phi3_tensors_split_into_row_ranges() {
+        let file = gguf::GgufFile::from_bytes(build(&SynthSpec::tiny("phi3")).unwrap()).unwrap();
+        let m = crate::Model::from_file(file).unwrap();
+        let l = &m.layers[0];
+        let qkv = m.file.tensor("blk.0.attn_qkv.weight").unwrap();
+        let all = m.file.tensor_data(qkv);
+        let rb = l.wq.row_bytes;
+        assert_eq!((l.wq.rows, l.wk.rows, l.wv.rows), (64, 32, 32));
+        assert_eq!(l.wq.bytes(&m.file), &all[..64 * rb]);
+        assert_eq!(l.wk.bytes(&m.file), &all[64 * rb..96 * rb]);
+        assert_eq!(l.wv.bytes(&m.file), &all[96 * rb..]);
+        let up = m
+            .file
+            .tensor_data(m.file.tensor("blk.0.ffn_up.weight").unwrap());
+        assert_eq!(l.w_gate.bytes(&m.file), &up[..96 * l.w_gate.row_bytes]);
+        assert_eq!(l.w_up.bytes(&m.file), &up[96 * l.w_up.row_bytes..]);
+        assert_eq!(l.wk.row(&m.file, 31), &all[95 * rb..96 * rb]);
+        // A view past the end is empty, not a panic.
+        assert!(l.wv.rows_view(40, 8).bytes(&m.file).is_empty());
     }
 }

@@ -3,6 +3,7 @@
 mod gemma2;
 mod gemma3;
 mod llama;
+mod phi3;
 mod qwen2;
 mod qwen3;
 mod smollm3;
@@ -93,6 +94,7 @@ pub fn lookup(name: &str) -> Option<ArchSpec> {
         qwen2::SPEC,
         qwen3::SPEC,
         smollm3::SPEC,
+        phi3::SPEC,
         gemma2::SPEC,
         gemma3::SPEC,
     ]
@@ -107,6 +109,7 @@ pub fn names() -> Vec<&'static str> {
         qwen2::SPEC,
         qwen3::SPEC,
         smollm3::SPEC,
+        phi3::SPEC,
         gemma2::SPEC,
         gemma3::SPEC,
     ]
