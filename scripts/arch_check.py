@@ -43,6 +43,8 @@ ARCHS = {
     "qwen3": {"qk_norm": True},
     "smollm3": {},
     "phi3": {"fused": True},
+    "granite": {"scales": {"embedding_scale": 3.0, "attention.scale": 0.05,
+                           "residual_scale": 0.4, "logit_scale": 2.5}},
     "gemma2": {"post_norms": True, "window": 4, "caps": (0.5, 2.0)},
     "gemma3": {"qk_norm": True, "post_norms": True, "window": 4},
 }
@@ -54,7 +56,7 @@ def write_model(path, arch, vocab_from, seed=3):
     src = GGUFReader(vocab_from)
     n_vocab = int(len(src.fields["tokenizer.ggml.tokens"].data))
     n_embd, n_head, n_kv, hd, n_ff, n_layer = 64, 4, 2, 32, 128, 2
-    if arch in ("qwen2", "phi3"):
+    if arch in ("qwen2", "phi3", "granite"):
         hd = n_embd // n_head  # llama.cpp wants q as wide as n_embd there
     if arch == "gemma3":
         n_layer = 6  # five sliding-window layers and a global one
@@ -79,6 +81,8 @@ def write_model(path, arch, vocab_from, seed=3):
     w.add_key_value(f"{arch}.rope.freq_base", 1e6, f32)
     if "window" in spec:
         w.add_key_value(f"{arch}.attention.sliding_window", spec["window"], u32)
+    for key, v in spec.get("scales", {}).items():
+        w.add_key_value(f"{arch}.{key}", v, f32)
     if "caps" in spec:  # small caps, so that soft-capping changes the result
         w.add_key_value(f"{arch}.attn_logit_softcapping", spec["caps"][0], f32)
         w.add_key_value(f"{arch}.final_logit_softcapping", spec["caps"][1], f32)

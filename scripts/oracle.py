@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Exact float64 reference forward pass for GGUF models (llama, qwen2, qwen3, smollm3,
-phi3, gemma2, gemma3).
+phi3, granite, gemma2, gemma3).
 
     python3 scripts/oracle.py --model M.gguf --tokens 1,2,3 [--out F] [--top K]
 
@@ -21,6 +21,10 @@ conventions, so this is the ground truth molla's exactness is measured by:
     final output_norm, then output head (tied to token_embd if absent);
   * qwen3: neox rope, per-head RMSNorm of q and k before rope, no biases;
   * smollm3: llama, but layers l with (l + 1) % 4 == 0 apply no rope;
+  * granite: llama, with the embeddings times embedding_scale, scores times
+    attention.scale (for 1/sqrt(head_dim)), attention and FFN outputs times
+    residual_scale before their adds, logits divided by logit_scale (a key
+    that is absent or 0 leaves its step out);
   * phi3: neox rope; q/k/v fused in attn_qkv (rows q, k, v) and gate/up in
     ffn_up (2 * n_ff rows, gate first) when the separate tensors are absent;
   * gemma3 (llama.cpp's build of it): embeddings times sqrt(n_embd); neox
@@ -45,7 +49,7 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 
 ROPE_STYLE = {"llama": "normal", "qwen2": "neox", "qwen3": "neox", "smollm3": "normal",
-              "phi3": "neox",
+              "phi3": "neox", "granite": "normal",
               "gemma2": "neox", "gemma3": "neox"}
 NOPE_EVERY = {"smollm3": 4}  # layer l applies no rope when (l + 1) % N == 0
 GEMMA_SWA_PATTERN, GEMMA_SWA_BASE = 6, 10000.0
@@ -92,6 +96,16 @@ class Model:
         if (self.arch, self.n_layer) in (("gemma2", 46), ("gemma3", 62)):
             query_width = self.n_embd // self.n_head
         self.q_scale = 1.0 / np.sqrt(query_width)
+        self.embd_mul = np.sqrt(self.n_embd) if self.gemma else None
+        self.residual_mul = self.logit_div = None
+        if self.arch == "granite":
+            def scalar(key):
+                v = self.meta(f"{a}.{key}", 0.0)
+                return v if v != 0.0 else None
+            self.q_scale = scalar("attention.scale") or self.q_scale
+            self.embd_mul = scalar("embedding_scale")
+            self.residual_mul = scalar("residual_scale")
+            self.logit_div = scalar("logit_scale")
         self.cache = {}
 
     def sliding(self, layer):
@@ -226,23 +240,29 @@ def feed_forward(m, layer, x):
 def forward(m, tokens):
     """Logits (float64) at every position: shape (T, vocab)."""
     x = m.weight("token_embd.weight", rows=list(tokens))
-    if m.gemma:
-        x = x * np.sqrt(m.n_embd)
+    if m.embd_mul:
+        x = x * m.embd_mul
     for layer in range(m.n_layer):
         p = f"blk.{layer}."
         h = rms_norm(x, m.weight(p + "attn_norm.weight"), m.eps)
         h = attention(m, layer, h)
         if m.gemma:
             h = rms_norm(h, m.weight(p + "post_attention_norm.weight"), m.eps)
+        if m.residual_mul:
+            h = h * m.residual_mul
         x = x + h
         h = rms_norm(x, m.weight(p + "ffn_norm.weight"), m.eps)
         h = feed_forward(m, layer, h)
         if m.gemma:
             h = rms_norm(h, m.weight(p + "post_ffw_norm.weight"), m.eps)
+        if m.residual_mul:
+            h = h * m.residual_mul
         x = x + h
     x = rms_norm(x, m.weight("output_norm.weight"), m.eps)
     head = "output.weight" if m.has("output.weight") else "token_embd.weight"
     z = x @ m.weight(head).T
+    if m.logit_div:
+        z = z / m.logit_div
     if m.final_cap:
         z = m.final_cap * np.tanh(z / m.final_cap)
     return z

@@ -114,9 +114,7 @@ impl CpuModel {
         rms_norm(&last, &m.output_norm, hp.rms_eps, &mut normed);
         let mut logits = vec![0.0f32; ns * hp.n_vocab];
         matvec_rows(&self.pool, f, &[&m.output], &normed, ns, &mut [&mut logits])?;
-        if let Some(c) = hp.final_softcap {
-            crate::ops::softcap(&mut logits, c);
-        }
+        crate::ops::finish_logits(&mut logits, hp);
         Ok(logits)
     }
 }

@@ -78,6 +78,9 @@ pub(crate) fn block(
     if let Some(w) = &l.post_attn_norm {
         rms_norm_in_place(&mut a.h, w, hp.rms_eps);
     }
+    if let Some(s) = hp.residual_scale {
+        a.h.iter_mut().for_each(|v| *v *= s);
+    }
     add_in_place(x, &a.h);
 
     rms_norm(x, &l.ffn_norm, hp.rms_eps, &mut a.h);
@@ -96,6 +99,9 @@ pub(crate) fn block(
     mm(pool, f, &[&l.w_down], &a.gate, n, &mut [&mut a.h])?;
     if let Some(w) = &l.post_ffn_norm {
         rms_norm_in_place(&mut a.h, w, hp.rms_eps);
+    }
+    if let Some(s) = hp.residual_scale {
+        a.h.iter_mut().for_each(|v| *v *= s);
     }
     add_in_place(x, &a.h);
     Ok(())

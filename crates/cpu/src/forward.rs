@@ -137,9 +137,7 @@ impl CpuModel {
         rms_norm(rows, &m.output_norm, m.hp.rms_eps, &mut normed);
         let mut logits = vec![0.0f32; n_out * m.hp.n_vocab];
         matmul(&self.pool, &m.file, &m.output, &normed, n_out, &mut logits)?;
-        if let Some(c) = m.hp.final_softcap {
-            crate::ops::softcap(&mut logits, c);
-        }
+        crate::ops::finish_logits(&mut logits, &m.hp);
         Ok(logits)
     }
 

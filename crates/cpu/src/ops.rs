@@ -123,6 +123,16 @@ pub fn softcap(v: &mut [f32], c: f32) {
     }
 }
 
+/// What a family does to the head's output: granite's `1 / logit_scale`, gemma2's soft-capping.
+pub fn finish_logits(logits: &mut [f32], hp: &model::HParams) {
+    if let Some(s) = hp.logit_mul {
+        logits.iter_mut().for_each(|v| *v *= s);
+    }
+    if let Some(c) = hp.final_softcap {
+        softcap(logits, c);
+    }
+}
+
 /// Rotary embedding tables for a model: the angle per position is `pos * freq[i]`.
 #[derive(Clone, Debug)]
 pub struct Rope {

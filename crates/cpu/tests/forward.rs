@@ -21,7 +21,7 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 #[test]
 fn prefill_equals_decode_for_each_arch_and_type() {
     for arch in [
-        "llama", "qwen2", "qwen3", "smollm3", "phi3", "gemma2", "gemma3",
+        "llama", "qwen2", "qwen3", "smollm3", "phi3", "granite", "gemma2", "gemma3",
     ] {
         // Q5_0..Q6_K: the q16 integer GEMM's tile variants (K-quants need 256-wide rows).
         for ty in [

@@ -237,16 +237,26 @@ impl GpuModel {
         }
         let mut body = kernels::embed(g, &self.embd, &tokens, &x, &step)?;
         if let Some(s) = hp.embd_scale {
-            body.push(kernels::scale(g, &x, &step, e, s)?);
+            body.push(kernels::scale(g, &x, &step, (e, false), s)?);
         }
-        // `out` = the projection of `input` by `w`, added onto x through `post` when given.
+        // The projection of `input` by `w` added onto x: straight into x, or through a scratch
+        // row, normed by `post` (gemma) and scaled by the residual scale (granite) first.
         let project = |w: &DevMatrix, input: &wgpu::Buffer, post: &Option<wgpu::Buffer>| {
-            let Some(pw) = post else {
+            if post.is_none() && hp.residual_scale.is_none() {
                 return mv(w, input, &x, acc);
-            };
+            }
             let mut d = mv(w, input, &hb, MatvecOpts::default())?;
-            d.push(kernels::rms_norm(g, &hb, pw, &h2, &step, e, eps, false)?);
-            d.push(kernels::elementwise(g, "add", &x, &h2, &step, e)?);
+            let out = match post {
+                Some(pw) => {
+                    d.push(kernels::rms_norm(g, &hb, pw, &h2, &step, e, eps, false)?);
+                    &h2
+                }
+                None => &hb,
+            };
+            if let Some(s) = hp.residual_scale {
+                d.push(kernels::scale(g, out, &step, (e, false), s)?);
+            }
+            d.push(kernels::elementwise(g, "add", &x, out, &step, e)?);
             Ok(d)
         };
         for (li, l) in self.layers.iter().enumerate() {
@@ -338,6 +348,9 @@ impl GpuModel {
             true,
         )?];
         tail_last.extend(mv(head, &last, &logits, single)?);
+        if let Some(s) = hp.logit_mul {
+            tail_last.push(kernels::scale(g, &logits, &step, (hp.n_vocab, true), s)?);
+        }
         if let Some(c) = hp.final_softcap {
             tail_last.push(kernels::softcap(g, &logits, &step, hp.n_vocab, true, c)?);
         }
@@ -352,6 +365,9 @@ impl GpuModel {
             false,
         )?];
         tail_all.extend(mv(head, &hb, &logits, MatvecOpts::default())?);
+        if let Some(s) = hp.logit_mul {
+            tail_all.push(kernels::scale(g, &logits, &step, (hp.n_vocab, false), s)?);
+        }
         if let Some(c) = hp.final_softcap {
             tail_all.push(kernels::softcap(g, &logits, &step, hp.n_vocab, false, c)?);
         }

@@ -550,15 +550,16 @@ pub(crate) fn softcap(
     ew(gpu, "softcap", a, None, step, (cols, single), cap)
 }
 
-/// `a *= factor` over the step's rows of `cols` (gemma's embedding scale).
+/// `a *= factor` over the step's rows of `cols`, or over one row (`single`: the last token's
+/// logits) (gemma's and granite's embedding scale, granite's residual and logit scales).
 pub(crate) fn scale(
     gpu: &Gpu,
     a: &wgpu::Buffer,
     step: &wgpu::Buffer,
-    cols: usize,
+    (cols, single): (usize, bool),
     factor: f32,
 ) -> Result<Dispatch> {
-    ew(gpu, "scale", a, None, step, (cols, false), factor)
+    ew(gpu, "scale", a, None, step, (cols, single), factor)
 }
 
 fn ew(

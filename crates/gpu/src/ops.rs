@@ -203,6 +203,6 @@ pub fn softcap(gpu: &Gpu, a: &[f32], cap: f32) -> Result<Vec<f32>> {
 /// `a * factor`, element-wise.
 pub fn scale(gpu: &Gpu, a: &[f32], factor: f32) -> Result<Vec<f32>> {
     let ab = gpu.upload_f32("a", a)?;
-    let d = kernels::scale(gpu, &ab, &step(gpu, 1, 0), a.len(), factor)?;
+    let d = kernels::scale(gpu, &ab, &step(gpu, 1, 0), (a.len(), true), factor)?;
     run(gpu, &[d], 1, &ab, a.len())
 }

@@ -165,6 +165,17 @@ fn synthetic_phi3_fused_tensors() {
     synth_case(spec, 10, false);
 }
 
+/// granite: embedding, attention, residual and logit scales (2, 0.1, 0.5, 3).
+#[test]
+fn synthetic_granite_scales() {
+    let spec = SynthSpec {
+        arch: "granite",
+        n_layer: 3,
+        ..SynthSpec::tiny("granite")
+    };
+    synth_case(spec, 10, true);
+}
+
 /// smollm3: a llama block whose fourth layer applies no rope.
 #[test]
 fn synthetic_smollm3_nope_layer() {

@@ -47,6 +47,11 @@ pub struct HParams {
     pub attn_softcap: Option<f32>,
     /// Logits become `c * tanh(z / c)` (gemma2), when set.
     pub final_softcap: Option<f32>,
+    /// Each block's attention and FFN outputs are multiplied by this before their residual
+    /// adds (granite), when set.
+    pub residual_scale: Option<f32>,
+    /// Logits are multiplied by this (granite: 1 / `logit_scale`), when set.
+    pub logit_mul: Option<f32>,
     pub ffn_act: FfnAct,
     /// Every `nope_every`-th layer applies no rope (0: none); see [`HParams::ropes`].
     pub nope_every: usize,
@@ -143,6 +148,24 @@ impl HParams {
             ("gemma2", 46) | ("gemma3", 62) => n_embd / n_head,
             _ => head_dim,
         };
+        // Granite's scalars: a key that is absent or 0 leaves its step out, as in llama.cpp.
+        let scalar = |key: &str| -> Result<Option<f32>> {
+            if !spec.granite_scales {
+                return Ok(None);
+            }
+            match opt_f64(file, &format!("{a}.{key}"))? {
+                None => Ok(None),
+                Some(v) if v == 0.0 => Ok(None),
+                Some(v) if v.is_finite() => Ok(Some(v as f32)),
+                Some(v) => Err(ModelError::BadHParam(format!(
+                    "{a}.{key} {v} is not a finite number"
+                ))),
+            }
+        };
+        let granite_attn = scalar("attention.scale")?;
+        let granite_embd = scalar("embedding_scale")?;
+        let residual_scale = scalar("residual_scale")?;
+        let logit_mul = scalar("logit_scale")?.map(|s| 1.0 / s);
         let hp = HParams {
             n_vocab: 0,
             n_embd,
@@ -158,16 +181,18 @@ impl HParams {
             rope_freq_scale,
             rope_style: spec.rope_style,
             n_ctx_train: opt_usize(file, &format!("{a}.context_length"))?.unwrap_or(2048),
-            attn_scale: 1.0 / (query_width.max(1) as f32).sqrt(),
+            attn_scale: granite_attn.unwrap_or(1.0 / (query_width.max(1) as f32).sqrt()),
             swa_window,
             swa_pattern,
             rope_base_swa,
             rope_freq_scale_swa,
             attn_softcap,
             final_softcap,
+            residual_scale,
+            logit_mul,
             ffn_act: spec.ffn_act,
             nope_every: spec.nope_every,
-            embd_scale: spec.embd_scale.then(|| (n_embd as f32).sqrt()),
+            embd_scale: granite_embd.or(spec.embd_scale.then(|| (n_embd as f32).sqrt())),
         };
         hp.check()?;
         Ok(hp)
@@ -320,5 +345,16 @@ mod tests {
             (Some(50.0), Some(30.0))
         );
         assert_eq!((g.attn_softcap, l.final_softcap), (None, None));
+        let gr = hp("granite", 2);
+        assert_eq!(
+            (
+                gr.embd_scale,
+                gr.attn_scale,
+                gr.residual_scale,
+                gr.logit_mul
+            ),
+            (Some(2.0), 0.1, Some(0.5), Some(1.0 / 3.0))
+        );
+        assert_eq!((l.residual_scale, l.logit_mul), (None, None));
     }
 }

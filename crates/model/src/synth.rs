@@ -7,7 +7,8 @@ use gguf::{Array, GgmlType, GgufFile, GgufWriter, TensorSpec, Value};
 /// The shape of a synthetic model.
 #[derive(Clone, Debug)]
 pub struct SynthSpec {
-    /// "llama", "qwen2", "qwen3", "smollm3", "phi3" (q/k/v and gate/up fused), "gemma2" or
+    /// "llama", "qwen2", "qwen3", "smollm3", "phi3" (q/k/v and gate/up fused), "granite"
+    /// (embedding, attention, residual and logit scales of 2, 0.1, 0.5 and 3), "gemma2" or
     /// "gemma3" (whose layers attend over windows of
     /// [`SYNTH_WINDOW`] positions, the sixth globally): the tensors its spec
     /// ([`crate::arch::lookup`]) asks for.
@@ -126,6 +127,16 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
     ];
     let mut md = md;
     let spec = crate::arch::lookup(a).unwrap_or(crate::arch::ArchSpec::LLAMA);
+    if spec.granite_scales {
+        for (key, v) in [
+            ("embedding_scale", 2.0),
+            ("attention.scale", 0.1),
+            ("residual_scale", 0.5),
+            ("logit_scale", 3.0),
+        ] {
+            md.push((format!("{a}.{key}"), Value::F32(v)));
+        }
+    }
     if spec.swa.is_some() {
         md.push((
             format!("{a}.attention.sliding_window"),

@@ -4,7 +4,7 @@
 struct EwParams {
     cols: u32,
     factor: f32,
-    // softcap: one row (the last token's logits), not the step's n.
+    // softcap, scale: one row (the last token's logits), not the step's n.
     single: u32,
     pad2: u32,
 }
@@ -68,7 +68,7 @@ fn scale(
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
     let i = gid.x + gid.y * nwg.x * 64u;
-    if (i >= st.n * p.cols) {
+    if (i >= select(st.n * p.cols, p.cols, p.single != 0u)) {
         return;
     }
     a[i] *= p.factor;

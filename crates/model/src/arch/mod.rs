@@ -2,6 +2,7 @@
 
 mod gemma2;
 mod gemma3;
+mod granite;
 mod llama;
 mod phi3;
 mod qwen2;
@@ -60,6 +61,8 @@ pub struct ArchSpec {
     pub embd_scale: bool,
     pub swa: Option<SwaSpec>,
     pub softcaps: Option<Softcaps>,
+    /// Granite's `embedding_scale`, `attention.scale`, `residual_scale` and `logit_scale`.
+    pub granite_scales: bool,
     /// Layer `l` applies no rope when `(l + 1) % nope_every == 0` (0: every layer ropes).
     pub nope_every: usize,
     /// Whether the CUDA backend runs this family (else it runs on the CPU or wgpu).
@@ -81,6 +84,7 @@ impl ArchSpec {
         embd_scale: false,
         swa: None,
         softcaps: None,
+        granite_scales: false,
         nope_every: 0,
         cuda: true,
         wgpu: true,
@@ -95,6 +99,7 @@ pub fn lookup(name: &str) -> Option<ArchSpec> {
         qwen3::SPEC,
         smollm3::SPEC,
         phi3::SPEC,
+        granite::SPEC,
         gemma2::SPEC,
         gemma3::SPEC,
     ]
@@ -110,6 +115,7 @@ pub fn names() -> Vec<&'static str> {
         qwen3::SPEC,
         smollm3::SPEC,
         phi3::SPEC,
+        granite::SPEC,
         gemma2::SPEC,
         gemma3::SPEC,
     ]
