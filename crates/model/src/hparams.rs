@@ -154,8 +154,7 @@ impl HParams {
                 return Ok(None);
             }
             match opt_f64(file, &format!("{a}.{key}"))? {
-                None => Ok(None),
-                Some(v) if v == 0.0 => Ok(None),
+                None | Some(0.0) => Ok(None),
                 Some(v) if v.is_finite() => Ok(Some(v as f32)),
                 Some(v) => Err(ModelError::BadHParam(format!(
                     "{a}.{key} {v} is not a finite number"
