@@ -244,20 +244,14 @@ def forward(m, tokens):
         x = x * m.embd_mul
     for layer in range(m.n_layer):
         p = f"blk.{layer}."
-        h = rms_norm(x, m.weight(p + "attn_norm.weight"), m.eps)
-        h = attention(m, layer, h)
-        if m.gemma:
-            h = rms_norm(h, m.weight(p + "post_attention_norm.weight"), m.eps)
-        if m.residual_mul:
-            h = h * m.residual_mul
-        x = x + h
-        h = rms_norm(x, m.weight(p + "ffn_norm.weight"), m.eps)
-        h = feed_forward(m, layer, h)
-        if m.gemma:
-            h = rms_norm(h, m.weight(p + "post_ffw_norm.weight"), m.eps)
-        if m.residual_mul:
-            h = h * m.residual_mul
-        x = x + h
+        for norm, part, post in [("attn_norm", attention, "post_attention_norm"),
+                                 ("ffn_norm", feed_forward, "post_ffw_norm")]:
+            h = part(m, layer, rms_norm(x, m.weight(p + norm + ".weight"), m.eps))
+            if m.gemma:  # the output normed before its residual add
+                h = rms_norm(h, m.weight(p + post + ".weight"), m.eps)
+            if m.residual_mul:  # granite
+                h = h * m.residual_mul
+            x = x + h
     x = rms_norm(x, m.weight("output_norm.weight"), m.eps)
     head = "output.weight" if m.has("output.weight") else "token_embd.weight"
     z = x @ m.weight(head).T

@@ -87,29 +87,26 @@ pub fn add_in_place(x: &mut [f32], y: &[f32]) {
 
 /// `g = silu(g) * u` (SwiGLU), in place on the gate (over the common length).
 pub fn swiglu(g: &mut [f32], u: &[f32]) {
-    use rayon::prelude::*;
-    let n = g.len().min(u.len());
-    let (g, u) = (&mut g[..n], &u[..n]);
-    if g.len() < PAR_MIN {
-        return quant::simd::swiglu(g, u);
-    }
-    g.par_chunks_mut(PAR_MIN / 2)
-        .zip(u.par_chunks(PAR_MIN / 2))
-        .for_each(|(g, u)| quant::simd::swiglu(g, u));
+    glu(g, u, quant::simd::swiglu);
 }
 
 /// `g = gelu_tanh(g) * u` (GeGLU, GELU's tanh form as gemma's `gelu_pytorch_tanh`), in place on
 /// the gate (over the common length), through `quant::simd::geglu`.
 pub fn geglu(g: &mut [f32], u: &[f32]) {
+    glu(g, u, quant::simd::geglu);
+}
+
+/// `kernel(g, u)` over the common length, split across the rayon pool for long inputs.
+fn glu(g: &mut [f32], u: &[f32], kernel: fn(&mut [f32], &[f32])) {
     use rayon::prelude::*;
     let n = g.len().min(u.len());
     let (g, u) = (&mut g[..n], &u[..n]);
     if g.len() < PAR_MIN {
-        return quant::simd::geglu(g, u);
+        return kernel(g, u);
     }
     g.par_chunks_mut(PAR_MIN / 2)
         .zip(u.par_chunks(PAR_MIN / 2))
-        .for_each(|(g, u)| quant::simd::geglu(g, u));
+        .for_each(|(g, u)| kernel(g, u));
 }
 
 /// `v = c * tanh(v / c)` (gemma2's soft-capping of attention scores and logits), in place.

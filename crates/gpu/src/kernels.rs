@@ -292,22 +292,9 @@ pub(crate) fn rms_norm(
     eps: f32,
     last_only: bool,
 ) -> Result<Dispatch> {
-    let pipeline = gpu.pipeline("rms_norm", "rms_norm", || shaders::RMS_NORM.into())?;
-    let params = gpu.uniform(
-        "norm params",
-        &[cols as u32, eps.to_bits(), u32::from(last_only), 0],
-    );
-    let bind = gpu.bind(
-        &pipeline,
-        &[(0, &params), (1, step), (2, x), (3, g), (4, y)],
-    );
-    Ok(Dispatch {
-        pipeline,
-        pipeline1: None,
-        bind,
-        grid: Grid::PerToken { single: last_only },
-        _params: Some(params),
-    })
+    let params = [cols as u32, eps.to_bits(), u32::from(last_only), 0];
+    let grid = Grid::PerToken { single: last_only };
+    norm(gpu, [x, g, y, step], params, grid)
 }
 
 /// RMSNorm of each of the step's rows' `heads` heads of `g.len()` values (gemma's q/k norms).
@@ -320,11 +307,22 @@ pub(crate) fn heads_norm(
     heads: usize,
     eps: f32,
 ) -> Result<Dispatch> {
+    let params = [width as u32, eps.to_bits(), 0, heads as u32];
+    let grid = Grid::Heads {
+        n_head: heads as u32,
+    };
+    norm(gpu, [x, g, y, step], params, grid)
+}
+
+/// The RMSNorm shader bound to `[x, g, y, step]` with `params` (rms_norm.wgsl's NormParams).
+fn norm(
+    gpu: &Gpu,
+    [x, g, y, step]: [&wgpu::Buffer; 4],
+    params: [u32; 4],
+    grid: Grid,
+) -> Result<Dispatch> {
     let pipeline = gpu.pipeline("rms_norm", "rms_norm", || shaders::RMS_NORM.into())?;
-    let params = gpu.uniform(
-        "head norm params",
-        &[width as u32, eps.to_bits(), 0, heads as u32],
-    );
+    let params = gpu.uniform("norm params", &params);
     let bind = gpu.bind(
         &pipeline,
         &[(0, &params), (1, step), (2, x), (3, g), (4, y)],
@@ -333,9 +331,7 @@ pub(crate) fn heads_norm(
         pipeline,
         pipeline1: None,
         bind,
-        grid: Grid::Heads {
-            n_head: heads as u32,
-        },
+        grid,
         _params: Some(params),
     })
 }

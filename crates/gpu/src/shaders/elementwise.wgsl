@@ -1,5 +1,5 @@
 // Element-wise ops over the step's `n` rows of `cols`: SwiGLU (a = silu(a) * b), GeGLU
-// (a = gelu_tanh(a) * b), add (a += b) and scale (a *= factor).
+// (a = gelu_tanh(a) * b), add (a += b), scale (a *= factor) and softcap (a = c tanh(a / c)).
 
 struct EwParams {
     cols: u32,
@@ -21,68 +21,56 @@ struct Step {
 @group(0) @binding(2) var<storage, read_write> a: array<f32>;
 @group(0) @binding(3) var<storage, read> b: array<f32>;
 
-@compute @workgroup_size(64)
-fn swiglu(
-    @builtin(global_invocation_id) gid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
+const NONE: u32 = 0xffffffffu;
+
+// The element of thread `gid`, or NONE past the step's rows (past one row with `single`).
+fn element(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     let i = gid.x + gid.y * nwg.x * 64u;
-    if (i >= st.n * p.cols) {
-        return;
-    }
-    let g = a[i];
-    a[i] = g / (1.0 + exp(-g)) * b[i];
+    return select(NONE, i, i < select(st.n * p.cols, p.cols, p.single != 0u));
+}
+
+// tanh(x) as 1 - 2 / (exp(2x) + 1), x clamped where f32 tanh is already +-1.
+fn tanh_clamped(x: f32) -> f32 {
+    return 1.0 - 2.0 / (exp(2.0 * clamp(x, -15.0, 15.0)) + 1.0);
 }
 
 @compute @workgroup_size(64)
-fn add(
-    @builtin(global_invocation_id) gid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let i = gid.x + gid.y * nwg.x * 64u;
-    if (i >= st.n * p.cols) {
-        return;
+fn swiglu(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = element(gid, nwg);
+    if (i != NONE) {
+        a[i] = a[i] / (1.0 + exp(-a[i])) * b[i];
     }
-    a[i] += b[i];
-}
-
-// tanh(u) as 1 - 2 / (exp(2u) + 1), u clamped where f32 tanh is already +-1.
-@compute @workgroup_size(64)
-fn geglu(
-    @builtin(global_invocation_id) gid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let i = gid.x + gid.y * nwg.x * 64u;
-    if (i >= st.n * p.cols) {
-        return;
-    }
-    let g = a[i];
-    let u = 0.7978845608 * (g + 0.044715 * g * g * g);
-    let t = 1.0 - 2.0 / (exp(2.0 * clamp(u, -15.0, 15.0)) + 1.0);
-    a[i] = 0.5 * g * (1.0 + t) * b[i];
 }
 
 @compute @workgroup_size(64)
-fn scale(
-    @builtin(global_invocation_id) gid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let i = gid.x + gid.y * nwg.x * 64u;
-    if (i >= select(st.n * p.cols, p.cols, p.single != 0u)) {
-        return;
+fn add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = element(gid, nwg);
+    if (i != NONE) {
+        a[i] += b[i];
     }
-    a[i] *= p.factor;
 }
 
 @compute @workgroup_size(64)
-fn softcap(
-    @builtin(global_invocation_id) gid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let i = gid.x + gid.y * nwg.x * 64u;
-    if (i >= select(st.n * p.cols, p.cols, p.single != 0u)) {
-        return;
+fn geglu(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = element(gid, nwg);
+    if (i != NONE) {
+        let g = a[i];
+        a[i] = 0.5 * g * (1.0 + tanh_clamped(0.7978845608 * (g + 0.044715 * g * g * g))) * b[i];
     }
-    let y = clamp(a[i] / p.factor, -15.0, 15.0);
-    a[i] = p.factor * (1.0 - 2.0 / (exp(2.0 * y) + 1.0));
+}
+
+@compute @workgroup_size(64)
+fn scale(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = element(gid, nwg);
+    if (i != NONE) {
+        a[i] *= p.factor;
+    }
+}
+
+@compute @workgroup_size(64)
+fn softcap(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = element(gid, nwg);
+    if (i != NONE) {
+        a[i] = p.factor * tanh_clamped(a[i] / p.factor);
+    }
 }

@@ -91,35 +91,24 @@ impl ArchSpec {
     };
 }
 
+/// Every supported family.
+const ALL: [ArchSpec; 8] = [
+    llama::SPEC,
+    qwen2::SPEC,
+    qwen3::SPEC,
+    smollm3::SPEC,
+    phi3::SPEC,
+    granite::SPEC,
+    gemma2::SPEC,
+    gemma3::SPEC,
+];
+
 /// The spec for a `general.architecture` value, if molla supports it.
 pub fn lookup(name: &str) -> Option<ArchSpec> {
-    [
-        llama::SPEC,
-        qwen2::SPEC,
-        qwen3::SPEC,
-        smollm3::SPEC,
-        phi3::SPEC,
-        granite::SPEC,
-        gemma2::SPEC,
-        gemma3::SPEC,
-    ]
-    .into_iter()
-    .find(|s| s.name == name)
+    ALL.into_iter().find(|s| s.name == name)
 }
 
 /// Every supported `general.architecture` value.
 pub fn names() -> Vec<&'static str> {
-    [
-        llama::SPEC,
-        qwen2::SPEC,
-        qwen3::SPEC,
-        smollm3::SPEC,
-        phi3::SPEC,
-        granite::SPEC,
-        gemma2::SPEC,
-        gemma3::SPEC,
-    ]
-    .iter()
-    .map(|s| s.name)
-    .collect()
+    ALL.iter().map(|s| s.name).collect()
 }

@@ -81,20 +81,28 @@ pub fn swiglu(g: &mut [f32], u: &[f32]) {
 /// [`swiglu`] on the instruction set `isa` (the portable code where this CPU lacks it or there is
 /// no kernel for it).
 pub fn swiglu_with(isa: Isa, g: &mut [f32], u: &[f32]) {
-    assert_eq!(g.len(), u.len(), "swiglu: lengths differ");
+    glu_with(isa, g, u, false);
+}
+
+/// SwiGLU (`gelu` false) or GeGLU on the instruction set `isa`; lengths must match.
+fn glu_with(isa: Isa, g: &mut [f32], u: &[f32], gelu: bool) {
+    assert_eq!(g.len(), u.len(), "swiglu/geglu: lengths differ");
     #[cfg(target_arch = "x86_64")]
     if isa.is_available() {
+        // SAFETY (both arms): the instruction set `isa` names is present; lengths are equal.
         if isa == Isa::Avx512 {
-            // SAFETY: AVX-512 F is present; lengths are equal.
-            return unsafe { x86::swiglu512(g, u) };
+            return unsafe { x86::glu512(g, u, gelu) };
         }
         if isa == Isa::Avx2 {
-            // SAFETY: AVX2 and FMA are present; lengths are equal.
-            return unsafe { x86::swiglu256(g, u) };
+            return unsafe { x86::glu256(g, u, gelu) };
         }
     }
     let _ = isa;
-    swiglu_scalar(g, u);
+    if gelu {
+        geglu_scalar(g, u)
+    } else {
+        swiglu_scalar(g, u)
+    }
 }
 
 /// The scalar twin of [`swiglu`].
@@ -119,20 +127,7 @@ pub fn geglu(g: &mut [f32], u: &[f32]) {
 
 /// [`geglu`] on the instruction set `isa` (the portable code where this CPU lacks it).
 pub fn geglu_with(isa: Isa, g: &mut [f32], u: &[f32]) {
-    assert_eq!(g.len(), u.len(), "geglu: lengths differ");
-    #[cfg(target_arch = "x86_64")]
-    if isa.is_available() {
-        if isa == Isa::Avx512 {
-            // SAFETY: AVX-512 F is present; lengths are equal.
-            return unsafe { x86::geglu512(g, u) };
-        }
-        if isa == Isa::Avx2 {
-            // SAFETY: AVX2 and FMA are present; lengths are equal.
-            return unsafe { x86::geglu256(g, u) };
-        }
-    }
-    let _ = isa;
-    geglu_scalar(g, u);
+    glu_with(isa, g, u, true);
 }
 
 /// The exponent of [`geglu`]'s sigmoid for gate value `x`.
@@ -157,8 +152,7 @@ mod x86 {
 
     /// Generates the exp, softmax and SwiGLU kernels for one vector width.
     macro_rules! kernels {
-        ($feat:literal, $w:literal, $v:ty, $exp:ident, $softmax:ident, $swiglu:ident,
-         $geglu:ident,
+        ($feat:literal, $w:literal, $v:ty, $exp:ident, $softmax:ident, $glu:ident,
          set1 = $set1:ident, min = $min:ident, max = $max:ident, mul = $mul:ident,
          add = $add:ident, div = $div:ident, fma = $fma:ident, round = $round:expr,
          cvt = $cvt:ident, addi = $addi:ident, set1i = $set1i:ident, slli = $slli:ident,
@@ -207,10 +201,12 @@ mod x86 {
                 sum
             }
 
+            /// SwiGLU, or GeGLU with `gelu` (the exponent `gelu_arg(x)` in place of `-x`).
+            ///
             /// # Safety
             /// The CPU has the target features; `g.len() == u.len()`.
             #[target_feature(enable = $feat)]
-            pub(super) unsafe fn $swiglu(g: &mut [f32], u: &[f32]) {
+            pub(super) unsafe fn $glu(g: &mut [f32], u: &[f32], gelu: bool) {
                 assert_eq!(g.len(), u.len());
                 let (gc, gt) = g.as_chunks_mut::<$w>();
                 let (uc, ut) = u.as_chunks::<$w>();
@@ -219,37 +215,20 @@ mod x86 {
                     // SAFETY: both are arrays of the vector's width.
                     unsafe {
                         let x = $load(g.as_ptr());
-                        let t = $exp($sub($zero(), x));
-                        let y = $mul($div(x, $add(one, t)), $load(u.as_ptr()));
+                        let e = if gelu {
+                            // The f32 operations of `gelu_arg`, in its order.
+                            let s = $fma($set1(GELU_C), $mul(x, x), one);
+                            $mul($mul(x, $set1(GELU_K)), s)
+                        } else {
+                            $sub($zero(), x)
+                        };
+                        let y = $mul($div(x, $add(one, $exp(e))), $load(u.as_ptr()));
                         $store(g.as_mut_ptr(), y);
                     }
                 }
                 for (a, &b) in gt.iter_mut().zip(ut) {
-                    *a = *a / (1.0 + exp_scalar(-*a)) * b;
-                }
-            }
-
-            /// # Safety
-            /// The CPU has the target features; `g.len() == u.len()`.
-            #[target_feature(enable = $feat)]
-            pub(super) unsafe fn $geglu(g: &mut [f32], u: &[f32]) {
-                assert_eq!(g.len(), u.len());
-                let (gc, gt) = g.as_chunks_mut::<$w>();
-                let (uc, ut) = u.as_chunks::<$w>();
-                let one = $set1(1.0);
-                for (g, u) in gc.iter_mut().zip(uc) {
-                    // SAFETY: both are arrays of the vector's width.
-                    unsafe {
-                        let x = $load(g.as_ptr());
-                        // The f32 operations of `gelu_arg`, in its order.
-                        let s = $fma($set1(GELU_C), $mul(x, x), one);
-                        let t = $exp($mul($mul(x, $set1(GELU_K)), s));
-                        let y = $mul($div(x, $add(one, t)), $load(u.as_ptr()));
-                        $store(g.as_mut_ptr(), y);
-                    }
-                }
-                for (a, &b) in gt.iter_mut().zip(ut) {
-                    *a = *a / (1.0 + exp_scalar(gelu_arg(*a))) * b;
+                    let e = if gelu { gelu_arg(*a) } else { -*a };
+                    *a = *a / (1.0 + exp_scalar(e)) * b;
                 }
             }
         };
@@ -261,8 +240,7 @@ mod x86 {
         __m512,
         exp512,
         softmax_exp512,
-        swiglu512,
-        geglu512,
+        glu512,
         set1 = _mm512_set1_ps,
         min = _mm512_min_ps,
         max = _mm512_max_ps,
@@ -288,8 +266,7 @@ mod x86 {
         __m256,
         exp256,
         softmax_exp256,
-        swiglu256,
-        geglu256,
+        glu256,
         set1 = _mm256_set1_ps,
         min = _mm256_min_ps,
         max = _mm256_max_ps,
