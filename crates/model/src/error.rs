@@ -9,7 +9,7 @@ pub enum ModelError {
     Gguf(#[from] gguf::GgufError),
     #[error(transparent)]
     Quant(#[from] quant::QuantError),
-    #[error("model: unsupported architecture '{0}' (supported: llama, qwen2)")]
+    #[error("model: unsupported architecture '{0}' (supported: {names})", names = crate::arch::names().join(", "))]
     UnsupportedArch(String),
     #[error("model: metadata key '{0}' is missing")]
     MissingKey(String),

@@ -356,4 +356,15 @@ mod tests {
         );
         assert_eq!((l.residual_scale, l.logit_mul), (None, None));
     }
+
+    #[test]
+    fn an_unknown_family_is_named_with_the_supported_ones() {
+        let bytes = build(&SynthSpec::tiny("mamba")).unwrap();
+        let file = gguf::GgufFile::from_bytes(bytes).unwrap();
+        let e = crate::Model::from_file(file).err().unwrap().to_string();
+        assert!(
+            e.contains("'mamba'") && e.contains("qwen3") && e.contains("gemma3"),
+            "{e}"
+        );
+    }
 }
