@@ -34,7 +34,8 @@ pub struct HParams {
     pub rope_freq_scale: f64,
     pub rope_style: RopeStyle,
     pub n_ctx_train: usize,
-    /// Attention scores are q.k times this (1/sqrt(head_dim) but for Gemma 3 27B).
+    /// Attention scores are q.k times this: 1/sqrt(head_dim), but 1/sqrt(n_embd / n_head) for
+    /// Gemma 2 and 3 27B and the file's `attention.scale` for granite.
     pub attn_scale: f32,
     /// Sliding-window attention: layers `l` with `(l + 1) % swa_pattern != 0` attend to the
     /// last `swa_window` positions only (the token's own included), with rope base
@@ -153,11 +154,11 @@ impl HParams {
             if !spec.granite_scales {
                 return Ok(None);
             }
-            match opt_f64(file, &format!("{a}.{key}"))? {
+            match opt_f64(file, &format!("{a}.{key}"))?.map(|v| v as f32) {
                 None | Some(0.0) => Ok(None),
-                Some(v) if v.is_finite() => Ok(Some(v as f32)),
+                Some(v) if v.is_finite() && (1.0 / v).is_finite() => Ok(Some(v)),
                 Some(v) => Err(ModelError::BadHParam(format!(
-                    "{a}.{key} {v} is not a finite number"
+                    "{a}.{key} {v} is not a finite number with a finite inverse"
                 ))),
             }
         };
@@ -365,6 +366,56 @@ mod tests {
         assert!(
             e.contains("'mamba'") && e.contains("qwen3") && e.contains("gemma3"),
             "{e}"
+        );
+    }
+
+    /// Bad values of the new families' keys are errors naming the key, not panics or NaNs.
+    #[test]
+    fn bad_family_keys_are_named_errors() {
+        use gguf::{GgufWriter, TensorSpec, Value};
+        let with = |arch: &'static str, key: &str, v: Value| {
+            let base = gguf::GgufFile::from_bytes(build(&SynthSpec::tiny(arch)).unwrap()).unwrap();
+            let mut md = base.metadata().to_vec();
+            md.retain(|(k, _)| k != key);
+            md.push((key.to_string(), v));
+            let specs: Vec<TensorSpec> = base
+                .tensors()
+                .iter()
+                .map(|t| TensorSpec::new(t.name.clone(), t.dims.clone(), t.ty))
+                .collect();
+            let mut w = GgufWriter::new(Vec::new(), &md, &specs).unwrap();
+            for t in base.tensors() {
+                w.write_tensor(base.tensor_data(t)).unwrap();
+            }
+            let file = gguf::GgufFile::from_bytes(w.finish().unwrap()).unwrap();
+            crate::Model::from_file(file).err().map(|e| e.to_string())
+        };
+        for (arch, key, v) in [
+            ("gemma2", "gemma2.attn_logit_softcapping", Value::F32(0.0)),
+            (
+                "gemma2",
+                "gemma2.final_logit_softcapping",
+                Value::F32(f32::NAN),
+            ),
+            ("granite", "granite.logit_scale", Value::F32(1e-45)),
+            (
+                "granite",
+                "granite.residual_scale",
+                Value::F32(f32::INFINITY),
+            ),
+            (
+                "gemma3",
+                "gemma3.attention.sliding_window",
+                Value::String("x".into()),
+            ),
+        ] {
+            let e = with(arch, key, v).expect("refused");
+            assert!(e.contains(key), "{e}");
+        }
+        // A granite scale of 0 leaves its step out, as llama.cpp does.
+        assert_eq!(
+            with("granite", "granite.residual_scale", Value::F32(0.0)),
+            None
         );
     }
 }
