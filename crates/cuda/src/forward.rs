@@ -93,7 +93,7 @@ pub struct CudaModel {
     pk_grid: std::sync::atomic::AtomicU32,
     /// Whether the last persistent kernel chosen is the one built for packed steps only.
     pk_packed: AtomicBool,
-    /// The positions the kernel built for short caches takes (0: none; `MOLLA_PK_SHORT=1`).
+    /// The positions the kernel built for short caches takes (0: none, or `MOLLA_PK_SHORT=0`).
     pk_short: AtomicUsize,
     /// Whether the last persistent step list chosen runs the head after the kernel.
     pk_head_out: AtomicBool,
