@@ -75,13 +75,7 @@ pub(crate) fn block(
     }
     attend(a);
     mm(pool, f, &[&l.wo], &a.att, n, &mut [&mut a.h])?;
-    if let Some(w) = &l.post_attn_norm {
-        rms_norm_in_place(&mut a.h, w, hp.rms_eps);
-    }
-    if let Some(s) = hp.residual_scale {
-        a.h.iter_mut().for_each(|v| *v *= s);
-    }
-    add_in_place(x, &a.h);
+    add_branch(hp, x, &mut a.h, &l.post_attn_norm);
 
     rms_norm(x, &l.ffn_norm, hp.rms_eps, &mut a.h);
     mm(
@@ -97,12 +91,18 @@ pub(crate) fn block(
         FfnAct::GeluTanh => geglu(&mut a.gate, &a.up),
     }
     mm(pool, f, &[&l.w_down], &a.gate, n, &mut [&mut a.h])?;
-    if let Some(w) = &l.post_ffn_norm {
-        rms_norm_in_place(&mut a.h, w, hp.rms_eps);
+    add_branch(hp, x, &mut a.h, &l.post_ffn_norm);
+    Ok(())
+}
+
+/// `x += h`, with `h` (an attention or FFN output) first normed by `post` (gemma) and scaled by
+/// the residual scale (granite) where the family does so.
+fn add_branch(hp: &HParams, x: &mut [f32], h: &mut [f32], post: &Option<Vec<f32>>) {
+    if let Some(w) = post {
+        rms_norm_in_place(h, w, hp.rms_eps);
     }
     if let Some(s) = hp.residual_scale {
-        a.h.iter_mut().for_each(|v| *v *= s);
+        h.iter_mut().for_each(|v| *v *= s);
     }
-    add_in_place(x, &a.h);
-    Ok(())
+    add_in_place(x, h);
 }

@@ -1,8 +1,9 @@
 //! Scalar element-wise operations of a decoder block. These are the reference the SIMD and GPU
 //! kernels are tested against; they favour exactness (f64 reductions where it is cheap). The
 //! exceptions are [`swiglu`] and [`geglu`], which run `quant::simd::swiglu` / `geglu` (a
-//! vectorised exp within ~1 ulp of libm's; their scalar twins are `quant::simd::*_scalar`). Long inputs (prefill) are split across
-//! the rayon pool by [`rms_norm`], [`add_in_place`] and [`swiglu`]; results do not change.
+//! vectorised exp within ~1 ulp of libm's; their scalar twins are `quant::simd::*_scalar`).
+//! Long inputs (prefill) are split across the rayon pool by the row-wise and element-wise ops
+//! below; results do not change.
 
 use model::RopeStyle;
 
@@ -144,7 +145,8 @@ impl Rope {
         Rope::with_base(hp, hp.rope_base, hp.rope_freq_scale, factors)
     }
 
-    /// The table of sliding-window layers (their own base, no scaling), when the model has any.
+    /// The table of sliding-window layers (`rope_base_swa` scaled by `rope_freq_scale_swa`),
+    /// when the model has any.
     pub fn sliding(hp: &model::HParams) -> Option<Rope> {
         (hp.swa_window > 0)
             .then(|| Rope::with_base(hp, hp.rope_base_swa, hp.rope_freq_scale_swa, None))

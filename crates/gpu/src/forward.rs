@@ -209,10 +209,14 @@ impl GpuModel {
             Some(r) => g.upload_f32("rope table", &kernels::rope_table(r, capacity))?,
             None => g.storage("no rope table", 4)?,
         };
-        // gemma: q/k after their per-head norms, and a post-normed output before its add.
-        let qn = f32s("q normed", chunk * hp.q_dim())?;
-        let kn = f32s("k normed", chunk * hp.kv_dim())?;
-        let h2 = f32s("h post-normed", chunk * hp.n_embd)?;
+        // q/k after their per-head norms (qwen3, gemma3) and a post-normed output before its
+        // add (gemma): one float where the model has no such norms.
+        let sized = |on: bool, n: usize| if on { chunk * n } else { 1 };
+        let qk_norms = self.layers.iter().any(|l| l.q_norm.is_some());
+        let post_norms = self.layers.iter().any(|l| l.post_attn_norm.is_some());
+        let qn = f32s("q normed", sized(qk_norms, hp.q_dim()))?;
+        let kn = f32s("k normed", sized(qk_norms, hp.kv_dim()))?;
+        let h2 = f32s("h post-normed", sized(post_norms, hp.n_embd))?;
         let per = if self.cache_f16 { 2 } else { 4 };
         let mut caches = Vec::with_capacity(2 * hp.n_layer);
         for _ in 0..hp.n_layer {
@@ -333,44 +337,26 @@ impl GpuModel {
             body.extend(project(&l.w_down, &gate, &l.post_ffn_norm)?);
         }
         let head = self.output.as_ref().unwrap_or(&self.embd);
-        let single = MatvecOpts {
-            single: true,
-            ..Default::default()
+        // The head: the last row's logits (`single`) or every row's, then what the family does
+        // to them (granite's logit scale, gemma2's soft-capping).
+        let tail = |single: bool| -> Result<Vec<Dispatch>> {
+            let normed = if single { &last } else { &hb };
+            let norm = kernels::rms_norm(g, &x, &self.output_norm, normed, &step, e, eps, single)?;
+            let mut d = vec![norm];
+            let o = MatvecOpts {
+                single,
+                ..Default::default()
+            };
+            d.extend(mv(head, normed, &logits, o)?);
+            if let Some(s) = hp.logit_mul {
+                d.push(kernels::scale(g, &logits, &step, (hp.n_vocab, single), s)?);
+            }
+            if let Some(c) = hp.final_softcap {
+                d.push(kernels::softcap(g, &logits, &step, hp.n_vocab, single, c)?);
+            }
+            Ok(d)
         };
-        let mut tail_last = vec![kernels::rms_norm(
-            g,
-            &x,
-            &self.output_norm,
-            &last,
-            &step,
-            e,
-            eps,
-            true,
-        )?];
-        tail_last.extend(mv(head, &last, &logits, single)?);
-        if let Some(s) = hp.logit_mul {
-            tail_last.push(kernels::scale(g, &logits, &step, (hp.n_vocab, true), s)?);
-        }
-        if let Some(c) = hp.final_softcap {
-            tail_last.push(kernels::softcap(g, &logits, &step, hp.n_vocab, true, c)?);
-        }
-        let mut tail_all = vec![kernels::rms_norm(
-            g,
-            &x,
-            &self.output_norm,
-            &hb,
-            &step,
-            e,
-            eps,
-            false,
-        )?];
-        tail_all.extend(mv(head, &hb, &logits, MatvecOpts::default())?);
-        if let Some(s) = hp.logit_mul {
-            tail_all.push(kernels::scale(g, &logits, &step, (hp.n_vocab, false), s)?);
-        }
-        if let Some(c) = hp.final_softcap {
-            tail_all.push(kernels::softcap(g, &logits, &step, hp.n_vocab, false, c)?);
-        }
+        let (tail_last, tail_all) = (tail(true)?, tail(false)?);
         g.check()?;
         let mut buffers = vec![x, hb, q, k, v, att, gate, up, scores, last, table];
         buffers.extend([table_swa, qn, kn, h2]);

@@ -109,7 +109,7 @@ impl Model {
         let window = match hp.swa_window {
             0 => String::new(),
             w => format!(
-                ", sliding window {w} (every {}th layer global)",
+                ", sliding window {w} (one layer in {} global)",
                 hp.swa_pattern
             ),
         };
