@@ -41,7 +41,7 @@ def drop_fn(src, name):
 
 # The PTX-only helpers (inline asm) are replaced by exact C versions below.
 common = (KERNELS / "common.cuh").read_text()
-q16 = (KERNELS / "q16.cuh").read_text() + (KERNELS / "q16_words.cuh").read_text()
+q16 = (KERNELS / "q16.cuh").read_text()
 rows = (KERNELS / "q16_rows.cuh").read_text()
 lean = (KERNELS / "q16_lean.cuh").read_text()
 for n in ["float h2f(u16 h)", "u16 f2h(float f)"]:
@@ -125,8 +125,7 @@ static Xq random_xq(std::mt19937& rng, int cols = 4096) {
     for (int i = 0; i < cols / 8; i++) q[i] = {(int)rng(), (int)rng(), (int)rng(), (int)rng()};
     for (int i = 0; i < cols / 32; i++) dx[i] = (float)(rng() % 1000) * 1e-4f + 1e-5f;
     for (int i = 0; i < cols / 32; i++) sx[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
-    // Each run of 16's s16 the sum of its quants, as q16_block leaves it (MOLLA_KDEFS=X8's
-    // expanded Q4_0 and Q5_0 blocks fold their offsets into the quants instead).
+    // Each run of 16's s16 the sum of its quants, as q16_block leaves it.
     for (int i = 0; i < cols / 16; i++) {
         s16[i] = 0;
         for (int h = 0; h < 2; h++) {
@@ -155,26 +154,10 @@ template <int T> int check(const char* name) {
         float b = unit_apply<T>(uw, xr, x, u);
         if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 3) printf("%s unit %d: %g vs %g\n", name, u, a, b); }
         // matvec_wide's decoders (G: aligned word loads for the 2-byte aligned formats) on the
-        // same unit, at both alignments of a row's start; and for the legacy formats the folded
-        // wo's early words (legacy_words, unit_load_words: MOLLA_KDEFS=FOLDREG).
+        // same unit, at both alignments of a row's start.
         for (int off = 0; off < 4; off += 2) {
             float c = unit_q16<T, true>(w + off, xr, x, u), e = unit_q16<T, false>(w + off, xr, x, u);
             if (memcmp(&c, &e, 4) != 0) { bad++; if (bad < 3) printf("%s word loads unit %d: %g vs %g\n", name, u, c, e); }
-            if constexpr (T != T_Q4_K && T != T_Q5_K && T != T_Q6_K) {
-                LegacyWords lw;
-                legacy_words(w + off + (size_t)u * legacy_bytes<T>(), lw);
-                UnitW uw2;
-                unit_load_words<T>(lw, uw2);
-                float f = unit_apply<T>(uw2, xr, x, u);
-                if (memcmp(&c, &f, 4) != 0) { bad++; if (bad < 3) printf("%s early words unit %d: %g vs %g\n", name, u, c, f); }
-                // MOLLA_KDEFS=X8's expanded block (x8_expand, unit_x8).
-                u32 w9[9], q8[8] __attribute__((aligned(16)));
-                float h2[2];
-                a2_shift<9>(lw.x, lw.sh, w9);
-                x8_expand<T>(w9, q8, h2);
-                float g = unit_x8<T == T_Q4_1 || T == T_Q5_1>(q8, float2{h2[0], h2[1]}, xr, x, u);
-                if (memcmp(&c, &g, 4) != 0) { bad++; if (bad < 3) printf("%s expanded unit %d: %g vs %g\n", name, u, c, g); }
-            }
         }
     }
     printf("%s: %d units, %d differ\n", name, nu, bad);
@@ -210,44 +193,9 @@ int check_lean() {
     printf("Q4_K lean rows: %d differ\n", bad);
     return bad;
 }
-// MOLLA_KDEFS=X8: rows of a legacy format expanded by x8_expand_units (from a 2-byte aligned
-// start, as a packed step's copy leaves them) against rows_dot_q16 on the raw rows, lane by lane.
-template <int T> int check_x8_rows(const char* name) {
-    std::mt19937 rng(5);
-    int bad = 0;
-    for (int cols : {576, 896, 1536}) {
-        const int nu = cols / 32, rb = nu * legacy_bytes<T>(), nr = 3;
-        static u8 raw[3 * 4864 / 32 * 34 + 64] __attribute__((aligned(16)));
-        static u8 q[3 * 4864] __attribute__((aligned(16))), h[3 * 4864 / 4] __attribute__((aligned(16)));
-        for (auto& b : raw) b = rng() & 0xff;
-        // Scales of moderate size, so that the sums are finite numbers, not infinities.
-        for (int r = 0; r < nr; r++)
-            for (int u = 0; u < nu; u++) {
-                u8* b = raw + 2 + r * rb + u * legacy_bytes<T>();
-                b[1] = 0x2c + (b[1] & 3);
-                if (T == T_Q4_1 || T == T_Q5_1) b[3] = 0x2c + (b[3] & 3);
-            }
-        Xq x = random_xq(rng, cols);
-        x8_expand_units<T>(raw + 2, rb, nu, nr * nu, q, h, 0, 1);
-        for (int lane = 0; lane < 32; lane++) {
-            const u8* w[3] = {raw + 2, raw + 2 + rb, raw + 2 + 2 * rb};
-            const u8* qs[3] = {q, q + 32 * nu, q + 64 * nu};
-            const u8* hs[3] = {h, h + 8 * nu, h + 16 * nu};
-            float a[3], b[3];
-            rows_dot_q16<T, 3>(w, nr, x, cols, lane, 32, a);
-            rows_dot_x8<T, 3>(qs, hs, nr, x, cols, lane, b);
-            for (int r = 0; r < nr; r++)
-                if (memcmp(&a[r], &b[r], 4) != 0) { bad++; if (bad < 3) printf("%s x8 rows cols %d lane %d row %d: %g vs %g\n", name, cols, lane, r, a[r], b[r]); }
-        }
-    }
-    printf("%s expanded rows: %d differ\n", name, bad);
-    return bad;
-}
 int main() {
     int bad = 0;
     bad += check_lean();
-    bad += check_x8_rows<T_Q4_0>("Q4_0"); bad += check_x8_rows<T_Q4_1>("Q4_1"); bad += check_x8_rows<T_Q5_0>("Q5_0");
-    bad += check_x8_rows<T_Q5_1>("Q5_1"); bad += check_x8_rows<T_Q8_0>("Q8_0");
     bad += check<T_Q4_0>("Q4_0"); bad += check<T_Q4_1>("Q4_1"); bad += check<T_Q5_0>("Q5_0");
     bad += check<T_Q5_1>("Q5_1"); bad += check<T_Q8_0>("Q8_0"); bad += check<T_Q4_K>("Q4_K");
     bad += check<T_Q5_K>("Q5_K"); bad += check<T_Q6_K>("Q6_K");
@@ -325,137 +273,6 @@ int main(int argc, char** argv) {
 }
 """
 
-# MOLLA_KDEFS=X8 in the persistent kernel (persistent_x8.cuh): a packed step's rows of a block
-# laid out as its copy leaves them (each chunk's matrix at row0[k], a pair's second at row1),
-# expanded by x8_expand_rows as the staging threads would (one after another, without their
-# barrier), then each row read where pk_matvec reads it (x8_at's offsets) by rows_dot_x8, lane by
-# lane, against rows_dot_q16 on the raw row: a pair of Q5_0 and Q8_0 rows, and three segments
-# whose middle one (Q4_K) is not expanded.
-steps_h = (KERNELS / "persistent_steps.cuh").read_text()
-pk_structs = "".join(steps_h[steps_h.index(f"struct {n} {{"):steps_h.index("};", steps_h.index(f"struct {n} {{")) + 2] + "\n"
-                     for n in ("PkStep", "PkBlk"))
-matvec_cu = (KERNELS / "matvec.cu").read_text()
-i = matvec_cu.index("#define Q16_DISPATCH")
-legacy_cases = matvec_cu[matvec_cu.index("#define Q16_LEGACY_CASES"):matvec_cu.index("\n\n", i) + 1]
-x8_pre = r"""
-#define MOLLA_X_X8 1
-#define MOLLA_X_X8K 1
-#define PK_THREADS 256
-#define PK_POLLERS 128
-#define PK_STAGER(t) ((int)(t) >= PK_POLLERS)
-#define PK_X8_SYNC()
-template <int N> static void cp_wait() {}
-""" + legacy_cases + pk_structs
-x8_test = r"""
-static u8 smem[192 << 10] __attribute__((aligned(16)));
-// Rows of type T at `at` (scales of moderate size, the rest random).
-static void fill_rows(std::mt19937& rng, u8* at, int ty, int rows, int rb) {
-    for (int i = 0; i < rows * rb; i++) at[i] = rng() & 0xff;
-    if (ty == T_Q4_K || ty == T_Q6_K) {
-        const int bytes = ty == T_Q4_K ? 144 : Q6K_BYTES;
-        for (int b = 0; b < rows * rb; b += bytes) {
-            if (ty == T_Q4_K) at[b + 1] = 0x2c + (at[b + 1] & 3), at[b + 3] = 0x2c + (at[b + 3] & 3);
-            else at[b + 209] = 0x2c + (at[b + 209] & 3);
-        }
-        return;
-    }
-    const int bytes = ty == T_Q8_0 ? 34 : ty == T_Q5_0 ? 22 : ty == T_Q4_1 ? 20 : ty == T_Q4_0 ? 18 : 24;
-    for (int r = 0; r < rows; r++)
-        for (int u = 0; u < rb / bytes; u++) {
-            u8* b = at + r * rb + u * bytes;
-            b[1] = 0x2c + (b[1] & 3);
-            if (ty == T_Q4_1 || ty == T_Q5_1) b[3] = 0x2c + (b[3] & 3);
-        }
-}
-template <int T> static float raw_dot(const u8* row, const Xq& x, int cols, int lane) {
-    const u8* w[1] = {row};
-    float a;
-    rows_dot_q16<T, 1>(w, 1, x, cols, lane, 32, &a);
-    return a;
-}
-static float raw_dot_ty(int ty, const u8* row, const Xq& x, int cols, int lane) {
-    switch (ty) {
-        case T_Q5_0: return raw_dot<T_Q5_0>(row, x, cols, lane);
-        case T_Q8_0: return raw_dot<T_Q8_0>(row, x, cols, lane);
-        case T_Q4_1: return raw_dot<T_Q4_1>(row, x, cols, lane);
-        case T_Q4_K: return raw_dot<T_Q4_K>(row, x, cols, lane);
-        case T_Q6_K: return raw_dot<T_Q6_K>(row, x, cols, lane);
-    }
-    return 0.f;
-}
-static int check_step(std::mt19937& rng, const PkStep& st, PkBlk d, const char* name, bool expanded = true) {
-    const int nu = st.cols / 32;
-    int bad = 0, end = 0, seen = 0;
-    memset(smem, 0, sizeof(smem));
-    for (int k = 0; k < d.nch; k++)
-        for (int j = 0; j < (st.pair ? 2 : 1); j++) {
-            const int m = st.pair ? j : d.seg[k], at = j ? d.row1 : d.row0[k], n = d.rb[k] - d.ra[k];
-            fill_rows(rng, smem + at, st.ty[m], n, st.row_bytes[m]);
-            end = std::max(end, at + n * st.row_bytes[m]);
-        }
-    d.end[0] = d.end[1] = d.end[2] = (end + 15) / 16;
-    Xq x = random_xq(rng, st.cols);
-    for (int t = 0; t < PK_THREADS; t++) {
-        threadIdx.x = t;
-        x8_expand_rows(st, d, smem);
-    }
-    for (int k = 0; k < d.nch; k++)
-        for (int j = 0; j < (st.pair ? 2 : 1); j++) {
-            const int m = st.pair ? j : d.seg[k], at = j ? d.row1 : d.row0[k], ty = st.ty[m];
-            int q, h;
-            const bool on = x8_at(st, d, k, j, q, h);
-            if (on != expanded) { bad++; printf("%s chunk %d matrix %d: expanded %d\n", name, k, j, on); }
-            if (!on) continue;
-            if (h + 8 * nu * (d.rb[k] - d.ra[k]) > (int)sizeof(smem)) { bad++; continue; }
-            for (int i = 0; i < d.rb[k] - d.ra[k]; i++) {
-                const u8* qs[1] = {smem + q + i * st.cols};
-                const u8* hs[1] = {smem + h + i * (st.cols >> 2)};
-                for (int lane = 0; lane < 32; lane++) {
-                    float a = raw_dot_ty(ty, smem + at + i * st.row_bytes[m], x, st.cols, lane), b;
-                    x8_rows_ty<1>(ty, qs, hs, 1, x, st.cols, lane, &b);
-                    seen++;
-                    if (memcmp(&a, &b, 4) != 0) { bad++; if (bad < 4) printf("%s chunk %d matrix %d row %d lane %d: %g vs %g\n", name, k, j, i, lane, a, b); }
-                }
-            }
-        }
-    printf("%s: %d row dots, %d differ\n", name, seen, bad);
-    return bad + (expanded && seen == 0);
-}
-int main() {
-    std::mt19937 rng(9);
-    int bad = 0;
-    // gate/up: a pair of Q5_0 rows (896 columns), 37 of them, the second matrix's rows after the
-    // first's; a pair of Q5_0 and Q8_0 rows is not expanded (x8_at).
-    PkStep g{};
-    g.pair = 1; g.nseg = 2; g.cols = 896; g.ty[0] = T_Q5_0; g.ty[1] = T_Q5_0;
-    g.row_bytes[0] = 28 * 22; g.row_bytes[1] = 28 * 22;
-    PkBlk gd{};
-    gd.nch = 1; gd.seg[0] = 0; gd.ra[0] = 3; gd.rb[0] = 40; gd.row0[0] = 6; gd.row1 = (6 + 37 * 616 + 15) / 16 * 16 + 2;
-    bad += check_step(rng, g, gd, "X8 pair (Q5_0, Q5_0)");
-    g.ty[1] = T_Q8_0; g.row_bytes[1] = 28 * 34;
-    bad += check_step(rng, g, gd, "X8 pair (Q5_0, Q8_0)", false);
-    // Three segments (Q4_1, Q4_K, Q6_K; 768 columns), a chunk of each; K-quant rows 16-byte aligned.
-    PkStep q{};
-    q.nseg = 3; q.cols = 768; q.ty[0] = T_Q4_1; q.ty[1] = T_Q4_K; q.ty[2] = T_Q6_K;
-    q.row_bytes[0] = 24 * 20; q.row_bytes[1] = 3 * 144; q.row_bytes[2] = 3 * Q6K_BYTES;
-    PkBlk qd{};
-    qd.nch = 3;
-    qd.seg[0] = 0; qd.ra[0] = 570; qd.rb[0] = 576; qd.row0[0] = 4;
-    qd.seg[1] = 1; qd.ra[1] = 0; qd.rb[1] = 3; qd.row0[1] = 4 + 6 * 480 + 12;
-    qd.seg[2] = 2; qd.ra[2] = 0; qd.rb[2] = 5; qd.row0[2] = qd.row0[1] + 3 * 432;
-    bad += check_step(rng, q, qd, "X8 three segments (Q4_1, Q4_K, Q6_K)");
-    // Qwen's down: 4864 columns of Q4_K, then of Q6_K, 7 rows.
-    for (int ty : {T_Q4_K, T_Q6_K}) {
-        PkStep dn{};
-        dn.nseg = 1; dn.cols = 4864; dn.ty[0] = ty; dn.row_bytes[0] = 19 * (ty == T_Q4_K ? 144 : Q6K_BYTES);
-        PkBlk dd{};
-        dd.nch = 1; dd.seg[0] = 0; dd.ra[0] = 100; dd.rb[0] = 107; dd.row0[0] = 0;
-        bad += check_step(rng, dn, dd, ty == T_Q4_K ? "X8 down (Q4_K)" : "X8 down (Q6_K)");
-    }
-    return bad != 0;
-}
-"""
-
 cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
 if not cxx:
     print("cuda_host_check: no C++ compiler found, skipped")
@@ -481,10 +298,6 @@ with tempfile.TemporaryDirectory() as d:
     print(f"Q6_K padded to 224 bytes: {len(dumps[0]) - 1} units, {differ} differ from 210-byte blocks"
           + ("" if same else ", decoders disagree"))
     rc |= int(differ != 0 or not same)
-    cpp, exe = Path(d) / "x8.cpp", Path(d) / "x8"
-    cpp.write_text(shim + common + post_common + q16 + rows + xq_rand + x8_pre + (KERNELS / "persistent_x8.cuh").read_text() + x8_test)
-    subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", "-o", str(exe), str(cpp)], check=True)
-    rc |= subprocess.run([str(exe)]).returncode
     qd = []
     for defs in [[], ["-DMOLLA_X_QMAGIC"]]:
         cpp, exe = Path(d) / "qdump.cpp", Path(d) / f"qdump{len(qd)}"

@@ -6,8 +6,8 @@
 // quantized row (Q4_1 rows in shared memory, the shapes of SmolLM2's and Qwen's steps), warm and
 // cold (COLD below), and of Q8_0 and Q5_0 rows (built with -DMOLLA_X_A2WORDS: their words read as
 // MOLLA_KDEFS=A2WORDS reads them), and of Q4_1 rows in a split layout (headers, then 16-byte
-// aligned quants: SPLIT), and of Q8_0, Q5_0 and Q4_1 rows expanded as MOLLA_KDEFS=X8 expands them
-// (X8).
+// aligned quants: SPLIT). (Rows expanded as session 36's MOLLA_KDEFS=X8 expanded them: removed
+// with it; the engine measured it 16-20% slower.)
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o qbench scripts/qbench/qbench.cu && ./qbench
 //   (and -DMOLLA_X_A2WORDS -o qbench-a2 for the word loads; -DMOLLA_X_QMAGIC -DMOLLA_X_QSKIP -o
@@ -33,7 +33,6 @@
 
 #include "../../crates/cuda/kernels/common.cuh"
 #include "../../crates/cuda/kernels/q16.cuh"
-#include "../../crates/cuda/kernels/q16_words.cuh"
 #include "../../crates/cuda/kernels/q16_rows.cuh"
 
 #include "../cuda_check.h"
@@ -75,37 +74,6 @@ __device__ __forceinline__ void rows_dot_split(const u8* const* w, int nr, const
             float v = mul3(h2f((u16)dm), x.dx[u], (float)sdot);
             v = __fadd_rn(v, __fmul_rn(h2f((u16)(dm >> 16)), x.sx[u]));
             acc[r] = __fadd_rn(acc[r], v);
-        }
-    }
-}
-
-// X8 (or'd into a rows variant): the rows expanded as MOLLA_KDEFS=X8's staging expands them
-// (q16_rows.cuh x8_expand_units, before the timing: quants at wx, d and m at wh) and dotted by
-// rows_dot_x8.
-#define X8 0x800
-template <int NT, int T>
-__device__ __forceinline__ void rows_work_x8(int variant, const u8* wx, const u8* wh, int nrows, const Xq& xq, int cols,
-                                             float* out) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nu = cols / 32;
-    if (variant == ROWS2 || variant == ROWS1) {
-        const int per = variant == ROWS2 ? 2 : 1;
-        for (int r = per * warp; r < nrows; r += per * (NT / 32)) {
-            const u8* q2[2] = {wx + (size_t)r * 32 * nu, wx + (size_t)(r + 1) * 32 * nu};
-            const u8* h2[2] = {wh + (size_t)r * 8 * nu, wh + (size_t)(r + 1) * 8 * nu};
-            float acc[2];
-            rows_dot_x8<T, 2>(q2, h2, min(per, nrows - r), xq, cols, lane, acc);
-            acc[0] = warp_sum(acc[0]);
-            if (per == 2) acc[1] = warp_sum(acc[1]);
-            if (lane < per) out[r + lane] = lane ? acc[1] : acc[0];
-        }
-    } else {
-        for (int r = warp; r < nrows; r += NT / 32) {
-            const u8* q2[2] = {wx + (size_t)r * 32 * nu, wx + (size_t)(nrows + r) * 32 * nu};
-            const u8* h2[2] = {wh + (size_t)r * 8 * nu, wh + (size_t)(nrows + r) * 8 * nu};
-            float gu[2];
-            rows_dot_x8<T, 2>(q2, h2, 2, xq, cols, lane, gu);
-            float g = warp_sum(gu[0]), u = warp_sum(gu[1]);
-            if (lane == 0) out[r] = g / (1.f + __expf(-g)) * u;
         }
     }
 }
@@ -164,7 +132,6 @@ template <int NT, int T = T_Q4_1>
 __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int cols, int rounds, int variant,
                                              long long* out, int* sink, const u8* wg, int nrows) {
     const bool cold = (variant & COLD) != 0, colds = (variant & COLDS) != 0, split = (variant & SPLIT) != 0;
-    const bool x8 = (variant & X8) != 0;
     variant &= 0xff;
     float fl = 0.f;
     extern __shared__ float4 sm4[];
@@ -175,16 +142,9 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
     u8* wq = xq + xq_bytes(cols);  // the rows variants' weights (2 nrows rows of Q4_1)
     const int wbytes = 2 * nrows * (split ? split_row(cols / 32) : (cols / 32) * legacy_bytes<T>());
     float* ro = (float*)(wq + wbytes + 16);
-    // X8's expanded rows after the outputs: quants (32 bytes a unit), then d and m (8).
-    u8* wx = (u8*)(ro + 2 * nrows) + 16 - (((size_t)(ro + 2 * nrows)) & 15);
-    u8* wh = wx + (size_t)2 * nrows * cols;
     for (int i = threadIdx.x; i < cols; i += NT) xs[i] = x[i], nw[i] = w[i];
     for (int i = threadIdx.x; i < wbytes; i += NT) wq[i] = wg[i];
     __syncthreads();
-    if (x8) {
-        x8_expand_units<T>(wq, (cols / 32) * legacy_bytes<T>(), cols / 32, 2 * nrows * (cols / 32), wx, wh, threadIdx.x, NT);
-        __syncthreads();
-    }
     const bool rows = variant >= ROWS2;
     if (rows) {
         quantize_q16_unsynced<NT>(xs, cols, xq);
@@ -201,8 +161,7 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
         if (colds) fl += flush_icache<2048>((float)r);
         __syncthreads();
         long long t0 = clock64();
-        if (rows && x8) rows_work_x8<NT, T>(variant, wx, wh, nrows, xqv, cols, ro);
-        else if (rows && split) rows_work<NT, T, true>(variant, wq, nrows, xqv, cols, ro);
+        if (rows && split) rows_work<NT, T, true>(variant, wq, nrows, xqv, cols, ro);
         else if (rows) rows_work<NT, T>(variant, wq, nrows, xqv, cols, ro);
         else if (variant == PLAIN) quantize_q16_unsynced<NT>(xs, cols, xq);
         else if (variant == NORM) quantize_q16_w<NT>(xs, cols, xq, nw, raw);
@@ -232,7 +191,6 @@ long long run(const float* x, const float* w, int cols, int variant, long long* 
              int nrows = 0) {
     const int rounds = 2000;
     size_t smem = 3 * cols * sizeof(float) + xq_bytes(cols) + 64 + (size_t)2 * nrows * ((cols / 32) * 34 + 16) + 16 + 4 * nrows;
-    if (variant & X8) smem += 32 + (size_t)2 * nrows * (cols / 32) * 40;
     if (smem > 48 * 1024) CK(cudaFuncSetAttribute(qbench<NT, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     qbench<NT, T><<<1, NT, smem>>>(x, w, cols, rounds, variant, d_out, sink, wg, nrows);
     CK(cudaGetLastError());
@@ -307,16 +265,5 @@ int main() {
                run<384, T_Q8_0>(x, w, sh.cols, sh.v, d_out, sink, wg, sh.rows),
                run<256, T_Q5_0>(x, w, sh.cols, sh.v, d_out, sink, wg, sh.rows),
                run<384, T_Q5_0>(x, w, sh.cols, sh.v, d_out, sink, wg, sh.rows));
-    // The same rows expanded (X8: MOLLA_KDEFS=X8's layout), and Q4_1's.
-    printf("\n| rows, expanded (X8) | cols | rows | Q8_0, 256 | Q8_0, 384 | Q5_0, 256 | Q5_0, 384 | Q4_1, 256 | Q4_1, 384 |\n|---|---|---|---|---|---|---|---|---|\n");
-    for (Shape sh : {Shape{ROWS1, 576, 8, "one a warp"}, Shape{PAIRS, 576, 12, "pairs"}, Shape{ROWS1, 1536, 5, "one a warp"},
-                     Shape{ROWS2, 896, 10, "two a warp"}, Shape{PAIRS, 896, 37, "pairs"}})
-        printf("| %s | %d | %d | %lld | %lld | %lld | %lld | %lld | %lld |\n", sh.name, sh.cols, sh.rows,
-               run<256, T_Q8_0>(x, w, sh.cols, sh.v | X8, d_out, sink, wg, sh.rows),
-               run<384, T_Q8_0>(x, w, sh.cols, sh.v | X8, d_out, sink, wg, sh.rows),
-               run<256, T_Q5_0>(x, w, sh.cols, sh.v | X8, d_out, sink, wg, sh.rows),
-               run<384, T_Q5_0>(x, w, sh.cols, sh.v | X8, d_out, sink, wg, sh.rows),
-               run<256, T_Q4_1>(x, w, sh.cols, sh.v | X8, d_out, sink, wg, sh.rows),
-               run<384, T_Q4_1>(x, w, sh.cols, sh.v | X8, d_out, sink, wg, sh.rows));
     return 0;
 }

@@ -192,7 +192,7 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
 // of every output row (RMSNorm's scale, else 1: matvec.cu load_input). False when the kernel must
 // stop.
 __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int after_norm,
-                         u8* xq, int step, float& scale PK_X8LATE_PARAMS) {
+                         u8* xq, int step, float& scale) {
     int n = st.cols;
     scale = 1.f;
     if (st.prep == PK_PREP_EMBED_RMSNORM) {
@@ -242,10 +242,6 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
             quantize_q16_w<PK_NORM_THREADS>(xs, n, xq, nw, xraw);
         } else {
             rms_part(xs, n, PK_THREADS - PK_NORM_THREADS, PK_NORM_THREADS);
-#if PK_X8 && defined(MOLLA_X_X8LATE)
-            // X8LATE: the rows expanded now, beside the input's quantization, not before the input.
-            if (x8_late) x8_expand_rows(st, x8d, bufs);
-#endif
         }
         pk_stamp_m(a, 5);
     } else {
@@ -328,20 +324,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     // chunk into L2. A packed step's chunks all landed in pk_input, where its table entry says.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
     float scale;
-#if PK_X8
-    const bool x8_now = PK_PACKED(st) && !PK_SKIPS(a, PK_SKIP_ROWS) && !PK_SKIPS(a, PK_SKIP_FETCH);
-#ifdef MOLLA_X_X8LATE
-    // The normed inputs' expansion goes beside their quantization (pk_input).
-    const bool x8_late = x8_now && st.prep != PK_PREP_PLAIN;
-    if (x8_now && !x8_late) x8_expand_rows(st, d, bufs);
-    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale, x8_late, d, bufs)) return false;
-#else
-    if (x8_now) x8_expand_rows(st, d, bufs);
     if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
-#endif
-#else
-    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
-#endif
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
@@ -385,13 +368,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
         const int ty0 = st.ty[si], ty1 = st.ty[1];
         const size_t rb0 = (size_t)st.row_bytes[si], rb1 = (size_t)st.row_bytes[1];
         float* y = st.y[si];
-#if PK_X8
-        // Expanded rows (persistent_x8.cuh): a chunk's row i at q + nub i, its headers at h + nuh i.
-        int xq0 = 0, xh0 = 0, xq1 = 0, xh1 = 0;
-        const bool x80 = packed && x8_at(st, d, k, 0, xq0, xh0);
-        const bool x81 = packed && st.pair && x8_at(st, d, k, 1, xq1, xh1);
-        const int nub = cols, nuh = cols >> 2;
-#endif
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
             pk_skip_chunk(st, c, xraw, tag);
         } else if (st.pair) {
@@ -400,15 +376,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
             for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
                 float gu[2];
-#if PK_X8
-                if (x80 && x81) {
-                    // (Both of one type: a pair of two types is not expanded, x8_at.)
-                    const int i = r - c.ra;
-                    const u8* q2[2] = {bufs + xq0 + i * nub, bufs + xq1 + i * nub};
-                    const u8* h2[2] = {bufs + xh0 + i * nuh, bufs + xh1 + i * nuh};
-                    x8_rows_ty<2>(ty0, q2, h2, 2, xq, cols, lane, gu);
-                } else
-#endif
                 if (ty0 == ty1) {
                     pk_rows_dotn(2, ty0, w2, 2, gu);
                 } else {
@@ -429,14 +396,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 int nr = min(per, c.rb - r);
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
                 float acc[2];
-#if PK_X8
-                if (x80) {
-                    const int i = r - c.ra;
-                    const u8* q2[2] = {bufs + xq0 + i * nub, bufs + xq0 + (i + 1) * nub};
-                    const u8* h2[2] = {bufs + xh0 + i * nuh, bufs + xh0 + (i + 1) * nuh};
-                    x8_rows_ty<2>(ty0, q2, h2, nr, xq, cols, lane, acc);
-                } else
-#endif
                 pk_rows_dotn(2, ty0, w2, nr, acc);
                 acc[0] = warp_sum(acc[0]);
                 // (nr is the warp's: a step of at most one row a warp skips the second sum.)
@@ -490,47 +449,12 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 #undef PK_FOLD_CALL
 }
 
-#ifdef MOLLA_X_FOLDREG
-// MOLLA_KDEFS=FOLDREG (an experiment): each thread's first unit of the folded wo is loaded into
-// registers as the attention step begins (legacy_words), so that after the attention its dot
-// waits for no load (the same bytes and arithmetic: the same bits, cuda_host_check).
-template <int T>
-__device__ __forceinline__ float pk_fold_words(const LegacyWords& lw, const Xq& xq, int k) {
-    int4 xr[8];
-    load_xu<T>(xq, k, xr);
-    UnitW uw;
-    unit_load_words<T>(lw, uw);
-    return unit_apply_legacy<T>(uw, xr, xq, k);
-}
-
-__device__ __forceinline__ void pk_fold_words_ty(int ty, const LegacyWords& lw, const Xq& xq, int k, float& v) {
-    v = __int_as_float(0x7fc00000);
-#define PK_FOLD_CALL(T) \
-    if (PK_FOLD_ON(T)) v = pk_fold_words<T>(lw, xq, k)
-    switch (ty) {
-        Q16_LEGACY_CASES(PK_FOLD_CALL)
-        default: break;
-    }
-#undef PK_FOLD_CALL
-}
-
-// The words of the unit pk_fold_wo gives this thread first, for head h.
-__device__ __forceinline__ void pk_fold_early(const PkStep& st, const PkBlk& d, const PkArgs& a, int h, LegacyWords& lw) {
-    const int uh = PK_A_HDV(a) >> 5, ub = st.row_bytes[0] / (st.cols >> 5);
-    const int i = threadIdx.x;
-    if (i < (d.r1 - d.r0) * uh) legacy_words(pk_fold_row(st, d.r0 + i / uh, h * uh, ub) + (size_t)(i % uh) * ub, lw);
-}
-#define PK_FOLD_EARLY_ARG , const LegacyWords& lw
-#else
-#define PK_FOLD_EARLY_ARG
-#endif
-
 // The folded wo of head h (PK_OP_ATTN_WO): its output rq (hdv values, shared) quantized to 16
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
 // unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
 // and a count the reader polls). Ends with a barrier before the adds.
 __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, const PkArgs& a, const float* rq, u8* xqh,
-                                           int h, int step PK_FOLD_EARLY_ARG) {
+                                           int h, int step) {
     const int hdv = PK_A_HDV(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5), r0 = d.r0, r1 = d.r1;
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
     __syncthreads();
@@ -546,10 +470,6 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, con
     for (int i = threadIdx.x; i < (lanes ? (n + 31) & ~31 : n); i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
         float v = 0.f;
-#ifdef MOLLA_X_FOLDREG
-        if (i < n && i == (int)threadIdx.x) pk_fold_words_ty(ty, lw, xq, k, v);
-        else
-#endif
         if (i < n) pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
         if (!lanes) {
             pk_acc_add(a, step, acc + r, v);
@@ -590,10 +510,6 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
     const u32 tag = pk_tag(a, step);
     const bool fold = PK_FOLD(st);
     const int h0 = pk_att_head(st, nh);
-#if defined(PK_FOLD_WO) && defined(MOLLA_X_FOLDREG)
-    LegacyWords lw;
-    if (fold) pk_fold_early(st, blk, a, h0, lw);
-#endif
     for (int h = h0; h < nh; h += fold ? nh : gridDim.x) {
         int kvh = h / (nh / nkv);
         // Value offsets of the head's q and its kv head's k and v in their buffers.
@@ -670,11 +586,7 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
 #ifdef PK_FOLD_WO
         if (fold) {
             pk_delay(a, st, step, PK_DELAY_FOLD);
-#ifdef MOLLA_X_FOLDREG
-            pk_fold_wo(st, blk, a, rq, (u8*)sm + a.xq_off, h, step, lw);
-#else
             pk_fold_wo(st, blk, a, rq, (u8*)sm + a.xq_off, h, step);
-#endif
             break;
         }
 #endif

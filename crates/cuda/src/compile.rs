@@ -13,7 +13,6 @@ const SOURCES: &[(&str, &str)] = &[
     ("ktrace.cuh", include_str!("../kernels/ktrace.cuh")),
     ("dequant.cuh", include_str!("../kernels/dequant.cuh")),
     ("q16.cuh", include_str!("../kernels/q16.cuh")),
-    ("q16_words.cuh", include_str!("../kernels/q16_words.cuh")),
     ("q16_rows.cuh", include_str!("../kernels/q16_rows.cuh")),
     ("cp_async.cuh", include_str!("../kernels/cp_async.cuh")),
     ("q16_lean.cuh", include_str!("../kernels/q16_lean.cuh")),
@@ -32,10 +31,6 @@ const SOURCES: &[(&str, &str)] = &[
         "persistent_chunks.cuh",
         include_str!("../kernels/persistent_chunks.cuh"),
     ),
-    (
-        "persistent_x8.cuh",
-        include_str!("../kernels/persistent_x8.cuh"),
-    ),
     ("persistent.cu", include_str!("../kernels/persistent.cu")),
     ("convert.cu", include_str!("../kernels/convert.cu")),
 ];
@@ -44,7 +39,6 @@ const SOURCES: &[(&str, &str)] = &[
 const PERSISTENT_ONLY: &[&str] = &[
     "persistent_steps.cuh",
     "persistent_chunks.cuh",
-    "persistent_x8.cuh",
     "persistent.cu",
 ];
 
@@ -498,14 +492,6 @@ mod tests {
             compiles(
                 Program::Persistent(packed),
                 &["MOLLA_X_QMAGIC", "MOLLA_X_QSKIP"],
-            );
-            // The folded wo's first unit a thread loaded as the attention step begins; legacy
-            // rows expanded in shared memory (experiments).
-            compiles(Program::Persistent(packed), &["MOLLA_X_FOLDREG"]);
-            compiles(Program::Persistent(packed), &["MOLLA_X_X8"]);
-            compiles(
-                Program::Persistent(packed),
-                &["MOLLA_X_X8", "MOLLA_X_X8LATE", "MOLLA_X_X8K"],
             );
             // For short caches (PK_SHORT).
             compiles(

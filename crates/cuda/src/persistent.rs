@@ -12,7 +12,7 @@ mod config;
 mod steps;
 use config::{
     blocks_per_sm_cap, chunk_bytes, delay_knobs, env_i32, l2_ahead, mark_packed, skip_knobs,
-    stages, types_in, x8_types,
+    stages, types_in,
 };
 pub(crate) use config::{ll_max, pk_build};
 pub(crate) use steps::{Input, Steps};
@@ -241,7 +241,6 @@ impl Persistent {
             &mut steps.list,
             grid as usize,
             stages * (chunk + 64) - overread,
-            x8_types(),
         );
         // A kernel variant that fits as many blocks on an SM.
         let fits = |p: &&CudaFunction| {

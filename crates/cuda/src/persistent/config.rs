@@ -83,25 +83,15 @@ fn delay_bits(v: &str) -> i32 {
 /// (`PkStep::packed`): then a block copies all of them as the step begins, each segment's share
 /// (as kernels/persistent.cu `pk_span` lays it out: whole 16-byte units, at most 32 bytes more
 /// than its rows) after the last, and computes them with no further wait. Block b of `grid` owns
-/// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`. `x8`: the ggml types whose rows
-/// are expanded after the copy as well (`MOLLA_KDEFS=X8`, [`x8_types`], kernels/persistent_x8.cuh:
-/// 40 bytes for every 32 weights, after 16 bytes of room), none when empty.
-pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize, x8: &[i32]) {
+/// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`.
+pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
     let on = std::env::var("MOLLA_PK_PACKED").map_or(true, |v| v != "0");
     for st in list.iter_mut().filter(|s| s.op == 0) {
         let total = st.total.max(0) as usize;
-        let units = (st.cols.max(0) / 32) as usize;
-        // A gate/up pair of two types keeps its raw rows (kernels/persistent_x8.cuh x8_at).
-        let mixed = st.pair != 0 && st.ty[0] != st.ty[1];
         let fits = (0..grid).all(|b| {
             let (r0, r1) = super::blocks::block_rows(total, b, grid);
-            let mut bytes = if x8.is_empty() { 0 } else { 16 };
-            let mut add = |n: usize, j: usize| {
-                bytes += n * st.row_bytes[j] as usize + 32;
-                if !mixed && x8.contains(&st.ty[j]) {
-                    bytes += n * units * 40;
-                }
-            };
+            let mut bytes = 0;
+            let mut add = |n: usize, j: usize| bytes += n * st.row_bytes[j] as usize + 32;
             if st.pair != 0 {
                 for j in 0..2 {
                     add(r1 - r0, j);
@@ -120,19 +110,6 @@ pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize, x8: &[i
             bytes <= room
         });
         st.packed = (on && fits) as i32;
-    }
-}
-
-/// The ggml types whose rows `MOLLA_KDEFS=X8` expands (kernels/persistent_x8.cuh, with the split
-/// staging only): Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, with `X8K` Q4_K, Q5_K and Q6_K too; none
-/// without it.
-pub(super) fn x8_types() -> &'static [i32] {
-    const ALL: [i32; 8] = [2, 3, 6, 7, 8, 12, 13, 14];
-    let on = crate::compile::experiment("X8") && !crate::compile::experiment("NOSPLIT");
-    match (on, crate::compile::experiment("X8K")) {
-        (false, _) => &[],
-        (true, false) => &ALL[..5],
-        (true, true) => &ALL,
     }
 }
 
