@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
         else if (rows) rows_work<NT, T>(variant, wq, nrows, xqv, cols, ro);
         else if (variant == PLAIN) quantize_q16_unsynced<NT>(xs, cols, xq);
         else if (variant == NORM) quantize_q16_w<NT>(xs, cols, xq, nw, raw);
-        else if (variant == LOADONLY) acc += __float_as_int(xs[threadIdx.x & 511]);
+        else if (variant == LOADONLY) acc += __float_as_int(xs[min((int)threadIdx.x, cols - 1)]);
         else if (variant == BARRIER4) {
             // Three more block barriers: the marginal cost of one is (this - barrier) / 3.
             __syncthreads();
