@@ -57,7 +57,7 @@ struct Step {
     int rows, rb, cols, ty, pair;
 };
 
-enum { NOSYNC = 1, NOAHEAD = 2, TOPUP = 4 };
+enum { NOSYNC = 1, NOAHEAD = 2, TOPUP = 4, DYN = 8 };
 
 struct Args {
     const Step* steps;  // nsteps a token
@@ -66,6 +66,7 @@ struct Args {
     int prep_ns, att_ns;
     const u8* xq4;   // the 4096-value input, quantized
     const u8* xq14;  // the 14336-value one
+    unsigned* grabs;  // dyn_kernel: one a (token, step), the pages handed out so far
 };
 
 __device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
@@ -289,6 +290,106 @@ __global__ void __launch_bounds__((C + 1) * 32, 1) stream_kernel(Args a) {
         }
 }
 
+// DYN: the pages of a step handed out at run time instead of by block: each block's producer takes
+// the step's next page from a counter (atomicAdd) until none is left, then marks the step's end in
+// the ring (a page of no rows), so that blocks that stream faster take more pages and a step no
+// longer waits for the slowest block's fixed share. Consumers read each slot's page from `desc`.
+template <int C, int NSLOT, int SLOT>
+__global__ void __launch_bounds__((C + 1) * 32, 1) dyn_kernel(Args a) {
+    extern __shared__ __align__(16) u8 sm[];
+    __shared__ __align__(8) u64 full[NSLOT], empty[NSLOT];
+    __shared__ int2 desc[NSLOT];  // the slot's page: first row, rows (0: the step's end)
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int xb4 = xq_bytes(4096), xb14 = xq_bytes(14336);
+    u8* ring = sm + xb4 + xb14;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < NSLOT; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], C);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    for (int i = threadIdx.x; i < xb4 / 16; i += blockDim.x) ((int4*)sm)[i] = ((const int4*)a.xq4)[i];
+    for (int i = threadIdx.x; i < xb14 / 16; i += blockDim.x) ((int4*)(sm + xb4))[i] = ((const int4*)a.xq14)[i];
+    __syncthreads();
+    if (warp == C) {
+        if (lane != 0) return;
+        int p = 0;
+        for (int t = 0; t < a.tokens; t++)
+            for (int s = 0; s < a.nsteps; s++) {
+                const Step st = a.steps[s];
+                const int pr = page_rows(st, SLOT), np = (st.rows + pr - 1) / pr;
+                unsigned* grab = a.grabs + (size_t)t * a.nsteps + s;
+                for (;; p++) {
+                    const int slot = p % NSLOT;
+                    if (p >= NSLOT) mbar_wait(&empty[slot], (u32)((p / NSLOT) - 1) & 1);
+                    const int i = (int)atomicAdd(grab, 1u);
+                    if (i >= np) {
+                        desc[slot] = make_int2(0, 0);
+                        mbar_arrive(&full[slot]);
+                        p++;
+                        break;
+                    }
+                    const int ra = i * pr, n = min(pr, st.rows - ra);
+                    desc[slot] = make_int2(ra, n);
+                    const u32 bytes = (u32)n * st.rb;
+                    mbar_expect(&full[slot], bytes * (st.pair ? 2 : 1));
+                    u8* dst = ring + (size_t)slot * SLOT;
+                    bulk_copy(dst, st.w[0] + (size_t)ra * st.rb, bytes, &full[slot]);
+                    if (st.pair) bulk_copy(dst + bytes, st.w[1] + (size_t)ra * st.rb, bytes, &full[slot]);
+                }
+            }
+        return;
+    }
+    const Xq x4 = xq_at(sm, 4096), x14 = xq_at(sm + xb4, 14336);
+    int p = 0;
+    for (int t = 0; t < a.tokens; t++)
+        for (int s = 0; s < a.nsteps; s++) {
+            const Step st = a.steps[s];
+            if (!(a.mode & NOSYNC)) {
+                asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");
+                if (threadIdx.x == 0) {
+                    const unsigned* c;
+                    unsigned target;
+                    dep_of(a, t, s, c, target);
+                    for (u32 n = 0; ld_acquire(c) < target; n++)
+                        if (n == SPIN_MAX) __trap();
+                    spin_ns(a.prep_ns);
+                }
+                asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");
+            }
+            const Xq& x = st.cols == 4096 ? x4 : x14;
+            for (;; p++) {
+                const int slot = p % NSLOT;
+                mbar_wait(&full[slot], (u32)(p / NSLOT) & 1);
+                const int2 d = desc[slot];
+                if (d.y > 0) {
+                    const u8* base = ring + (size_t)slot * SLOT;
+                    for (int i = warp; i < d.y; i += C) {
+                        const u8* row = base + (size_t)i * st.rb;
+                        float v = warp_sum(dot_ty(st.ty, row, x, st.cols, lane));
+                        if (st.pair) {
+                            float u = warp_sum(dot_ty(st.ty, row + (size_t)d.y * st.rb, x, st.cols, lane));
+                            v = v / (1.f + __expf(-v)) * u;
+                        }
+                        if (lane == 0) st.y[d.x + i] = v;
+                    }
+                }
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[slot]);
+                if (d.y == 0) {
+                    p++;
+                    break;
+                }
+            }
+            if (!(a.mode & NOSYNC)) {
+                asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");
+                if (threadIdx.x == 0) {
+                    if (s % 4 == 0) spin_ns(a.att_ns);
+                    __threadfence();
+                    atomicAdd(a.counters + s, 1u);
+                }
+            }
+        }
+}
+
 // The same rows dotted straight from global memory (one warp a row).
 __global__ void check_kernel(Step st, const u8* xqg, float* y) {
     __shared__ __align__(16) u8 xs[40000];
@@ -320,6 +421,7 @@ __global__ void bench_xq(const float* x, int cols, u8* out) {
 static int row_bytes(int ty, int cols) { return ty == T_Q4_K ? cols / 256 * 144 : cols / 256 * Q6K_BYTES; }
 
 struct Bench {
+    unsigned* grabs;
     std::vector<Step> steps;
     Step* d_steps;
     unsigned* counters;
@@ -330,7 +432,7 @@ struct Bench {
 
 template <int C, int NSLOT, int SLOT>
 static void run(Bench& B, int sms, int tokens, int mode, int prep_ns, int att_ns, const char* label) {
-    auto k = stream_kernel<C, NSLOT, SLOT>;
+    auto k = (mode & DYN) ? dyn_kernel<C, NSLOT, SLOT> : stream_kernel<C, NSLOT, SLOT>;
     const int smem = xq_bytes(4096) + xq_bytes(14336) + NSLOT * SLOT;
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int occ = 0;
@@ -348,12 +450,14 @@ static void run(Bench& B, int sms, int tokens, int mode, int prep_ns, int att_ns
     a.att_ns = att_ns;
     a.xq4 = B.xq4;
     a.xq14 = B.xq14;
+    a.grabs = B.grabs;
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     float best = 1e30f;
     for (int rep = 0; rep < 3; rep++) {
         CK(cudaMemset(B.counters, 0, 4 * a.nsteps));
+        CK(cudaMemset(B.grabs, 0, 4 * 64 * a.nsteps));
         a.tokens = rep == 0 ? 1 : tokens;
         CK(cudaEventRecord(e0));
         k<<<sms, (C + 1) * 32, smem>>>(a);
@@ -425,6 +529,7 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&B.d_steps, sizeof(Step) * B.steps.size()));
     CK(cudaMemcpy(B.d_steps, B.steps.data(), sizeof(Step) * B.steps.size(), cudaMemcpyHostToDevice));
     CK(cudaMalloc(&B.counters, 4 * B.steps.size()));
+    CK(cudaMalloc(&B.grabs, 4 * 64 * B.steps.size()));  // up to 64 tokens
     CK(cudaMalloc(&B.xq4, xq_bytes(4096)));
     CK(cudaMalloc(&B.xq14, xq_bytes(14336)));
     {
@@ -445,7 +550,7 @@ int main(int argc, char** argv) {
            B.layer_bytes / 1e6);
     const int tokens = 4;
     // Bits: the first layer's outputs against one warp a row from global memory.
-    run<16, 4, 45056>(B, sms, 1, TOPUP, 0, 0, "check");
+    run<16, 4, 45056>(B, sms, 1, DYN, 0, 0, "check");
     {
         int bad = 0;
         float* yc;
@@ -464,20 +569,16 @@ int main(int argc, char** argv) {
     }
     for (int prep : {0, 1000})
         for (int att : {0, 3000}) {
+            run<16, 4, 45056>(B, sms, tokens, DYN, prep, att, "dyn");
             run<16, 4, 45056>(B, sms, tokens, 0, prep, att, "ahead");
-            run<16, 4, 45056>(B, sms, tokens, NOAHEAD, prep, att, "no ahead");
         }
     run<16, 4, 45056>(B, sms, tokens, NOSYNC, 0, 0, "no sync");
-    run<16, 4, 45056>(B, sms, tokens, NOSYNC | TOPUP, 0, 0, "nosync tu");
-    run<16, 4, 45056>(B, sms, tokens, TOPUP, 1000, 3000, "topup");
-    run<16, 8, 22528>(B, sms, tokens, TOPUP, 1000, 3000, "topup");
-    run<16, 8, 22528>(B, sms, tokens, NOSYNC, 0, 0, "no sync");
-    run<12, 4, 45056>(B, sms, tokens, NOSYNC, 0, 0, "no sync");
-    run<24, 4, 45056>(B, sms, tokens, NOSYNC, 0, 0, "no sync");
-    run<8, 4, 45056>(B, sms, tokens, NOSYNC, 0, 0, "no sync");
-    run<16, 8, 22528>(B, sms, tokens, 0, 1000, 3000, "ahead");
-    run<24, 4, 45056>(B, sms, tokens, 0, 1000, 3000, "ahead");
-    run<16, 12, 15360>(B, sms, tokens, 0, 1000, 3000, "ahead");
-    run<16, 3, 61440>(B, sms, tokens, 0, 1000, 3000, "ahead");
+    run<16, 4, 45056>(B, sms, tokens, DYN | NOSYNC, 0, 0, "dyn nosync");
+    run<16, 8, 22528>(B, sms, tokens, DYN, 0, 0, "dyn");
+    run<16, 8, 22528>(B, sms, tokens, DYN, 1000, 3000, "dyn");
+    run<16, 12, 15360>(B, sms, tokens, DYN, 1000, 3000, "dyn");
+    run<16, 3, 61440>(B, sms, tokens, DYN, 1000, 3000, "dyn");
+    run<12, 4, 45056>(B, sms, tokens, DYN, 1000, 3000, "dyn");
+    run<24, 4, 45056>(B, sms, tokens, DYN, 1000, 3000, "dyn");
     return 0;
 }
