@@ -165,6 +165,25 @@ fn smollm3_layers_without_rope() {
 }
 
 #[test]
+fn phi3_fused_qkv_and_gate_up() {
+    // q/k/v and gate/up are row ranges of one fused tensor each, uploaded as matrices of their
+    // own; NeoX rope. Prefill and decode (small layers: the persistent kernel).
+    let spec = SynthSpec {
+        arch: "phi3",
+        ..smol(GgmlType::Q8_0, 2, false)
+    };
+    check_model(&spec, 10, 5);
+    check_model(
+        &SynthSpec {
+            arch: "phi3",
+            ..kshape(GgmlType::Q4_K, "phi3")
+        },
+        9,
+        4,
+    );
+}
+
+#[test]
 fn qwen3_per_head_qk_norms() {
     // Each head of q and k RMS-normed before rope; left out, every position moves far past 0.02.
     let spec = SynthSpec {
