@@ -27,17 +27,7 @@
 #include "../../crates/cuda/kernels/matvec.cu"
 
 #include "../cuda_check.h"
-
-// The input row quantized once (one block), as matvec's load_input leaves it in shared memory.
-__global__ void bench_prep_xq(const float* x, int cols, u8* out) {
-    extern __shared__ float4 pq_smem[];
-    float* xs = (float*)pq_smem;
-    load_row(x, xs, cols);
-    __syncthreads();
-    quantize_q16(xs, cols, (u8*)(xs + cols));
-    const int4* src = (const int4*)(xs + cols);
-    for (int i = threadIdx.x; i < xq_bytes(cols) / 16; i += blockDim.x) ((int4*)out)[i] = src[i];
-}
+#include "../bench_common.cuh"
 
 // Read-only streaming ceiling: every byte once, 16-byte loads, four in flight a thread.
 __global__ void peak_read(const int4* __restrict__ p, size_t n16, int* sink) {
@@ -302,16 +292,7 @@ int main(int argc, char** argv) {
     const size_t pool = (size_t)2 << 30;  // 2 GiB of weights, cycled
     u8* wpool;
     CK(cudaMalloc(&wpool, pool + 256));
-    {
-        // Random bytes with sane f16 scales would not change the speed; fill with a pattern.
-        std::vector<u32> h(1 << 24);
-        u32 s = 12345;
-        for (auto& v : h) {
-            s = s * 1664525u + 1013904223u;
-            v = s & 0x3bff3bffu;  // f16 fields stay finite
-        }
-        for (size_t off = 0; off < pool; off += h.size() * 4) CK(cudaMemcpy(wpool + off, h.data(), std::min(h.size() * 4, pool - off), cudaMemcpyHostToDevice));
-    }
+    fill_weights(wpool, pool);
     float *x, *y, *yref;
     u8* xq;
     int* sink;

@@ -48,6 +48,7 @@
 #include "../../crates/cuda/kernels/matvec.cu"
 
 #include "../cuda_check.h"
+#include "../bench_common.cuh"
 
 // A matvec step: rows of `cols` weights of type ty (pair: gate rows w[0], up rows w[1], written
 // as silu(g) * u).
@@ -168,6 +169,50 @@ __device__ __forceinline__ void cursor_settle(const Args& a, Cursor& c) {
 
 // Issues page c.p (its slot free: `wait` waits for that, else it returns false when it is not)
 // and moves c past it.
+// The block's barriers and its two quantized inputs in shared memory (all threads); the ring
+// after them.
+template <int C, int NSLOT>
+__device__ __forceinline__ u8* ring_setup(const Args& a, u8* sm, u64* full, u64* empty) {
+    const int xb4 = xq_bytes(4096), xb14 = xq_bytes(14336);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < NSLOT; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], C);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    for (int i = threadIdx.x; i < xb4 / 16; i += blockDim.x) ((int4*)sm)[i] = ((const int4*)a.xq4)[i];
+    for (int i = threadIdx.x; i < xb14 / 16; i += blockDim.x) ((int4*)(sm + xb4))[i] = ((const int4*)a.xq14)[i];
+    __syncthreads();
+    return sm + xb4 + xb14;
+}
+
+// The consumers' wait for step s's input: every block done with the step before, then the
+// emulated preparation. `spin` runs in each poll (TOPUP's issuing).
+template <int C, class F>
+__device__ __forceinline__ void step_input(const Args& a, int t, int s, F&& spin) {
+    asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");
+    if (threadIdx.x == 0) {
+        const unsigned* c;
+        unsigned target;
+        dep_of(a, t, s, c, target);
+        for (u32 n = 0; ld_acquire(c) < target; n++) {
+            if (n == SPIN_MAX) __trap();
+            spin();
+        }
+        spin_ns(a.prep_ns);
+    }
+    asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");
+}
+
+// The consumers done with step s (after the emulated attention when s is a q/k/v step).
+template <int C>
+__device__ __forceinline__ void step_done(const Args& a, int s) {
+    asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");
+    if (threadIdx.x == 0) {
+        if (s % 4 == 0) spin_ns(a.att_ns);
+        __threadfence();
+        atomicAdd(a.counters + s, 1u);
+    }
+}
+
 template <int C, int NSLOT, int SLOT>
 __device__ __forceinline__ bool issue_page(const Args& a, Cursor& c, u8* ring, u64* full, u64* empty, bool wait) {
     cursor_settle(a, c);
@@ -195,15 +240,8 @@ __global__ void __launch_bounds__((C + 1) * 32, 1) stream_kernel(Args a) {
     extern __shared__ __align__(16) u8 sm[];
     __shared__ __align__(8) u64 full[NSLOT], empty[NSLOT];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int xb4 = xq_bytes(4096), xb14 = xq_bytes(14336);
-    u8* ring = sm + xb4 + xb14;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < NSLOT; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], C);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    for (int i = threadIdx.x; i < xb4 / 16; i += blockDim.x) ((int4*)sm)[i] = ((const int4*)a.xq4)[i];
-    for (int i = threadIdx.x; i < xb14 / 16; i += blockDim.x) ((int4*)(sm + xb4))[i] = ((const int4*)a.xq14)[i];
-    __syncthreads();
+    const int xb4 = xq_bytes(4096);
+    u8* ring = ring_setup<C, NSLOT>(a, sm, full, empty);
     const unsigned b = blockIdx.x, g = gridDim.x;
     const bool topup = (a.mode & TOPUP) != 0;
     if (warp == C) {
@@ -233,23 +271,12 @@ __global__ void __launch_bounds__((C + 1) * 32, 1) stream_kernel(Args a) {
     for (int t = 0; t < a.tokens; t++)
         for (int s = 0; s < a.nsteps; s++) {
             const Step st = a.steps[s];
-            if (!(a.mode & NOSYNC)) {
-                // The step's input: every block done with the step before (and its preparation).
-                asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");
-                if (threadIdx.x == 0) {
-                    const unsigned* c;
-                    unsigned target;
-                    dep_of(a, t, s, c, target);
-                    for (u32 n = 0; ld_acquire(c) < target; n++) {
-                        if (n == SPIN_MAX) __trap();
-                        if (topup)
-                            while (pc.p < p + NSLOT && issue_page<C, NSLOT, SLOT>(a, pc, ring, full, empty, false)) {
-                            }
-                    }
-                    spin_ns(a.prep_ns);
-                }
-                asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");
-            }
+            if (!(a.mode & NOSYNC))
+                step_input<C>(a, t, s, [&] {
+                    if (topup)
+                        while (pc.p < p + NSLOT && issue_page<C, NSLOT, SLOT>(a, pc, ring, full, empty, false)) {
+                        }
+                });
             const Xq& x = st.cols == 4096 ? x4 : x14;
             const int r0 = (int)((unsigned long long)st.rows * b / g), r1 = (int)((unsigned long long)st.rows * (b + 1) / g);
             const int pr = page_rows(st, SLOT);
@@ -279,14 +306,7 @@ __global__ void __launch_bounds__((C + 1) * 32, 1) stream_kernel(Args a) {
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[slot]);
             }
-            if (!(a.mode & NOSYNC)) {
-                asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");
-                if (threadIdx.x == 0) {
-                    if (s % 4 == 0) spin_ns(a.att_ns);
-                    __threadfence();
-                    atomicAdd(a.counters + s, 1u);
-                }
-            }
+            if (!(a.mode & NOSYNC)) step_done<C>(a, s);
         }
 }
 
@@ -300,15 +320,8 @@ __global__ void __launch_bounds__((C + 1) * 32, 1) dyn_kernel(Args a) {
     __shared__ __align__(8) u64 full[NSLOT], empty[NSLOT];
     __shared__ int2 desc[NSLOT];  // the slot's page: first row, rows (0: the step's end)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int xb4 = xq_bytes(4096), xb14 = xq_bytes(14336);
-    u8* ring = sm + xb4 + xb14;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < NSLOT; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], C);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    for (int i = threadIdx.x; i < xb4 / 16; i += blockDim.x) ((int4*)sm)[i] = ((const int4*)a.xq4)[i];
-    for (int i = threadIdx.x; i < xb14 / 16; i += blockDim.x) ((int4*)(sm + xb4))[i] = ((const int4*)a.xq14)[i];
-    __syncthreads();
+    const int xb4 = xq_bytes(4096);
+    u8* ring = ring_setup<C, NSLOT>(a, sm, full, empty);
     if (warp == C) {
         if (lane != 0) return;
         int p = 0;
@@ -343,18 +356,7 @@ __global__ void __launch_bounds__((C + 1) * 32, 1) dyn_kernel(Args a) {
     for (int t = 0; t < a.tokens; t++)
         for (int s = 0; s < a.nsteps; s++) {
             const Step st = a.steps[s];
-            if (!(a.mode & NOSYNC)) {
-                asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");
-                if (threadIdx.x == 0) {
-                    const unsigned* c;
-                    unsigned target;
-                    dep_of(a, t, s, c, target);
-                    for (u32 n = 0; ld_acquire(c) < target; n++)
-                        if (n == SPIN_MAX) __trap();
-                    spin_ns(a.prep_ns);
-                }
-                asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");
-            }
+            if (!(a.mode & NOSYNC)) step_input<C>(a, t, s, [] {});
             const Xq& x = st.cols == 4096 ? x4 : x14;
             for (;; p++) {
                 const int slot = p % NSLOT;
@@ -379,14 +381,7 @@ __global__ void __launch_bounds__((C + 1) * 32, 1) dyn_kernel(Args a) {
                     break;
                 }
             }
-            if (!(a.mode & NOSYNC)) {
-                asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");
-                if (threadIdx.x == 0) {
-                    if (s % 4 == 0) spin_ns(a.att_ns);
-                    __threadfence();
-                    atomicAdd(a.counters + s, 1u);
-                }
-            }
+            if (!(a.mode & NOSYNC)) step_done<C>(a, s);
         }
 }
 
@@ -406,16 +401,6 @@ __global__ void check_kernel(Step st, const u8* xqg, float* y) {
         }
         if (lane == 0) y[r] = v;
     }
-}
-
-__global__ void bench_xq(const float* x, int cols, u8* out) {
-    extern __shared__ float4 pq_smem[];
-    float* xs = (float*)pq_smem;
-    load_row(x, xs, cols);
-    __syncthreads();
-    quantize_q16(xs, cols, (u8*)(xs + cols));
-    const int4* src = (const int4*)(xs + cols);
-    for (int i = threadIdx.x; i < xq_bytes(cols) / 16; i += blockDim.x) ((int4*)out)[i] = src[i];
 }
 
 static int row_bytes(int ty, int cols) { return ty == T_Q4_K ? cols / 256 * 144 : cols / 256 * Q6K_BYTES; }
@@ -499,16 +484,7 @@ int main(int argc, char** argv) {
     B.layer_bytes = (double)total / layers;
     u8* pool;
     CK(cudaMalloc(&pool, total + 4096));
-    {
-        std::vector<u32> h(1 << 24);
-        u32 s = 12345;
-        for (auto& v : h) {
-            s = s * 1664525u + 1013904223u;
-            v = s & 0x3bff3bffu;  // f16 fields stay finite
-        }
-        for (size_t off = 0; off < total; off += h.size() * 4)
-            CK(cudaMemcpy(pool + off, h.data(), std::min(h.size() * 4, total - off), cudaMemcpyHostToDevice));
-    }
+    fill_weights(pool, total);
     size_t off = 0;
     for (auto& m : mats) {
         Step st;
@@ -540,8 +516,8 @@ int main(int argc, char** argv) {
         CK(cudaMemcpy(x, hx.data(), 4 * 14336, cudaMemcpyHostToDevice));
         for (int cols : {4096, 14336}) {
             const int sm = cols * 4 + xq_bytes(cols);
-            CK(cudaFuncSetAttribute(bench_xq, cudaFuncAttributeMaxDynamicSharedMemorySize, sm));
-            bench_xq<<<1, 128, sm>>>(x, cols, cols == 4096 ? B.xq4 : B.xq14);
+            CK(cudaFuncSetAttribute(bench_prep_xq, cudaFuncAttributeMaxDynamicSharedMemorySize, sm));
+            bench_prep_xq<<<1, 128, sm>>>(x, cols, cols == 4096 ? B.xq4 : B.xq14);
             CK(cudaGetLastError());
         }
         CK(cudaDeviceSynchronize());
