@@ -288,6 +288,32 @@ def logit_bias_and_ignore_eos(ctx):
 
 
 @test
+def structured_output_parses(ctx):
+    import pydantic  # the openai SDK's own dependency
+
+    class Capital(pydantic.BaseModel):
+        country: str
+        capital: str
+
+    # The SDK turns the model into a strict json_schema response_format and parses the answer.
+    r = ctx.oa.chat.completions.parse(model="m", messages=FRANCE, response_format=Capital,
+                                      temperature=0, max_tokens=40)
+    c = r.choices[0]
+    assert c.finish_reason == "stop", c
+    assert c.message.parsed is not None and "Paris" in c.message.parsed.capital, c.message
+    r = ctx.oa.chat.completions.create(model="m", messages=FRANCE, temperature=0, max_tokens=60,
+                                       response_format={"type": "json_object"})
+    assert isinstance(json.loads(r.choices[0].message.content), dict), r
+    try:
+        ctx.oa.chat.completions.create(model="m", messages=FRANCE, max_tokens=2,
+                                       response_format={"type": "json_schema", "json_schema": {
+                                           "name": "x", "schema": {"type": "nope"}}})
+        raise AssertionError("a bad schema was accepted")
+    except openai.BadRequestError as e:
+        assert e.status_code == 400 and e.body["param"] == "response_format", e.body
+
+
+@test
 def n_greater_than_one_is_refused(ctx):
     try:
         ctx.oa.chat.completions.create(model="m", messages=FRANCE, n=2, max_tokens=2)

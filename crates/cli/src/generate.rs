@@ -4,6 +4,7 @@
 use crate::backend::{Backend, Cache};
 use anyhow::{Result, bail};
 use sampler::Sampler;
+use server::constrain::{Format, Grammars};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokenizer::Tokenizer;
@@ -19,6 +20,9 @@ pub struct Limits<'a> {
     pub stops: &'a [String],
     /// Checked before each token; when it is set, generation ends with [`Finish::Cancelled`].
     pub cancel: Option<&'a AtomicBool>,
+    /// What the output must be (`--json`, `--json-schema`, `--regex`, `--grammar`), with the
+    /// model's grammar compiler.
+    pub format: Option<(&'a Grammars, &'a Format)>,
 }
 
 /// Counts and times of one generation.
@@ -70,6 +74,7 @@ pub fn generate(
         max_tokens,
         stops,
         cancel,
+        format,
     } = limits;
     if prompt.is_empty() {
         bail!("the prompt is empty after tokenization");
@@ -81,6 +86,10 @@ pub fn generate(
             prompt.len()
         );
     }
+    let constraint = match format {
+        Some((g, f)) => Some(g.compile(f).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let mut failed = None;
     let g = server::generate::generate(
         backend,
@@ -91,6 +100,7 @@ pub fn generate(
         prompt,
         max_tokens,
         stops,
+        constraint,
         || cancel.is_some_and(|c| c.load(Ordering::Relaxed)),
         |text| {
             if failed.is_none()

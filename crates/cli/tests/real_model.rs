@@ -91,3 +91,56 @@ fn greedy_run_is_identical_across_runs() {
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(first, second);
 }
+
+#[test]
+fn run_answers_in_the_json_schema_or_regex_asked_for() {
+    let m = smollm2();
+    let schema = r#"{"type": "object", "properties": {"capital": {"type": "string"}}, "required": ["capital"]}"#;
+    let (out, err, code) = molla(&[
+        "run",
+        "--model",
+        m.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--temp",
+        "0",
+        "-n",
+        "30",
+        "--json-schema",
+        schema,
+        "What is the capital of France?",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert!(v["capital"].as_str().unwrap().contains("Paris"), "{out}");
+    let (out, err, code) = molla(&[
+        "run",
+        "--model",
+        m.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--temp",
+        "1",
+        "--seed",
+        "5",
+        "--regex",
+        "(yes|no)",
+        "Is Paris in France?",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.trim() == "yes" || out.trim() == "no", "{out:?}");
+    // A schema llguidance rejects is one clear line before any generation.
+    let (out, err, code) = molla(&[
+        "run",
+        "--model",
+        m.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--json-schema",
+        r#"{"type": "nope"}"#,
+        "hi",
+    ]);
+    assert_ne!(code, Some(0));
+    assert!(out.is_empty() && err.contains("--json-schema"), "{err}");
+}

@@ -176,6 +176,7 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
         },
         logprobs: None,
         client: None,
+        constraint: None,
     };
     let input_tokens = job.prompt.len();
     let rx = state.submit(job, "messages")?;

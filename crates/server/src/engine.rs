@@ -44,6 +44,9 @@ pub struct Job {
     /// Who asked (the API key or peer address the server limits by): free slots go first to
     /// the waiting request whose client has the fewest sequences running.
     pub client: Option<String>,
+    /// What the output must be (JSON, a schema, a grammar), compiled for the model
+    /// ([`crate::constrain`]); None: free text.
+    pub constraint: Option<crate::constrain::Constraint>,
 }
 
 /// What the engine reports about a job.
@@ -478,7 +481,8 @@ impl<'a> Runner<'a> {
             &job.stops,
             self.ctx,
             job.logprobs,
-        );
+        )
+        .with_constraint(job.constraint);
         self.active.push(Active {
             seq,
             client: job.client,

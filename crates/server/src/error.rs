@@ -35,6 +35,9 @@ pub enum ServerError {
     Unsupported(&'static str),
     #[error("{0}")]
     Config(String),
+    /// Constrained generation could not go on (crate::constrain).
+    #[error("{0}")]
+    Constraint(String),
     #[error("the engine thread has stopped")]
     EngineGone,
     #[error("{0}")]

@@ -5,6 +5,7 @@
 //! cancellation.
 
 use crate::backend::{Backend, Cache};
+use crate::constrain::Constraint;
 use crate::error::ServerError;
 use crate::seq::Seq;
 use cpu::Logits;
@@ -31,7 +32,8 @@ pub struct Generated {
 /// false to stop (both end generation with [`Finish::Cancelled`]; held-back text is still
 /// offered to `emit` then). Afterwards the cache holds the
 /// prompt and the generated ids, but for the last one when generation ended by a stop string,
-/// the length limit or a cancellation.
+/// the length limit or a cancellation. With a `constraint` the output is held to it (and the
+/// backend never picks tokens itself).
 #[allow(clippy::too_many_arguments)]
 pub fn generate(
     backend: &Backend,
@@ -42,11 +44,13 @@ pub fn generate(
     prompt: &[u32],
     max_tokens: usize,
     stops: &[String],
+    constraint: Option<Constraint>,
     mut cancelled: impl FnMut() -> bool,
     mut emit: impl FnMut(&str) -> bool,
 ) -> Result<Generated, ServerError> {
     let t0 = Instant::now();
-    let mut seq = Seq::new(tok, sampler, prompt, max_tokens, stops, capacity, None);
+    let mut seq = Seq::new(tok, sampler, prompt, max_tokens, stops, capacity, None)
+        .with_constraint(constraint);
     // The prompt, then each sampled token; each step samples from the logits where the
     // backend put them (no copy of the vocabulary's logits a token).
     let mut next: Option<u32> = None;

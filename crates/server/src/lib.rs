@@ -10,6 +10,7 @@
 
 pub mod anthropic;
 pub mod backend;
+pub mod constrain;
 pub mod embeddings;
 pub mod engine;
 pub mod error;
@@ -29,11 +30,12 @@ pub use routes::app;
 pub use serve::serve;
 
 use backend::Backend;
+use constrain::{Constraint, Format, Grammars};
 use engine::{Done, Engine, Event, Job, SubmitError};
 use metrics::Metrics;
 use model::Model;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use template::{ChatTemplate, Message};
 use tokenizer::Tokenizer;
@@ -134,6 +136,9 @@ pub struct State {
     pub device_name: String,
     pub metrics: Arc<Metrics>,
     pub n_embd: usize,
+    /// The grammar compiler for the model's vocabulary, built on the first constrained
+    /// request (or why it could not be).
+    pub grammars: OnceLock<Result<Arc<Grammars>, String>>,
 }
 
 pub type AppState = Arc<State>;
@@ -263,7 +268,35 @@ impl State {
             device_name,
             metrics,
             n_embd,
+            grammars: OnceLock::new(),
         })
+    }
+
+    /// `format` compiled for the model: a 400 naming `param` when it cannot be (a schema or
+    /// expression llguidance rejects, one too large, one that admits no output).
+    pub fn constraint(&self, format: &Format, param: &str) -> Result<Constraint, ApiError> {
+        let size = match format {
+            Format::JsonObject => 0,
+            Format::JsonSchema(v) => serde_json::to_string(v).map_or(usize::MAX, |s| s.len()),
+            Format::Regex(s) | Format::Lark(s) => s.len(),
+        };
+        if size > constrain::MAX_GRAMMAR_BYTES {
+            return Err(ApiError::bad_request(
+                format!(
+                    "{param} is {size} bytes; at most {} are accepted",
+                    constrain::MAX_GRAMMAR_BYTES
+                ),
+                Some(param),
+            ));
+        }
+        let grammars = self
+            .grammars
+            .get_or_init(|| Grammars::new(self.tok.clone()).map(Arc::new))
+            .as_ref()
+            .map_err(|e| ApiError::bad_request(e.clone(), Some(param)))?;
+        grammars
+            .compile(format)
+            .map_err(|e| ApiError::bad_request(format!("{param}: {e}"), Some(param)))
     }
 
     /// Renders `messages` with the chat template and tokenizes the result (special tokens
@@ -309,6 +342,19 @@ impl State {
             SubmitError::Gone => ApiError::internal(ServerError::EngineGone.to_string()),
         })
     }
+}
+
+/// [`State::constraint`] off the async threads (the first builds the vocabulary's trie, and a
+/// large schema takes a while to compile).
+pub async fn compile_constraint(
+    state: &AppState,
+    format: Format,
+    param: &'static str,
+) -> Result<Constraint, ApiError> {
+    let st = state.clone();
+    tokio::task::spawn_blocking(move || st.constraint(&format, param))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
 }
 
 /// Waits for a job to end: its whole text and how it finished.

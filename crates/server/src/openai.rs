@@ -1,5 +1,6 @@
 //! OpenAI's `/v1/chat/completions` and `/v1/completions`, plain and streamed.
 
+use crate::constrain::Format;
 use crate::engine::{Done, Event, Finish, Job};
 use crate::error::{ApiError, parse_json};
 use crate::routes::body;
@@ -94,8 +95,15 @@ pub struct Request {
     pub best_of: Option<u32>,
     /// Completions: only null or empty.
     pub suffix: Option<String>,
-    /// Only `{"type": "text"}`.
+    /// `{"type": "text"}`, `{"type": "json_object"}` (llama.cpp's: with a `schema`) or
+    /// `{"type": "json_schema", "json_schema": {"schema": {...}, ...}}`.
     pub response_format: Option<ResponseFormat>,
+    /// llama.cpp's: the output is JSON valid under this schema.
+    pub json_schema: Option<Value>,
+    /// vLLM's: the output is JSON valid under this schema.
+    pub guided_json: Option<Value>,
+    /// vLLM's: the output matches this regular expression.
+    pub guided_regex: Option<String>,
     // Defined by OpenAI, accepted and ignored:
     pub user: Option<IgnoredAny>,
     pub metadata: Option<IgnoredAny>,
@@ -121,6 +129,20 @@ pub struct Request {
 pub struct ResponseFormat {
     #[serde(rename = "type")]
     pub kind: String,
+    /// With `json_schema`.
+    pub json_schema: Option<JsonSchemaFormat>,
+    /// llama.cpp's, with `json_object`.
+    pub schema: Option<Value>,
+}
+
+/// OpenAI's `response_format.json_schema`.
+#[derive(Deserialize)]
+pub struct JsonSchemaFormat {
+    pub schema: Option<Value>,
+    // Accepted: the output is held to the schema whatever `strict` says.
+    pub name: Option<IgnoredAny>,
+    pub description: Option<IgnoredAny>,
+    pub strict: Option<IgnoredAny>,
 }
 
 impl Request {
@@ -171,13 +193,6 @@ impl Request {
             "suffix",
             "a suffix",
         )?;
-        unsupported(
-            self.response_format
-                .as_ref()
-                .is_none_or(|f| f.kind == "text"),
-            "response_format",
-            "a response format other than text",
-        )?;
         let mut logit_bias = Vec::new();
         for (id, &bias) in self.logit_bias.iter().flatten() {
             let bad = |m: String| ApiError::bad_request(m, Some("logit_bias"));
@@ -224,7 +239,58 @@ impl Request {
             },
             logprobs,
             client: None,
+            constraint: None,
         })
+    }
+
+    /// What the output must be, if the request says (`response_format`, llama.cpp's
+    /// `json_schema`, vLLM's `guided_json` or `guided_regex`; at most one of them), and the
+    /// field that said it.
+    fn format(&self) -> Result<Option<(Format, &'static str)>, ApiError> {
+        let mut found = Vec::new();
+        if let Some(f) = &self.response_format {
+            let p = "response_format";
+            let bad = |m: &str| Err(ApiError::bad_request(m, Some(p)));
+            match (f.kind.as_str(), &f.json_schema, &f.schema) {
+                ("text", None, None) => {}
+                ("json_object", None, None) => found.push((Format::JsonObject, p)),
+                ("json_object", None, Some(s)) => found.push((Format::JsonSchema(s.clone()), p)),
+                ("json_schema", Some(j), None) => {
+                    // No schema: any JSON value.
+                    let s = j.schema.clone().unwrap_or_else(|| json!({}));
+                    found.push((Format::JsonSchema(s), p));
+                }
+                ("json_schema", None, _) => return bad("response_format.json_schema is missing"),
+                ("text" | "json_object" | "json_schema", _, _) => {
+                    return bad("response_format has fields its type does not take");
+                }
+                (other, _, _) => {
+                    return Err(ApiError::bad_request(
+                        format!(
+                            "response_format type '{other}' is not supported (text, json_object, json_schema)"
+                        ),
+                        Some(p),
+                    ));
+                }
+            }
+        }
+        if let Some(s) = &self.json_schema {
+            found.push((Format::JsonSchema(s.clone()), "json_schema"));
+        }
+        if let Some(s) = &self.guided_json {
+            found.push((Format::JsonSchema(s.clone()), "guided_json"));
+        }
+        if let Some(r) = &self.guided_regex {
+            found.push((Format::Regex(r.clone()), "guided_regex"));
+        }
+        if found.len() > 1 {
+            let names: Vec<_> = found.iter().map(|f| f.1).collect();
+            return Err(ApiError::bad_request(
+                format!("give at most one of {}", names.join(", ")),
+                Some(found[1].1),
+            ));
+        }
+        Ok(found.pop())
     }
 
     /// How many alternatives to report per token, if logprobs are wanted: chat takes
@@ -352,7 +418,10 @@ async fn respond(
     kind: Kind,
     param: &str,
 ) -> Result<Response, ApiError> {
-    let job = r.job(prompt, kind, state.tok.n_vocab(), state.tok.eog_ids())?;
+    let mut job = r.job(prompt, kind, state.tok.n_vocab(), state.tok.eog_ids())?;
+    if let Some((format, param)) = r.format()? {
+        job.constraint = Some(crate::compile_constraint(state, format, param).await?);
+    }
     let wants_logprobs = job.logprobs.is_some();
     let rx = state.submit(job, param)?;
     let id = new_id(match kind {

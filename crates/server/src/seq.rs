@@ -3,6 +3,7 @@
 //! whether to go on. The caller runs the forward passes, so the same state machine serves the
 //! CLI's loop ([`crate::generate::generate`]) and the engine's batched steps.
 
+use crate::constrain::Constraint;
 use crate::error::ServerError;
 use sampler::{Sampler, StopMatcher};
 use std::borrow::BorrowMut;
@@ -54,6 +55,7 @@ pub struct Seq<'t, S: BorrowMut<Sampler> = Sampler> {
     max_tokens: usize,
     capacity: usize,
     top_logprobs: Option<usize>,
+    constraint: Option<Constraint>,
     end: Option<Finish>,
 }
 
@@ -80,8 +82,17 @@ impl<'t, S: BorrowMut<Sampler>> Seq<'t, S> {
             max_tokens,
             capacity,
             top_logprobs,
+            constraint: None,
             end: (max_tokens == 0).then_some(Finish::Length),
         }
+    }
+
+    /// The sequence with its tokens held to `constraint` (JSON, a schema, a grammar): each
+    /// step samples among the tokens it allows, and generation ends when the output is
+    /// complete.
+    pub fn with_constraint(mut self, constraint: Option<Constraint>) -> Self {
+        self.constraint = constraint;
+        self
     }
 
     /// Samples the next token from `logits` (the model's output after everything fed so far;
@@ -90,7 +101,13 @@ impl<'t, S: BorrowMut<Sampler>> Seq<'t, S> {
         if self.end.is_some() {
             return Ok(Out::default());
         }
-        let id = self.sampler.borrow_mut().sample(logits, &self.history)?;
+        let id = match self.constraint.as_mut() {
+            Some(c) => {
+                let allowed = c.masked(logits).map_err(ServerError::Constraint)?;
+                self.sampler.borrow_mut().sample(&allowed, &self.history)?
+            }
+            None => self.sampler.borrow_mut().sample(logits, &self.history)?,
+        };
         if let Some(k) = self.top_logprobs
             && !self.tok.is_eog(id)
         {
@@ -104,16 +121,18 @@ impl<'t, S: BorrowMut<Sampler>> Seq<'t, S> {
 
     /// Whether the next token may be picked by the backend (see
     /// [`Sampler::is_plain_greedy`]) and given to [`accept`](Self::accept): plain greedy, and
-    /// no log-probabilities asked for.
+    /// no log-probabilities asked for, no constraint (its mask needs the whole row).
     pub fn backend_may_pick(&self) -> bool {
-        self.top_logprobs.is_none() && self.sampler.borrow().is_plain_greedy()
+        self.top_logprobs.is_none()
+            && self.constraint.is_none()
+            && self.sampler.borrow().is_plain_greedy()
     }
 
     /// The `k` of the row's top-k candidates the next token may be sampled from by
     /// [`accept_top`](Self::accept_top) (see [`Sampler::top_k_only`]), when no
     /// log-probabilities are asked for.
     pub fn backend_top_k(&self) -> Option<usize> {
-        if self.top_logprobs.is_some() {
+        if self.top_logprobs.is_some() || self.constraint.is_some() {
             return None;
         }
         self.sampler.borrow().top_k_only()
@@ -141,12 +160,18 @@ impl<'t, S: BorrowMut<Sampler>> Seq<'t, S> {
             self.end = Some(Finish::Eog);
             return Ok(out);
         }
+        if let Some(c) = self.constraint.as_mut() {
+            c.consume(id).map_err(ServerError::Constraint)?;
+        }
         self.ids.push(id);
         self.history.push(id);
         let piece = self.stop.push(&self.stream.push(id)?);
         out.text = piece.emit;
         if piece.stopped {
             self.end = Some(Finish::Stop);
+        } else if self.constraint.as_ref().is_some_and(Constraint::is_done) {
+            // The output is complete (a closed JSON value): as if the model ended it.
+            self.end = Some(Finish::Eog);
         } else if self.ids.len() >= self.max_tokens || cache_len + 1 >= self.capacity {
             self.end = Some(Finish::Length);
         } else {

@@ -48,7 +48,7 @@ async fn chat_logprobs_shape() {
         json!({"frequency_penalty": 3}),
         json!({"unknown_field": 1}),
         json!({"logit_bias": {"999999": 1}}),
-        json!({"response_format": {"type": "json_object"}}),
+        json!({"response_format": {"type": "yaml"}}),
     ] {
         let (s, v) = post_json(&app, "/v1/chat/completions", &chat(bad.clone())).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {v}");
@@ -342,6 +342,7 @@ async fn a_waiting_client_goes_before_one_already_running() {
         },
         logprobs: None,
         client: Some(client.into()),
+        constraint: None,
     };
     let mut rxs = Vec::new();
     for (client, n) in [("a", 40), ("a", 40), ("a", 40), ("a", 40), ("b", 4)] {
@@ -379,15 +380,16 @@ async fn a_full_queue_refuses() {
     let backend = server::backend::Backend::new(model, server::backend::Device::Cpu).unwrap();
     let metrics = std::sync::Arc::new(server::metrics::Metrics::new(1));
     let sizes = Sizes {
-        ctx: 256,
+        ctx: 8192,
         queue: 2,
         parallel: 1,
         chunk: 64,
         mix: 0,
-        kv_blocks: 16,
+        kv_blocks: 8192 / cpu::BLOCK_POSITIONS,
     };
     // The running request cannot end early (an end-of-generation token would free its slot
-    // while the queue is being filled).
+    // while the queue is being filled; and its 8000 tokens take the tiny model ~0.1 s, so a
+    // test thread held off the CPU for a few milliseconds cannot see it end either).
     let no_end: Vec<(u32, f32)> = (0..tok.n_vocab() as u32)
         .filter(|&id| tok.is_eog(id))
         .map(|id| (id, f32::NEG_INFINITY))
@@ -395,7 +397,7 @@ async fn a_full_queue_refuses() {
     let engine = Engine::start(backend, tok, sizes, metrics).unwrap();
     let job = || Job {
         prompt: vec![1, 2, 3],
-        max_tokens: 250,
+        max_tokens: 8000,
         stops: Vec::new(),
         sampling: sampler::SamplerConfig {
             logit_bias: no_end.clone(),
@@ -403,6 +405,7 @@ async fn a_full_queue_refuses() {
         },
         logprobs: None,
         client: None,
+        constraint: None,
     };
     // One runs (once the engine takes it), two wait: the fourth finds the queue full.
     let mut held = vec![engine.submit(job()).unwrap()];

@@ -29,6 +29,40 @@ async fn smollm2_knows_paris() {
     assert!(text.contains("Paris"), "{text}");
 }
 
+/// Held to a JSON schema, the real SmolLM2 answers in it, and still knows the answer.
+#[tokio::test]
+async fn smollm2_answers_in_json() {
+    let p = common::models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models",
+        p.display()
+    );
+    let cfg = server::Config {
+        ctx: 512,
+        ..server::Config::default()
+    };
+    let app = server::app(Arc::new(server::State::load(&p, &cfg).unwrap()));
+    let schema = json!({"type": "object", "properties": {"country": {"type": "string"},
+                        "capital": {"type": "string"}}, "required": ["country", "capital"],
+                        "additionalProperties": false});
+    let req = json!({"messages": [{"role": "user", "content": "What is the capital of France? Answer in JSON."}],
+                     "temperature": 0, "max_tokens": 40,
+                     "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}});
+    let t = std::time::Instant::now();
+    let (s, v) = common::post_json(&app, "/v1/chat/completions", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let text = v["choices"][0]["message"]["content"].as_str().unwrap();
+    eprintln!(
+        "{text} ({:?}, {} tokens)",
+        t.elapsed(),
+        v["usage"]["completion_tokens"]
+    );
+    let a: serde_json::Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert!(a["capital"].as_str().unwrap().contains("Paris"), "{text}");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+}
+
 /// A backend's own greedy pick (CUDA's `forward_pick`) goes through `Seq::accept`: given the
 /// sampler's choice, it must produce what `Seq::step` produces from the logits, step by step
 /// (text, next token, end). Here both run on the CPU over the real SmolLM2.

@@ -119,7 +119,7 @@ impl Chat<'_> {
             &s.tok,
             &mut self.sampler,
             new,
-            self.a.opts.limits(Some(&repl::CANCEL)),
+            self.a.opts.limits(s, Some(&repl::CANCEL)),
             |t| {
                 answer.push_str(t);
                 stdout.write_all(t.as_bytes())?;

@@ -6,7 +6,9 @@ use crate::{default_model, hub, progress};
 use anyhow::{Context, Result, bail};
 use model::Model;
 use sampler::{Sampler, SamplerConfig};
+use server::constrain::{Format, Grammars};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use template::ChatTemplate;
 use tokenizer::Tokenizer;
@@ -54,6 +56,18 @@ pub struct GenArgs {
     /// Stop when this text appears (repeatable).
     #[arg(long)]
     pub stop: Vec<String>,
+    /// Answer with a JSON object.
+    #[arg(long, conflicts_with_all = ["json_schema", "regex", "grammar"])]
+    pub json: bool,
+    /// Answer with JSON valid under this JSON schema (a file, or the schema itself).
+    #[arg(long, value_name = "FILE|SCHEMA", conflicts_with_all = ["regex", "grammar"])]
+    pub json_schema: Option<String>,
+    /// Answer with text matching this regular expression (Rust regex syntax), whole.
+    #[arg(long, value_name = "REGEX", conflicts_with = "grammar")]
+    pub regex: Option<String>,
+    /// Answer with text of this grammar (a file in llguidance's Lark dialect).
+    #[arg(long, value_name = "FILE")]
+    pub grammar: Option<PathBuf>,
     /// No progress bars or statistics on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -62,7 +76,9 @@ pub struct GenArgs {
 /// A model loaded for generation.
 pub struct Session {
     pub backend: Backend,
-    pub tok: Tokenizer,
+    pub tok: Arc<Tokenizer>,
+    /// What every answer must be, with the vocabulary's grammar compiler (`--json`, ...).
+    pub format: Option<(Grammars, Format)>,
     pub template: ChatTemplate,
     pub ctx: usize,
     pub path: PathBuf,
@@ -105,15 +121,64 @@ impl GenArgs {
             || path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
+        let format = self.format()?;
         let pb = progress::spinner(!self.quiet, format!("loading {name}"));
-        let loaded = self.load_path(&path, device);
+        let loaded = self.load_path(&path, device, format);
         pb.finish_and_clear();
         loaded
     }
 
-    fn load_path(&self, path: &std::path::Path, device: super::Device) -> Result<Session> {
+    /// What `--json`, `--json-schema`, `--regex` or `--grammar` ask of the output (files read
+    /// and the schema parsed here, so that a bad one fails before the model loads).
+    pub fn format(&self) -> Result<Option<Format>> {
+        if self.json {
+            return Ok(Some(Format::JsonObject));
+        }
+        if let Some(s) = &self.json_schema {
+            let text = if s.trim_start().starts_with('{') {
+                s.clone()
+            } else {
+                std::fs::read_to_string(s).with_context(|| format!("--json-schema {s}"))?
+            };
+            let v = serde_json::from_str(&text)
+                .with_context(|| format!("--json-schema {s}: not JSON"))?;
+            return Ok(Some(Format::JsonSchema(v)));
+        }
+        if let Some(r) = &self.regex {
+            return Ok(Some(Format::Regex(r.clone())));
+        }
+        if let Some(p) = &self.grammar {
+            let g =
+                std::fs::read_to_string(p).with_context(|| format!("--grammar {}", p.display()))?;
+            return Ok(Some(Format::Lark(g)));
+        }
+        Ok(None)
+    }
+
+    fn load_path(
+        &self,
+        path: &std::path::Path,
+        device: super::Device,
+        format: Option<Format>,
+    ) -> Result<Session> {
         let model = Model::open(path).with_context(|| path.display().to_string())?;
         let tok = Tokenizer::from_gguf(&model.file).with_context(|| path.display().to_string())?;
+        let tok = Arc::new(tok);
+        let format = match format {
+            Some(f) => {
+                let g = Grammars::new(tok.clone()).map_err(anyhow::Error::msg)?;
+                // Compiled once here so that a bad schema or expression fails before the prompt.
+                let flag = match f {
+                    Format::JsonObject => "--json",
+                    Format::JsonSchema(_) => "--json-schema",
+                    Format::Regex(_) => "--regex",
+                    Format::Lark(_) => "--grammar",
+                };
+                g.compile(&f).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+                Some((g, f))
+            }
+            None => None,
+        };
         let template = server::chat_template(&model, &tok)?;
         let ctx = server::context_size(&model, self.ctx);
         let device = server::device_for(&model, device, self.device == "auto");
@@ -122,6 +187,7 @@ impl GenArgs {
         Ok(Session {
             backend,
             tok,
+            format,
             template,
             ctx,
             path: path.to_path_buf(),
@@ -129,11 +195,12 @@ impl GenArgs {
     }
 
     /// The token limit and stop strings, with an optional cancellation flag.
-    pub fn limits<'a>(&'a self, cancel: Option<&'a AtomicBool>) -> Limits<'a> {
+    pub fn limits<'a>(&'a self, s: &'a Session, cancel: Option<&'a AtomicBool>) -> Limits<'a> {
         Limits {
             max_tokens: self.max_tokens,
             stops: &self.stop,
             cancel,
+            format: s.format.as_ref().map(|(g, f)| (g, f)),
         }
     }
 

@@ -52,7 +52,7 @@ pub fn run(a: Args) -> Result<()> {
         &s.tok,
         &mut sampler,
         &ids,
-        a.opts.limits(None),
+        a.opts.limits(&s, None),
         |t| {
             stdout.write_all(t.as_bytes())?;
             stdout.flush()?;
