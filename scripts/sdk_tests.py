@@ -314,6 +314,38 @@ def structured_output_parses(ctx):
 
 
 @test
+def tool_calls(ctx):
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "Get the current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}}]
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    r = ctx.oa.chat.completions.create(model="m", messages=ask, tools=tools, tool_choice="required",
+                                       temperature=0, max_tokens=40)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls", c
+    call = c.message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "get_weather", call
+    assert isinstance(json.loads(call.function.arguments)["city"], str), call
+    # Streamed: the SDK's stream helper puts the deltas back together.
+    with ctx.oa.chat.completions.stream(model="m", messages=ask, tools=tools, temperature=0,
+                                        max_tokens=40, tool_choice={
+                                            "type": "function",
+                                            "function": {"name": "get_weather"}}) as st:
+        final = st.get_final_completion()
+    fc = final.choices[0]
+    assert fc.finish_reason == "tool_calls", fc
+    assert fc.message.tool_calls[0].function.name == "get_weather", fc
+    assert fc.message.tool_calls[0].function.arguments == call.function.arguments, fc
+    # The call and its result go back in; told not to call again, it answers in text.
+    follow = ask + [c.message.model_dump(exclude_none=True),
+                    {"role": "tool", "tool_call_id": call.id, "content": "22 C, sunny"}]
+    r = ctx.oa.chat.completions.create(model="m", messages=follow, tools=tools, tool_choice="none",
+                                       temperature=0, max_tokens=30)
+    assert r.choices[0].message.content and not r.choices[0].message.tool_calls, r
+
+
+@test
 def n_greater_than_one_is_refused(ctx):
     try:
         ctx.oa.chat.completions.create(model="m", messages=FRANCE, n=2, max_tokens=2)

@@ -177,6 +177,7 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
         logprobs: None,
         client: None,
         constraint: None,
+        special_text: false,
     };
     let input_tokens = job.prompt.len();
     let rx = state.submit(job, "messages")?;

@@ -47,6 +47,8 @@ pub struct Job {
     /// What the output must be (JSON, a schema, a grammar), compiled for the model
     /// ([`crate::constrain`]); None: free text.
     pub constraint: Option<crate::constrain::Constraint>,
+    /// Render control tokens in the text (tool requests: Qwen's `<tool_call>` is one).
+    pub special_text: bool,
 }
 
 /// What the engine reports about a job.
@@ -482,7 +484,8 @@ impl<'a> Runner<'a> {
             self.ctx,
             job.logprobs,
         )
-        .with_constraint(job.constraint);
+        .with_constraint(job.constraint)
+        .with_special_text(job.special_text);
         self.active.push(Active {
             seq,
             client: job.client,

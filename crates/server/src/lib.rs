@@ -18,11 +18,13 @@ pub mod generate;
 pub mod limits;
 pub mod metrics;
 pub mod openai;
+pub mod openai_tools;
 pub mod pace;
 pub mod routes;
 pub mod seq;
 pub mod serve;
 pub mod sse;
+pub mod tools;
 
 pub use backend::{Device, device_for};
 pub use error::{ApiError, ServerError};

@@ -3,6 +3,7 @@
 use crate::constrain::Format;
 use crate::engine::{Done, Event, Finish, Job};
 use crate::error::{ApiError, parse_json};
+use crate::openai_tools::{ToolMode, tool_calls_json};
 use crate::routes::body;
 use crate::seq::TokenLogprob;
 use crate::{AppState, collect_all, new_id, now, sse};
@@ -110,7 +111,9 @@ pub struct Request {
     pub store: Option<IgnoredAny>,
     pub service_tier: Option<IgnoredAny>,
     pub parallel_tool_calls: Option<IgnoredAny>,
-    pub tool_choice: Option<IgnoredAny>,
+    /// `"none"`, `"auto"` (the default), `"required"` or `{"type": "function", "function":
+    /// {"name": ...}}`: the last two force a call (a grammar written for the template's syntax).
+    pub tool_choice: Option<Value>,
     pub functions: Option<IgnoredAny>,
     pub function_call: Option<IgnoredAny>,
     pub reasoning_effort: Option<IgnoredAny>,
@@ -240,6 +243,7 @@ impl Request {
             logprobs,
             client: None,
             constraint: None,
+            special_text: false,
         })
     }
 
@@ -380,8 +384,10 @@ pub async fn chat_completions(
         ));
     }
     crate::check_message_count(messages.len())?;
-    let prompt = state.chat_prompt(messages, r.tools.as_ref())?;
-    respond(&state, &r, prompt, Kind::Chat, "messages").await
+    let tools = crate::openai_tools::ToolMode::of(&state, &r)?;
+    let messages = crate::openai_tools::for_template(messages, state.template.source());
+    let prompt = state.chat_prompt(&messages, tools.as_ref().map(|t| t.tools))?;
+    respond(&state, &r, prompt, Kind::Chat, "messages", tools).await
 }
 
 pub async fn completions(
@@ -408,7 +414,13 @@ pub async fn completions(
             ids.clone()
         }
     };
-    respond(&state, &r, prompt, Kind::Text, "prompt").await
+    if r.tools.is_some() {
+        return Err(ApiError::bad_request(
+            "tools are taken by /v1/chat/completions only",
+            Some("tools"),
+        ));
+    }
+    respond(&state, &r, prompt, Kind::Text, "prompt", None).await
 }
 
 async fn respond(
@@ -417,11 +429,24 @@ async fn respond(
     prompt: Vec<u32>,
     kind: Kind,
     param: &str,
+    tools: Option<ToolMode<'_>>,
 ) -> Result<Response, ApiError> {
     let mut job = r.job(prompt, kind, state.tok.n_vocab(), state.tok.eog_ids())?;
-    if let Some((format, param)) = r.format()? {
+    let format = match (r.format()?, tools.as_ref().and_then(|t| t.forced.clone())) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "a tool_choice that forces a call and a response format cannot both hold",
+                Some("tool_choice"),
+            ));
+        }
+        (f, None) => f,
+        (None, Some(g)) => Some((Format::Lark(g), "tool_choice")),
+    };
+    if let Some((format, param)) = format {
         job.constraint = Some(crate::compile_constraint(state, format, param).await?);
     }
+    job.special_text = tools.is_some();
+    let names = tools.map(|t| t.names);
     let wants_logprobs = job.logprobs.is_some();
     let rx = state.submit(job, param)?;
     let id = new_id(match kind {
@@ -432,22 +457,40 @@ async fn respond(
     let created = now();
     if r.stream {
         let tok = state.tok.clone();
-        return Ok(stream(rx, kind, id, model, created, r.include_usage(), tok));
+        let calls = names.map(crate::tools::Stream::new);
+        return Ok(stream(
+            rx,
+            kind,
+            id,
+            model,
+            created,
+            r.include_usage(),
+            tok,
+            calls,
+        ));
     }
     let (text, lps, done) = collect_all(rx).await?;
+    let parsed = names.and_then(|n| crate::tools::parse(&text, &n));
     let lp = if wants_logprobs {
         logprobs_json(&state.tok, kind, &lps, &mut 0)
     } else {
         Value::Null
     };
-    let choice = match kind {
-        Kind::Chat => json!({
+    let choice = match (kind, parsed) {
+        (Kind::Chat, Some((text, calls))) => json!({
+            "index": 0,
+            "message": {"role": "assistant", "content": (!text.is_empty()).then_some(text),
+                        "tool_calls": tool_calls_json(&calls, false)},
+            "logprobs": lp,
+            "finish_reason": "tool_calls",
+        }),
+        (Kind::Chat, None) => json!({
             "index": 0,
             "message": {"role": "assistant", "content": text},
             "logprobs": lp,
             "finish_reason": finish_reason(done.finish),
         }),
-        Kind::Text => json!({
+        (Kind::Text, _) => json!({
             "index": 0,
             "text": text,
             "logprobs": lp,
@@ -523,6 +566,7 @@ pub fn logprobs_json(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn stream(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
     kind: Kind,
@@ -531,6 +575,7 @@ fn stream(
     created: u64,
     include_usage: bool,
     tok: std::sync::Arc<Tokenizer>,
+    mut calls: Option<crate::tools::Stream>,
 ) -> Response {
     let (tx, resp) = sse::channel();
     let object = match kind {
@@ -574,15 +619,29 @@ fn stream(
                     Ok(())
                 }
                 Event::Text(t) => {
+                    let t = match calls.as_mut() {
+                        Some(c) => c.push(&t),
+                        None => t,
+                    };
+                    if t.is_empty() {
+                        continue;
+                    }
                     let l = lp(&mut pending);
                     tx.send(sse::data(&chunk(piece(&t, l, None))))
                 }
                 Event::Done(d) => {
-                    if !pending.is_empty() {
+                    let (rest, found) = calls.as_mut().map(|c| c.finish()).unwrap_or_default();
+                    if !pending.is_empty() || !rest.is_empty() {
                         let l = lp(&mut pending);
-                        let _ = tx.send(sse::data(&chunk(piece("", l, None))));
+                        let _ = tx.send(sse::data(&chunk(piece(&rest, l, None))));
                     }
-                    let reason = Some(finish_reason(d.finish));
+                    let mut reason = Some(finish_reason(d.finish));
+                    if !found.is_empty() {
+                        let delta = json!({"index": 0, "delta": {"tool_calls": tool_calls_json(&found, true)},
+                                           "logprobs": null, "finish_reason": null});
+                        let _ = tx.send(sse::data(&chunk(delta)));
+                        reason = Some("tool_calls");
+                    }
                     let _ = tx.send(sse::data(&chunk(piece("", Value::Null, reason))));
                     if include_usage {
                         let mut last = chunk(json!(null));

@@ -95,6 +95,15 @@ impl<'t, S: BorrowMut<Sampler>> Seq<'t, S> {
         self
     }
 
+    /// The sequence with control tokens rendered in its text (an end-of-generation token
+    /// still ends it unseen): tool calls are parsed from it, and Qwen's `<tool_call>` is one.
+    pub fn with_special_text(mut self, special: bool) -> Self {
+        if special {
+            self.stream = self.tok.stream_decoder();
+        }
+        self
+    }
+
     /// Samples the next token from `logits` (the model's output after everything fed so far;
     /// the cache now holds `cache_len` positions).
     pub fn step(&mut self, logits: &[f32], cache_len: usize) -> Result<Out, ServerError> {

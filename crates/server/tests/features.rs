@@ -343,6 +343,7 @@ async fn a_waiting_client_goes_before_one_already_running() {
         logprobs: None,
         client: Some(client.into()),
         constraint: None,
+        special_text: false,
     };
     let mut rxs = Vec::new();
     for (client, n) in [("a", 40), ("a", 40), ("a", 40), ("a", 40), ("b", 4)] {
@@ -406,6 +407,7 @@ async fn a_full_queue_refuses() {
         logprobs: None,
         client: None,
         constraint: None,
+        special_text: false,
     };
     // One runs (once the engine takes it), two wait: the fourth finds the queue full.
     let mut held = vec![engine.submit(job()).unwrap()];

@@ -152,3 +152,47 @@ fn smol_on_cpu() -> (tokenizer::Tokenizer, usize, server::backend::Backend) {
         server::backend::Backend::new(model, server::Device::Cpu).unwrap(),
     )
 }
+
+/// The real Qwen2.5-Coder-0.5B (its template writes Hermes-style `<tool_call>` blocks, a control
+/// token in its vocabulary) calls the weather tool unforced; given the tool's result and
+/// `tool_choice` "none", it answers from it.
+#[tokio::test]
+async fn qwen_calls_a_tool_and_uses_its_result() {
+    let p = common::models_dir().join("qwen2.5-coder-0.5b-instruct.gguf");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models",
+        p.display()
+    );
+    let cfg = server::Config {
+        ctx: 1024,
+        ..server::Config::default()
+    };
+    let app = server::app(Arc::new(server::State::load(&p, &cfg).unwrap()));
+    let tools = json!([{"type": "function", "function": {"name": "get_weather",
+        "description": "Get the current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]);
+    let mut messages =
+        json!([{"role": "user", "content": "What is the weather like in Paris today?"}]);
+    let req = json!({"messages": messages, "tools": tools, "temperature": 0, "max_tokens": 60});
+    let (s, v) = common::post_json(&app, "/v1/chat/completions", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let m = &v["choices"][0]["message"];
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    let call = &m["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "get_weather", "{v}");
+    let args: serde_json::Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args["city"], "Paris", "{v}");
+    let msgs = messages.as_array_mut().unwrap();
+    msgs.push(m.clone());
+    msgs.push(json!({"role": "tool", "tool_call_id": call["id"], "content": "22 degrees Celsius and sunny"}));
+    let req = json!({"messages": messages, "tools": tools, "tool_choice": "none", "temperature": 0, "max_tokens": 60});
+    let (s, v) = common::post_json(&app, "/v1/chat/completions", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let text = v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("22"), "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop", "{v}");
+}

@@ -179,6 +179,11 @@ impl ChatTemplate {
         self.supports_parts
     }
 
+    /// The template's Jinja source.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
     /// The limits renders run under.
     pub fn limits(&self) -> Limits {
         self.limits
