@@ -389,6 +389,37 @@ def tokenize_detokenize(ctx):
 
 
 @test
+def anthropic_tool_use(ctx):
+    tools = [{"name": "get_weather", "description": "Get the current weather in a city",
+              "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                               "required": ["city"]}}]
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    pick = {"type": "tool", "name": "get_weather"}
+    m = ctx.an.messages.create(model="m", max_tokens=40, messages=ask, tools=tools,
+                               tool_choice=pick, extra_body=GREEDY)
+    assert m.stop_reason == "tool_use", m
+    use = [b for b in m.content if b.type == "tool_use"][0]
+    assert use.name == "get_weather" and isinstance(use.input["city"], str), use
+    assert use.id.startswith("toolu_"), use
+    # Streamed: the SDK rebuilds the input from its input_json_delta.
+    with ctx.an.messages.stream(model="m", max_tokens=40, messages=ask, tools=tools,
+                                tool_choice=pick, extra_body=GREEDY) as st:
+        final = st.get_final_message()
+    assert final.stop_reason == "tool_use", final
+    suse = [b for b in final.content if b.type == "tool_use"][0]
+    assert suse.name == use.name and suse.input == use.input, (suse, use)
+    # The call and its result go back in; with tool_choice none it answers in text.
+    follow = ask + [{"role": "assistant", "content": [b.model_dump() for b in m.content]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
+                                                  "content": "22 C, sunny"}]}]
+    r = ctx.an.messages.create(model="m", max_tokens=30, messages=follow, tools=tools,
+                               tool_choice={"type": "none"}, extra_body=GREEDY)
+    assert r.content[0].type == "text" and r.content[0].text, r
+    n = ctx.an.messages.count_tokens(model="m", messages=follow, tools=tools)
+    assert n.input_tokens > 10, n
+
+
+@test
 def anthropic_messages(ctx):
     m = ctx.an.messages.create(model="m", max_tokens=32, messages=FRANCE, extra_body=GREEDY)
     assert m.type == "message" and m.role == "assistant" and m.id.startswith("msg_")

@@ -1,7 +1,10 @@
 //! Anthropic's `/v1/messages`, plain and streamed; errors in Anthropic's shape.
 
+use crate::anthropic_tools;
+use crate::constrain::Format;
 use crate::engine::{Done, Event, Finish, Job};
 use crate::error::{ApiError, parse_json};
+use crate::openai_tools::ToolMode;
 use crate::routes::body;
 use crate::{AppState, collect, new_id, sse};
 use axum::Json;
@@ -13,9 +16,9 @@ use sampler::SamplerConfig;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::{Value, json};
-use template::Message;
+use template::{Message, ToolCall};
 
-/// Text, or a list of content blocks (only `text` blocks are read).
+/// Text, or a list of content blocks (`text`, and in the messages `tool_use` and `tool_result`).
 #[derive(Deserialize)]
 #[serde(untagged)]
 pub enum Content {
@@ -28,6 +31,14 @@ pub struct Block {
     #[serde(rename = "type")]
     pub kind: String,
     pub text: Option<String>,
+    /// `tool_use`: the call's id, the tool and its input.
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub input: Option<Value>,
+    /// `tool_result`: the call it answers, and what the tool gave.
+    pub tool_use_id: Option<String>,
+    pub content: Option<Box<Content>>,
+    pub is_error: Option<bool>,
 }
 
 impl Content {
@@ -45,6 +56,18 @@ impl Content {
                 })
                 .collect(),
         }
+    }
+}
+
+impl Block {
+    fn bad(&self) -> ApiError {
+        ApiError::bad_request(
+            format!(
+                "content blocks of type '{}' are not supported here",
+                self.kind
+            ),
+            Some("messages"),
+        )
     }
 }
 
@@ -71,9 +94,12 @@ pub struct Request {
     #[serde(default)]
     pub stream: bool,
     // Defined by the Messages API, accepted and ignored:
+    /// Custom tools: `[{"name", "description", "input_schema"}]`.
+    pub tools: Option<Vec<Value>>,
+    /// `{"type": "auto"|"any"|"none"}` or `{"type": "tool", "name": ...}`.
+    pub tool_choice: Option<Value>,
+    // Defined by the Messages API, accepted and ignored:
     pub metadata: Option<IgnoredAny>,
-    pub tools: Option<IgnoredAny>,
-    pub tool_choice: Option<IgnoredAny>,
     pub thinking: Option<IgnoredAny>,
     pub service_tier: Option<IgnoredAny>,
     pub container: Option<IgnoredAny>,
@@ -89,6 +115,7 @@ pub struct Request {
 pub struct CountRequest {
     pub messages: Vec<InMessage>,
     pub system: Option<Content>,
+    pub tools: Option<Vec<Value>>,
 }
 
 /// The conversation as template messages: the system prompt, then user/assistant turns.
@@ -114,7 +141,79 @@ fn chat_messages(
                 Some("messages"),
             ));
         }
-        msgs.push(Message::new(m.role.clone(), m.content.text()?));
+        match (&m.content, m.role.as_str()) {
+            (Content::Text(t), _) => msgs.push(Message::new(m.role.clone(), t.clone())),
+            (Content::Blocks(b), "assistant") => msgs.push(assistant_turn(b)?),
+            (Content::Blocks(b), _) => {
+                let turn = user_turn(b, &msgs)?;
+                msgs.extend(turn);
+            }
+        }
+    }
+    Ok(msgs)
+}
+
+/// An assistant turn of text and `tool_use` blocks: its text, and the calls as OpenAI-shaped
+/// tool calls (the templates' form).
+fn assistant_turn(blocks: &[Block]) -> Result<Message, ApiError> {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for b in blocks {
+        match (b.kind.as_str(), &b.text, &b.name) {
+            ("text", Some(t), _) => text.push_str(t),
+            ("tool_use", _, Some(name)) => calls.push(ToolCall::new(
+                b.id.as_deref(),
+                name,
+                b.input.clone().unwrap_or_else(|| json!({})),
+            )),
+            _ => return Err(b.bad()),
+        }
+    }
+    let mut m = Message::new("assistant", text);
+    if !calls.is_empty() {
+        if m.content
+            .as_ref()
+            .is_some_and(|c| matches!(c, template::Content::Text(t) if t.is_empty()))
+        {
+            m.content = None;
+        }
+        m.tool_calls = Some(calls);
+    }
+    Ok(m)
+}
+
+/// A user turn of `tool_result` and text blocks: a `tool` message for each result (named after
+/// the call it answers, found in `before`), then the text as a user message.
+fn user_turn(blocks: &[Block], before: &[Message]) -> Result<Vec<Message>, ApiError> {
+    let mut msgs = Vec::new();
+    let mut text = String::new();
+    for b in blocks {
+        match (b.kind.as_str(), &b.text) {
+            ("text", Some(t)) => text.push_str(t),
+            ("tool_result", _) => {
+                let mut out = match b.content.as_deref() {
+                    None => String::new(),
+                    Some(c) => c.text()?,
+                };
+                if b.is_error == Some(true) {
+                    out = format!("Error: {out}");
+                }
+                let id = b.tool_use_id.clone();
+                let name = before
+                    .iter()
+                    .flat_map(|m| m.tool_calls.iter().flatten())
+                    .find(|c| c.id.is_some() && c.id == id)
+                    .map(|c| c.function.name.clone());
+                let mut m = Message::new("tool", out);
+                m.tool_call_id = id;
+                m.name = name;
+                msgs.push(m);
+            }
+            _ => return Err(b.bad()),
+        }
+    }
+    if !text.is_empty() || blocks.is_empty() {
+        msgs.push(Message::new("user", text));
     }
     Ok(msgs)
 }
@@ -127,7 +226,14 @@ pub async fn count_tokens(
     let count = || -> Result<Response, ApiError> {
         let r: CountRequest = parse_json(&body(b)?)?;
         let msgs = chat_messages(r.system.as_ref(), &r.messages)?;
-        let prompt = state.chat_prompt(&msgs, None)?;
+        let tools = r
+            .tools
+            .as_deref()
+            .map(anthropic_tools::openai_tools)
+            .transpose()?;
+        let msgs = crate::openai_tools::for_template(&msgs, state.template.source());
+        let tools = tools.filter(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+        let prompt = state.chat_prompt(&msgs, tools.as_ref())?;
         Ok(Json(json!({ "input_tokens": prompt.len() })).into_response())
     };
     count().map_err(ApiError::anthropic)
@@ -160,10 +266,18 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
         }
     }
     crate::check_stops(&r.stop_sequences, "stop_sequences")?;
-    let prompt = state.chat_prompt(&msgs, None)?;
+    let tools = r
+        .tools
+        .as_deref()
+        .map(anthropic_tools::openai_tools)
+        .transpose()?;
+    let choice = anthropic_tools::choice(r.tool_choice.as_ref())?;
+    let tools = ToolMode::new(&state, tools, choice, "tool_choice")?;
+    let msgs = crate::openai_tools::for_template(&msgs, state.template.source());
+    let prompt = state.chat_prompt(&msgs, tools.as_ref().map(|t| &t.tools))?;
     let d = SamplerConfig::default();
     // Anthropic's defaults: temperature 1, no top-p/top-k truncation unless asked
-    let job = Job {
+    let mut job = Job {
         prompt,
         max_tokens: r.max_tokens,
         stops: r.stop_sequences.clone(),
@@ -177,33 +291,63 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
         logprobs: None,
         client: None,
         constraint: None,
-        special_text: false,
+        special_text: tools.is_some(),
     };
+    if let Some(g) = tools.as_ref().and_then(|t| t.forced.clone()) {
+        job.constraint =
+            Some(crate::compile_constraint(&state, Format::Lark(g), "tool_choice").await?);
+    }
+    let names = tools.map(|t| t.names);
     let input_tokens = job.prompt.len();
     let rx = state.submit(job, "messages")?;
     let id = new_id("msg_");
     if r.stream {
-        return Ok(stream(rx, id, r.model, input_tokens));
+        return Ok(stream(
+            rx,
+            id,
+            r.model,
+            input_tokens,
+            names.map(crate::tools::Stream::new),
+        ));
     }
     let (text, done) = collect(rx).await?;
+    let (content, reason) = match names.and_then(|n| crate::tools::parse(&text, &n)) {
+        Some((text, calls)) => {
+            let mut c = Vec::new();
+            if !text.is_empty() {
+                c.push(json!({"type": "text", "text": text}));
+            }
+            c.extend(anthropic_tools::tool_use_blocks(&calls));
+            (c, "tool_use")
+        }
+        None => (
+            vec![json!({"type": "text", "text": text})],
+            stop_reason(&done),
+        ),
+    };
     Ok(Json(json!({
         "id": id,
         "type": "message",
         "role": "assistant",
         "model": r.model,
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": stop_reason(&done),
+        "content": content,
+        "stop_reason": reason,
         "stop_sequence": done.stop,
         "usage": {"input_tokens": done.prompt_tokens, "output_tokens": done.completion_tokens},
     }))
     .into_response())
 }
 
+/// Streams the answer in Anthropic's events. Without tools (`calls` None) the text block opens
+/// at once; with tools it opens at the answer's first text (an answer that is only calls has
+/// none), and each call comes after it as a `tool_use` block with its input in one
+/// `input_json_delta`.
 fn stream(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
     id: String,
     model: String,
     input_tokens: usize,
+    mut calls: Option<crate::tools::Stream>,
 ) -> Response {
     let (tx, resp) = sse::channel();
     let ev = |name: &str, v: Value| sse::named(name, &v);
@@ -212,38 +356,103 @@ fn stream(
             "id": id, "type": "message", "role": "assistant", "model": model, "content": [],
             "stop_reason": null, "stop_sequence": null,
             "usage": {"input_tokens": input_tokens, "output_tokens": 0}}});
-        let opening = [
-            ev("message_start", start),
+        let text_start = || {
             ev(
                 "content_block_start",
                 json!({"type": "content_block_start", "index": 0,
                        "content_block": {"type": "text", "text": ""}}),
-            ),
-            ev("ping", json!({"type": "ping"})),
-        ];
+            )
+        };
+        let mut opening = vec![ev("message_start", start)];
+        let mut text_open = calls.is_none();
+        if text_open {
+            opening.push(text_start());
+        }
+        opening.push(ev("ping", json!({"type": "ping"})));
         for e in opening {
             if tx.send(e).is_err() {
                 return;
             }
         }
+        let text_delta = |t: &str| {
+            ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "text_delta", "text": t}}),
+            )
+        };
         while let Some(e) = rx.recv().await {
             match e {
                 Event::Text(t) => {
-                    let delta = json!({"type": "content_block_delta", "index": 0,
-                                       "delta": {"type": "text_delta", "text": t}});
-                    if tx.send(ev("content_block_delta", delta)).is_err() {
+                    let t = match calls.as_mut() {
+                        Some(c) => c.push(&t),
+                        None => t,
+                    };
+                    if t.is_empty() {
+                        continue;
+                    }
+                    if !text_open {
+                        text_open = true;
+                        if tx.send(text_start()).is_err() {
+                            return;
+                        }
+                    }
+                    if tx.send(text_delta(&t)).is_err() {
                         return;
                     }
                 }
                 Event::Done(d) => {
-                    let _ = tx.send(ev(
-                        "content_block_stop",
-                        json!({"type": "content_block_stop", "index": 0}),
-                    ));
+                    let (rest, found) = calls.as_mut().map(|c| c.finish()).unwrap_or_default();
+                    if !rest.is_empty() {
+                        if !text_open {
+                            text_open = true;
+                            let _ = tx.send(text_start());
+                        }
+                        let _ = tx.send(text_delta(&rest));
+                    }
+                    if text_open {
+                        let _ = tx.send(ev(
+                            "content_block_stop",
+                            json!({"type": "content_block_stop", "index": 0}),
+                        ));
+                    }
+                    let first = usize::from(text_open);
+                    for (i, b) in anthropic_tools::tool_use_blocks(&found)
+                        .into_iter()
+                        .enumerate()
+                    {
+                        let index = first + i;
+                        let input = b["input"].to_string();
+                        let mut block = b;
+                        block["input"] = json!({});
+                        for e in [
+                            ev(
+                                "content_block_start",
+                                json!({"type": "content_block_start", "index": index,
+                                                            "content_block": block}),
+                            ),
+                            ev(
+                                "content_block_delta",
+                                json!({"type": "content_block_delta", "index": index,
+                                                            "delta": {"type": "input_json_delta", "partial_json": input}}),
+                            ),
+                            ev(
+                                "content_block_stop",
+                                json!({"type": "content_block_stop", "index": index}),
+                            ),
+                        ] {
+                            let _ = tx.send(e);
+                        }
+                    }
+                    let reason = if found.is_empty() {
+                        stop_reason(&d)
+                    } else {
+                        "tool_use"
+                    };
                     let _ = tx.send(ev(
                         "message_delta",
                         json!({"type": "message_delta",
-                               "delta": {"stop_reason": stop_reason(&d), "stop_sequence": d.stop},
+                               "delta": {"stop_reason": reason, "stop_sequence": d.stop},
                                "usage": {"output_tokens": d.completion_tokens}}),
                     ));
                     let _ = tx.send(ev("message_stop", json!({"type": "message_stop"})));

@@ -9,6 +9,7 @@
 //! [`limits`] holds the per-request ones.
 
 pub mod anthropic;
+pub mod anthropic_tools;
 pub mod backend;
 pub mod constrain;
 pub mod embeddings;

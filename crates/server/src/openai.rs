@@ -386,7 +386,7 @@ pub async fn chat_completions(
     crate::check_message_count(messages.len())?;
     let tools = crate::openai_tools::ToolMode::of(&state, &r)?;
     let messages = crate::openai_tools::for_template(messages, state.template.source());
-    let prompt = state.chat_prompt(&messages, tools.as_ref().map(|t| t.tools))?;
+    let prompt = state.chat_prompt(&messages, tools.as_ref().map(|t| &t.tools))?;
     respond(&state, &r, prompt, Kind::Chat, "messages", tools).await
 }
 
@@ -429,7 +429,7 @@ async fn respond(
     prompt: Vec<u32>,
     kind: Kind,
     param: &str,
-    tools: Option<ToolMode<'_>>,
+    tools: Option<ToolMode>,
 ) -> Result<Response, ApiError> {
     let mut job = r.job(prompt, kind, state.tok.n_vocab(), state.tok.eog_ids())?;
     let format = match (r.format()?, tools.as_ref().and_then(|t| t.forced.clone())) {

@@ -8,39 +8,59 @@ use crate::{State, new_id};
 use serde_json::{Value, json};
 use template::{Content, Message, ToolCall};
 
-/// A chat request's tools, when it has some and `tool_choice` is not `"none"`.
-pub struct ToolMode<'r> {
-    /// OpenAI-shaped, for the chat template.
-    pub tools: &'r Value,
+/// What a request's tool choice asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Choice {
+    /// The model may call a tool or answer.
+    Auto,
+    /// No tools: they are left out of the prompt.
+    None,
+    /// One call to any of the tools.
+    Required,
+    /// One call to this tool.
+    Named(String),
+}
+
+/// A chat request's tools, when it has some and its choice is not [`Choice::None`].
+pub struct ToolMode {
+    /// OpenAI-shaped (`[{"type": "function", "function": {...}}]`), for the chat template.
+    pub tools: Value,
     /// The functions' names: only calls to these count.
     pub names: Vec<String>,
-    /// A Lark grammar that forces one call (`tool_choice` `"required"` or a named function).
+    /// A Lark grammar that forces one call ([`Choice::Required`] or [`Choice::Named`]).
     pub forced: Option<String>,
 }
 
-impl<'r> ToolMode<'r> {
-    pub fn of(state: &State, r: &'r Request) -> Result<Option<ToolMode<'r>>, ApiError> {
+impl ToolMode {
+    /// OpenAI's `tools` and `tool_choice` (`"none"`, `"auto"`, `"required"` or
+    /// `{"type": "function", "function": {"name": ...}}`).
+    pub fn of(state: &State, r: &Request) -> Result<Option<ToolMode>, ApiError> {
         let bad = |m: &str, p: &str| ApiError::bad_request(m, Some(p));
         let tools = match &r.tools {
             None | Some(Value::Null) => None,
-            Some(Value::Array(a)) if a.is_empty() => None,
             Some(t @ Value::Array(_)) => Some(t),
             Some(_) => return Err(bad("tools must be an array", "tools")),
         };
-        let names = tools.map(tools::names).unwrap_or_default();
-        if tools.is_some() && names.len() != tools.and_then(Value::as_array).map_or(0, Vec::len) {
+        if let Some(t) = tools
+            && tools::names(t).len() != t.as_array().map_or(0, Vec::len)
+        {
             return Err(bad(
                 "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
                 "tools",
             ));
         }
-        let only = match &r.tool_choice {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) if s == "auto" => None,
-            Some(Value::String(s)) if s == "none" => return Ok(None),
-            Some(Value::String(s)) if s == "required" => Some(None),
+        let choice = match &r.tool_choice {
+            None | Some(Value::Null) => Choice::Auto,
+            Some(Value::String(s)) if s == "auto" => Choice::Auto,
+            Some(Value::String(s)) if s == "none" => Choice::None,
+            Some(Value::String(s)) if s == "required" => Choice::Required,
             Some(v) if v["type"] == "function" && v["function"]["name"].is_string() => {
-                Some(v["function"]["name"].as_str())
+                Choice::Named(
+                    v["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
             }
             Some(_) => {
                 return Err(bad(
@@ -49,12 +69,30 @@ impl<'r> ToolMode<'r> {
                 ));
             }
         };
+        ToolMode::new(state, tools.cloned(), choice, "tool_choice")
+    }
+
+    /// The mode for OpenAI-shaped `tools` (None or an empty array: no tools) and `choice`;
+    /// `param` names the choice's field in errors.
+    pub fn new(
+        state: &State,
+        tools: Option<Value>,
+        choice: Choice,
+        param: &str,
+    ) -> Result<Option<ToolMode>, ApiError> {
+        let bad = |m: &str| ApiError::bad_request(format!("{param}: {m}"), Some(param));
+        let tools = tools.filter(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+        let only = match choice {
+            Choice::None => return Ok(None),
+            Choice::Auto => None,
+            Choice::Required => Some(None),
+            Choice::Named(ref n) => Some(Some(n.as_str())),
+        };
         let Some(tools) = tools else {
             return match only {
                 None => Ok(None),
                 Some(_) => Err(bad(
-                    "tool_choice asks for a call but there are no tools",
-                    "tool_choice",
+                    "the tool choice asks for a call but there are no tools",
                 )),
             };
         };
@@ -66,18 +104,14 @@ impl<'r> ToolMode<'r> {
                     Some(id) if state.tok.is_control(id) => format!("<[{id}]>"),
                     _ => "\"<tool_call>\"".to_string(),
                 };
-                let g = tools::forced_call(tools, name, syntax, &open).ok_or_else(|| {
-                    bad(
-                        "tool_choice names a function that is not in tools",
-                        "tool_choice",
-                    )
-                })?;
+                let g = tools::forced_call(&tools, name, syntax, &open)
+                    .ok_or_else(|| bad("the tool choice names a tool that is not in tools"))?;
                 Some(g)
             }
         };
         Ok(Some(ToolMode {
+            names: tools::names(&tools),
             tools,
-            names,
             forced,
         }))
     }

@@ -148,3 +148,115 @@ async fn bad_tool_requests_are_400s() {
         assert_eq!(s, StatusCode::OK, "{v}");
     }
 }
+
+fn anthropic_tools() -> Value {
+    tools()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(
+            |t| json!({"name": t["function"]["name"], "input_schema": t["function"]["parameters"]}),
+        )
+        .collect()
+}
+
+#[tokio::test]
+async fn anthropic_tool_use_blocks() {
+    let app = common::app();
+    // Greedy, so that the stream must give the same call.
+    let req = json!({"model": "m", "max_tokens": 120, "temperature": 0,
+                     "messages": [{"role": "user", "content": "hi"}],
+                     "tools": anthropic_tools(), "tool_choice": {"type": "tool", "name": "get_weather"}});
+    let (s, v) = common::post_json(&app, "/v1/messages", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["stop_reason"], "tool_use", "{v}");
+    let blocks = v["content"].as_array().unwrap();
+    assert_eq!(blocks.len(), 1, "{v}");
+    let b = &blocks[0];
+    assert_eq!(
+        (&b["type"], &b["name"]),
+        (&json!("tool_use"), &json!("get_weather")),
+        "{v}"
+    );
+    assert!(b["id"].as_str().unwrap().starts_with("toolu_"));
+    assert!(
+        b["input"]["unit"] == "c" || b["input"]["unit"] == "f",
+        "{v}"
+    );
+
+    // Streamed: message_start, ping, then the tool_use block alone (no empty text block).
+    let mut sreq = req.clone();
+    sreq["stream"] = json!(true);
+    let (s, body) = common::send(&app, common::post("/v1/messages", sreq.to_string())).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let events: Vec<Value> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "message_start",
+            "ping",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ],
+        "{body}"
+    );
+    assert_eq!(events[2]["content_block"]["type"], "tool_use");
+    let input: Value =
+        serde_json::from_str(events[3]["delta"]["partial_json"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        input, b["input"],
+        "the same seedless greedy? no: only the shape"
+    );
+    assert_eq!(events[5]["delta"]["stop_reason"], "tool_use");
+}
+
+#[tokio::test]
+async fn anthropic_tool_results_go_back_in_and_bad_tools_are_400s() {
+    let app = common::app();
+    let history = json!([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Let me see."},
+            {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 1}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "2"},
+            {"type": "text", "text": "thanks"}]}
+    ]);
+    let req =
+        json!({"model": "m", "max_tokens": 4, "messages": history, "tools": anthropic_tools()});
+    let (s, v) = common::post_json(&app, "/v1/messages", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = common::post_json(&app, "/v1/messages/count_tokens", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(v["input_tokens"].as_u64().unwrap() > 10, "{v}");
+    for (extra, param) in [
+        (
+            json!({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}),
+            "tools",
+        ),
+        (json!({"tools": [{"name": "x"}]}), "tools"),
+        (json!({"tool_choice": {"type": "sometimes"}}), "tool_choice"),
+        (
+            json!({"tool_choice": {"type": "tool", "name": "nope"}}),
+            "tool_choice",
+        ),
+    ] {
+        let mut r = req.clone();
+        for (k, x) in extra.as_object().unwrap() {
+            r[k] = x.clone();
+        }
+        let (s, v) = common::post_json(&app, "/v1/messages", &r).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{extra}: {v}");
+        assert_eq!(v["type"], "error", "Anthropic's shape: {v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(param) || param == "tools",
+            "{v}"
+        );
+    }
+}
