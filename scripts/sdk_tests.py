@@ -346,6 +346,58 @@ def tool_calls(ctx):
 
 
 @test
+def responses_api(ctx):
+    r = ctx.oa.responses.create(model="m", input="What is the capital of France?", temperature=0,
+                                max_output_tokens=32)
+    assert r.status in ("completed", "incomplete") and "Paris" in r.output_text, r
+    assert r.id.startswith("resp_") and r.usage.output_tokens > 0, r
+    # Streamed, the SDK's helper rebuilds the same text from the typed events.
+    with ctx.oa.responses.stream(model="m", input="What is the capital of France?",
+                                 temperature=0, max_output_tokens=32) as st:
+        kinds = [e.type for e in st]
+        final = st.get_final_response()
+    assert final.output_text == r.output_text, (final.output_text, r.output_text)
+    assert kinds[:2] == ["response.created", "response.in_progress"], kinds
+    assert kinds[-1] in ("response.completed", "response.incomplete"), kinds
+    # Instructions and message items; structured output with a pydantic model.
+    import pydantic
+
+    class Capital(pydantic.BaseModel):
+        country: str
+        capital: str
+
+    p = ctx.oa.responses.parse(model="m", instructions="Answer in JSON.",
+                               input=[{"role": "user", "content": "What is the capital of France?"}],
+                               text_format=Capital, temperature=0, max_output_tokens=40)
+    assert p.output_parsed is not None and "Paris" in p.output_parsed.capital, p
+    # Function calls, forced, then their output sent back.
+    tools = [{"type": "function", "name": "get_weather", "description": "Weather in a city",
+              "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                             "required": ["city"]}}]
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    r = ctx.oa.responses.create(model="m", input=ask, tools=tools, tool_choice="required",
+                                temperature=0, max_output_tokens=40)
+    call = [o for o in r.output if o.type == "function_call"][0]
+    assert call.name == "get_weather" and "city" in json.loads(call.arguments), call
+    with ctx.oa.responses.stream(model="m", input=ask, tools=tools, tool_choice="required",
+                                 temperature=0, max_output_tokens=40) as st:
+        sfinal = st.get_final_response()
+    scall = [o for o in sfinal.output if o.type == "function_call"][0]
+    assert scall.arguments == call.arguments, (scall, call)
+    follow = ask + [{"type": "function_call", "call_id": call.call_id, "name": call.name,
+                     "arguments": call.arguments},
+                    {"type": "function_call_output", "call_id": call.call_id, "output": "22 C"}]
+    r = ctx.oa.responses.create(model="m", input=follow, tools=tools, tool_choice="none",
+                                temperature=0, max_output_tokens=20)
+    assert r.output_text, r
+    try:
+        ctx.oa.responses.create(model="m", input="hi", previous_response_id="resp_x")
+        raise AssertionError("previous_response_id was accepted")
+    except openai.BadRequestError as e:
+        assert e.status_code == 400 and e.body["param"] == "previous_response_id", e.body
+
+
+@test
 def n_greater_than_one_is_refused(ctx):
     try:
         ctx.oa.chat.completions.create(model="m", messages=FRANCE, n=2, max_tokens=2)

@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod openai;
 pub mod openai_tools;
 pub mod pace;
+pub mod responses;
 pub mod routes;
 pub mod seq;
 pub mod serve;

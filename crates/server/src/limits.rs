@@ -15,9 +15,10 @@ use std::time::Duration;
 use tokio_stream::StreamExt;
 
 /// Routes that run the model: these count against a client's in-flight cap.
-pub const GENERATION_ROUTES: [&str; 4] = [
+pub const GENERATION_ROUTES: [&str; 5] = [
     "/v1/chat/completions",
     "/v1/completions",
+    "/v1/responses",
     "/v1/messages",
     "/v1/embeddings",
 ];

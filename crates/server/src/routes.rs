@@ -3,7 +3,7 @@
 
 use crate::error::{ApiError, parse_json};
 use crate::limits::{self, GENERATION_ROUTES};
-use crate::{AppState, anthropic, embeddings, openai};
+use crate::{AppState, anthropic, embeddings, openai, responses};
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
@@ -26,6 +26,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/models/{id}", get(model))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
+        .route("/v1/responses", post(responses::responses))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/tokenize", post(tokenize))
@@ -50,12 +51,13 @@ pub fn body(b: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
 
 /// The route a path belongs to, as the metrics label it (unknown paths share one label).
 fn route_label(path: &str) -> &'static str {
-    const ROUTES: [&str; 12] = [
+    const ROUTES: [&str; 13] = [
         "/health",
         "/metrics",
         "/v1/models",
         "/v1/chat/completions",
         "/v1/completions",
+        "/v1/responses",
         "/v1/messages",
         "/v1/messages/count_tokens",
         "/v1/embeddings",
