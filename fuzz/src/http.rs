@@ -14,7 +14,7 @@ use std::time::Duration;
 use tower::ServiceExt;
 
 /// (method, path) by the input's first byte.
-pub const ROUTES: [(&str, &str); 14] = [
+pub const ROUTES: [(&str, &str); 15] = [
     ("POST", "/v1/chat/completions"),
     ("POST", "/v1/completions"),
     ("POST", "/v1/messages"),
@@ -29,6 +29,7 @@ pub const ROUTES: [(&str, &str); 14] = [
     ("GET", "/v1/chat/completions"),
     ("POST", "/v1/models/tiny"),
     ("POST", "/nope"),
+    ("POST", "/v1/responses"),
 ];
 
 const CONTENT_TYPES: [Option<&str>; 6] = [

@@ -208,11 +208,57 @@ fn http_seeds() -> Vec<Seed> {
     let messages_stream = json!({"model": "tiny", "max_tokens": 2, "stream": true,
         "messages": [{"role": "user", "content": "hi"}]});
     let count = json!({"messages": [{"role": "user", "content": "hi"}], "system": [{"type": "text", "text": "s"}]});
+    let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}]);
+    let chat_tools = json!({"messages": [{"role": "user", "content": "hi"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+         "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "2"}],
+        "tools": tools, "tool_choice": "required", "max_tokens": 24, "stream": true});
+    let chat_json = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 12,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema":
+        {"type": "object", "properties": {"b": {"type": "string", "maxLength": 3}}}}}});
+    let messages_tools = json!({"model": "tiny", "max_tokens": 24, "stream": true,
+        "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "any"},
+        "messages": [{"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]});
+    let responses = json!({"input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": "1"}],
+        "instructions": "s", "max_output_tokens": 6, "stream": true,
+        "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+        "text": {"format": {"type": "json_object"}}});
     let seeds = [
+        (
+            "chat-tools",
+            route("/v1/chat/completions", "POST"),
+            0u8,
+            chat_tools.to_string(),
+        ),
+        (
+            "chat-json",
+            route("/v1/chat/completions", "POST"),
+            0,
+            chat_json.to_string(),
+        ),
+        (
+            "messages-tools",
+            route("/v1/messages", "POST"),
+            0,
+            messages_tools.to_string(),
+        ),
+        (
+            "responses",
+            route("/v1/responses", "POST"),
+            0,
+            responses.to_string(),
+        ),
         (
             "chat",
             route("/v1/chat/completions", "POST"),
-            0u8,
+            0,
             chat.to_string(),
         ),
         (
