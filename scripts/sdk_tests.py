@@ -398,10 +398,15 @@ def responses_api(ctx):
 
 
 @test
-def n_greater_than_one_is_refused(ctx):
+def n_choices(ctx):
+    r = ctx.oa.chat.completions.create(model="m", messages=FRANCE, n=3, seed=4, max_tokens=12)
+    assert [c.index for c in r.choices] == [0, 1, 2], r
+    one = ctx.oa.chat.completions.create(model="m", messages=FRANCE, n=1, seed=6, max_tokens=12)
+    assert one.choices[0].message.content == r.choices[2].message.content, (one, r)
+    assert r.usage.prompt_tokens == one.usage.prompt_tokens, r.usage
     try:
-        ctx.oa.chat.completions.create(model="m", messages=FRANCE, n=2, max_tokens=2)
-        raise AssertionError("n=2 was accepted")
+        ctx.oa.chat.completions.create(model="m", messages=FRANCE, n=17, max_tokens=2)
+        raise AssertionError("n=17 was accepted")
     except openai.BadRequestError as e:
         assert e.status_code == 400 and e.body["param"] == "n", e.body
 

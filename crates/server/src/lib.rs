@@ -19,6 +19,7 @@ pub mod generate;
 pub mod limits;
 pub mod metrics;
 pub mod openai;
+pub mod openai_stream;
 pub mod openai_tools;
 pub mod pace;
 pub mod responses;

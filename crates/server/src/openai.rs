@@ -1,12 +1,12 @@
 //! OpenAI's `/v1/chat/completions` and `/v1/completions`, plain and streamed.
 
 use crate::constrain::Format;
-use crate::engine::{Done, Event, Finish, Job};
+use crate::engine::{Done, Finish, Job};
 use crate::error::{ApiError, parse_json};
 use crate::openai_tools::{ToolMode, tool_calls_json};
 use crate::routes::body;
 use crate::seq::TokenLogprob;
-use crate::{AppState, collect_all, new_id, now, sse};
+use crate::{AppState, collect_all, new_id, now};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -19,6 +19,9 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use template::Message;
 use tokenizer::Tokenizer;
+
+/// Most choices one request may ask for (`n`): each is a sequence of its own in the engine.
+pub const MAX_N: u32 = 16;
 
 /// Most alternatives `top_logprobs` (chat) or `logprobs` (completions) may ask for.
 pub const MAX_TOP_LOGPROBS: u32 = 20;
@@ -158,8 +161,11 @@ impl Request {
         vocab: usize,
         eog: &[u32],
     ) -> Result<Job, ApiError> {
-        if self.n.is_some_and(|n| n != 1) {
-            return Err(ApiError::bad_request("only n = 1 is supported", Some("n")));
+        if self.n.is_some_and(|n| !(1..=MAX_N).contains(&n)) {
+            return Err(ApiError::bad_request(
+                format!("n must be between 1 and {MAX_N}"),
+                Some("n"),
+            ));
         }
         let logprobs = self.logprobs(kind)?;
         let range = |v: Option<f32>, name: &str, lo: f32, hi: f32| match v {
@@ -354,7 +360,7 @@ pub fn finish_reason(f: Finish) -> &'static str {
     }
 }
 
-fn usage(d: &Done) -> Value {
+pub fn usage(d: &Done) -> Value {
     json!({
         "prompt_tokens": d.prompt_tokens,
         "completion_tokens": d.completion_tokens,
@@ -448,7 +454,13 @@ async fn respond(
     job.special_text = tools.is_some();
     let names = tools.map(|t| t.names);
     let wants_logprobs = job.logprobs.is_some();
-    let rx = state.submit(job, param)?;
+    // n choices: n sequences, seeds one apart when the request gives one.
+    let mut rxs = Vec::new();
+    for i in 0..r.n.unwrap_or(1) {
+        let mut j = job.clone();
+        j.sampling.seed = job.sampling.seed.map(|s| s.wrapping_add(u64::from(i)));
+        rxs.push(state.submit(j, param)?);
+    }
     let id = new_id(match kind {
         Kind::Chat => "chatcmpl-",
         Kind::Text => "cmpl-",
@@ -456,47 +468,50 @@ async fn respond(
     let model = r.model.clone().unwrap_or_else(|| state.model_id.clone());
     let created = now();
     if r.stream {
-        let tok = state.tok.clone();
-        let calls = names.map(crate::tools::Stream::new);
-        return Ok(stream(
-            rx,
+        let chunks = crate::openai_stream::Chunks {
             kind,
             id,
             model,
             created,
-            r.include_usage(),
-            tok,
-            calls,
-        ));
+            include_usage: r.include_usage(),
+            tok: state.tok.clone(),
+            names,
+        };
+        return Ok(crate::openai_stream::stream(rxs, chunks));
     }
-    let (text, lps, done) = collect_all(rx).await?;
-    let parsed = names.and_then(|n| crate::tools::parse(&text, &n));
-    let lp = if wants_logprobs {
-        logprobs_json(&state.tok, kind, &lps, &mut 0)
-    } else {
-        Value::Null
-    };
-    let choice = match (kind, parsed) {
-        (Kind::Chat, Some((text, calls))) => json!({
-            "index": 0,
-            "message": {"role": "assistant", "content": (!text.is_empty()).then_some(text),
-                        "tool_calls": tool_calls_json(&calls, false)},
-            "logprobs": lp,
-            "finish_reason": "tool_calls",
-        }),
-        (Kind::Chat, None) => json!({
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "logprobs": lp,
-            "finish_reason": finish_reason(done.finish),
-        }),
-        (Kind::Text, _) => json!({
-            "index": 0,
-            "text": text,
-            "logprobs": lp,
-            "finish_reason": finish_reason(done.finish),
-        }),
-    };
+    let mut choices = Vec::new();
+    let mut dones = Vec::new();
+    for (index, rx) in rxs.into_iter().enumerate() {
+        let (text, lps, done) = collect_all(rx).await?;
+        let parsed = names.as_ref().and_then(|n| crate::tools::parse(&text, n));
+        let lp = if wants_logprobs {
+            logprobs_json(&state.tok, kind, &lps, &mut 0)
+        } else {
+            Value::Null
+        };
+        choices.push(match (kind, parsed) {
+            (Kind::Chat, Some((text, calls))) => json!({
+                "index": index,
+                "message": {"role": "assistant", "content": (!text.is_empty()).then_some(text),
+                            "tool_calls": tool_calls_json(&calls, false)},
+                "logprobs": lp,
+                "finish_reason": "tool_calls",
+            }),
+            (Kind::Chat, None) => json!({
+                "index": index,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": lp,
+                "finish_reason": finish_reason(done.finish),
+            }),
+            (Kind::Text, _) => json!({
+                "index": index,
+                "text": text,
+                "logprobs": lp,
+                "finish_reason": finish_reason(done.finish),
+            }),
+        });
+        dones.push(done);
+    }
     let object = match kind {
         Kind::Chat => "chat.completion",
         Kind::Text => "text_completion",
@@ -506,8 +521,8 @@ async fn respond(
         "object": object,
         "created": created,
         "model": model,
-        "choices": [choice],
-        "usage": usage(&done),
+        "choices": choices,
+        "usage": usage(&crate::openai_stream::combined(&dones)),
     }))
     .into_response())
 }
@@ -564,103 +579,4 @@ pub fn logprobs_json(
                    "text_offset": offsets})
         }
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn stream(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
-    kind: Kind,
-    id: String,
-    model: String,
-    created: u64,
-    include_usage: bool,
-    tok: std::sync::Arc<Tokenizer>,
-    mut calls: Option<crate::tools::Stream>,
-) -> Response {
-    let (tx, resp) = sse::channel();
-    let object = match kind {
-        Kind::Chat => "chat.completion.chunk",
-        Kind::Text => "text_completion",
-    };
-    let chunk = move |choice: Value| {
-        json!({"id": id, "object": object, "created": created, "model": model,
-               "choices": [choice]})
-    };
-    let piece = move |text: &str, lp: Value, finish: Option<&str>| match kind {
-        Kind::Chat => {
-            json!({"index": 0, "delta": if text.is_empty() { json!({}) } else { json!({"content": text}) },
-                             "logprobs": lp, "finish_reason": finish})
-        }
-        Kind::Text => json!({"index": 0, "text": text, "logprobs": lp, "finish_reason": finish}),
-    };
-    tokio::spawn(async move {
-        if let Kind::Chat = kind {
-            let first = json!({"index": 0, "delta": {"role": "assistant", "content": ""},
-                               "logprobs": null, "finish_reason": null});
-            if tx.send(sse::data(&chunk(first))).is_err() {
-                return;
-            }
-        }
-        // log-probabilities of tokens whose text has not been sent yet
-        let mut pending: Vec<TokenLogprob> = Vec::new();
-        let mut offset = 0;
-        let mut lp = |pending: &mut Vec<TokenLogprob>| {
-            if pending.is_empty() {
-                return Value::Null;
-            }
-            let v = logprobs_json(&tok, kind, pending, &mut offset);
-            pending.clear();
-            v
-        };
-        while let Some(ev) = rx.recv().await {
-            let sent = match ev {
-                Event::Token(t) => {
-                    pending.push(t);
-                    Ok(())
-                }
-                Event::Text(t) => {
-                    let t = match calls.as_mut() {
-                        Some(c) => c.push(&t),
-                        None => t,
-                    };
-                    if t.is_empty() {
-                        continue;
-                    }
-                    let l = lp(&mut pending);
-                    tx.send(sse::data(&chunk(piece(&t, l, None))))
-                }
-                Event::Done(d) => {
-                    let (rest, found) = calls.as_mut().map(|c| c.finish()).unwrap_or_default();
-                    if !pending.is_empty() || !rest.is_empty() {
-                        let l = lp(&mut pending);
-                        let _ = tx.send(sse::data(&chunk(piece(&rest, l, None))));
-                    }
-                    let mut reason = Some(finish_reason(d.finish));
-                    if !found.is_empty() {
-                        let delta = json!({"index": 0, "delta": {"tool_calls": tool_calls_json(&found, true)},
-                                           "logprobs": null, "finish_reason": null});
-                        let _ = tx.send(sse::data(&chunk(delta)));
-                        reason = Some("tool_calls");
-                    }
-                    let _ = tx.send(sse::data(&chunk(piece("", Value::Null, reason))));
-                    if include_usage {
-                        let mut last = chunk(json!(null));
-                        last["choices"] = json!([]);
-                        last["usage"] = usage(&d);
-                        let _ = tx.send(sse::data(&last));
-                    }
-                    break;
-                }
-                Event::Error(e) => {
-                    let _ = tx.send(sse::data(&ApiError::internal(e).body()));
-                    break;
-                }
-            };
-            if sent.is_err() {
-                return;
-            }
-        }
-        let _ = tx.send(sse::done());
-    });
-    resp
 }

@@ -204,7 +204,7 @@ async fn bad_requests() {
         "max_tokens",
     )
     .await;
-    let two = r#"{"prompt":"hi","n":2}"#;
+    let two = r#"{"prompt":"hi","n":17}"#;
     assert_error(
         &app,
         post("/v1/completions", two),
