@@ -198,9 +198,9 @@ impl Request {
             "best_of > 1",
         )?;
         unsupported(
-            self.suffix.as_deref().is_none_or(str::is_empty),
+            matches!(kind, Kind::Text) || self.suffix.as_deref().is_none_or(str::is_empty),
             "suffix",
-            "a suffix",
+            "a suffix on chat completions",
         )?;
         let mut logit_bias = Vec::new();
         for (id, &bias) in self.logit_bias.iter().flatten() {
@@ -396,12 +396,47 @@ pub async fn chat_completions(
     respond(&state, &r, prompt, Kind::Chat, "messages", tools).await
 }
 
+/// Fill in the middle: the prompt before the cursor and the `suffix` after it, in the model's
+/// FIM tokens (prefix, suffix, middle: the order Qwen2.5-Coder, StarCoder, CodeLlama and
+/// DeepSeek-Coder were trained on, and llama.cpp's `/infill`), so the model writes what goes
+/// between (ending at its end-of-text or FIM padding token).
+fn fim_prompt(tok: &Tokenizer, prefix: &str, suffix: &str) -> Result<Vec<u32>, ApiError> {
+    let ids = tok.special_ids();
+    let (Some(pre), Some(suf), Some(mid)) = (ids.fim_pre, ids.fim_suf, ids.fim_mid) else {
+        return Err(ApiError::bad_request(
+            "this model has no fill-in-the-middle tokens, so it cannot take a suffix",
+            Some("suffix"),
+        ));
+    };
+    let mut out = Vec::new();
+    if tok.add_bos() {
+        out.extend(tok.bos());
+    }
+    out.push(pre);
+    out.extend(tok.encode(prefix, false, false));
+    out.push(suf);
+    out.extend(tok.encode(suffix, false, false));
+    out.push(mid);
+    Ok(out)
+}
+
 pub async fn completions(
     State(state): State<AppState>,
     b: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let r: Request = parse_json(&body(b)?)?;
+    let suffix = r.suffix.as_deref().filter(|s| !s.is_empty());
     let prompt = match r.prompt.as_ref().ok_or_else(|| missing("prompt"))? {
+        Prompt::Text(t) if suffix.is_some() => fim_prompt(&state.tok, t, suffix.unwrap_or(""))?,
+        Prompt::Texts(v) if v.len() == 1 && suffix.is_some() => {
+            fim_prompt(&state.tok, &v[0], suffix.unwrap_or(""))?
+        }
+        Prompt::Tokens(_) if suffix.is_some() => {
+            return Err(ApiError::bad_request(
+                "a suffix needs a text prompt",
+                Some("suffix"),
+            ));
+        }
         Prompt::Text(t) => state.tok.encode(t, true, false),
         Prompt::Texts(v) if v.len() == 1 => state.tok.encode(&v[0], true, false),
         Prompt::Texts(_) => {

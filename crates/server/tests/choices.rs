@@ -75,3 +75,35 @@ async fn n_choices_plain_and_streamed() {
     assert_eq!(v["choices"][1]["index"], 1);
     assert!(v["choices"][1]["logprobs"]["tokens"].is_array());
 }
+
+/// The tiny model has no fill-in-the-middle tokens: a suffix is a 400 naming it, as is a suffix
+/// with a token prompt or on chat.
+#[tokio::test]
+async fn a_suffix_needs_fim_tokens() {
+    let app = common::app();
+    for (path, req) in [
+        (
+            "/v1/completions",
+            json!({"prompt": "a", "suffix": "b", "max_tokens": 2}),
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": [1, 2], "suffix": "b", "max_tokens": 2}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "a"}], "suffix": "b"}),
+        ),
+    ] {
+        let (s, v) = common::post_json(&app, path, &req).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{req}: {v}");
+        assert_eq!(v["error"]["param"], "suffix", "{v}");
+    }
+    let (s, v) = common::post_json(
+        &app,
+        "/v1/completions",
+        &json!({"prompt": "a", "suffix": "", "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "an empty suffix is none: {v}");
+}

@@ -196,3 +196,32 @@ async fn qwen_calls_a_tool_and_uses_its_result() {
     assert!(text.contains("22"), "{v}");
     assert_eq!(v["choices"][0]["finish_reason"], "stop", "{v}");
 }
+
+/// `suffix` on completions fills in the middle with Qwen2.5-Coder's FIM tokens.
+#[tokio::test]
+async fn qwen_coder_fills_in_the_middle() {
+    let p = common::models_dir().join("qwen2.5-coder-0.5b-instruct.gguf");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models",
+        p.display()
+    );
+    let cfg = server::Config {
+        ctx: 256,
+        ..server::Config::default()
+    };
+    let app = server::app(Arc::new(server::State::load(&p, &cfg).unwrap()));
+    let req = json!({"prompt": "def add(a, b):\n", "suffix": "\n\nprint(add(1, 2))\n",
+                     "max_tokens": 30, "temperature": 0});
+    let (s, v) = common::post_json(&app, "/v1/completions", &req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let text = v["choices"][0]["text"].as_str().unwrap();
+    assert!(text.contains("return a + b"), "{v}");
+    // Without the suffix it is a plain completion of the prefix: a different prompt.
+    let plain = json!({"prompt": "def add(a, b):\n", "max_tokens": 1, "temperature": 0});
+    let (_, w) = common::post_json(&app, "/v1/completions", &plain).await;
+    assert!(
+        w["usage"]["prompt_tokens"].as_u64() < v["usage"]["prompt_tokens"].as_u64(),
+        "{w}"
+    );
+}
