@@ -2,11 +2,11 @@
 
 use crate::anthropic_tools;
 use crate::constrain::Format;
-use crate::engine::{Done, Event, Finish, Job};
+use crate::engine::{Done, Finish, Job};
 use crate::error::{ApiError, parse_json};
 use crate::openai_tools::ToolMode;
 use crate::routes::body;
-use crate::{AppState, collect, new_id, sse};
+use crate::{AppState, collect, new_id};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -100,7 +100,9 @@ pub struct Request {
     pub tool_choice: Option<Value>,
     // Defined by the Messages API, accepted and ignored:
     pub metadata: Option<IgnoredAny>,
-    pub thinking: Option<IgnoredAny>,
+    /// `{"type": "disabled"}` asks a reasoning model's template not to think
+    /// (`enable_thinking` false); otherwise its thoughts come as `thinking` blocks.
+    pub thinking: Option<Value>,
     pub service_tier: Option<IgnoredAny>,
     pub container: Option<IgnoredAny>,
     pub mcp_servers: Option<IgnoredAny>,
@@ -239,7 +241,7 @@ pub async fn count_tokens(
     count().map_err(ApiError::anthropic)
 }
 
-fn stop_reason(d: &Done) -> &'static str {
+pub fn stop_reason(d: &Done) -> &'static str {
     match d.finish {
         Finish::Eog => "end_turn",
         Finish::Stop => "stop_sequence",
@@ -274,7 +276,12 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
     let choice = anthropic_tools::choice(r.tool_choice.as_ref())?;
     let tools = ToolMode::new(&state, tools, choice, "tool_choice")?;
     let msgs = crate::openai_tools::for_template(&msgs, state.template.source());
-    let prompt = state.chat_prompt(&msgs, tools.as_ref().map(|t| &t.tools))?;
+    let off = json!({"enable_thinking": false});
+    let disabled = r.thinking.as_ref().is_some_and(|t| t["type"] == "disabled");
+    let kwargs = disabled.then(|| off.as_object()).flatten();
+    let rendered = state.render_chat(&msgs, tools.as_ref().map(|t| &t.tools), kwargs)?;
+    let think = state.splits_reasoning(None).then_some(rendered.thinks_open);
+    let prompt = rendered.ids;
     let d = SamplerConfig::default();
     // Anthropic's defaults: temperature 1, no top-p/top-k truncation unless asked
     let mut job = Job {
@@ -302,28 +309,39 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
     let rx = state.submit(job, "messages")?;
     let id = new_id("msg_");
     if r.stream {
-        return Ok(stream(
+        let read = crate::anthropic_stream::Readers {
+            calls: names.map(crate::tools::Stream::new),
+            think: think.map(crate::reasoning::Splitter::new),
+        };
+        return Ok(crate::anthropic_stream::stream(
             rx,
             id,
             r.model,
             input_tokens,
-            names.map(crate::tools::Stream::new),
+            read,
         ));
     }
     let (text, done) = collect(rx).await?;
-    let (content, reason) = match names.and_then(|n| crate::tools::parse(&text, &n)) {
+    let (thoughts, text) = match think {
+        Some(opened) => crate::reasoning::split(&text, opened),
+        None => (None, text),
+    };
+    let mut content: Vec<Value> = thoughts
+        .map(|t| json!({"type": "thinking", "thinking": t, "signature": ""}))
+        .into_iter()
+        .collect();
+    let reason = match names.and_then(|n| crate::tools::parse(&text, &n)) {
         Some((text, calls)) => {
-            let mut c = Vec::new();
             if !text.is_empty() {
-                c.push(json!({"type": "text", "text": text}));
+                content.push(json!({"type": "text", "text": text}));
             }
-            c.extend(anthropic_tools::tool_use_blocks(&calls));
-            (c, "tool_use")
+            content.extend(anthropic_tools::tool_use_blocks(&calls));
+            "tool_use"
         }
-        None => (
-            vec![json!({"type": "text", "text": text})],
-            stop_reason(&done),
-        ),
+        None => {
+            content.push(json!({"type": "text", "text": text}));
+            stop_reason(&done)
+        }
     };
     Ok(Json(json!({
         "id": id,
@@ -336,135 +354,4 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
         "usage": {"input_tokens": done.prompt_tokens, "output_tokens": done.completion_tokens},
     }))
     .into_response())
-}
-
-/// Streams the answer in Anthropic's events. Without tools (`calls` None) the text block opens
-/// at once; with tools it opens at the answer's first text (an answer that is only calls has
-/// none), and each call comes after it as a `tool_use` block with its input in one
-/// `input_json_delta`.
-fn stream(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
-    id: String,
-    model: String,
-    input_tokens: usize,
-    mut calls: Option<crate::tools::Stream>,
-) -> Response {
-    let (tx, resp) = sse::channel();
-    let ev = |name: &str, v: Value| sse::named(name, &v);
-    tokio::spawn(async move {
-        let start = json!({"type": "message_start", "message": {
-            "id": id, "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": input_tokens, "output_tokens": 0}}});
-        let text_start = || {
-            ev(
-                "content_block_start",
-                json!({"type": "content_block_start", "index": 0,
-                       "content_block": {"type": "text", "text": ""}}),
-            )
-        };
-        let mut opening = vec![ev("message_start", start)];
-        let mut text_open = calls.is_none();
-        if text_open {
-            opening.push(text_start());
-        }
-        opening.push(ev("ping", json!({"type": "ping"})));
-        for e in opening {
-            if tx.send(e).is_err() {
-                return;
-            }
-        }
-        let text_delta = |t: &str| {
-            ev(
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0,
-                       "delta": {"type": "text_delta", "text": t}}),
-            )
-        };
-        while let Some(e) = rx.recv().await {
-            match e {
-                Event::Text(t) => {
-                    let t = match calls.as_mut() {
-                        Some(c) => c.push(&t),
-                        None => t,
-                    };
-                    if t.is_empty() {
-                        continue;
-                    }
-                    if !text_open {
-                        text_open = true;
-                        if tx.send(text_start()).is_err() {
-                            return;
-                        }
-                    }
-                    if tx.send(text_delta(&t)).is_err() {
-                        return;
-                    }
-                }
-                Event::Done(d) => {
-                    let (rest, found) = calls.as_mut().map(|c| c.finish()).unwrap_or_default();
-                    if !rest.is_empty() {
-                        if !text_open {
-                            text_open = true;
-                            let _ = tx.send(text_start());
-                        }
-                        let _ = tx.send(text_delta(&rest));
-                    }
-                    if text_open {
-                        let _ = tx.send(ev(
-                            "content_block_stop",
-                            json!({"type": "content_block_stop", "index": 0}),
-                        ));
-                    }
-                    let first = usize::from(text_open);
-                    for (i, b) in anthropic_tools::tool_use_blocks(&found)
-                        .into_iter()
-                        .enumerate()
-                    {
-                        let index = first + i;
-                        let input = b["input"].to_string();
-                        let mut block = b;
-                        block["input"] = json!({});
-                        for e in [
-                            ev(
-                                "content_block_start",
-                                json!({"type": "content_block_start", "index": index,
-                                                            "content_block": block}),
-                            ),
-                            ev(
-                                "content_block_delta",
-                                json!({"type": "content_block_delta", "index": index,
-                                                            "delta": {"type": "input_json_delta", "partial_json": input}}),
-                            ),
-                            ev(
-                                "content_block_stop",
-                                json!({"type": "content_block_stop", "index": index}),
-                            ),
-                        ] {
-                            let _ = tx.send(e);
-                        }
-                    }
-                    let reason = if found.is_empty() {
-                        stop_reason(&d)
-                    } else {
-                        "tool_use"
-                    };
-                    let _ = tx.send(ev(
-                        "message_delta",
-                        json!({"type": "message_delta",
-                               "delta": {"stop_reason": reason, "stop_sequence": d.stop},
-                               "usage": {"output_tokens": d.completion_tokens}}),
-                    ));
-                    let _ = tx.send(ev("message_stop", json!({"type": "message_stop"})));
-                    return;
-                }
-                Event::Token(_) => {}
-                Event::Error(msg) => {
-                    let _ = tx.send(ev("error", ApiError::internal(msg).anthropic().body()));
-                    return;
-                }
-            }
-        }
-    });
-    resp
 }

@@ -9,6 +9,7 @@
 //! [`limits`] holds the per-request ones.
 
 pub mod anthropic;
+pub mod anthropic_stream;
 pub mod anthropic_tools;
 pub mod backend;
 pub mod constrain;
@@ -22,7 +23,9 @@ pub mod openai;
 pub mod openai_stream;
 pub mod openai_tools;
 pub mod pace;
+pub mod reasoning;
 pub mod responses;
+pub mod responses_stream;
 pub mod routes;
 pub mod seq;
 pub mod serve;
@@ -147,6 +150,13 @@ pub struct State {
 }
 
 pub type AppState = Arc<State>;
+
+/// A rendered chat prompt.
+pub struct Rendered {
+    pub ids: Vec<u32>,
+    /// The prompt ends inside an opened `<think>` (see [`reasoning::prompt_opens`]).
+    pub thinks_open: bool,
+}
 
 /// The model's chat template (ChatML when the file has none), with its BOS/EOS texts.
 pub fn chat_template(model: &Model, tok: &Tokenizer) -> Result<ChatTemplate, ServerError> {
@@ -311,11 +321,31 @@ impl State {
         messages: &[Message],
         tools: Option<&serde_json::Value>,
     ) -> Result<Vec<u32>, ApiError> {
+        self.render_chat(messages, tools, None).map(|r| r.ids)
+    }
+
+    /// [`chat_prompt`](Self::chat_prompt) with the request's `chat_template_kwargs`, and
+    /// whether the prompt leaves the model inside `<think>`.
+    pub fn render_chat(
+        &self,
+        messages: &[Message],
+        tools: Option<&serde_json::Value>,
+        kwargs: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<Rendered, ApiError> {
         let text = self
             .template
-            .render(messages, tools, true)
+            .render_with(messages, tools, true, kwargs)
             .map_err(|e| ApiError::bad_request(e.to_string(), Some("messages")))?;
-        Ok(generate::tokenize_chat(&self.tok, &text))
+        Ok(Rendered {
+            ids: generate::tokenize_chat(&self.tok, &text),
+            thinks_open: reasoning::prompt_opens(&text),
+        })
+    }
+
+    /// Whether answers are split into thoughts and answer: the template writes `<think>` and
+    /// the request did not ask for `reasoning_format` `none`.
+    pub fn splits_reasoning(&self, reasoning_format: Option<&str>) -> bool {
+        reasoning_format != Some("none") && reasoning::template_thinks(self.template.source())
     }
 
     /// Checks the prompt fits, caps `max_tokens` to the context left, and queues the job.

@@ -108,6 +108,12 @@ pub struct Request {
     pub guided_json: Option<Value>,
     /// vLLM's: the output matches this regular expression.
     pub guided_regex: Option<String>,
+    /// llama.cpp's: `"none"` leaves a reasoning model's `<think>` thoughts in the content
+    /// (otherwise they come as `reasoning_content`).
+    pub reasoning_format: Option<String>,
+    /// llama.cpp's and vLLM's: extra variables for the chat template (e.g. Qwen3's
+    /// `{"enable_thinking": false}`).
+    pub chat_template_kwargs: Option<serde_json::Map<String, Value>>,
     // Defined by OpenAI, accepted and ignored:
     pub user: Option<IgnoredAny>,
     pub metadata: Option<IgnoredAny>,
@@ -392,8 +398,13 @@ pub async fn chat_completions(
     crate::check_message_count(messages.len())?;
     let tools = crate::openai_tools::ToolMode::of(&state, &r)?;
     let messages = crate::openai_tools::for_template(messages, state.template.source());
-    let prompt = state.chat_prompt(&messages, tools.as_ref().map(|t| &t.tools))?;
-    respond(&state, &r, prompt, Kind::Chat, "messages", tools).await
+    let kwargs = r.chat_template_kwargs.as_ref();
+    let rendered = state.render_chat(&messages, tools.as_ref().map(|t| &t.tools), kwargs)?;
+    let think = state
+        .splits_reasoning(r.reasoning_format.as_deref())
+        .then_some(rendered.thinks_open);
+    let prompt = rendered.ids;
+    respond(&state, &r, prompt, Kind::Chat, "messages", tools, think).await
 }
 
 /// Fill in the middle: the prompt before the cursor and the `suffix` after it, in the model's
@@ -461,7 +472,7 @@ pub async fn completions(
             Some("tools"),
         ));
     }
-    respond(&state, &r, prompt, Kind::Text, "prompt", None).await
+    respond(&state, &r, prompt, Kind::Text, "prompt", None, None).await
 }
 
 async fn respond(
@@ -471,6 +482,7 @@ async fn respond(
     kind: Kind,
     param: &str,
     tools: Option<ToolMode>,
+    think: Option<bool>,
 ) -> Result<Response, ApiError> {
     let mut job = r.job(prompt, kind, state.tok.n_vocab(), state.tok.eog_ids())?;
     let format = match (r.format()?, tools.as_ref().and_then(|t| t.forced.clone())) {
@@ -511,6 +523,7 @@ async fn respond(
             include_usage: r.include_usage(),
             tok: state.tok.clone(),
             names,
+            think,
         };
         return Ok(crate::openai_stream::stream(rxs, chunks));
     }
@@ -518,6 +531,10 @@ async fn respond(
     let mut dones = Vec::new();
     for (index, rx) in rxs.into_iter().enumerate() {
         let (text, lps, done) = collect_all(rx).await?;
+        let (thoughts, text) = match think {
+            Some(opened) => crate::reasoning::split(&text, opened),
+            None => (None, text),
+        };
         let parsed = names.as_ref().and_then(|n| crate::tools::parse(&text, n));
         let lp = if wants_logprobs {
             logprobs_json(&state.tok, kind, &lps, &mut 0)
@@ -545,6 +562,9 @@ async fn respond(
                 "finish_reason": finish_reason(done.finish),
             }),
         });
+        if let Some(t) = thoughts {
+            choices.last_mut().expect("pushed")["message"]["reasoning_content"] = json!(t);
+        }
         dones.push(done);
     }
     let object = match kind {

@@ -6,6 +6,7 @@ use crate::engine::{Done, Event};
 use crate::error::ApiError;
 use crate::openai::{Kind, finish_reason, logprobs_json, usage};
 use crate::openai_tools::tool_calls_json;
+use crate::reasoning::{Piece, Splitter};
 use crate::seq::TokenLogprob;
 use crate::sse;
 use axum::response::Response;
@@ -24,6 +25,9 @@ pub struct Chunks {
     pub tok: Arc<Tokenizer>,
     /// The request's tool names: the answers are read for calls ([`crate::tools::Stream`]).
     pub names: Option<Vec<String>>,
+    /// Answers are split into thoughts and answer ([`crate::reasoning`]), the prompt having
+    /// opened `<think>` itself (true) or not.
+    pub think: Option<bool>,
 }
 
 /// One choice's state: log-probabilities of tokens whose text has not been sent yet, the text's
@@ -32,6 +36,7 @@ struct Choice {
     pending: Vec<TokenLogprob>,
     offset: usize,
     calls: Option<crate::tools::Stream>,
+    think: Option<Splitter>,
     done: Option<Done>,
 }
 
@@ -59,6 +64,24 @@ impl Chunks {
                 json!({"index": index, "text": text, "logprobs": lp, "finish_reason": finish})
             }
         }
+    }
+
+    /// Sends the thoughts among `pieces` as `reasoning_content` deltas; returns the answer's
+    /// text among them, to go on as content.
+    fn send_pieces(&self, tx: &sse::SseTx, i: usize, c: &mut Choice, pieces: Vec<Piece>) -> String {
+        let mut content = String::new();
+        for p in pieces {
+            match p {
+                Piece::Reasoning(r) => {
+                    let l = self.logprobs(c);
+                    let delta = json!({"index": i, "delta": {"reasoning_content": r}, "logprobs": l,
+                                       "finish_reason": null});
+                    let _ = tx.send(sse::data(&self.chunk(delta)));
+                }
+                Piece::Content(t) => content.push_str(&t),
+            }
+        }
+        content
     }
 
     fn logprobs(&self, c: &mut Choice) -> Value {
@@ -94,6 +117,7 @@ pub fn stream(rxs: Vec<UnboundedReceiver<Event>>, a: Chunks) -> Response {
                 pending: Vec::new(),
                 offset: 0,
                 calls: a.names.clone().map(crate::tools::Stream::new),
+                think: a.think.map(Splitter::new),
                 done: None,
             })
             .collect();
@@ -115,6 +139,13 @@ pub fn stream(rxs: Vec<UnboundedReceiver<Event>>, a: Chunks) -> Response {
                     Ok(())
                 }
                 Event::Text(t) => {
+                    let t = match c.think.as_mut() {
+                        Some(s) => {
+                            let pieces = s.push(&t);
+                            a.send_pieces(&tx, i, c, pieces)
+                        }
+                        None => t,
+                    };
                     let t = match c.calls.as_mut() {
                         Some(s) => s.push(&t),
                         None => t,
@@ -126,7 +157,18 @@ pub fn stream(rxs: Vec<UnboundedReceiver<Event>>, a: Chunks) -> Response {
                     tx.send(sse::data(&a.chunk(a.piece(i, &t, l, None))))
                 }
                 Event::Done(d) => {
+                    let mut tail = String::new();
+                    if let Some(s) = c.think.as_mut() {
+                        let pieces = s.finish();
+                        tail = a.send_pieces(&tx, i, c, pieces);
+                    }
+                    let mut shown = String::new();
+                    if let Some(s) = c.calls.as_mut() {
+                        shown = s.push(&tail);
+                        tail = String::new();
+                    }
                     let (rest, found) = c.calls.as_mut().map(|s| s.finish()).unwrap_or_default();
+                    let rest = shown + &tail + &rest;
                     if !c.pending.is_empty() || !rest.is_empty() {
                         let l = a.logprobs(c);
                         let _ = tx.send(sse::data(&a.chunk(a.piece(i, &rest, l, None))));

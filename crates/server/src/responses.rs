@@ -4,12 +4,12 @@
 //! `previous_response_id` and background responses are refused with a 400.
 
 use crate::constrain::Format;
-use crate::engine::{Done, Event, Finish, Job};
+use crate::engine::{Done, Finish, Job};
 use crate::error::{ApiError, parse_json};
 use crate::openai_tools::{Choice, ToolMode, for_template};
 use crate::routes::body;
 use crate::tools::Call;
-use crate::{AppState, collect, new_id, now, sse};
+use crate::{AppState, collect, new_id, now};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -231,16 +231,16 @@ fn choice(v: Option<&Value>) -> Result<Choice, ApiError> {
 }
 
 /// What a response echoes of its request, and its identity.
-struct Head {
-    id: String,
-    created: u64,
-    model: String,
-    echo: Value,
+pub struct Head {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+    pub echo: Value,
 }
 
 impl Head {
     /// The response object with `status`, `output` and (once done) `usage`.
-    fn response(&self, status: &str, output: Vec<Value>, done: Option<&Done>) -> Value {
+    pub fn response(&self, status: &str, output: Vec<Value>, done: Option<&Done>) -> Value {
         let mut v = json!({"id": self.id, "object": "response", "created_at": self.created,
                            "status": status, "error": null, "incomplete_details": null,
                            "model": self.model, "output": output, "usage": null});
@@ -261,7 +261,7 @@ impl Head {
     }
 }
 
-fn message_item(id: &str, text: &str, status: &str) -> Value {
+pub fn message_item(id: &str, text: &str, status: &str) -> Value {
     let content = if status == "completed" {
         json!([{"type": "output_text", "text": text, "annotations": [], "logprobs": []}])
     } else {
@@ -270,12 +270,18 @@ fn message_item(id: &str, text: &str, status: &str) -> Value {
     json!({"type": "message", "id": id, "status": status, "role": "assistant", "content": content})
 }
 
-fn call_item(c: &Call, arguments: &str, status: &str) -> Value {
+/// A reasoning model's thoughts as an output item.
+pub fn reasoning_item(id: &str, text: &str) -> Value {
+    json!({"type": "reasoning", "id": id, "summary": [],
+           "content": [{"type": "reasoning_text", "text": text}]})
+}
+
+pub fn call_item(c: &Call, arguments: &str, status: &str) -> Value {
     json!({"type": "function_call", "id": new_id("fc_"), "call_id": new_id("call_"),
            "name": c.name, "arguments": arguments, "status": status})
 }
 
-fn status(d: &Done, calls: bool) -> &'static str {
+pub fn status(d: &Done, calls: bool) -> &'static str {
     match d.finish {
         Finish::Length | Finish::Cancelled if !calls => "incomplete",
         _ => "completed",
@@ -315,7 +321,9 @@ pub async fn responses(
         "tool_choice",
     )?;
     let msgs = for_template(&msgs, state.template.source());
-    let prompt = state.chat_prompt(&msgs, tools.as_ref().map(|t| &t.tools))?;
+    let rendered = state.render_chat(&msgs, tools.as_ref().map(|t| &t.tools), None)?;
+    let think = state.splits_reasoning(None).then_some(rendered.thinks_open);
+    let prompt = rendered.ids;
     let constraint = match (
         format(r.text.as_ref())?,
         tools.as_ref().and_then(|t| t.forced.clone()),
@@ -366,14 +374,25 @@ pub async fn responses(
     };
     let names = tools.map(|t| t.names);
     if r.stream {
-        return Ok(stream(rx, head, names.map(crate::tools::Stream::new)));
+        let read = crate::responses_stream::Readers {
+            calls: names.map(crate::tools::Stream::new),
+            think: think.map(crate::reasoning::Splitter::new),
+        };
+        return Ok(crate::responses_stream::stream(rx, head, read));
     }
     let (text, done) = collect(rx).await?;
+    let (thoughts, text) = match think {
+        Some(opened) => crate::reasoning::split(&text, opened),
+        None => (None, text),
+    };
     let (text, calls) = match names.and_then(|n| crate::tools::parse(&text, &n)) {
         Some(found) => found,
         None => (text, Vec::new()),
     };
-    let mut output = Vec::new();
+    let mut output: Vec<Value> = thoughts
+        .map(|t| reasoning_item(&new_id("rs_"), &t))
+        .into_iter()
+        .collect();
     if !text.is_empty() || calls.is_empty() {
         output.push(message_item(&new_id("msg_"), &text, "completed"));
     }
@@ -384,148 +403,4 @@ pub async fn responses(
     );
     let st = status(&done, !calls.is_empty());
     Ok(Json(head.response(st, output, Some(&done))).into_response())
-}
-
-/// The typed event stream: `response.created`, `response.in_progress`, the message item (opened
-/// at the first text; with no text and no calls, an empty one at the end) with its text deltas,
-/// then each function call item with its arguments in one delta, and `response.completed` (or
-/// `response.incomplete`).
-fn stream(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
-    head: Head,
-    mut calls: Option<crate::tools::Stream>,
-) -> Response {
-    let (tx, resp) = sse::channel();
-    tokio::spawn(async move {
-        let mut seq = 0u64;
-        let mut send = |kind: &str, mut v: Value| {
-            v["type"] = json!(kind);
-            v["sequence_number"] = json!(seq);
-            seq += 1;
-            tx.send(sse::named(kind, &v)).is_ok()
-        };
-        let start = head.response("in_progress", Vec::new(), None);
-        if !send("response.created", json!({"response": start}))
-            || !send("response.in_progress", json!({"response": start}))
-        {
-            return;
-        }
-        let msg_id = new_id("msg_");
-        let mut text = String::new();
-        let mut open = false;
-        let mut output = Vec::new();
-        let opening = |send: &mut dyn FnMut(&str, Value) -> bool| {
-            send(
-                "response.output_item.added",
-                json!({"output_index": 0, "item": message_item(&msg_id, "", "in_progress")}),
-            ) && send(
-                "response.content_part.added",
-                json!({"item_id": msg_id, "output_index": 0, "content_index": 0,
-                               "part": {"type": "output_text", "text": "", "annotations": []}}),
-            )
-        };
-        while let Some(e) = rx.recv().await {
-            match e {
-                Event::Text(t) => {
-                    let t = match calls.as_mut() {
-                        Some(c) => c.push(&t),
-                        None => t,
-                    };
-                    if t.is_empty() {
-                        continue;
-                    }
-                    if !open {
-                        open = true;
-                        if !opening(&mut send) {
-                            return;
-                        }
-                    }
-                    text.push_str(&t);
-                    let delta = json!({"item_id": msg_id, "output_index": 0, "content_index": 0,
-                                       "delta": t, "logprobs": []});
-                    if !send("response.output_text.delta", delta) {
-                        return;
-                    }
-                }
-                Event::Done(d) => {
-                    let (rest, found) = calls.as_mut().map(|c| c.finish()).unwrap_or_default();
-                    if (!rest.is_empty() || found.is_empty()) && !open {
-                        open = true;
-                        if !opening(&mut send) {
-                            return;
-                        }
-                    }
-                    if !rest.is_empty() {
-                        text.push_str(&rest);
-                        send(
-                            "response.output_text.delta",
-                            json!({"item_id": msg_id, "output_index": 0, "content_index": 0,
-                                    "delta": rest, "logprobs": []}),
-                        );
-                    }
-                    if open {
-                        let item = message_item(&msg_id, &text, "completed");
-                        send(
-                            "response.output_text.done",
-                            json!({"item_id": msg_id, "output_index": 0, "content_index": 0,
-                                    "text": text, "logprobs": []}),
-                        );
-                        send(
-                            "response.content_part.done",
-                            json!({"item_id": msg_id, "output_index": 0, "content_index": 0,
-                                    "part": item["content"][0]}),
-                        );
-                        send(
-                            "response.output_item.done",
-                            json!({"output_index": 0, "item": item}),
-                        );
-                        output.push(item);
-                    }
-                    for c in &found {
-                        let index = output.len();
-                        let args = c.arguments.to_string();
-                        let mut item = call_item(c, "", "in_progress");
-                        let id = item["id"].clone();
-                        send(
-                            "response.output_item.added",
-                            json!({"output_index": index, "item": item}),
-                        );
-                        send(
-                            "response.function_call_arguments.delta",
-                            json!({"item_id": id, "output_index": index, "delta": args}),
-                        );
-                        send(
-                            "response.function_call_arguments.done",
-                            json!({"item_id": id, "output_index": index, "name": c.name, "arguments": args}),
-                        );
-                        item["arguments"] = json!(args);
-                        item["status"] = json!("completed");
-                        send(
-                            "response.output_item.done",
-                            json!({"output_index": index, "item": item}),
-                        );
-                        output.push(item);
-                    }
-                    let st = status(&d, !found.is_empty());
-                    let end = head.response(st, output, Some(&d));
-                    let kind = if st == "completed" {
-                        "response.completed"
-                    } else {
-                        "response.incomplete"
-                    };
-                    send(kind, json!({"response": end}));
-                    return;
-                }
-                Event::Token(_) => {}
-                Event::Error(msg) => {
-                    send(
-                        "error",
-                        json!({"code": "server_error", "message": msg, "param": null}),
-                    );
-                    return;
-                }
-            }
-        }
-    });
-    resp
 }

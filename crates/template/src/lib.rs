@@ -198,6 +198,19 @@ impl ChatTemplate {
         tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
     ) -> Result<String, TemplateError> {
+        self.render_with(messages, tools, add_generation_prompt, None)
+    }
+
+    /// [`render`](Self::render) with extra variables for the template (`chat_template_kwargs`,
+    /// e.g. Qwen3's `enable_thinking`); they never replace the standard ones (`messages`,
+    /// `tools`, ...).
+    pub fn render_with(
+        &self,
+        messages: &[Message],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+        kwargs: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<String, TemplateError> {
         if let Some(t) = tools
             && !(t.is_array() || t.is_null())
         {
@@ -215,6 +228,7 @@ impl ChatTemplate {
         let tools = tools
             .filter(|t| !t.is_null())
             .map_or(Value::from(()), |t| Value::from(Serde(t)));
+        let extra = kwargs.map_or(Value::from(()), |k| Value::from(Serde(k)));
         self.render_context(context! {
             messages => Value::from(Serde(messages)),
             tools => tools,
@@ -222,6 +236,7 @@ impl ChatTemplate {
             add_generation_prompt => add_generation_prompt,
             bos_token => self.bos.as_str(),
             eos_token => self.eos.as_str(),
+            ..extra
         })
     }
 

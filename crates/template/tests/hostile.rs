@@ -250,3 +250,20 @@ fn chat_template_is_shareable() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<ChatTemplate>();
 }
+
+/// `chat_template_kwargs` reach the template as variables, but never replace the standard ones.
+#[test]
+fn kwargs_add_variables_but_replace_none() {
+    let t = ChatTemplate::new(
+        "{{ messages | length }}|{{ enable_thinking }}|{{ add_generation_prompt }}",
+        "",
+        "",
+    )
+    .unwrap();
+    let msgs = [Message::new("user", "hi")];
+    let kw =
+        serde_json::json!({"enable_thinking": false, "messages": [], "add_generation_prompt": "x"});
+    let out = t.render_with(&msgs, None, true, kw.as_object()).unwrap();
+    assert_eq!(out, "1|False|True"); // Python's spelling (pycompat), as HF renders it
+    assert_eq!(t.render(&msgs, None, true).unwrap(), "1||True");
+}
