@@ -92,34 +92,24 @@ fn greedy_run_is_identical_across_runs() {
     assert_eq!(first, second);
 }
 
+/// `molla run` on SmolLM2 on the CPU with `args` after the model.
+fn run_smol(args: &[&str]) -> (String, String, Option<i32>) {
+    let m = smollm2();
+    let mut all = vec!["run", "--model", m.to_str().unwrap(), "--device", "cpu"];
+    all.extend_from_slice(args);
+    molla(&all)
+}
+
 #[test]
 fn run_answers_in_the_json_schema_or_regex_asked_for() {
-    let m = smollm2();
     let schema = r#"{"type": "object", "properties": {"capital": {"type": "string"}}, "required": ["capital"]}"#;
-    let (out, err, code) = molla(&[
-        "run",
-        "--model",
-        m.to_str().unwrap(),
-        "--device",
-        "cpu",
-        "--temp",
-        "0",
-        "-n",
-        "30",
-        "--json-schema",
-        schema,
-        "What is the capital of France?",
-    ]);
+    let ask = "What is the capital of France?";
+    let (out, err, code) = run_smol(&["--temp", "0", "-n", "30", "--json-schema", schema, ask]);
     assert_eq!(code, Some(0), "{err}");
     let v: serde_json::Value =
         serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert!(v["capital"].as_str().unwrap().contains("Paris"), "{out}");
-    let (out, err, code) = molla(&[
-        "run",
-        "--model",
-        m.to_str().unwrap(),
-        "--device",
-        "cpu",
+    let yes_no = [
         "--temp",
         "1",
         "--seed",
@@ -127,20 +117,12 @@ fn run_answers_in_the_json_schema_or_regex_asked_for() {
         "--regex",
         "(yes|no)",
         "Is Paris in France?",
-    ]);
+    ];
+    let (out, err, code) = run_smol(&yes_no);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.trim() == "yes" || out.trim() == "no", "{out:?}");
     // A schema llguidance rejects is one clear line before any generation.
-    let (out, err, code) = molla(&[
-        "run",
-        "--model",
-        m.to_str().unwrap(),
-        "--device",
-        "cpu",
-        "--json-schema",
-        r#"{"type": "nope"}"#,
-        "hi",
-    ]);
+    let (out, err, code) = run_smol(&["--json-schema", r#"{"type": "nope"}"#, "hi"]);
     assert_ne!(code, Some(0));
     assert!(out.is_empty() && err.contains("--json-schema"), "{err}");
 }

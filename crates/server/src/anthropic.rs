@@ -200,16 +200,11 @@ fn user_turn(blocks: &[Block], before: &[Message]) -> Result<Vec<Message>, ApiEr
                 if b.is_error == Some(true) {
                     out = format!("Error: {out}");
                 }
-                let id = b.tool_use_id.clone();
-                let name = before
-                    .iter()
-                    .flat_map(|m| m.tool_calls.iter().flatten())
-                    .find(|c| c.id.is_some() && c.id == id)
-                    .map(|c| c.function.name.clone());
-                let mut m = Message::new("tool", out);
-                m.tool_call_id = id;
-                m.name = name;
-                msgs.push(m);
+                msgs.push(crate::answer::tool_result(
+                    before,
+                    b.tool_use_id.clone(),
+                    out,
+                ));
             }
             _ => return Err(b.bad()),
         }
@@ -309,10 +304,7 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
     let rx = state.submit(job, "messages")?;
     let id = new_id("msg_");
     if r.stream {
-        let read = crate::anthropic_stream::Readers {
-            calls: names.map(crate::tools::Stream::new),
-            think: think.map(crate::reasoning::Splitter::new),
-        };
+        let read = crate::answer::Reader::new(names, think);
         return Ok(crate::anthropic_stream::stream(
             rx,
             id,

@@ -2,11 +2,11 @@
 //! order (a reasoning model's `thinking`, the `text`, each `tool_use`), each opened when its
 //! first content comes, then `message_delta` and `message_stop`.
 
+use crate::answer::Reader;
 use crate::anthropic::stop_reason;
 use crate::anthropic_tools;
 use crate::engine::Event;
 use crate::error::ApiError;
-use crate::reasoning::{Piece, Splitter};
 use crate::sse::{self, SseTx};
 use axum::response::Response;
 use serde_json::{Value, json};
@@ -82,22 +82,6 @@ impl Blocks {
         )
     }
 
-    /// Sends the thoughts among `pieces`; returns the answer's text among them.
-    fn pieces(&mut self, pieces: Vec<Piece>) -> Option<String> {
-        let mut content = String::new();
-        for p in pieces {
-            match p {
-                Piece::Reasoning(r) => {
-                    if !self.thinking(&r) {
-                        return None;
-                    }
-                }
-                Piece::Content(t) => content.push_str(&t),
-            }
-        }
-        Some(content)
-    }
-
     /// A whole `tool_use` block: its start (input empty), the input in one
     /// `input_json_delta`, its stop.
     fn tool_use(&mut self, mut block: Value) -> bool {
@@ -122,14 +106,6 @@ impl Blocks {
     }
 }
 
-/// What the stream reads the answer for.
-pub struct Readers {
-    /// Tool calls ([`crate::tools::Stream`]).
-    pub calls: Option<crate::tools::Stream>,
-    /// Thoughts ([`crate::reasoning`]).
-    pub think: Option<Splitter>,
-}
-
 /// Streams the answer as Anthropic's events. With nothing to read for, the text block opens
 /// at once (before `ping`), as Anthropic's API sends it.
 pub fn stream(
@@ -137,7 +113,7 @@ pub fn stream(
     id: String,
     model: String,
     input_tokens: usize,
-    mut read: Readers,
+    mut read: Reader,
 ) -> Response {
     let (tx, resp) = sse::channel();
     tokio::spawn(async move {
@@ -162,38 +138,15 @@ pub fn stream(
         while let Some(e) = rx.recv().await {
             match e {
                 Event::Text(t) => {
-                    let t = match read.think.as_mut() {
-                        Some(s) => {
-                            let pieces = s.push(&t);
-                            match b.pieces(pieces) {
-                                Some(t) => t,
-                                None => return,
-                            }
-                        }
-                        None => t,
-                    };
-                    let t = match read.calls.as_mut() {
-                        Some(c) => c.push(&t),
-                        None => t,
+                    let Some(t) = read.push(&t, &mut |r| b.thinking(r)) else {
+                        return;
                     };
                     if !t.is_empty() && !b.text(&t) {
                         return;
                     }
                 }
                 Event::Done(d) => {
-                    let mut tail = String::new();
-                    if let Some(s) = read.think.as_mut() {
-                        let pieces = s.finish();
-                        tail = b.pieces(pieces).unwrap_or_default();
-                    }
-                    let (rest, found) = match read.calls.as_mut() {
-                        Some(c) => {
-                            let shown = c.push(&tail);
-                            let (rest, found) = c.finish();
-                            (shown + &rest, found)
-                        }
-                        None => (tail, Vec::new()),
-                    };
+                    let (rest, found) = read.finish(&mut |r| b.thinking(r));
                     if !rest.is_empty() {
                         b.text(&rest);
                     }

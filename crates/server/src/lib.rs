@@ -8,6 +8,7 @@
 //! into JSON or SSE. [`serve`] runs the app on a TCP listener with the connection limits;
 //! [`limits`] holds the per-request ones.
 
+pub mod answer;
 pub mod anthropic;
 pub mod anthropic_stream;
 pub mod anthropic_tools;

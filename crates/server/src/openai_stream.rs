@@ -2,11 +2,11 @@
 //! of a request's `n` sequences as OpenAI chunks, choice by choice (`index`), then the usage
 //! chunk when asked for and `[DONE]`.
 
+use crate::answer::Reader;
 use crate::engine::{Done, Event};
 use crate::error::ApiError;
 use crate::openai::{Kind, finish_reason, logprobs_json, usage};
 use crate::openai_tools::tool_calls_json;
-use crate::reasoning::{Piece, Splitter};
 use crate::seq::TokenLogprob;
 use crate::sse;
 use axum::response::Response;
@@ -30,14 +30,19 @@ pub struct Chunks {
     pub think: Option<bool>,
 }
 
-/// One choice's state: log-probabilities of tokens whose text has not been sent yet, the text's
-/// length so far (completions' offsets), its tool-call reader, and how it ended.
+/// One choice's state: its log-probabilities, its answer's reader, and how it ended.
 struct Choice {
+    log: Logs,
+    read: Reader,
+    done: Option<Done>,
+}
+
+/// Log-probabilities of tokens whose text has not been sent yet, and the text's length so far
+/// (completions' offsets).
+#[derive(Default)]
+struct Logs {
     pending: Vec<TokenLogprob>,
     offset: usize,
-    calls: Option<crate::tools::Stream>,
-    think: Option<Splitter>,
-    done: Option<Done>,
 }
 
 impl Chunks {
@@ -66,30 +71,20 @@ impl Chunks {
         }
     }
 
-    /// Sends the thoughts among `pieces` as `reasoning_content` deltas; returns the answer's
-    /// text among them, to go on as content.
-    fn send_pieces(&self, tx: &sse::SseTx, i: usize, c: &mut Choice, pieces: Vec<Piece>) -> String {
-        let mut content = String::new();
-        for p in pieces {
-            match p {
-                Piece::Reasoning(r) => {
-                    let l = self.logprobs(c);
-                    let delta = json!({"index": i, "delta": {"reasoning_content": r}, "logprobs": l,
-                                       "finish_reason": null});
-                    let _ = tx.send(sse::data(&self.chunk(delta)));
-                }
-                Piece::Content(t) => content.push_str(&t),
-            }
-        }
-        content
+    /// Sends thoughts as a `reasoning_content` delta of choice `i`.
+    fn thought(&self, tx: &sse::SseTx, i: usize, log: &mut Logs, r: &str) -> bool {
+        let l = self.logprobs(log);
+        let delta = json!({"index": i, "delta": {"reasoning_content": r}, "logprobs": l,
+                           "finish_reason": null});
+        tx.send(sse::data(&self.chunk(delta))).is_ok()
     }
 
-    fn logprobs(&self, c: &mut Choice) -> Value {
-        if c.pending.is_empty() {
+    fn logprobs(&self, log: &mut Logs) -> Value {
+        if log.pending.is_empty() {
             return Value::Null;
         }
-        let v = logprobs_json(&self.tok, self.kind, &c.pending, &mut c.offset);
-        c.pending.clear();
+        let v = logprobs_json(&self.tok, self.kind, &log.pending, &mut log.offset);
+        log.pending.clear();
         v
     }
 }
@@ -114,10 +109,8 @@ pub fn stream(rxs: Vec<UnboundedReceiver<Event>>, a: Chunks) -> Response {
     tokio::spawn(async move {
         let mut choices: Vec<Choice> = (0..n)
             .map(|_| Choice {
-                pending: Vec::new(),
-                offset: 0,
-                calls: a.names.clone().map(crate::tools::Stream::new),
-                think: a.think.map(Splitter::new),
+                log: Logs::default(),
+                read: Reader::new(a.names.clone(), a.think),
                 done: None,
             })
             .collect();
@@ -135,42 +128,25 @@ pub fn stream(rxs: Vec<UnboundedReceiver<Event>>, a: Chunks) -> Response {
             let c = &mut choices[i];
             let sent = match ev {
                 Event::Token(t) => {
-                    c.pending.push(t);
+                    c.log.pending.push(t);
                     Ok(())
                 }
                 Event::Text(t) => {
-                    let t = match c.think.as_mut() {
-                        Some(s) => {
-                            let pieces = s.push(&t);
-                            a.send_pieces(&tx, i, c, pieces)
-                        }
-                        None => t,
-                    };
-                    let t = match c.calls.as_mut() {
-                        Some(s) => s.push(&t),
-                        None => t,
+                    let Choice { log, read, .. } = c;
+                    let Some(t) = read.push(&t, &mut |r| a.thought(&tx, i, log, r)) else {
+                        return;
                     };
                     if t.is_empty() {
                         continue;
                     }
-                    let l = a.logprobs(c);
+                    let l = a.logprobs(log);
                     tx.send(sse::data(&a.chunk(a.piece(i, &t, l, None))))
                 }
                 Event::Done(d) => {
-                    let mut tail = String::new();
-                    if let Some(s) = c.think.as_mut() {
-                        let pieces = s.finish();
-                        tail = a.send_pieces(&tx, i, c, pieces);
-                    }
-                    let mut shown = String::new();
-                    if let Some(s) = c.calls.as_mut() {
-                        shown = s.push(&tail);
-                        tail = String::new();
-                    }
-                    let (rest, found) = c.calls.as_mut().map(|s| s.finish()).unwrap_or_default();
-                    let rest = shown + &tail + &rest;
-                    if !c.pending.is_empty() || !rest.is_empty() {
-                        let l = a.logprobs(c);
+                    let Choice { log, read, .. } = c;
+                    let (rest, found) = read.finish(&mut |r| a.thought(&tx, i, log, r));
+                    if !log.pending.is_empty() || !rest.is_empty() {
+                        let l = a.logprobs(log);
                         let _ = tx.send(sse::data(&a.chunk(a.piece(i, &rest, l, None))));
                     }
                     let mut reason = Some(finish_reason(d.finish));

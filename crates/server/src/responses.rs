@@ -146,14 +146,7 @@ fn chat_messages(r: &Request) -> Result<Vec<Message>, ApiError> {
                     Value::String(s) => s.clone(),
                     v => item_text(v)?,
                 };
-                let name = msgs
-                    .iter()
-                    .flat_map(|m| m.tool_calls.iter().flatten())
-                    .find(|c| c.id.is_some() && c.id == id)
-                    .map(|c| c.function.name.clone());
-                let mut m = Message::new("tool", out);
-                m.tool_call_id = id;
-                m.name = name;
+                let m = crate::answer::tool_result(&msgs, id, out);
                 msgs.push(m);
             }
             (kind, _) => {
@@ -374,10 +367,7 @@ pub async fn responses(
     };
     let names = tools.map(|t| t.names);
     if r.stream {
-        let read = crate::responses_stream::Readers {
-            calls: names.map(crate::tools::Stream::new),
-            think: think.map(crate::reasoning::Splitter::new),
-        };
+        let read = crate::answer::Reader::new(names, think);
         return Ok(crate::responses_stream::stream(rx, head, read));
     }
     let (text, done) = collect(rx).await?;

@@ -3,9 +3,9 @@
 //! `function_call`), each opened at its first content, then `response.completed` (or
 //! `response.incomplete`). Events are named and numbered (`sequence_number`).
 
+use crate::answer::Reader;
 use crate::engine::Event;
 use crate::new_id;
-use crate::reasoning::{Piece, Splitter};
 use crate::responses::{Head, call_item, message_item, reasoning_item, status};
 use crate::sse::{self, SseTx};
 use axum::response::Response;
@@ -108,32 +108,10 @@ impl Items {
             json!({"item_id": id, "output_index": index, "content_index": 0, "delta": t, "logprobs": []}),
         )
     }
-
-    /// Sends the thoughts among `pieces`; returns the answer's text among them.
-    fn pieces(&mut self, pieces: Vec<Piece>) -> Option<String> {
-        let mut content = String::new();
-        for p in pieces {
-            match p {
-                Piece::Reasoning(r) => {
-                    if !self.text("reasoning", &r) {
-                        return None;
-                    }
-                }
-                Piece::Content(t) => content.push_str(&t),
-            }
-        }
-        Some(content)
-    }
-}
-
-/// What the stream reads the answer for.
-pub struct Readers {
-    pub calls: Option<crate::tools::Stream>,
-    pub think: Option<Splitter>,
 }
 
 /// Streams the answer as the Responses API's events.
-pub fn stream(mut rx: UnboundedReceiver<Event>, head: Head, mut read: Readers) -> Response {
+pub fn stream(mut rx: UnboundedReceiver<Event>, head: Head, mut read: Reader) -> Response {
     let (tx, resp) = sse::channel();
     tokio::spawn(async move {
         let mut it = Items {
@@ -151,38 +129,15 @@ pub fn stream(mut rx: UnboundedReceiver<Event>, head: Head, mut read: Readers) -
         while let Some(e) = rx.recv().await {
             match e {
                 Event::Text(t) => {
-                    let t = match read.think.as_mut() {
-                        Some(s) => {
-                            let pieces = s.push(&t);
-                            match it.pieces(pieces) {
-                                Some(t) => t,
-                                None => return,
-                            }
-                        }
-                        None => t,
-                    };
-                    let t = match read.calls.as_mut() {
-                        Some(c) => c.push(&t),
-                        None => t,
+                    let Some(t) = read.push(&t, &mut |r| it.text("reasoning", r)) else {
+                        return;
                     };
                     if !t.is_empty() && !it.text("message", &t) {
                         return;
                     }
                 }
                 Event::Done(d) => {
-                    let mut tail = String::new();
-                    if let Some(s) = read.think.as_mut() {
-                        let pieces = s.finish();
-                        tail = it.pieces(pieces).unwrap_or_default();
-                    }
-                    let (rest, found) = match read.calls.as_mut() {
-                        Some(c) => {
-                            let shown = c.push(&tail);
-                            let (rest, found) = c.finish();
-                            (shown + &rest, found)
-                        }
-                        None => (tail, Vec::new()),
-                    };
+                    let (rest, found) = read.finish(&mut |r| it.text("reasoning", r));
                     let has_message = it.output.iter().any(|o| o["type"] == "message")
                         || matches!(&it.open, Some((k, _, _)) if *k == "message");
                     // An answer with neither text nor calls still has its (empty) message.

@@ -32,17 +32,7 @@ async fn smollm2_knows_paris() {
 /// Held to a JSON schema, the real SmolLM2 answers in it, and still knows the answer.
 #[tokio::test]
 async fn smollm2_answers_in_json() {
-    let p = common::models_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models",
-        p.display()
-    );
-    let cfg = server::Config {
-        ctx: 512,
-        ..server::Config::default()
-    };
-    let app = server::app(Arc::new(server::State::load(&p, &cfg).unwrap()));
+    let app = common::real_app("SmolLM2-135M-Instruct.Q4_1.gguf", 512);
     let schema = json!({"type": "object", "properties": {"country": {"type": "string"},
                         "capital": {"type": "string"}}, "required": ["country", "capital"],
                         "additionalProperties": false});
@@ -158,17 +148,7 @@ fn smol_on_cpu() -> (tokenizer::Tokenizer, usize, server::backend::Backend) {
 /// `tool_choice` "none", it answers from it.
 #[tokio::test]
 async fn qwen_calls_a_tool_and_uses_its_result() {
-    let p = common::models_dir().join("qwen2.5-coder-0.5b-instruct.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models",
-        p.display()
-    );
-    let cfg = server::Config {
-        ctx: 1024,
-        ..server::Config::default()
-    };
-    let app = server::app(Arc::new(server::State::load(&p, &cfg).unwrap()));
+    let app = common::real_app("qwen2.5-coder-0.5b-instruct.gguf", 1024);
     let tools = json!([{"type": "function", "function": {"name": "get_weather",
         "description": "Get the current weather in a city",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]);
@@ -200,17 +180,7 @@ async fn qwen_calls_a_tool_and_uses_its_result() {
 /// `suffix` on completions fills in the middle with Qwen2.5-Coder's FIM tokens.
 #[tokio::test]
 async fn qwen_coder_fills_in_the_middle() {
-    let p = common::models_dir().join("qwen2.5-coder-0.5b-instruct.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models",
-        p.display()
-    );
-    let cfg = server::Config {
-        ctx: 256,
-        ..server::Config::default()
-    };
-    let app = server::app(Arc::new(server::State::load(&p, &cfg).unwrap()));
+    let app = common::real_app("qwen2.5-coder-0.5b-instruct.gguf", 256);
     let req = json!({"prompt": "def add(a, b):\n", "suffix": "\n\nprint(add(1, 2))\n",
                      "max_tokens": 30, "temperature": 0});
     let (s, v) = common::post_json(&app, "/v1/completions", &req).await;

@@ -137,15 +137,8 @@ async fn anthropic_thinking_blocks() {
     );
     assert!(!c[0]["thinking"].as_str().unwrap().is_empty(), "{v}");
 
-    let mut sreq = req.clone();
-    sreq["stream"] = json!(true);
-    let (s, body) = common::send(&app, common::post("/v1/messages", sreq.to_string())).await;
-    assert_eq!(s, StatusCode::OK, "{body}");
-    let events: Vec<Value> = body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = common::stream_events(&app, "/v1/messages", &req).await;
+    let body = Value::Array(events.clone());
     assert_eq!(events[0]["type"], "message_start");
     assert_eq!(events[1]["type"], "ping");
     assert_eq!(events[2]["content_block"]["type"], "thinking", "{body}");
@@ -201,15 +194,8 @@ async fn responses_reasoning_items() {
     );
     assert_eq!(out[1]["type"], "message", "{v}");
 
-    let mut sreq = req.clone();
-    sreq["stream"] = json!(true);
-    let (s, body) = common::send(&app, common::post("/v1/responses", sreq.to_string())).await;
-    assert_eq!(s, StatusCode::OK, "{body}");
-    let events: Vec<Value> = body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = common::stream_events(&app, "/v1/responses", &req).await;
+    let body = Value::Array(events.clone());
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(
         &kinds[..3],

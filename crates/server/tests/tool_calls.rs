@@ -185,15 +185,8 @@ async fn anthropic_tool_use_blocks() {
     );
 
     // Streamed: message_start, ping, then the tool_use block alone (no empty text block).
-    let mut sreq = req.clone();
-    sreq["stream"] = json!(true);
-    let (s, body) = common::send(&app, common::post("/v1/messages", sreq.to_string())).await;
-    assert_eq!(s, StatusCode::OK, "{body}");
-    let events: Vec<Value> = body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = common::stream_events(&app, "/v1/messages", &req).await;
+    let body = Value::Array(events.clone());
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,

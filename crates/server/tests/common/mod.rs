@@ -99,3 +99,33 @@ pub fn runtime_and_listener() -> (tokio::runtime::Runtime, tokio::net::TcpListen
     let port = listener.local_addr().unwrap().port();
     (rt, listener, port)
 }
+
+/// POSTs `body` with `"stream": true` added: the SSE data lines as JSON, in order (an OpenAI
+/// stream's `[DONE]` left out).
+pub async fn stream_events(app: &Router, path: &str, body: &Json) -> Vec<Json> {
+    let mut body = body.clone();
+    body["stream"] = Json::Bool(true);
+    let (s, text) = send(app, post(path, body.to_string())).await;
+    assert_eq!(s, StatusCode::OK, "{text}");
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|l| *l != "[DONE]")
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The real model `name` from the models directory (failing, naming the fetch script, when it
+/// is missing) served with a context of `ctx`.
+pub fn real_app(name: &str, ctx: usize) -> Router {
+    let p = models_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models (or set MOLLA_MODELS)",
+        p.display()
+    );
+    let cfg = server::Config {
+        ctx,
+        ..server::Config::default()
+    };
+    server::app(Arc::new(server::State::load(&p, &cfg).unwrap()))
+}

@@ -1,0 +1,84 @@
+//! Reading an answer as it streams, for every API: a reasoning model's thoughts
+//! ([`crate::reasoning`]) apart from the rest, and tool calls ([`crate::tools`]) out of that rest.
+
+use crate::reasoning::{Piece, Splitter};
+use crate::tools::{self, Call};
+use template::Message;
+
+/// What an answer is read for (either may be off).
+#[derive(Debug, Default)]
+pub struct Reader {
+    pub calls: Option<tools::Stream>,
+    pub think: Option<Splitter>,
+}
+
+impl Reader {
+    /// A reader for the request's tool names (None: no tools) and, for a reasoning model, whether
+    /// its prompt opened `<think>` (None: no thoughts to split).
+    pub fn new(names: Option<Vec<String>>, think: Option<bool>) -> Reader {
+        Reader {
+            calls: names.map(tools::Stream::new),
+            think: think.map(Splitter::new),
+        }
+    }
+
+    /// Takes the next text: gives the thoughts in it to `thought` (false from it stops the
+    /// reading: None), and returns the rest that may be shown now.
+    pub fn push(&mut self, text: &str, thought: &mut dyn FnMut(&str) -> bool) -> Option<String> {
+        let text = match self.think.as_mut() {
+            Some(s) => answer_of(s.push(text), thought)?,
+            None => text.to_string(),
+        };
+        Some(match self.calls.as_mut() {
+            Some(c) => c.push(&text),
+            None => text,
+        })
+    }
+
+    /// The answer has ended: the last thoughts go to `thought`; returns the text still to show
+    /// and the calls found.
+    pub fn finish(&mut self, thought: &mut dyn FnMut(&str) -> bool) -> (String, Vec<Call>) {
+        let tail = match self.think.as_mut() {
+            Some(s) => answer_of(s.finish(), thought).unwrap_or_default(),
+            None => String::new(),
+        };
+        match self.calls.as_mut() {
+            Some(c) => {
+                let shown = c.push(&tail);
+                let (rest, found) = c.finish();
+                (shown + &rest, found)
+            }
+            None => (tail, Vec::new()),
+        }
+    }
+}
+
+/// Gives the thoughts among `pieces` to `thought`; returns the answer's text among them.
+fn answer_of(pieces: Vec<Piece>, thought: &mut dyn FnMut(&str) -> bool) -> Option<String> {
+    let mut content = String::new();
+    for p in pieces {
+        match p {
+            Piece::Reasoning(r) => {
+                if !thought(&r) {
+                    return None;
+                }
+            }
+            Piece::Content(t) => content.push_str(&t),
+        }
+    }
+    Some(content)
+}
+
+/// A tool's result as the `tool` message templates take: `out`, the call's id, and the name of
+/// the function that call named among the messages `before` it (some templates print it).
+pub fn tool_result(before: &[Message], id: Option<String>, out: String) -> Message {
+    let name = before
+        .iter()
+        .flat_map(|m| m.tool_calls.iter().flatten())
+        .find(|c| c.id.is_some() && c.id == id)
+        .map(|c| c.function.name.clone());
+    let mut m = Message::new("tool", out);
+    m.tool_call_id = id;
+    m.name = name;
+    m
+}
