@@ -68,6 +68,7 @@ struct Args {
     const u8* xq4;   // the 4096-value input, quantized
     const u8* xq14;  // the 14336-value one
     unsigned* grabs;  // dyn_kernel: one a (token, step), the pages handed out so far
+    int dyn_ahead;    // dyn_kernel: pages a producer holds before its consumers free one (0: NSLOT)
 };
 
 __device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
@@ -314,6 +315,10 @@ __global__ void __launch_bounds__((C + 1) * 32, 1) stream_kernel(Args a) {
 // the step's next page from a counter (atomicAdd) until none is left, then marks the step's end in
 // the ring (a page of no rows), so that blocks that stream faster take more pages and a step no
 // longer waits for the slowest block's fixed share. Consumers read each slot's page from `desc`.
+// A producer takes page p only once its consumers are done with page p - ahead (dyn_ahead, at
+// most NSLOT): with the whole ring ahead, every block grabs NSLOT pages of the next step while
+// its consumers wait at a hand-over, so a step of fewer than NSLOT x blocks pages (all but the
+// 8B's gate/up) is shared out by that race, not by speed; a smaller ahead leaves more to grab.
 template <int C, int NSLOT, int SLOT>
 __global__ void __launch_bounds__((C + 1) * 32, 1) dyn_kernel(Args a) {
     extern __shared__ __align__(16) u8 sm[];
@@ -325,6 +330,7 @@ __global__ void __launch_bounds__((C + 1) * 32, 1) dyn_kernel(Args a) {
     if (warp == C) {
         if (lane != 0) return;
         int p = 0;
+        const int ahead = a.dyn_ahead > 0 && a.dyn_ahead < NSLOT ? a.dyn_ahead : NSLOT;
         for (int t = 0; t < a.tokens; t++)
             for (int s = 0; s < a.nsteps; s++) {
                 const Step st = a.steps[s];
@@ -332,7 +338,10 @@ __global__ void __launch_bounds__((C + 1) * 32, 1) dyn_kernel(Args a) {
                 unsigned* grab = a.grabs + (size_t)t * a.nsteps + s;
                 for (;; p++) {
                     const int slot = p % NSLOT;
-                    if (p >= NSLOT) mbar_wait(&empty[slot], (u32)((p / NSLOT) - 1) & 1);
+                    // Page q = p - ahead done implies every page before it is (each warp arrives in
+                    // order), p - NSLOT's slot among them; no slot runs two phases past q.
+                    const int q = p - ahead;
+                    if (q >= 0) mbar_wait(&empty[q % NSLOT], (u32)(q / NSLOT) & 1);
                     const int i = (int)atomicAdd(grab, 1u);
                     if (i >= np) {
                         desc[slot] = make_int2(0, 0);
@@ -416,7 +425,8 @@ struct Bench {
 };
 
 template <int C, int NSLOT, int SLOT>
-static void run(Bench& B, int sms, int tokens, int mode, int prep_ns, int att_ns, const char* label) {
+static void run(Bench& B, int sms, int tokens, int mode, int prep_ns, int att_ns, const char* label,
+                int ahead = 0) {
     auto k = (mode & DYN) ? dyn_kernel<C, NSLOT, SLOT> : stream_kernel<C, NSLOT, SLOT>;
     const int smem = xq_bytes(4096) + xq_bytes(14336) + NSLOT * SLOT;
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -436,6 +446,7 @@ static void run(Bench& B, int sms, int tokens, int mode, int prep_ns, int att_ns
     a.xq4 = B.xq4;
     a.xq14 = B.xq14;
     a.grabs = B.grabs;
+    a.dyn_ahead = ahead;
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -550,6 +561,9 @@ int main(int argc, char** argv) {
         }
     run<16, 4, 45056>(B, sms, tokens, NOSYNC, 0, 0, "no sync");
     run<16, 4, 45056>(B, sms, tokens, DYN | NOSYNC, 0, 0, "dyn nosync");
+    run<16, 4, 45056>(B, sms, tokens, DYN, 1000, 3000, "dyn ahead 1", 1);
+    run<16, 4, 45056>(B, sms, tokens, DYN, 1000, 3000, "dyn ahead 2", 2);
+    run<16, 8, 22528>(B, sms, tokens, DYN, 1000, 3000, "dyn ahead 2", 2);
     run<16, 8, 22528>(B, sms, tokens, DYN, 0, 0, "dyn");
     run<16, 8, 22528>(B, sms, tokens, DYN, 1000, 3000, "dyn");
     run<16, 12, 15360>(B, sms, tokens, DYN, 1000, 3000, "dyn");
