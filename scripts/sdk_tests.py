@@ -24,6 +24,7 @@ import traceback
 from pathlib import Path
 
 import anthropic
+import ollama
 import openai
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -442,6 +443,34 @@ def tokenize_detokenize(ctx):
     assert s == 400 and "error" in e, (s, e)
 
 
+# ---------------------------------------------------------------- Ollama
+
+
+@test
+def ollama_client(ctx):
+    names = [m.model for m in ctx.ol.list().models]
+    assert len(names) == 1 and names[0].endswith(":latest"), names
+    opts = {"temperature": 0, "num_predict": 32}
+    r = ctx.ol.chat(model="m", messages=FRANCE, options=opts)
+    assert "Paris" in r.message.content and r.done and r.eval_count > 0, r
+    parts = list(ctx.ol.chat(model="m", messages=FRANCE, options=opts, stream=True))
+    assert "".join(p.message.content for p in parts) == r.message.content, parts
+    assert parts[-1].done and parts[-1].done_reason == r.done_reason, parts[-1]
+    g = ctx.ol.generate(model="m", prompt="The capital of France is", raw=True, options=opts)
+    assert g.response and g.done, g
+    j = ctx.ol.chat(model="m", messages=FRANCE, format={"type": "object", "properties": {
+        "capital": {"type": "string"}}, "required": ["capital"]}, options=opts)
+    assert "Paris" in json.loads(j.message.content)["capital"], j
+    e = ctx.ol.embed(model="m", input=["The cat sat.", "A dog ran."])
+    assert len(e.embeddings) == 2 and len(e.embeddings[0]) == 576, len(e.embeddings)
+    assert "completion" in ctx.ol.show("m").capabilities
+    try:
+        ctx.ol.chat(model="m", messages=[{"role": "user", "content": "x", "images": ["aGk="]}])
+        raise AssertionError("images were accepted")
+    except ollama.ResponseError as err:
+        assert err.status_code == 400 and "images" in err.error, err
+
+
 # ---------------------------------------------------------------- Anthropic
 
 
@@ -745,6 +774,7 @@ def main():
     ctx.model_id = Path(a.model).name.removesuffix(".gguf")
     ctx.oa = openai.OpenAI(base_url=srv.base + "/v1", api_key="none", max_retries=0, timeout=300)
     ctx.an = anthropic.Anthropic(base_url=srv.base, api_key="none", max_retries=0, timeout=300)
+    ctx.ol = ollama.Client(host=srv.base, timeout=300)
     failed = []
     t0 = time.time()
     try:

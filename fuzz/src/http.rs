@@ -14,7 +14,7 @@ use std::time::Duration;
 use tower::ServiceExt;
 
 /// (method, path) by the input's first byte.
-pub const ROUTES: [(&str, &str); 15] = [
+pub const ROUTES: [(&str, &str); 17] = [
     ("POST", "/v1/chat/completions"),
     ("POST", "/v1/completions"),
     ("POST", "/v1/messages"),
@@ -30,6 +30,8 @@ pub const ROUTES: [(&str, &str); 15] = [
     ("POST", "/v1/models/tiny"),
     ("POST", "/nope"),
     ("POST", "/v1/responses"),
+    ("POST", "/api/chat"),
+    ("POST", "/api/generate"),
 ];
 
 const CONTENT_TYPES: [Option<&str>; 6] = [

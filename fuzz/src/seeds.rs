@@ -256,6 +256,22 @@ fn http_seeds() -> Vec<Seed> {
             responses.to_string(),
         ),
         (
+            "ollama-chat",
+            route("/api/chat", "POST"),
+            0,
+            json!({"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
+                   "format": "json", "think": false, "tools": tools,
+                   "options": {"num_predict": 6, "temperature": 0.5, "stop": ["x"]}})
+            .to_string(),
+        ),
+        (
+            "ollama-generate",
+            route("/api/generate", "POST"),
+            0,
+            json!({"prompt": "hi", "system": "s", "stream": false, "options": {"num_predict": 3}})
+                .to_string(),
+        ),
+        (
             "chat",
             route("/v1/chat/completions", "POST"),
             0,

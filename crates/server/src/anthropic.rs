@@ -271,12 +271,9 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
     let choice = anthropic_tools::choice(r.tool_choice.as_ref())?;
     let tools = ToolMode::new(&state, tools, choice, "tool_choice")?;
     let msgs = crate::openai_tools::for_template(&msgs, state.template.source());
-    let off = json!({"enable_thinking": false});
     let disabled = r.thinking.as_ref().is_some_and(|t| t["type"] == "disabled");
-    let kwargs = disabled.then(|| off.as_object()).flatten();
-    let rendered = state.render_chat(&msgs, tools.as_ref().map(|t| &t.tools), kwargs)?;
-    let think = state.splits_reasoning(None).then_some(rendered.thinks_open);
-    let prompt = rendered.ids;
+    let (prompt, think) =
+        state.render_thinking(&msgs, tools.as_ref().map(|t| &t.tools), disabled)?;
     let d = SamplerConfig::default();
     // Anthropic's defaults: temperature 1, no top-p/top-k truncation unless asked
     let mut job = Job {

@@ -53,6 +53,33 @@ pub async fn embeddings(
         Input::One(Prompt::Tokens(ids)) => vec![ids],
         Input::Batch(v) => v,
     };
+    let (vecs, tokens) = embed(&state, inputs).await?;
+    let data: Vec<Value> = vecs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let e = if base64 {
+                json!(base64_f32(v))
+            } else {
+                json!(v)
+            };
+            json!({"object": "embedding", "index": i, "embedding": e})
+        })
+        .collect();
+    Ok(Json(json!({
+        "object": "list",
+        "data": data,
+        "model": r.model.unwrap_or_else(|| state.model_id.clone()),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    })))
+}
+
+/// The embeddings of `inputs` (token ids; each checked: not empty, within the context and the
+/// vocabulary; 1 to [`MAX_INPUTS`] of them), and their tokens in all.
+pub async fn embed(
+    state: &AppState,
+    inputs: Vec<Vec<u32>>,
+) -> Result<(Vec<Vec<f32>>, usize), ApiError> {
     let bad = |m: String| ApiError::bad_request(m, Some("input"));
     if inputs.is_empty() || inputs.len() > MAX_INPUTS {
         return Err(bad(format!("input must hold 1 to {MAX_INPUTS} items")));
@@ -82,24 +109,7 @@ pub async fn embeddings(
         .await
         .map_err(|_| ApiError::internal(ServerError::EngineGone.to_string()))?
         .map_err(ApiError::internal)?;
-    let data: Vec<Value> = vecs
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let e = if base64 {
-                json!(base64_f32(v))
-            } else {
-                json!(v)
-            };
-            json!({"object": "embedding", "index": i, "embedding": e})
-        })
-        .collect();
-    Ok(Json(json!({
-        "object": "list",
-        "data": data,
-        "model": r.model.unwrap_or_else(|| state.model_id.clone()),
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-    })))
+    Ok((vecs, tokens))
 }
 
 /// The little-endian f32 bytes of `v` in standard base64 (what OpenAI's `base64` format holds).

@@ -49,6 +49,8 @@ pub enum ServerError {
 pub enum Flavor {
     OpenAi,
     Anthropic,
+    /// Ollama's `{"error": "message"}` (`/api/*`).
+    Ollama,
 }
 
 /// An error answered to an HTTP client.
@@ -162,9 +164,15 @@ impl ApiError {
         self
     }
 
+    pub fn ollama(mut self) -> ApiError {
+        self.flavor = Flavor::Ollama;
+        self
+    }
+
     /// The JSON body, in this error's flavor.
     pub fn body(&self) -> serde_json::Value {
         match self.flavor {
+            Flavor::Ollama => json!({"error": self.message}),
             Flavor::OpenAi => json!({"error": {
                 "message": self.message,
                 "type": self.kind,

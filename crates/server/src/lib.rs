@@ -20,6 +20,7 @@ pub mod error;
 pub mod generate;
 pub mod limits;
 pub mod metrics;
+pub mod ollama;
 pub mod openai;
 pub mod openai_stream;
 pub mod openai_tools;
@@ -145,6 +146,8 @@ pub struct State {
     pub device_name: String,
     pub metrics: Arc<Metrics>,
     pub n_embd: usize,
+    /// The model's architecture (`general.architecture`: llama, qwen2, ...).
+    pub arch: &'static str,
     /// The grammar compiler for the model's vocabulary, built on the first constrained
     /// request (or why it could not be).
     pub grammars: OnceLock<Result<Arc<Grammars>, String>>,
@@ -251,10 +254,12 @@ impl State {
         let template = chat_template(&model, &tok)?;
         let ctx = context_size(&model, cfg.ctx);
         let device = backend::device_for(&model, cfg.device, cfg.auto_device);
+        let model_arch = model.arch.name;
         let backend = Backend::new(model, device)?;
         let device_name = backend.device_name();
         let mix = cfg.mix_max.unwrap_or(backend.default_mix_max());
         let n_embd = backend.hparams().n_embd;
+        let arch = model_arch;
         let parallel = cfg.parallel.max(1);
         let metrics = Arc::new(Metrics::new(parallel));
         let engine = Engine::start(
@@ -284,6 +289,7 @@ impl State {
             device_name,
             metrics,
             n_embd,
+            arch,
             grammars: OnceLock::new(),
         })
     }
@@ -341,6 +347,21 @@ impl State {
             ids: generate::tokenize_chat(&self.tok, &text),
             thinks_open: reasoning::prompt_opens(&text),
         })
+    }
+
+    /// The prompt for `messages` (with Qwen3-style templates told `enable_thinking` false when
+    /// `no_think`), and how to read its answer for thoughts: None when it has none to split,
+    /// else whether the prompt opened `<think>` itself.
+    pub fn render_thinking(
+        &self,
+        messages: &[Message],
+        tools: Option<&serde_json::Value>,
+        no_think: bool,
+    ) -> Result<(Vec<u32>, Option<bool>), ApiError> {
+        let off = serde_json::json!({"enable_thinking": false});
+        let kwargs = off.as_object().filter(|_| no_think);
+        let r = self.render_chat(messages, tools, kwargs)?;
+        Ok((r.ids, self.splits_reasoning(None).then_some(r.thinks_open)))
     }
 
     /// Whether answers are split into thoughts and answer: the template writes `<think>` and

@@ -15,8 +15,12 @@ use std::time::Duration;
 use tokio_stream::StreamExt;
 
 /// Routes that run the model: these count against a client's in-flight cap.
-pub const GENERATION_ROUTES: [&str; 5] = [
+pub const GENERATION_ROUTES: [&str; 9] = [
     "/v1/chat/completions",
+    "/api/chat",
+    "/api/generate",
+    "/api/embed",
+    "/api/embeddings",
     "/v1/completions",
     "/v1/responses",
     "/v1/messages",

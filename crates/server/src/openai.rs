@@ -411,7 +411,11 @@ pub async fn chat_completions(
 /// FIM tokens (prefix, suffix, middle: the order Qwen2.5-Coder, StarCoder, CodeLlama and
 /// DeepSeek-Coder were trained on, and llama.cpp's `/infill`), so the model writes what goes
 /// between (ending at its end-of-text or FIM padding token).
-fn fim_prompt(tok: &Tokenizer, prefix: &str, suffix: &str) -> Result<Vec<u32>, ApiError> {
+pub(crate) fn fim_prompt(
+    tok: &Tokenizer,
+    prefix: &str,
+    suffix: &str,
+) -> Result<Vec<u32>, ApiError> {
     let ids = tok.special_ids();
     let (Some(pre), Some(suf), Some(mid)) = (ids.fim_pre, ids.fim_suf, ids.fim_mid) else {
         return Err(ApiError::bad_request(

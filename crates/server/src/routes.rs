@@ -3,7 +3,7 @@
 
 use crate::error::{ApiError, parse_json};
 use crate::limits::{self, GENERATION_ROUTES};
-use crate::{AppState, anthropic, embeddings, openai, responses};
+use crate::{AppState, anthropic, embeddings, ollama, openai, responses};
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
@@ -27,6 +27,14 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/responses", post(responses::responses))
+        .route("/api/chat", post(ollama::chat))
+        .route("/api/generate", post(ollama::generate))
+        .route("/api/embed", post(ollama::embed))
+        .route("/api/embeddings", post(ollama::embeddings))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/ps", get(ollama::ps))
+        .route("/api/show", post(ollama::show))
+        .route("/api/version", get(ollama::version))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/tokenize", post(tokenize))
@@ -51,7 +59,15 @@ pub fn body(b: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
 
 /// The route a path belongs to, as the metrics label it (unknown paths share one label).
 fn route_label(path: &str) -> &'static str {
-    const ROUTES: [&str; 13] = [
+    const ROUTES: [&str; 21] = [
+        "/api/chat",
+        "/api/generate",
+        "/api/embed",
+        "/api/embeddings",
+        "/api/tags",
+        "/api/ps",
+        "/api/show",
+        "/api/version",
         "/health",
         "/metrics",
         "/v1/models",
@@ -101,7 +117,12 @@ tokio::task_local! {
 
 async fn check(state: &AppState, req: Request, next: Next) -> Response {
     let anthropic = req.uri().path().starts_with("/v1/messages");
-    let flavor = |e: ApiError| if anthropic { e.anthropic() } else { e };
+    let ollama = req.uri().path().starts_with("/api/");
+    let flavor = |e: ApiError| match (anthropic, ollama) {
+        (true, _) => e.anthropic(),
+        (_, true) => e.ollama(),
+        _ => e,
+    };
     if let Some(key) = &state.api_key
         && req.uri().path() != "/health"
     {

@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
 const PYTHON_TAG: &str = "<|python_tag|>";
+/// A Markdown JSON block around a bare call (small models write one).
+const FENCE: &str = "```json";
 
 /// One call the model made.
 #[derive(Clone, Debug, PartialEq)]
@@ -84,6 +86,10 @@ pub fn parse(text: &str, names: &[String]) -> Option<(String, Vec<Call>)> {
     }
     let t = text.trim();
     let t = t.strip_prefix(PYTHON_TAG).unwrap_or(t).trim();
+    let t = match t.strip_prefix(FENCE) {
+        Some(inner) => inner.trim_end().strip_suffix("```")?.trim(),
+        None => t,
+    };
     if !(t.starts_with('{') || t.starts_with('[')) {
         return None;
     }
@@ -133,10 +139,12 @@ impl Stream {
         }
         if !self.started {
             let s = self.held.trim_start();
-            if s.is_empty() || OPEN.starts_with(s) || PYTHON_TAG.starts_with(s) {
+            let prefix = |tag: &str| tag.starts_with(s);
+            if s.is_empty() || prefix(OPEN) || prefix(PYTHON_TAG) || prefix(FENCE) {
                 return String::new();
             }
-            if s.starts_with(['{', '[']) || s.starts_with(OPEN) || s.starts_with(PYTHON_TAG) {
+            let opens = |tag: &str| s.starts_with(tag);
+            if s.starts_with(['{', '[']) || opens(OPEN) || opens(PYTHON_TAG) || opens(FENCE) {
                 self.calls = true;
                 return String::new();
             }
@@ -301,6 +309,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.len(), 2);
+        let fenced = "```json\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n```";
+        assert_eq!(
+            parse(fenced, &names()).unwrap().1[0].arguments,
+            json!({"a": 1})
+        );
+        assert!(
+            parse("```json\n{\"name\": \"add\"}", &names()).is_none(),
+            "unclosed"
+        );
         for text in [
             "The answer is {\"name\": \"add\"}",
             "{\"a\": 1}",
@@ -352,6 +369,17 @@ mod tests {
         );
         let (shown, rest, calls) = stream(&["plain", " text"]);
         assert_eq!((shown + &rest, calls.len()), ("plain text".to_string(), 0));
+    }
+
+    #[test]
+    fn streams_hold_a_json_block_not_other_code() {
+        let (shown, _, calls) = stream(&["```js", "on\n{\"name\": \"add\"}\n```"]);
+        assert_eq!((shown.as_str(), calls.len()), ("", 1));
+        let (shown, rest, calls) = stream(&["```py", "thon\nx = 1\n```"]);
+        assert_eq!(
+            (shown + &rest, calls.len()),
+            ("```python\nx = 1\n```".to_string(), 0)
+        );
     }
 
     #[test]
