@@ -228,10 +228,17 @@ pub fn forced_call(
             if only.is_some_and(|o| o != name) {
                 return None;
             }
-            let params = match &f["parameters"] {
+            let mut params = match &f["parameters"] {
                 Value::Null => json!({"type": "object"}),
                 p => p.clone(),
             };
+            // Only the declared arguments (a function rejects others), unless the schema says.
+            if let Some(o) = params.as_object_mut()
+                && o.contains_key("properties")
+                && !o.contains_key("additionalProperties")
+            {
+                o.insert("additionalProperties".into(), json!(false));
+            }
             Some(json!({"type": "object",
                         "properties": {"name": {"const": name}, key: params},
                         "required": ["name", key], "additionalProperties": false}))
@@ -395,6 +402,13 @@ mod tests {
         );
         let g = forced_call(&tools, None, Syntax::LlamaJson, "").unwrap();
         assert!(g.contains("parameters") && g.contains("get_weather"), "{g}");
+        // Declared arguments only, unless the schema allows more.
+        let t = json!([{"type": "function", "function": {"name": "f", "parameters": {"properties": {}}}}]);
+        assert!(
+            forced_call(&t, None, Syntax::Json, "")
+                .unwrap()
+                .contains("\"additionalProperties\":false")
+        );
         assert!(forced_call(&tools, Some("nope"), Syntax::Json, "").is_none());
         assert_eq!(Syntax::of_template("... <tool_call> ..."), Syntax::Hermes);
         assert_eq!(Syntax::of_template("{{ messages }}"), Syntax::Json);
