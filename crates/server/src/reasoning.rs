@@ -197,6 +197,42 @@ mod tests {
         assert_eq!(split("<think></think>x", false), (None, "x".into()));
     }
 
+    /// Random texts of tag fragments and multi-byte characters, fed whole and in random pieces
+    /// (cut at character boundaries): the same thoughts and answer either way.
+    #[test]
+    fn pieces_never_change_the_split() {
+        const BITS: [&str; 10] = [
+            "<think>", "</think>", "<th", "ink>", "</", " ", "\n", "é€", "a", "<",
+        ];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        for _ in 0..3000 {
+            let text: String = (0..next(12)).map(|_| BITS[next(BITS.len())]).collect();
+            let mut bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+            bounds.push(text.len());
+            let mut cuts: Vec<usize> = (0..next(6)).map(|_| bounds[next(bounds.len())]).collect();
+            cuts.push(text.len());
+            cuts.sort_unstable();
+            let (mut pieces, mut at) = (Vec::new(), 0);
+            for c in cuts {
+                pieces.push(&text[at..c.max(at)]);
+                at = c.max(at);
+            }
+            for opened in [false, true] {
+                assert_eq!(
+                    run(&pieces, opened),
+                    run(&[&text], opened),
+                    "{text:?} in {pieces:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn templates_and_prompts() {
         assert!(template_thinks("{{ '<think>\\n\\n</think>' }}"));

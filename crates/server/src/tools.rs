@@ -389,6 +389,63 @@ mod tests {
         );
     }
 
+    /// Random texts of call fragments, fed to a stream in random pieces: the calls are the whole
+    /// text's, and without calls nothing is lost or changed.
+    #[test]
+    fn streams_agree_with_the_whole_text() {
+        const BITS: [&str; 14] = [
+            "<tool_call>",
+            "</tool_call>",
+            "{\"name\": \"add\", \"arguments\": {}}",
+            "{",
+            "}",
+            "[",
+            "]",
+            "```json",
+            "```",
+            "<|python_tag|>",
+            " ",
+            "\n",
+            "é€",
+            "<tool",
+        ];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        for _ in 0..3000 {
+            let text: String = (0..next(8)).map(|_| BITS[next(BITS.len())]).collect();
+            let mut bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+            bounds.push(text.len());
+            let mut cuts: Vec<usize> = (0..next(6)).map(|_| bounds[next(bounds.len())]).collect();
+            cuts.push(text.len());
+            cuts.sort_unstable();
+            let mut s = Stream::new(names());
+            let (mut shown, mut at) = (String::new(), 0);
+            for c in cuts {
+                shown.push_str(&s.push(&text[at..c.max(at)]));
+                at = c.max(at);
+            }
+            let (rest, calls) = s.finish();
+            let whole = parse(&text, &names());
+            assert_eq!(
+                calls,
+                whole.as_ref().map(|w| w.1.clone()).unwrap_or_default(),
+                "{text:?}"
+            );
+            let squeeze = |t: &str| t.split_whitespace().collect::<String>();
+            match whole {
+                Some((content, _)) => {
+                    assert_eq!(squeeze(&(shown + &rest)), squeeze(&content), "{text:?}")
+                }
+                None => assert_eq!(shown + &rest, text),
+            }
+        }
+    }
+
     #[test]
     fn forced_grammar_names_only_the_tools_asked_for() {
         let tools = json!([{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}},
