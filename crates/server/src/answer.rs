@@ -82,3 +82,33 @@ pub fn tool_result(before: &[Message], id: Option<String>, out: String) -> Messa
     m.name = name;
     m
 }
+
+/// For the readers' tests: `n` random texts of up to `len` of `bits` each, every one with its
+/// cut into random pieces at character boundaries (a fixed xorshift stream: the same texts every
+/// run).
+#[cfg(test)]
+pub fn random_pieces(bits: &[&str], len: usize, n: usize) -> Vec<(String, Vec<String>)> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |m: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % m as u64) as usize
+    };
+    (0..n)
+        .map(|_| {
+            let text: String = (0..next(len + 1)).map(|_| bits[next(bits.len())]).collect();
+            let mut bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+            bounds.push(text.len());
+            let mut cuts: Vec<usize> = (0..next(6)).map(|_| bounds[next(bounds.len())]).collect();
+            cuts.push(text.len());
+            cuts.sort_unstable();
+            let (mut pieces, mut at) = (Vec::new(), 0);
+            for c in cuts {
+                pieces.push(text[at..c.max(at)].to_string());
+                at = c.max(at);
+            }
+            (text, pieces)
+        })
+        .collect()
+}

@@ -204,25 +204,8 @@ mod tests {
         const BITS: [&str; 10] = [
             "<think>", "</think>", "<th", "ink>", "</", " ", "\n", "é€", "a", "<",
         ];
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: usize| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % n as u64) as usize
-        };
-        for _ in 0..3000 {
-            let text: String = (0..next(12)).map(|_| BITS[next(BITS.len())]).collect();
-            let mut bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-            bounds.push(text.len());
-            let mut cuts: Vec<usize> = (0..next(6)).map(|_| bounds[next(bounds.len())]).collect();
-            cuts.push(text.len());
-            cuts.sort_unstable();
-            let (mut pieces, mut at) = (Vec::new(), 0);
-            for c in cuts {
-                pieces.push(&text[at..c.max(at)]);
-                at = c.max(at);
-            }
+        for (text, pieces) in crate::answer::random_pieces(&BITS, 11, 3000) {
+            let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
             for opened in [false, true] {
                 assert_eq!(
                     run(&pieces, opened),

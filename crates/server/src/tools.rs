@@ -409,26 +409,9 @@ mod tests {
             "é€",
             "<tool",
         ];
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: usize| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % n as u64) as usize
-        };
-        for _ in 0..3000 {
-            let text: String = (0..next(8)).map(|_| BITS[next(BITS.len())]).collect();
-            let mut bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-            bounds.push(text.len());
-            let mut cuts: Vec<usize> = (0..next(6)).map(|_| bounds[next(bounds.len())]).collect();
-            cuts.push(text.len());
-            cuts.sort_unstable();
+        for (text, pieces) in crate::answer::random_pieces(&BITS, 7, 3000) {
             let mut s = Stream::new(names());
-            let (mut shown, mut at) = (String::new(), 0);
-            for c in cuts {
-                shown.push_str(&s.push(&text[at..c.max(at)]));
-                at = c.max(at);
-            }
+            let shown: String = pieces.iter().map(|p| s.push(p)).collect();
             let (rest, calls) = s.finish();
             let whole = parse(&text, &names());
             assert_eq!(
