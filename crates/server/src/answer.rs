@@ -53,6 +53,24 @@ impl Reader {
     }
 }
 
+/// A whole answer read as the streams read it: its thoughts (None: none, or `think` None),
+/// its text, and the calls in it (to `names`, when given; the text then is what lies outside
+/// them, trimmed).
+pub fn read_whole(
+    text: String,
+    names: Option<&[String]>,
+    think: Option<bool>,
+) -> (Option<String>, String, Vec<Call>) {
+    let (thoughts, text) = match think {
+        Some(opened) => crate::reasoning::split(&text, opened),
+        None => (None, text),
+    };
+    match names.and_then(|n| tools::parse(&text, n)) {
+        Some((text, calls)) => (thoughts, text, calls),
+        None => (thoughts, text, Vec::new()),
+    }
+}
+
 /// Gives the thoughts among `pieces` to `thought`; returns the answer's text among them.
 fn answer_of(pieces: Vec<Piece>, thought: &mut dyn FnMut(&str) -> bool) -> Option<String> {
     let mut content = String::new();

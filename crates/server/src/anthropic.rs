@@ -1,7 +1,6 @@
 //! Anthropic's `/v1/messages`, plain and streamed; errors in Anthropic's shape.
 
 use crate::anthropic_tools;
-use crate::constrain::Format;
 use crate::engine::{Done, Finish, Job};
 use crate::error::{ApiError, parse_json};
 use crate::openai_tools::ToolMode;
@@ -272,8 +271,10 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
     let tools = ToolMode::new(&state, tools, choice, "tool_choice")?;
     let msgs = crate::openai_tools::for_template(&msgs, state.template.source());
     let disabled = r.thinking.as_ref().is_some_and(|t| t["type"] == "disabled");
+    let off = crate::reasoning::thinking_off();
+    let kwargs = disabled.then_some(&off);
     let (prompt, think) =
-        state.render_thinking(&msgs, tools.as_ref().map(|t| &t.tools), disabled)?;
+        state.render_chat(&msgs, tools.as_ref().map(|t| &t.tools), kwargs, None)?;
     let d = SamplerConfig::default();
     // Anthropic's defaults: temperature 1, no top-p/top-k truncation unless asked
     let mut job = Job {
@@ -292,10 +293,8 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
         constraint: None,
         special_text: tools.is_some(),
     };
-    if let Some(g) = tools.as_ref().and_then(|t| t.forced.clone()) {
-        job.constraint =
-            Some(crate::compile_constraint(&state, Format::Lark(g), "tool_choice").await?);
-    }
+    let forced = tools.as_ref().and_then(|t| t.forced.clone());
+    job.constraint = crate::request_constraint(&state, None, forced).await?;
     let names = tools.map(|t| t.names);
     let input_tokens = job.prompt.len();
     let rx = state.submit(job, "messages")?;
@@ -311,26 +310,20 @@ async fn handle(state: AppState, b: Result<Bytes, BytesRejection>) -> Result<Res
         ));
     }
     let (text, done) = collect(rx).await?;
-    let (thoughts, text) = match think {
-        Some(opened) => crate::reasoning::split(&text, opened),
-        None => (None, text),
-    };
+    let (thoughts, text, calls) = crate::answer::read_whole(text, names.as_deref(), think);
     let mut content: Vec<Value> = thoughts
         .map(|t| json!({"type": "thinking", "thinking": t, "signature": ""}))
         .into_iter()
         .collect();
-    let reason = match names.and_then(|n| crate::tools::parse(&text, &n)) {
-        Some((text, calls)) => {
-            if !text.is_empty() {
-                content.push(json!({"type": "text", "text": text}));
-            }
-            content.extend(anthropic_tools::tool_use_blocks(&calls));
-            "tool_use"
-        }
-        None => {
+    let reason = if calls.is_empty() {
+        content.push(json!({"type": "text", "text": text}));
+        stop_reason(&done)
+    } else {
+        if !text.is_empty() {
             content.push(json!({"type": "text", "text": text}));
-            stop_reason(&done)
         }
+        content.extend(anthropic_tools::tool_use_blocks(&calls));
+        "tool_use"
     };
     Ok(Json(json!({
         "id": id,

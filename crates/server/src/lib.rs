@@ -155,13 +155,6 @@ pub struct State {
 
 pub type AppState = Arc<State>;
 
-/// A rendered chat prompt.
-pub struct Rendered {
-    pub ids: Vec<u32>,
-    /// The prompt ends inside an opened `<think>` (see [`reasoning::prompt_opens`]).
-    pub thinks_open: bool,
-}
-
 /// The model's chat template (ChatML when the file has none), with its BOS/EOS texts.
 pub fn chat_template(model: &Model, tok: &Tokenizer) -> Result<ChatTemplate, ServerError> {
     let piece = |id: Option<u32>| {
@@ -328,46 +321,31 @@ impl State {
         messages: &[Message],
         tools: Option<&serde_json::Value>,
     ) -> Result<Vec<u32>, ApiError> {
-        self.render_chat(messages, tools, None).map(|r| r.ids)
+        self.render_chat(messages, tools, None, None)
+            .map(|(ids, _)| ids)
     }
 
-    /// [`chat_prompt`](Self::chat_prompt) with the request's `chat_template_kwargs`, and
-    /// whether the prompt leaves the model inside `<think>`.
+    /// [`chat_prompt`](Self::chat_prompt) with the request's `chat_template_kwargs` (Qwen3's
+    /// `enable_thinking`, ...), and how to read its answer for thoughts: None when there are
+    /// none to split (the template writes no `<think>`, or `reasoning_format` is `none`), else
+    /// whether the prompt opened `<think>` itself.
     pub fn render_chat(
         &self,
         messages: &[Message],
         tools: Option<&serde_json::Value>,
         kwargs: Option<&serde_json::Map<String, serde_json::Value>>,
-    ) -> Result<Rendered, ApiError> {
+        reasoning_format: Option<&str>,
+    ) -> Result<(Vec<u32>, Option<bool>), ApiError> {
         let text = self
             .template
             .render_with(messages, tools, true, kwargs)
             .map_err(|e| ApiError::bad_request(e.to_string(), Some("messages")))?;
-        Ok(Rendered {
-            ids: generate::tokenize_chat(&self.tok, &text),
-            thinks_open: reasoning::prompt_opens(&text),
-        })
-    }
-
-    /// The prompt for `messages` (with Qwen3-style templates told `enable_thinking` false when
-    /// `no_think`), and how to read its answer for thoughts: None when it has none to split,
-    /// else whether the prompt opened `<think>` itself.
-    pub fn render_thinking(
-        &self,
-        messages: &[Message],
-        tools: Option<&serde_json::Value>,
-        no_think: bool,
-    ) -> Result<(Vec<u32>, Option<bool>), ApiError> {
-        let off = serde_json::json!({"enable_thinking": false});
-        let kwargs = off.as_object().filter(|_| no_think);
-        let r = self.render_chat(messages, tools, kwargs)?;
-        Ok((r.ids, self.splits_reasoning(None).then_some(r.thinks_open)))
-    }
-
-    /// Whether answers are split into thoughts and answer: the template writes `<think>` and
-    /// the request did not ask for `reasoning_format` `none`.
-    pub fn splits_reasoning(&self, reasoning_format: Option<&str>) -> bool {
-        reasoning_format != Some("none") && reasoning::template_thinks(self.template.source())
+        let splits =
+            reasoning_format != Some("none") && reasoning::template_thinks(self.template.source());
+        Ok((
+            generate::tokenize_chat(&self.tok, &text),
+            splits.then(|| reasoning::prompt_opens(&text)),
+        ))
     }
 
     /// Checks the prompt fits, caps `max_tokens` to the context left, and queues the job.
@@ -412,6 +390,28 @@ pub async fn compile_constraint(
     tokio::task::spawn_blocking(move || st.constraint(&format, param))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?
+}
+
+/// The constraint a request asks for, compiled: a `format` (with the field that gave it) or a
+/// call `forced` by its tool choice (a grammar, [`openai_tools::ToolMode`]); both at once is a
+/// 400 naming `tool_choice`.
+pub async fn request_constraint(
+    state: &AppState,
+    format: Option<(Format, &'static str)>,
+    forced: Option<String>,
+) -> Result<Option<Constraint>, ApiError> {
+    let (format, param) = match (format, forced) {
+        (Some((_, field)), Some(_)) => {
+            return Err(ApiError::bad_request(
+                format!("a tool_choice that forces a call and {field} cannot both hold"),
+                Some("tool_choice"),
+            ));
+        }
+        (Some(f), None) => f,
+        (None, Some(g)) => (Format::Lark(g), "tool_choice"),
+        (None, None) => return Ok(None),
+    };
+    compile_constraint(state, format, param).await.map(Some)
 }
 
 /// Waits for a job to end: its whole text and how it finished.

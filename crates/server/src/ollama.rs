@@ -127,16 +127,16 @@ fn job(prompt: Vec<u32>, o: Option<Options>) -> Result<Job, ApiError> {
             ..d
         },
         logprobs: None,
-        client: crate::routes::CLIENT.try_with(Clone::clone).ok(),
+        client: None,
         constraint: None,
         special_text: false,
     })
 }
 
-/// `think`: false turns a reasoning model's thoughts off (its template's `enable_thinking`),
-/// anything else leaves them on; None when the request does not say.
-fn think_off(think: Option<&Value>) -> bool {
-    matches!(think, Some(Value::Bool(false)))
+/// The template variables for `think`: false turns a reasoning model's thoughts off (its
+/// template's `enable_thinking`), anything else leaves them on.
+fn think_kwargs(think: Option<&Value>) -> Option<serde_json::Map<String, Value>> {
+    matches!(think, Some(Value::Bool(false))).then(crate::reasoning::thinking_off)
 }
 
 /// RFC 3339 in UTC, as Ollama's `created_at`.
@@ -231,14 +231,8 @@ async fn answer(
     think: Option<bool>,
 ) -> Result<Response, ApiError> {
     let param = if head.chat { "messages" } else { "prompt" };
-    let fmt = match (fmt, tools.as_ref().and_then(|t| t.forced.clone())) {
-        (Some(f), _) => Some((f, "format")),
-        (None, Some(g)) => Some((Format::Lark(g), "tool_choice")),
-        (None, None) => None,
-    };
-    if let Some((f, p)) = fmt {
-        job.constraint = Some(crate::compile_constraint(state, f, p).await?);
-    }
+    let forced = tools.as_ref().and_then(|t| t.forced.clone());
+    job.constraint = crate::request_constraint(state, fmt.map(|f| (f, "format")), forced).await?;
     job.special_text = tools.is_some();
     let rx = state.submit(job, param)?;
     let read = Reader::new(tools.map(|t| t.names), think);
@@ -374,8 +368,9 @@ async fn chat_inner(state: AppState, r: ChatRequest, start: Instant) -> Result<R
     }
     let tools = ToolMode::new(&state, r.tools.clone(), Choice::Auto, "tools")?;
     let msgs = for_template(&msgs, state.template.source());
-    let no_think = think_off(r.think.as_ref());
-    let (ids, think) = state.render_thinking(&msgs, tools.as_ref().map(|t| &t.tools), no_think)?;
+    let kwargs = think_kwargs(r.think.as_ref());
+    let tools_json = tools.as_ref().map(|t| &t.tools);
+    let (ids, think) = state.render_chat(&msgs, tools_json, kwargs.as_ref(), None)?;
     let job = job(ids, r.options)?;
     let head = Head {
         model: r.model.unwrap_or_else(|| state.model_id.clone()),
@@ -436,7 +431,8 @@ async fn generate_inner(
                 msgs.push(Message::new("system", s.as_str()));
             }
             msgs.push(Message::new("user", r.prompt.as_str()));
-            state.render_thinking(&msgs, None, think_off(r.think.as_ref()))?
+            let kwargs = think_kwargs(r.think.as_ref());
+            state.render_chat(&msgs, None, kwargs.as_ref(), None)?
         }
     };
     let job = job(ids, r.options)?;

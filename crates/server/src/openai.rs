@@ -396,14 +396,14 @@ pub async fn chat_completions(
         ));
     }
     crate::check_message_count(messages.len())?;
-    let tools = crate::openai_tools::ToolMode::of(&state, &r)?;
+    let tools = ToolMode::of(&state, &r)?;
     let messages = crate::openai_tools::for_template(messages, state.template.source());
-    let kwargs = r.chat_template_kwargs.as_ref();
-    let rendered = state.render_chat(&messages, tools.as_ref().map(|t| &t.tools), kwargs)?;
-    let think = state
-        .splits_reasoning(r.reasoning_format.as_deref())
-        .then_some(rendered.thinks_open);
-    let prompt = rendered.ids;
+    let (prompt, think) = state.render_chat(
+        &messages,
+        tools.as_ref().map(|t| &t.tools),
+        r.chat_template_kwargs.as_ref(),
+        r.reasoning_format.as_deref(),
+    )?;
     respond(&state, &r, prompt, Kind::Chat, "messages", tools, think).await
 }
 
@@ -489,19 +489,8 @@ async fn respond(
     think: Option<bool>,
 ) -> Result<Response, ApiError> {
     let mut job = r.job(prompt, kind, state.tok.n_vocab(), state.tok.eog_ids())?;
-    let format = match (r.format()?, tools.as_ref().and_then(|t| t.forced.clone())) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad_request(
-                "a tool_choice that forces a call and a response format cannot both hold",
-                Some("tool_choice"),
-            ));
-        }
-        (f, None) => f,
-        (None, Some(g)) => Some((Format::Lark(g), "tool_choice")),
-    };
-    if let Some((format, param)) = format {
-        job.constraint = Some(crate::compile_constraint(state, format, param).await?);
-    }
+    let forced = tools.as_ref().and_then(|t| t.forced.clone());
+    job.constraint = crate::request_constraint(state, r.format()?, forced).await?;
     job.special_text = tools.is_some();
     let names = tools.map(|t| t.names);
     let wants_logprobs = job.logprobs.is_some();
@@ -535,31 +524,27 @@ async fn respond(
     let mut dones = Vec::new();
     for (index, rx) in rxs.into_iter().enumerate() {
         let (text, lps, done) = collect_all(rx).await?;
-        let (thoughts, text) = match think {
-            Some(opened) => crate::reasoning::split(&text, opened),
-            None => (None, text),
-        };
-        let parsed = names.as_ref().and_then(|n| crate::tools::parse(&text, n));
+        let (thoughts, text, calls) = crate::answer::read_whole(text, names.as_deref(), think);
         let lp = if wants_logprobs {
             logprobs_json(&state.tok, kind, &lps, &mut 0)
         } else {
             Value::Null
         };
-        choices.push(match (kind, parsed) {
-            (Kind::Chat, Some((text, calls))) => json!({
+        choices.push(match kind {
+            Kind::Chat if !calls.is_empty() => json!({
                 "index": index,
                 "message": {"role": "assistant", "content": (!text.is_empty()).then_some(text),
                             "tool_calls": tool_calls_json(&calls, false)},
                 "logprobs": lp,
                 "finish_reason": "tool_calls",
             }),
-            (Kind::Chat, None) => json!({
+            Kind::Chat => json!({
                 "index": index,
                 "message": {"role": "assistant", "content": text},
                 "logprobs": lp,
                 "finish_reason": finish_reason(done.finish),
             }),
-            (Kind::Text, _) => json!({
+            Kind::Text => json!({
                 "index": index,
                 "text": text,
                 "logprobs": lp,

@@ -134,6 +134,15 @@ pub fn split(text: &str, opened: bool) -> (Option<String>, String) {
     (reasoning.map(|r| r.trim().to_string()), content)
 }
 
+/// The `chat_template_kwargs` that ask a reasoning model's template not to think (Qwen3's
+/// `enable_thinking` false; Anthropic's `thinking` disabled, Ollama's `think: false`).
+pub fn thinking_off() -> serde_json::Map<String, serde_json::Value> {
+    serde_json::Map::from_iter([(
+        "enable_thinking".to_string(),
+        serde_json::Value::Bool(false),
+    )])
+}
+
 /// Whether a model's template writes thoughts (so answers are split).
 pub fn template_thinks(source: &str) -> bool {
     source.contains(OPEN) && source.contains(CLOSE)

@@ -314,25 +314,10 @@ pub async fn responses(
         "tool_choice",
     )?;
     let msgs = for_template(&msgs, state.template.source());
-    let rendered = state.render_chat(&msgs, tools.as_ref().map(|t| &t.tools), None)?;
-    let think = state.splits_reasoning(None).then_some(rendered.thinks_open);
-    let prompt = rendered.ids;
-    let constraint = match (
-        format(r.text.as_ref())?,
-        tools.as_ref().and_then(|t| t.forced.clone()),
-    ) {
-        (Some(_), Some(_)) => {
-            return Err(bad(
-                "a tool_choice that forces a call and a JSON text format cannot both hold",
-                "tool_choice",
-            ));
-        }
-        (Some(f), None) => Some(crate::compile_constraint(&state, f, "text").await?),
-        (None, Some(g)) => {
-            Some(crate::compile_constraint(&state, Format::Lark(g), "tool_choice").await?)
-        }
-        (None, None) => None,
-    };
+    let (prompt, think) = state.render_chat(&msgs, tools.as_ref().map(|t| &t.tools), None, None)?;
+    let format = format(r.text.as_ref())?.map(|f| (f, "text"));
+    let forced = tools.as_ref().and_then(|t| t.forced.clone());
+    let constraint = crate::request_constraint(&state, format, forced).await?;
     let d = SamplerConfig::default();
     let job = Job {
         prompt,
@@ -371,14 +356,7 @@ pub async fn responses(
         return Ok(crate::responses_stream::stream(rx, head, read));
     }
     let (text, done) = collect(rx).await?;
-    let (thoughts, text) = match think {
-        Some(opened) => crate::reasoning::split(&text, opened),
-        None => (None, text),
-    };
-    let (text, calls) = match names.and_then(|n| crate::tools::parse(&text, &n)) {
-        Some(found) => found,
-        None => (text, Vec::new()),
-    };
+    let (thoughts, text, calls) = crate::answer::read_whole(text, names.as_deref(), think);
     let mut output: Vec<Value> = thoughts
         .map(|t| reasoning_item(&new_id("rs_"), &t))
         .into_iter()
