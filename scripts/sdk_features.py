@@ -1,6 +1,7 @@
 """The newer API features through the official SDKs: structured output, tool calls (OpenAI and
 Anthropic), the Responses API, n choices and Ollama's client. Imported by scripts/sdk_tests.py,
-which starts the server and runs these with its own tests (same `ctx`: `oa`, `an`, `ol`).
+which starts the server and runs these with its own tests (same `ctx`: `oa`, `an`, `ol`), and
+which takes the shared prompt, greedy setting and test registry from here.
 """
 
 import json
@@ -9,7 +10,9 @@ import openai
 import ollama
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
+# this anthropic SDK has no temperature argument any more; the API still takes the field
 GREEDY = {"temperature": 0}
+# Every test of both files, in the order they are defined (these first, being imported first).
 TESTS = []
 
 

@@ -29,19 +29,12 @@ import anthropic
 import ollama
 import openai
 
-import sdk_features
+# The prompt, the greedy setting and the test registry are shared with the newer features'
+# tests, which register themselves there on import.
+from sdk_features import FRANCE, GREEDY, TESTS, test
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = Path(os.environ.get("MOLLA_MODELS", Path.home() / ".cache/molla/models"))
-FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
-# this anthropic SDK has no temperature argument any more; the API still takes the field
-GREEDY = {"temperature": 0}
-TESTS = []
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
 
 
 def free_port():
@@ -577,8 +570,6 @@ class Ctx:
     pass
 
 
-# The newer features' tests (structured output, tool calls, Responses, n, Ollama, Anthropic tools).
-TESTS.extend(sdk_features.TESTS)
 
 
 def main():
