@@ -165,6 +165,8 @@ struct Head {
     model: String,
     chat: bool,
     start: Instant,
+    /// Newline-delimited chunks (else one object).
+    stream: bool,
 }
 
 impl Head {
@@ -220,23 +222,26 @@ fn calls_json(calls: &[crate::tools::Call]) -> Option<Value> {
     })
 }
 
-/// Runs `job` and answers: one object, or newline-delimited chunks.
+/// Generates after prompt `ids` with the request's `options`, held to its `format`, and
+/// answers: one object, or newline-delimited chunks.
 async fn answer(
     state: &AppState,
-    mut job: Job,
     head: Head,
-    stream: bool,
+    ids: Vec<u32>,
+    options: Option<Options>,
+    fmt: Option<&Value>,
     tools: Option<ToolMode>,
-    fmt: Option<Format>,
     think: Option<bool>,
 ) -> Result<Response, ApiError> {
     let param = if head.chat { "messages" } else { "prompt" };
+    let mut job = job(ids, options)?;
+    let fmt = format(fmt)?.map(|f| (f, "format"));
     let forced = tools.as_ref().and_then(|t| t.forced.clone());
-    job.constraint = crate::request_constraint(state, fmt.map(|f| (f, "format")), forced).await?;
+    job.constraint = crate::request_constraint(state, fmt, forced).await?;
     job.special_text = tools.is_some();
     let rx = state.submit(job, param)?;
     let read = Reader::new(tools.map(|t| t.names), think);
-    if stream {
+    if head.stream {
         return Ok(ndjson(rx, head, read));
     }
     let (mut text, mut thoughts, mut first) = (String::new(), String::new(), None);
@@ -371,19 +376,19 @@ async fn chat_inner(state: AppState, r: ChatRequest, start: Instant) -> Result<R
     let kwargs = think_kwargs(r.think.as_ref());
     let tools_json = tools.as_ref().map(|t| &t.tools);
     let (ids, think) = state.render_chat(&msgs, tools_json, kwargs.as_ref(), None)?;
-    let job = job(ids, r.options)?;
     let head = Head {
         model: r.model.unwrap_or_else(|| state.model_id.clone()),
         chat: true,
         start,
+        stream: r.stream,
     };
     answer(
         &state,
-        job,
         head,
-        r.stream,
+        ids,
+        r.options,
+        r.format.as_ref(),
         tools,
-        format(r.format.as_ref())?,
         think,
     )
     .await
@@ -435,22 +440,13 @@ async fn generate_inner(
             state.render_chat(&msgs, None, kwargs.as_ref(), None)?
         }
     };
-    let job = job(ids, r.options)?;
     let head = Head {
         model,
         chat: false,
         start,
+        stream: r.stream,
     };
-    answer(
-        &state,
-        job,
-        head,
-        r.stream,
-        None,
-        format(r.format.as_ref())?,
-        think,
-    )
-    .await
+    answer(&state, head, ids, r.options, r.format.as_ref(), None, think).await
 }
 
 #[derive(Deserialize)]
