@@ -8,8 +8,8 @@ use template::Message;
 /// What an answer is read for (either may be off).
 #[derive(Debug, Default)]
 pub struct Reader {
-    pub calls: Option<tools::Stream>,
-    pub think: Option<Splitter>,
+    calls: Option<tools::Stream>,
+    think: Option<Splitter>,
 }
 
 impl Reader {
@@ -20,6 +20,11 @@ impl Reader {
             calls: names.map(tools::Stream::new),
             think: think.map(Splitter::new),
         }
+    }
+
+    /// Whether the answer is read for nothing (its text passes as it comes).
+    pub fn is_plain(&self) -> bool {
+        self.calls.is_none() && self.think.is_none()
     }
 
     /// Takes the next text: gives the thoughts in it to `thought` (false from it stops the
@@ -123,8 +128,8 @@ pub fn random_pieces(bits: &[&str], len: usize, n: usize) -> Vec<(String, Vec<St
             cuts.sort_unstable();
             let (mut pieces, mut at) = (Vec::new(), 0);
             for c in cuts {
-                pieces.push(text[at..c.max(at)].to_string());
-                at = c.max(at);
+                pieces.push(text[at..c].to_string()); // sorted: never before `at`
+                at = c;
             }
             (text, pieces)
         })

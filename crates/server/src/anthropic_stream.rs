@@ -129,7 +129,7 @@ pub fn stream(
         if !b.send("message_start", start) {
             return;
         }
-        if read.calls.is_none() && read.think.is_none() && b.ensure("text").is_none() {
+        if read.is_plain() && b.ensure("text").is_none() {
             return;
         }
         if !b.send("ping", json!({"type": "ping"})) {
