@@ -1,11 +1,10 @@
 // RMSNorm over rows: out = x / sqrt(mean(x^2) + eps) * w, one block per row, the sum of squares
 // in f64 as the CPU reference does.
 
-MOLLA_KERNEL void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
-                                    int n, float eps) {
+// out = x / sqrt(mean(x^2) + eps) * w over one row of n (the block's threads; out may be x).
+__device__ __forceinline__ void rms_norm_row(const float* xr, const float* __restrict__ w, float* orow, int n,
+                                             float eps) {
     __shared__ double red[32];
-    const float* xr = x + (size_t)blockIdx.x * n;
-    float* orow = out + (size_t)blockIdx.x * n;
     double ss = 0.0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         double v = xr[i];
@@ -22,4 +21,15 @@ MOLLA_KERNEL void rms_norm(const float* __restrict__ x, const float* __restrict_
     __syncthreads();
     float scale = (float)(1.0 / sqrt(red[0] / n + (double)eps));
     for (int i = threadIdx.x; i < n; i += blockDim.x) orow[i] = xr[i] * scale * w[i];
+}
+
+MOLLA_KERNEL void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
+                                    int n, float eps) {
+    rms_norm_row(x + (size_t)blockIdx.x * n, w, out + (size_t)blockIdx.x * n, n, eps);
+}
+
+// rms_norm in place, a row a block: qwen3's per-head norms of q and k before rope (a row a head).
+MOLLA_KERNEL void rms_norm_inplace(float* x, const float* __restrict__ w, int n, float eps) {
+    float* r = x + (size_t)blockIdx.x * n;
+    rms_norm_row(r, w, r, n, eps);
 }

@@ -46,6 +46,8 @@ pub(crate) struct Kernels {
     pub hold: CudaFunction,
     pub matmul: CudaFunction,
     pub rms_norm: CudaFunction,
+    /// RMSNorm in place, a row a block (qwen3's per-head q/k norms).
+    pub rms_norm_inplace: CudaFunction,
     pub rope_store: CudaFunction,
     pub rope_store_f32: CudaFunction,
     pub attention: CudaFunction,
@@ -227,6 +229,7 @@ impl Gpu {
             rope_attention: f("rope_attention")?,
             matmul: f("matmul")?,
             rms_norm: f("rms_norm")?,
+            rms_norm_inplace: f("rms_norm_inplace")?,
             rope_store: f("rope_store")?,
             rope_store_f32: f("rope_store_f32")?,
             attention: f("attention")?,

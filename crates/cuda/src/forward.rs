@@ -33,6 +33,8 @@ struct DevLayer {
     bq: Option<CudaSlice<f32>>,
     bk: Option<CudaSlice<f32>>,
     bv: Option<CudaSlice<f32>>,
+    /// qwen3's per-head RMSNorm weights of q and k (head_dim values each).
+    qk_norm: Option<(CudaSlice<f32>, CudaSlice<f32>)>,
     wo: DevMatrix,
     ffn_norm: CudaSlice<f32>,
     w_gate: DevMatrix,
@@ -192,6 +194,10 @@ impl CudaModel {
                 bq: ov(&l.bq)?,
                 bk: ov(&l.bk)?,
                 bv: ov(&l.bv)?,
+                qk_norm: match (&l.q_norm, &l.k_norm) {
+                    (Some(q), Some(k)) => Some((v(q)?, v(k)?)),
+                    _ => None,
+                },
                 wo: m(&l.wo)?,
                 ffn_norm: v(&l.ffn_norm)?,
                 w_gate: m(&l.w_gate)?,
@@ -213,8 +219,22 @@ impl CudaModel {
         // slower than the graph's `matvec_wide` (four blocks an SM): it decodes models with small
         // layers, the graph those with big ones, unless MOLLA_PERSISTENT says (1 on, 0 off).
         let layer_bytes = layers.iter().map(DevLayer::bytes).max().unwrap_or(0);
+        let nope = (0..hp.n_layer).any(|l| !hp.ropes(l));
+        let qk_norm = model.layers.iter().any(|l| l.q_norm.is_some());
         let (persistent, why_not) = match std::env::var("MOLLA_PERSISTENT").as_deref() {
             Ok("0") => (false, None),
+            // Its attention step ropes every layer alike (one n_rot for the launch).
+            _ if nope || qk_norm => (
+                false,
+                Some(
+                    if nope {
+                        "layers without rope (the persistent kernel ropes every layer)"
+                    } else {
+                        "per-head q/k norms (not in the persistent kernel)"
+                    }
+                    .to_string(),
+                ),
+            ),
             Ok("1") => (true, None),
             _ if layer_bytes >= PERSISTENT_MAX_LAYER_BYTES => (
                 false,
@@ -587,6 +607,7 @@ impl CudaModel {
     /// `prep` as `launch::rope_attention` takes it.
     unsafe fn rope_attend(
         &self,
+        li: usize,
         qkv: (u64, u64, u64),
         at: KvAt,
         att: u64,
@@ -594,16 +615,36 @@ impl CudaModel {
         prep: Option<u64>,
     ) -> Result<bool> {
         let g = &self.gpu;
+        if let Some((qn, kn)) = &self.layers[li].qk_norm {
+            // qwen3: each head of q and k RMS-normed before rope (a launch each).
+            let (hd, eps) = (self.heads.head_dim, self.hp.rms_eps);
+            let nq = self.heads.n_head * n;
+            // SAFETY: q and k hold n rows of n_head (n_head_kv) heads of hd values.
+            unsafe {
+                launch::rms_norm_inplace(g, qkv.0, g.ptr(qn), nq, hd, eps)?;
+                launch::rms_norm_inplace(g, qkv.1, g.ptr(kn), self.heads.n_head_kv * n, hd, eps)?;
+            }
+        }
+        // A layer without rope (SmolLM3's every fourth): no pair rotates (kernels/rope.cu
+        // rope_idx with n_rot 0), the keys are stored as they are.
+        let heads = if self.hp.ropes(li) {
+            self.heads
+        } else {
+            Heads {
+                n_rot: 0,
+                ..self.heads
+            }
+        };
         if n == 1 && matches!(at, KvAt::One { f32: false, .. }) && launch::rope_attention_on() {
             let fr = g.ptr(&self.freqs);
             // SAFETY: as the caller guarantees; one token, f16 caches.
-            unsafe { launch::rope_attention(g, &self.heads, qkv, at, fr, att, prep.unwrap_or(0)) }?;
+            unsafe { launch::rope_attention(g, &heads, qkv, at, fr, att, prep.unwrap_or(0)) }?;
             return Ok(prep.is_some());
         }
         // SAFETY: as the caller guarantees.
         unsafe {
-            launch::rope_store(g, &self.heads, qkv, at, g.ptr(&self.freqs), n)?;
-            launch::attention(g, &self.heads, qkv.0, at, att, n)?;
+            launch::rope_store(g, &heads, qkv, at, g.ptr(&self.freqs), n)?;
+            launch::attention(g, &heads, qkv.0, at, att, n)?;
         }
         Ok(false)
     }
@@ -700,7 +741,7 @@ impl CudaModel {
                 let ready = if skip.has(Skip::ATT) {
                     att_prep
                 } else {
-                    self.rope_attend((q, k, v), at(li), att, n, att_prep.then_some(rows.prep))?
+                    self.rope_attend(li, (q, k, v), at(li), att, n, att_prep.then_some(rows.prep))?
                 };
                 let wo_prep = if ready { Prep::Ready } else { Prep::Plain };
                 if !skip.has(Skip::WO) {

@@ -597,6 +597,29 @@ pub(crate) unsafe fn rms_norm(
     Ok(())
 }
 
+/// RMSNorm in place of `rows` rows of `n` values at `x`, each with the weights `w` (n values):
+/// qwen3's per-head norms of q and k (a row a head).
+///
+/// # Safety
+/// See the module docs.
+pub(crate) unsafe fn rms_norm_inplace(
+    gpu: &Gpu,
+    x: u64,
+    w: u64,
+    rows: usize,
+    n: usize,
+    eps: f32,
+) -> Result<()> {
+    let n_i = n as i32;
+    let mut b = gpu.stream.launch_builder(&gpu.k.rms_norm_inplace);
+    b.arg(&x).arg(&w).arg(&n_i).arg(&eps);
+    count_launch();
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((rows as u32, 1, 1), 128, 0)) }
+        .map_err(drv("rms_norm_inplace launch"))?;
+    Ok(())
+}
+
 /// Embedding rows of `n` token ids (device u32s) into `out`.
 ///
 /// # Safety

@@ -78,7 +78,7 @@ impl CudaModel {
                     f32: kv.f32,
                     split: kv.split(g),
                 };
-                self.rope_attend((q, k, v), at, att, n, None)?;
+                self.rope_attend(li, (q, k, v), at, att, n, None)?;
                 self.matmul(&mut blas, &out_(&l.wo, x, 0, true), att, n)?;
                 launch::rms_norm(g, x, p(&l.ffn_norm), h, n, e, hp.rms_eps)?;
                 self.matmul(&mut blas, &out_(&l.w_gate, gate, 0, false), h, n)?;

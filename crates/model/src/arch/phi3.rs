@@ -2,7 +2,8 @@
 //! come as one fused `attn_qkv` tensor and whose gate and up projections as one `ffn_up` of
 //! twice the FFN width (gate first), split into row ranges at load; the 128k models' LongRoPE
 //! factors are not supported (their files are refused). llama.cpp ignores the sliding window
-//! some phi3 files declare, and so does molla. The CPU and wgpu backends run it, CUDA not yet.
+//! some phi3 files declare, and so does molla. The CPU and wgpu backends run it; on CUDA its row
+//! ranges would upload as matrices of their own, not yet run on a GPU, so CUDA declines it.
 
 use super::ArchSpec;
 use crate::hparams::RopeStyle;
