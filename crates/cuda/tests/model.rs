@@ -149,6 +149,56 @@ fn qwen2_shapes_with_biases_and_neox() {
 }
 
 #[test]
+fn smollm3_layers_without_rope() {
+    // SmolLM3's every fourth layer applies no rope: the fourth here. With it roped, the logits
+    // past position 0 move far past the 0.02 the comparison allows.
+    let spec = SynthSpec {
+        arch: "smollm3",
+        ..smol(GgmlType::Q8_0, 4, true)
+    };
+    check_model(&spec, 12, 6);
+    let Some(_) = gpu() else { return };
+    let (_, m) = models(&spec);
+    let cuda = CudaModel::new(&m, 0).expect("model uploads");
+    let path = cuda.decode_path();
+    assert!(path.contains("without rope"), "{path}");
+}
+
+#[test]
+fn phi3_fused_qkv_and_gate_up() {
+    // q/k/v and gate/up are row ranges of one fused tensor each, uploaded as matrices of their
+    // own; NeoX rope. Prefill and decode (small layers: the persistent kernel).
+    let spec = SynthSpec {
+        arch: "phi3",
+        ..smol(GgmlType::Q8_0, 2, false)
+    };
+    check_model(&spec, 10, 5);
+    check_model(
+        &SynthSpec {
+            arch: "phi3",
+            ..kshape(GgmlType::Q4_K, "phi3")
+        },
+        9,
+        4,
+    );
+}
+
+#[test]
+fn qwen3_per_head_qk_norms() {
+    // Each head of q and k RMS-normed before rope; left out, every position moves far past 0.02.
+    let spec = SynthSpec {
+        arch: "qwen3",
+        ..qwen(GgmlType::Q8_0)
+    };
+    check_model(&spec, 11, 5);
+    let Some(_) = gpu() else { return };
+    let (_, m) = models(&spec);
+    let cuda = CudaModel::new(&m, 0).expect("model uploads");
+    let path = cuda.decode_path();
+    assert!(path.contains("q/k norms"), "{path}");
+}
+
+#[test]
 fn graph_and_plain_decode_agree_and_prefill_matches_decode() {
     let Some(_) = gpu() else { return };
     let (_, m) = models(&smol(GgmlType::Q8_0, 2, false));

@@ -2,8 +2,8 @@
 //! come as one fused `attn_qkv` tensor and whose gate and up projections as one `ffn_up` of
 //! twice the FFN width (gate first), split into row ranges at load; the 128k models' LongRoPE
 //! factors are not supported (their files are refused). llama.cpp ignores the sliding window
-//! some phi3 files declare, and so does molla. The CPU and wgpu backends run it; on CUDA its row
-//! ranges would upload as matrices of their own, not yet run on a GPU, so CUDA declines it.
+//! some phi3 files declare, and so does molla. Every backend runs it (its row ranges are uploaded
+//! to CUDA as matrices of their own).
 
 use super::ArchSpec;
 use crate::hparams::RopeStyle;
@@ -11,6 +11,6 @@ use crate::hparams::RopeStyle;
 pub const SPEC: ArchSpec = ArchSpec {
     name: "phi3",
     rope_style: RopeStyle::Neox,
-    cuda: false,
+    cuda: true,
     ..ArchSpec::LLAMA
 };
