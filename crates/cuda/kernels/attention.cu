@@ -150,9 +150,14 @@ __device__ __forceinline__ void values_vec(const float* ps, const KT* vbase, int
 // model's head shape), so that its loops have known trip counts and the layout tests fold.
 // Kept a call: its code once for every tile loop that calls it (inlining it in the persistent
 // kernel, PKATTINL, measured no faster: session 17).
-template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0>
+// MK (the graph path's kernels): each score soft-capped to cap * tanh(s / cap) when cap is not 0
+// (gemma2), and positions before `lo` masked out (sliding-window layers); a tile with every
+// position masked gives tm = -inf, tl = tv = 0, which att_fold<true> skips. With lo = 0 and
+// cap = 0, the arithmetic of MK = false (so the same bits as the persistent kernel's).
+template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0, bool MK = false>
 __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int p0, int np, int kvh,
-                         int kv_dim, int v_dim, int hd, int hdv, float scale, float& tm, float& tl, float& tv) {
+                         int kv_dim, int v_dim, int hd, int hdv, float scale, float& tm, float& tl, float& tv,
+                         int lo = 0, float cap = 0.f) {
     if (HD) hd = HD;
     if (HDV) hdv = HDV;
     __shared__ float ps[ATT_TILE];
@@ -169,13 +174,17 @@ __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc
         float s;
         if constexpr (SWZ) s = key_dot_swz(qs, kr, hd, p0 + i) * scale;
         else s = key_dot(qs, kr, hd) * scale;
+        if constexpr (MK) {
+            if (cap != 0.f) s = cap * tanhf(s / cap);
+            if (p0 + i < lo) s = -__int_as_float(0x7f800000);
+        }
         ps[i] = s;
         tmax = fmaxf(tmax, s);
     }
     tmax = block_reduce(tmax, true, red_m);
     float tsum = 0.f;
     for (int i = threadIdx.x; i < np; i += ATT_THREADS) {
-        float e = expf(ps[i] - tmax);
+        float e = MK && tmax == -__int_as_float(0x7f800000) ? 0.f : expf(ps[i] - tmax);
         ps[i] = e;
         tsum += e;
     }
@@ -228,7 +237,10 @@ __device__ __noinline__ void att_tile(const float* qs, const KT* __restrict__ kc
 // tv), so o / l is the single tile's tv / tl. The operations are spelt out (no contraction
 // choice is left to the compiler), so every kernel that folds the same tiles in the same order
 // gets the same bits: attend in one block, attend_split's merge after several.
+// MK: a tile with every position masked (tm = -inf) leaves them as they are.
+template <bool MK = false>
 __device__ __forceinline__ void att_fold(float& m, float& l, float& o, float tm, float tl, float tv) {
+    if (MK && tm == -__int_as_float(0x7f800000)) return;
     float mn = fmaxf(m, tm);
     float a = expf(m - mn), b = expf(tm - mn);
     l = __fmaf_rn(l, a, __fmul_rn(tl, b));
@@ -241,23 +253,29 @@ __device__ __forceinline__ void att_fold(float& m, float& l, float& o, float tm,
 // writes hdv values to `o`. The block's first ATT_THREADS threads must all call it (and no
 // others). ONE: the caller guarantees end <= ATT_TILE, so only the single tile's path is built
 // (the persistent kernel built for short caches, PK_SHORT).
-template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0, bool ONE = false>
+// MK: as att_tile's (positions before `lo` masked, scores capped by `cap`); the tiles wholly
+// before lo are skipped.
+template <typename KT, bool SWZ = false, int HD = 0, int HDV = 0, bool ONE = false, bool MK = false>
 __device__ void attend(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int end, int kvh,
-                       int kv_dim, int v_dim, int hd, int hdv, float scale, float* o) {
+                       int kv_dim, int v_dim, int hd, int hdv, float scale, float* o, int lo = 0, float cap = 0.f) {
     if (HDV) hdv = HDV;
     float m = -__int_as_float(0x7f800000), l = 0.f, acc = 0.f;
+    const int first = MK ? lo / ATT_TILE * ATT_TILE : 0;
     att_sync();
-    if (ONE || end <= ATT_TILE) {
+    if (MK && first > 0 && end - first <= ATT_TILE) {
+        att_tile<KT, SWZ, HD, HDV, MK>(qs, kc, vc, first, end - first, kvh, kv_dim, v_dim, hd, hdv, scale, m, l, acc,
+                                       lo, cap);
+    } else if (ONE || end <= ATT_TILE) {
         // One tile: att_fold from (-inf, 0, 0) would give back (tm, tl, tv), but for a -0 sum of
         // values, which it makes +0 (and o = +0 / l); so the fold is skipped (decode at short
         // contexts, every path alike).
-        att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, 0, end, kvh, kv_dim, v_dim, hd, hdv, scale, m, l, acc);
+        att_tile<KT, SWZ, HD, HDV, MK>(qs, kc, vc, 0, end, kvh, kv_dim, v_dim, hd, hdv, scale, m, l, acc, lo, cap);
     } else {
-        for (int p0 = 0; p0 < end; p0 += ATT_TILE) {
+        for (int p0 = first; p0 < end; p0 += ATT_TILE) {
             float tm, tl, tv;
-            att_tile<KT, SWZ, HD, HDV>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale,
-                                       tm, tl, tv);
-            att_fold(m, l, acc, tm, tl, tv);
+            att_tile<KT, SWZ, HD, HDV, MK>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale,
+                                           tm, tl, tv, lo, cap);
+            att_fold<MK>(m, l, acc, tm, tl, tv);
         }
     }
     if ((int)threadIdx.x < hdv) o[threadIdx.x] = acc / l;
@@ -290,13 +308,15 @@ __device__ __forceinline__ bool att_has_work(int end) {
 // every tile in order, as attend does in one block, so the same bits, and writes `o`. Returns
 // whether this block wrote o. Blocks without work (att_has_work) must not call it. With one
 // block or one tile, it is attend.
+// `lo` and `cap` as attend's (masking: the graph path's kernels); a tile wholly before lo is
+// not computed, its partial the masked tile's (-inf, 0, 0).
 template <typename KT>
 __device__ bool attend_split(const float* qs, const KT* __restrict__ kc, const KT* __restrict__ vc, int end, int kvh,
                              int kv_dim, int v_dim, int hd, int hdv, float scale, float* o, float* part, u32* count,
-                             int slot, int max_tiles) {
+                             int slot, int max_tiles, int lo, float cap) {
     int S = gridDim.z, nt = att_tiles(end);
     if (S == 1 || nt == 1) {
-        attend(qs, kc, vc, end, kvh, kv_dim, v_dim, hd, hdv, scale, o);
+        attend<KT, false, 0, 0, false, true>(qs, kc, vc, end, kvh, kv_dim, v_dim, hd, hdv, scale, o, lo, cap);
         return true;
     }
     float* pb = part + (size_t)slot * max_tiles * (hdv + 2);
@@ -304,7 +324,10 @@ __device__ bool attend_split(const float* qs, const KT* __restrict__ kc, const K
     for (int j = blockIdx.z; j < nt; j += S) {
         float tm, tl, tv;
         int p0 = j * ATT_TILE;
-        att_tile(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale, tm, tl, tv);
+        if (p0 + ATT_TILE <= lo) tm = -__int_as_float(0x7f800000), tl = 0.f, tv = 0.f;
+        else
+            att_tile<KT, false, 0, 0, true>(qs, kc, vc, p0, min(ATT_TILE, end - p0), kvh, kv_dim, v_dim, hd, hdv, scale,
+                                            tm, tl, tv, lo, cap);
         float* pj = pb + (size_t)j * (hdv + 2);
         if (threadIdx.x == 0) pj[0] = tm, pj[1] = tl;
         if ((int)threadIdx.x < hdv) pj[2 + threadIdx.x] = tv;
@@ -334,19 +357,24 @@ __device__ bool attend_split(const float* qs, const KT* __restrict__ kc, const K
         }
 #pragma unroll
         for (int u = 0; u < ATT_FOLD_BATCH; u++)
-            if (j0 + u < nt) att_fold(m, l, acc, tm[u], tl[u], tv[u]);
+            if (j0 + u < nt) att_fold<true>(m, l, acc, tm[u], tl[u], tv[u]);
     }
     if ((int)threadIdx.x < hdv) o[threadIdx.x] = acc / l;
     att_sync();
     return true;
 }
 
+// The first position a query at `end` - 1 sees: end - window (sliding-window layers), else 0.
+__device__ __forceinline__ int att_lo(int end, int window) { return window > 0 ? max(0, end - window) : 0; }
+
 // Grid (n_head, n queries, S): block (h, t, s). With S > 1, each query's positions split over S
-// blocks (attend_split; `part` and `count` hold n * n_head slots); S = 1 is attend.
+// blocks (attend_split; `part` and `count` hold n * n_head slots); S = 1 is attend. `window`
+// (0: none) and `cap` (0: none) as attend's masking takes them.
 template <typename KT>
 __device__ __forceinline__ void attention_body(const float* __restrict__ q, KT* kc, KT* vc, float* __restrict__ out,
                                                const int* pos0p, int n_head, int n_head_kv, int hd, int hdv, float scale,
-                                               const KvRow* rows, int layer, float* part, u32* count, int max_tiles) {
+                                               const KvRow* rows, int layer, float* part, u32* count, int max_tiles,
+                                               int window, float cap) {
     pdl_trigger();
     pdl_wait();
     __shared__ float qs[256];
@@ -360,17 +388,19 @@ __device__ __forceinline__ void attention_body(const float* __restrict__ q, KT* 
     for (int d = threadIdx.x; d < hd; d += ATT_THREADS) qs[d] = qh[d];
     __syncthreads();
     attend_split(qs, (const KT*)kc, (const KT*)vc, end, kvh, n_head_kv * hd, n_head_kv * hdv, hd, hdv, scale,
-                 out + (size_t)t * n_head * hdv + (size_t)h * hdv, part, count, t * n_head + h, max_tiles);
+                 out + (size_t)t * n_head * hdv + (size_t)h * hdv, part, count, t * n_head + h, max_tiles,
+                 att_lo(end, window), cap);
 }
 
 MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) attention(const float* __restrict__ q, const u16* __restrict__ kc,
                                                                     const u16* __restrict__ vc, float* __restrict__ out,
                                                                     const int* pos0p, int n_head, int n_head_kv, int hd,
                                                                     int hdv, float scale, const KvRow* rows, int layer,
-                                                                    float* part, u32* count, int max_tiles) {
+                                                                    float* part, u32* count, int max_tiles, int window,
+                                                                    float cap) {
     KTRACE(8);
     attention_body(q, (u16*)kc, (u16*)vc, out, pos0p, n_head, n_head_kv, hd, hdv, scale, rows, layer, part, count,
-                   max_tiles);
+                   max_tiles, window, cap);
 }
 
 // The same over an f32 cache (one sequence: rows is null).
@@ -378,9 +408,10 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) attention_f32(const float* __re
                                                                         const float* __restrict__ vc, float* __restrict__ out,
                                                                         const int* pos0p, int n_head, int n_head_kv, int hd,
                                                                         int hdv, float scale, const KvRow* rows, int layer,
-                                                                        float* part, u32* count, int max_tiles) {
+                                                                        float* part, u32* count, int max_tiles, int window,
+                                                                        float cap) {
     attention_body(q, (float*)kc, (float*)vc, out, pos0p, n_head, n_head_kv, hd, hdv, scale, rows, layer, part, count,
-                   max_tiles);
+                   max_tiles, window, cap);
 }
 
 // Decode attention with the rope and cache store of rope_store folded in (one launch instead of
@@ -408,7 +439,7 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
                                                                          float* __restrict__ out, int n_head, int n_head_kv,
                                                                          int hd, int hdv, int n_rot, int neox, float scale,
                                                                          u8* prep, float* part, u32* count, int max_tiles,
-                                                                         int stage_cap) {
+                                                                         int stage_cap, int window, float cap) {
     KTRACE(7);
     pdl_trigger();
     pdl_wait();
@@ -483,12 +514,13 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
     bool wrote;
     if (staged) {
         float* o = out + (size_t)h * hdv;
-        if (swz) attend<u16, true>(qs, ks, vs, pos + 1, 0, hd, hdv, hd, hdv, scale, o);
-        else attend<u16, false>(qs, ks, vs, pos + 1, 0, hd, hdv, hd, hdv, scale, o);
+        const int lo = att_lo(pos + 1, window);
+        if (swz) attend<u16, true, 0, 0, false, true>(qs, ks, vs, pos + 1, 0, hd, hdv, hd, hdv, scale, o, lo, cap);
+        else attend<u16, false, 0, 0, false, true>(qs, ks, vs, pos + 1, 0, hd, hdv, hd, hdv, scale, o, lo, cap);
         wrote = true;
     } else
         wrote = attend_split(qs, (const u16*)kc, (const u16*)vc, pos + 1, kvh, kv_dim, v_dim, hd, hdv, scale,
-                             out + (size_t)h * hdv, part, count, h, max_tiles);
+                             out + (size_t)h * hdv, part, count, h, max_tiles, att_lo(pos + 1, window), cap);
     if (prep && wrote) {
         __syncthreads();  // the head's output is in `out`
         if (threadIdx.x < 32) {

@@ -28,6 +28,31 @@ MOLLA_KERNEL void swiglu(float* g, const float* __restrict__ u, int n) {
     }
 }
 
+// g = gelu_tanh(g) * u (gemma's GeGLU).
+MOLLA_KERNEL void geglu(float* g, const float* __restrict__ u, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        g[i] = gelu_mul(g[i], u[i]);
+    }
+}
+
+// x[i] *= s over n values (embeddings times sqrt(n_embd): gemma; granite's embedding scale).
+MOLLA_KERNEL void scale_values(float* x, float s, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        x[i] = x[i] * s;
+}
+
+// The head's logits finished as the CPU's finish_logits does: times `mul` (granite's 1 /
+// logit_scale; 1: none), then soft-capped to cap * tanh(v / cap) (gemma2; cap 0: none).
+MOLLA_KERNEL void finish_logits(float* x, float mul, float cap, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        float v = x[i];
+        if (mul != 1.0f) v = v * mul;
+        if (cap != 0.0f) v = cap * tanhf(v / cap);
+        x[i] = v;
+    }
+}
+
 // out[t] = x[idx[t]] (rows of `cols` values); one block per output row. The rows of a batch
 // whose logits are wanted, gathered before the head.
 MOLLA_KERNEL void gather_rows(const float* __restrict__ x, const int* __restrict__ idx, float* __restrict__ out,

@@ -1,6 +1,7 @@
 // Decode matvec: y = W · x for one activation row, over up to three weight matrices at once
 // (q/k/v, gate/up) that share the input, with the input's preparation fused in:
-//   mode 0: x as given; mode 1: rmsnorm(x) * norm_w; mode 2: silu(x) * x2 (SwiGLU).
+//   mode 0: x as given; mode 1: rmsnorm(x) * norm_w; mode 2: silu(x) * x2 (SwiGLU); mode 4:
+//   gelu_tanh(x) * x2 (GeGLU: gemma).
 // Each output row is one group of `lanes` lanes (a power of two, up to 32). Quantized rows of the
 // formats in q16.cuh are dotted with the input quantized to 16 bits (shared memory after the f32
 // row); the others walk the f32 row in chunks of 8 weights, four chunks per lane at a time.
@@ -165,6 +166,15 @@ __device__ float rms_scale(const float* x, int n, float eps, int nt) {
 // silu(g) * u, as every SwiGLU in the CUDA backend computes it.
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
+// gelu_tanh(g) * u (gemma's GeGLU), as the CPU's geglu writes it: g * sigmoid(2 sqrt(2/pi)
+// (g + 0.044715 g^3)), the sigmoid's exponent (g * -2 sqrt(2/pi)) * (1 + 0.044715 g^2).
+__device__ __forceinline__ float gelu_mul(float g, float u) {
+    return g / (1.0f + expf(__fmul_rn(g, -1.5957692f) * fmaf(0.044715f, __fmul_rn(g, g), 1.0f))) * u;
+}
+
+// A gated unit's product for matvec mode 2 (SwiGLU) or 4 (GeGLU).
+__device__ __forceinline__ float glu_mul(int mode, float g, float u) { return mode == 4 ? gelu_mul(g, u) : silu_mul(g, u); }
+
 // dst[0..n) = src[0..n) through L2 (src was written by other blocks), by all threads of the block,
 // 16-byte loads four at a time when src is 16-byte aligned; no barrier.
 __device__ void load_row(const float* src, float* dst, int n) {
@@ -206,9 +216,9 @@ __device__ void load_input(const MvArgs& a, float* xs, int t) {
         __syncthreads();
         scale = rms_scale(xs, n, a.eps, blockDim.x);
         for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = __fmul_rn(xs[i], a.norm_w[i]);
-    } else if (a.mode == 2) {
+    } else if (a.mode == 2 || a.mode == 4) {
         const float* x2 = a.x2 + (size_t)t * n;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = silu_mul(x[i], x2[i]);
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = glu_mul(a.mode, x[i], x2[i]);
     } else {
         load_row(x, xs, n);
     }
@@ -401,7 +411,7 @@ MOLLA_KERNEL void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* pr
         int i = 32 * b + 8 * part + j;
         // The scale left out; block 0 has the row in shared memory already.
         if (norm) v[j] = __fmul_rn(sums ? xs[i] : at(i), w[j]);
-        else if (a.mode == 2) v[j] = silu_mul(a.x[i], a.x2[i]);
+        else if (a.mode == 2 || a.mode == 4) v[j] = glu_mul(a.mode, a.x[i], a.x2[i]);
         else v[j] = at(i);
     }
     q16_block(v, b, part, live, n, prep + (size_t)n * 4);

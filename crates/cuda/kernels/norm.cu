@@ -33,3 +33,21 @@ MOLLA_KERNEL void rms_norm_inplace(float* x, const float* __restrict__ w, int n,
     float* r = x + (size_t)blockIdx.x * n;
     rms_norm_row(r, w, r, n, eps);
 }
+
+// A branch added onto the residual stream, row by row (a block a row of n): x += h, with h first
+// RMS-normed by w (gemma's post-norms; w null: no norm) and then multiplied by `scale` (granite's
+// residual scale; 1: none), in the CPU's order (cpu/src/block.rs add_branch). h is overwritten.
+MOLLA_KERNEL void add_branch(float* __restrict__ x, float* h, const float* __restrict__ w, int n, float eps,
+                                      float scale) {
+    float* hr = h + (size_t)blockIdx.x * n;
+    float* xr = x + (size_t)blockIdx.x * n;
+    if (w) {
+        rms_norm_row(hr, w, hr, n, eps);
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = hr[i];
+        if (scale != 1.0f) v = __fmul_rn(v, scale);
+        xr[i] = __fadd_rn(xr[i], v);
+    }
+}

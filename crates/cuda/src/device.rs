@@ -54,6 +54,15 @@ pub(crate) struct Kernels {
     pub attention_f32: CudaFunction,
     pub embed: CudaFunction,
     pub swiglu: CudaFunction,
+    /// gelu_tanh(g) * u (gemma's GeGLU, prefill).
+    pub geglu: CudaFunction,
+    /// x += norm(h) * scale (a branch onto the residual stream: gemma's post-norms, granite's
+    /// residual scale).
+    pub add_branch: CudaFunction,
+    /// x *= s (gemma's and granite's embedding scales).
+    pub scale_values: CudaFunction,
+    /// The head's logits scaled and soft-capped (granite, gemma2).
+    pub finish_logits: CudaFunction,
     pub gather_rows: CudaFunction,
     /// The greedy pick of a row of logits (kernels/pick.cu).
     pub pick_greedy: CudaFunction,
@@ -236,6 +245,10 @@ impl Gpu {
             attention_f32: f("attention_f32")?,
             embed: f("embed")?,
             swiglu: f("swiglu")?,
+            geglu: f("geglu")?,
+            add_branch: f("add_branch")?,
+            scale_values: f("scale_values")?,
+            finish_logits: f("finish_logits")?,
             gather_rows: f("gather_rows")?,
             pick_greedy: f("pick_greedy")?,
             matvec_wide_pick: f("matvec_wide_pick")?,

@@ -36,6 +36,9 @@ struct DevLayer {
     /// qwen3's per-head RMSNorm weights of q and k (head_dim values each).
     qk_norm: Option<(CudaSlice<f32>, CudaSlice<f32>)>,
     wo: DevMatrix,
+    /// gemma's RMSNorm weights of the attention and FFN outputs before their residual adds.
+    post_attn_norm: Option<CudaSlice<f32>>,
+    post_ffn_norm: Option<CudaSlice<f32>>,
     ffn_norm: CudaSlice<f32>,
     w_gate: DevMatrix,
     w_up: DevMatrix,
@@ -81,6 +84,11 @@ pub struct CudaModel {
     output_norm: CudaSlice<f32>,
     /// Rope angular frequencies (f64), as `cpu::ops::Rope` computes them.
     freqs: CudaSlice<f64>,
+    /// Those of the sliding-window layers, when the model has any (`cpu::ops::Rope::sliding`).
+    freqs_swa: Option<CudaSlice<f64>>,
+    /// Why the persistent kernel can never run this model (a feature it lacks): then
+    /// `set_persistent(true)` leaves it off.
+    pk_never: Option<String>,
     layers: Vec<DevLayer>,
     graphs: AtomicBool,
     /// Whether decode uses the persistent kernel (one launch a token) where it can.
@@ -142,6 +150,52 @@ fn cublas_min_rows() -> usize {
     })
 }
 
+/// What in `model` the persistent kernel does not do, if anything: then decode takes the graph
+/// path.
+fn pk_lacks(model: &Model) -> Option<String> {
+    let hp = &model.hp;
+    let default_scale = 1.0 / (hp.head_dim as f32).sqrt();
+    let lacks = [
+        // Its attention step ropes every layer alike (one n_rot for the launch).
+        (
+            (0..hp.n_layer).any(|l| !hp.ropes(l)),
+            "layers without rope (the persistent kernel ropes every layer)",
+        ),
+        (
+            model.layers.iter().any(|l| l.q_norm.is_some()),
+            "per-head q/k norms (not in the persistent kernel)",
+        ),
+        (
+            model.arch.post_norms,
+            "post-norms of the attention and FFN outputs (not in the persistent kernel)",
+        ),
+        (
+            hp.ffn_act != model::FfnAct::Silu,
+            "GeGLU (the persistent kernel computes SwiGLU)",
+        ),
+        (
+            hp.swa_window > 0,
+            "sliding-window layers (the persistent kernel attends globally)",
+        ),
+        (
+            hp.attn_softcap.is_some() || hp.final_softcap.is_some(),
+            "soft-capped scores or logits (not in the persistent kernel)",
+        ),
+        (
+            hp.embd_scale.is_some() || hp.residual_scale.is_some() || hp.logit_mul.is_some(),
+            "scaled embeddings, residuals or logits (not in the persistent kernel)",
+        ),
+        (
+            hp.attn_scale.to_bits() != default_scale.to_bits(),
+            "an attention scale other than 1/sqrt(head_dim) (not in the persistent kernel)",
+        ),
+    ];
+    lacks
+        .into_iter()
+        .find(|(has, _)| *has)
+        .map(|(_, why)| why.to_string())
+}
+
 fn check_shape(hp: &HParams, max_smem: usize) -> Result<()> {
     let bad = |m: String| Err(CudaError::Unsupported(m));
     if hp.head_dim > MAX_HEAD_DIM || hp.head_dim_v > MAX_HEAD_DIM || !hp.head_dim.is_multiple_of(2)
@@ -199,6 +253,8 @@ impl CudaModel {
                     _ => None,
                 },
                 wo: m(&l.wo)?,
+                post_attn_norm: ov(&l.post_attn_norm)?,
+                post_ffn_norm: ov(&l.post_ffn_norm)?,
                 ffn_norm: v(&l.ffn_norm)?,
                 w_gate: m(&l.w_gate)?,
                 w_up: m(&l.w_up)?,
@@ -213,28 +269,22 @@ impl CudaModel {
             head_dim_v: hp.head_dim_v,
             n_rot: hp.n_rot,
             neox: hp.rope_style == RopeStyle::Neox,
+            scale: hp.attn_scale,
+            window: 0,
+            softcap: hp.attn_softcap.unwrap_or(0.0),
         };
+        let freqs_swa = cpu::ops::Rope::sliding(&hp)
+            .map(|r| gpu.upload(&r.freqs))
+            .transpose()?;
         let graphs = std::env::var("MOLLA_CUDA_GRAPH").map_or(true, |v| v != "0");
         // The persistent kernel holds one block of 8 warps an SM, which streams big matrices
         // slower than the graph's `matvec_wide` (four blocks an SM): it decodes models with small
         // layers, the graph those with big ones, unless MOLLA_PERSISTENT says (1 on, 0 off).
         let layer_bytes = layers.iter().map(DevLayer::bytes).max().unwrap_or(0);
-        let nope = (0..hp.n_layer).any(|l| !hp.ropes(l));
-        let qk_norm = model.layers.iter().any(|l| l.q_norm.is_some());
+        let pk_never = pk_lacks(model);
         let (persistent, why_not) = match std::env::var("MOLLA_PERSISTENT").as_deref() {
             Ok("0") => (false, None),
-            // Its attention step ropes every layer alike (one n_rot for the launch).
-            _ if nope || qk_norm => (
-                false,
-                Some(
-                    if nope {
-                        "layers without rope (the persistent kernel ropes every layer)"
-                    } else {
-                        "per-head q/k norms (not in the persistent kernel)"
-                    }
-                    .to_string(),
-                ),
-            ),
+            _ if pk_never.is_some() => (false, pk_never.clone()),
             Ok("1") => (true, None),
             _ if layer_bytes >= PERSISTENT_MAX_LAYER_BYTES => (
                 false,
@@ -254,6 +304,8 @@ impl CudaModel {
             },
             output_norm: v(&model.output_norm)?,
             freqs: gpu.upload(&rope.freqs)?,
+            freqs_swa,
+            pk_never,
             layers,
             heads,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
@@ -305,8 +357,12 @@ impl CudaModel {
 
     /// Turns the persistent decode kernel on or off (by default on for models whose layers are
     /// under 32 MiB of weights; `MOLLA_PERSISTENT=0` / `1` turns it off / on at load). Off, decode
-    /// replays a CUDA graph of fused kernels (or launches them).
+    /// replays a CUDA graph of fused kernels (or launches them). A model with a feature the
+    /// kernel lacks (`decode_path` says which) stays off.
     pub fn set_persistent(&self, on: bool) {
+        if on && self.pk_never.is_some() {
+            return;
+        }
         self.persistent.store(on, Ordering::Relaxed);
         if on {
             *self
@@ -626,24 +682,30 @@ impl CudaModel {
             }
         }
         // A layer without rope (SmolLM3's every fourth): no pair rotates (kernels/rope.cu
-        // rope_idx with n_rot 0), the keys are stored as they are.
-        let heads = if self.hp.ropes(li) {
-            self.heads
-        } else {
-            Heads {
-                n_rot: 0,
-                ..self.heads
-            }
+        // rope_idx with n_rot 0), the keys are stored as they are. A sliding-window layer
+        // (gemma) sees its last `window` positions, roped with its own table.
+        let window = self.hp.window(li).unwrap_or(0);
+        let heads = Heads {
+            n_rot: if self.hp.ropes(li) {
+                self.heads.n_rot
+            } else {
+                0
+            },
+            window,
+            ..self.heads
+        };
+        let fr = match &self.freqs_swa {
+            Some(f) if window > 0 => g.ptr(f),
+            _ => g.ptr(&self.freqs),
         };
         if n == 1 && matches!(at, KvAt::One { f32: false, .. }) && launch::rope_attention_on() {
-            let fr = g.ptr(&self.freqs);
             // SAFETY: as the caller guarantees; one token, f16 caches.
             unsafe { launch::rope_attention(g, &heads, qkv, at, fr, att, prep.unwrap_or(0)) }?;
             return Ok(prep.is_some());
         }
         // SAFETY: as the caller guarantees.
         unsafe {
-            launch::rope_store(g, &heads, qkv, at, g.ptr(&self.freqs), n)?;
+            launch::rope_store(g, &heads, qkv, at, fr, n)?;
             launch::attention(g, &heads, qkv.0, at, att, n)?;
         }
         Ok(false)
@@ -716,6 +778,9 @@ impl CudaModel {
         // SAFETY (all launches): as the caller guarantees.
         unsafe {
             launch::embed(g, &self.embd.r(g), tokens, n, x)?;
+            if let Some(s) = hp.embd_scale {
+                launch::scale_values(g, x, s, n * hp.n_embd)?;
+            }
             for (li, l) in self.layers.iter().enumerate() {
                 let qkv = [
                     out(&l.wq, q, self.opt(&l.bq), false),
@@ -727,10 +792,16 @@ impl CudaModel {
                 if !skip.has(Skip::QKV) {
                     launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, rows)?;
                 }
-                // Rows summed in fixed point when the persistent kernel folds wo (the same bits).
-                let wo = [Out {
-                    fixed: g.pk_build.fold,
-                    ..out(&l.wo, x, 0, true)
+                // Rows summed in fixed point when the persistent kernel folds wo (the same bits);
+                // into h first when the branch is normed or scaled before its add (gemma,
+                // granite).
+                let wo_branch = self.branch(&l.post_attn_norm);
+                let wo = [match wo_branch {
+                    Some(_) => out(&l.wo, h, 0, false),
+                    None => Out {
+                        fixed: g.pk_build.fold,
+                        ..out(&l.wo, x, 0, true)
+                    },
                 }];
                 let att_cols = hp.n_head * hp.head_dim_v;
                 // wo's input (by default) and down's (an experiment) quantized by the kernel that
@@ -747,11 +818,19 @@ impl CudaModel {
                 if !skip.has(Skip::WO) {
                     launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
                 }
+                if let Some((norm, scale)) = wo_branch {
+                    launch::add_branch(g, x, h, norm, (n, hp.n_embd), eps, scale)?;
+                }
                 let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
                 let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
                 let norm = skip.prep(Skip::NORM, norm, &gu, hp.n_embd, rows);
-                let down = [out(&l.w_down, x, 0, true)];
-                let glu = launch::glu_prep_on()
+                let down_branch = self.branch(&l.post_ffn_norm);
+                let down = [match down_branch {
+                    Some(_) => out(&l.w_down, h, 0, false),
+                    None => out(&l.w_down, x, 0, true),
+                }];
+                let silu = hp.ffn_act == model::FfnAct::Silu;
+                let glu = (silu && down_branch.is_none() && launch::glu_prep_on())
                     .then(|| launch::glu_buffer(&gu, hp.n_embd, &down, hp.n_ff, rows, max_cols))
                     .flatten();
                 if let Some(second) = glu {
@@ -761,10 +840,18 @@ impl CudaModel {
                     if !skip.has(Skip::GATE_UP) {
                         launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
                     }
-                    let glu = skip.prep(Skip::SWIGLU, Prep::SwiGlu(up), &down, hp.n_ff, rows);
+                    let act = if silu {
+                        Prep::SwiGlu(up)
+                    } else {
+                        Prep::GeGlu(up)
+                    };
+                    let glu = skip.prep(Skip::SWIGLU, act, &down, hp.n_ff, rows);
                     if !skip.has(Skip::DOWN) {
                         launch::matvec_rows(g, &down, hp.n_ff, gate, glu, rows)?;
                     }
+                }
+                if let Some((norm, scale)) = down_branch {
+                    launch::add_branch(g, x, h, norm, (n, hp.n_embd), eps, scale)?;
                 }
             }
             let head = [Out {
@@ -775,19 +862,46 @@ impl CudaModel {
                 fixed: false,
             }];
             let norm = Prep::RmsNorm(p(&self.output_norm), eps);
-            match wanted {
-                None if skip.has(Skip::HEAD) => Ok(()),
+            let n_out = match wanted {
+                None if skip.has(Skip::HEAD) => return Ok(()),
                 None => {
                     let norm = skip.prep(Skip::NORM, norm, &head, hp.n_embd, rows);
-                    launch::matvec_rows(g, &head, hp.n_embd, x, norm, rows)
+                    launch::matvec_rows(g, &head, hp.n_embd, x, norm, rows)?;
+                    n
                 }
                 Some((idx, ns)) => {
                     // The wanted rows side by side in h (unused by decode), then the head on them.
                     launch::gather_rows(g, x, idx, h, ns, hp.n_embd)?;
                     let sel = Rows { n: ns, ..rows };
-                    launch::matvec_rows(g, &head, hp.n_embd, h, norm, sel)
+                    launch::matvec_rows(g, &head, hp.n_embd, h, norm, sel)?;
+                    ns
                 }
-            }
+            };
+            self.finish_logits(logits, n_out)
         }
+    }
+
+    /// How a block's attention or FFN output joins the residual stream: None when it is added
+    /// as it is (its matvec accumulates onto x), else the RMSNorm weights to norm it by (0:
+    /// none; gemma's post-norms) and the factor to scale it by (granite's residual scale), for
+    /// `launch::add_branch`.
+    fn branch(&self, post: &Option<CudaSlice<f32>>) -> Option<(u64, f32)> {
+        let scale = self.hp.residual_scale;
+        (post.is_some() || scale.is_some()).then(|| (self.opt(post), scale.unwrap_or(1.0)))
+    }
+
+    /// The head's `rows` rows of logits at `logits` scaled and soft-capped where the family
+    /// does so (granite's logit scale, gemma2's final soft-cap), as the CPU's `finish_logits`.
+    ///
+    /// # Safety
+    /// `logits` holds `rows` rows of the vocabulary.
+    unsafe fn finish_logits(&self, logits: u64, rows: usize) -> Result<()> {
+        let hp = &self.hp;
+        if hp.logit_mul.is_none() && hp.final_softcap.is_none() {
+            return Ok(());
+        }
+        let (mul, cap) = (hp.logit_mul.unwrap_or(1.0), hp.final_softcap.unwrap_or(0.0));
+        // SAFETY: as the caller guarantees.
+        unsafe { launch::finish_logits(&self.gpu, logits, mul, cap, rows * hp.n_vocab) }
     }
 }

@@ -69,6 +69,8 @@ pub(crate) enum Prep {
     RmsNorm(u64, f32),
     /// silu(x) * up (address of `cols` values).
     SwiGlu(u64),
+    /// gelu_tanh(x) * up (gemma's GeGLU), as `SwiGlu`.
+    GeGlu(u64),
     /// RMSNorm as `RmsNorm`, of x held as the persistent kernel's tagged words (8 bytes a value,
     /// the value in the low half): `matvec_wide` only.
     RmsNormTagged(u64, f32),
@@ -273,6 +275,7 @@ fn mv_args(outs: &[Out], cols: usize, x: u64, prep: Prep) -> (MvArgs, usize) {
         Prep::Plain | Prep::Ready => {}
         Prep::RmsNorm(w, eps) => (a.mode, a.norm_w, a.eps) = (1, w, eps),
         Prep::SwiGlu(up) => (a.mode, a.x2) = (2, up),
+        Prep::GeGlu(up) => (a.mode, a.x2) = (4, up),
         Prep::RmsNormTagged(w, eps) => (a.mode, a.norm_w, a.eps) = (3, w, eps),
     }
     let mut total = 0usize;
@@ -652,6 +655,74 @@ pub(crate) unsafe fn swiglu(gpu: &Gpu, g: u64, u: u64, n: usize) -> Result<()> {
     // SAFETY: as above.
     unsafe { b.launch(cfg((n.div_ceil(256) as u32, 1, 1), 256, 0)) }
         .map_err(drv("swiglu launch"))?;
+    Ok(())
+}
+
+/// `g = gelu_tanh(g) * u` over `n` values (gemma's GeGLU).
+///
+/// # Safety
+/// See the module docs.
+pub(crate) unsafe fn geglu(gpu: &Gpu, g: u64, u: u64, n: usize) -> Result<()> {
+    let n_i = n as i32;
+    let mut b = gpu.stream.launch_builder(&gpu.k.geglu);
+    b.arg(&g).arg(&u).arg(&n_i);
+    count_launch();
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((n.div_ceil(256) as u32, 1, 1), 256, 0)) }
+        .map_err(drv("geglu launch"))?;
+    Ok(())
+}
+
+/// `x += h` over `rows` rows of `n` values, `h` first RMS-normed by the weights at `norm` (not
+/// 0) and multiplied by `scale` (not 1): a block's branch onto the residual stream (cpu/src/
+/// block.rs `add_branch`). `h` is overwritten.
+///
+/// # Safety
+/// See the module docs; `norm` is 0 or holds `n` weights.
+pub(crate) unsafe fn add_branch(
+    gpu: &Gpu,
+    x: u64,
+    h: u64,
+    norm: u64,
+    (rows, n): (usize, usize),
+    eps: f32,
+    scale: f32,
+) -> Result<()> {
+    let n_i = n as i32;
+    let mut b = gpu.stream.launch_builder(&gpu.k.add_branch);
+    b.arg(&x).arg(&h).arg(&norm).arg(&n_i).arg(&eps).arg(&scale);
+    count_launch();
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((rows as u32, 1, 1), 256, 0)) }.map_err(drv("add_branch launch"))?;
+    Ok(())
+}
+
+/// `x *= s` over `n` values.
+///
+/// # Safety
+/// See the module docs.
+pub(crate) unsafe fn scale_values(gpu: &Gpu, x: u64, s: f32, n: usize) -> Result<()> {
+    let n_i = n as i64;
+    let mut b = gpu.stream.launch_builder(&gpu.k.scale_values);
+    b.arg(&x).arg(&s).arg(&n_i);
+    count_launch();
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((stride_grid(gpu, n), 1, 1), 256, 0)) }.map_err(drv("scale launch"))?;
+    Ok(())
+}
+
+/// The `n` logits at `x` times `mul` (not 1), then soft-capped to `cap * tanh(v / cap)` (cap not
+/// 0), as the CPU's `finish_logits`.
+///
+/// # Safety
+/// See the module docs.
+pub(crate) unsafe fn finish_logits(gpu: &Gpu, x: u64, mul: f32, cap: f32, n: usize) -> Result<()> {
+    let n_i = n as i64;
+    let mut b = gpu.stream.launch_builder(&gpu.k.finish_logits);
+    b.arg(&x).arg(&mul).arg(&cap).arg(&n_i);
+    count_launch();
+    // SAFETY: as above.
+    unsafe { b.launch(cfg((stride_grid(gpu, n), 1, 1), 256, 0)) }.map_err(drv("logits launch"))?;
     Ok(())
 }
 

@@ -381,7 +381,7 @@ impl Persistent {
             hdv: h.head_dim_v as i32,
             n_rot: h.n_rot as i32,
             neox: i32::from(h.neox),
-            scale: 1.0 / (h.head_dim as f32).sqrt(),
+            scale: h.scale,
             timeout_ms: TIMEOUT_MS,
             chunk: self.chunk as i32,
             xs_bytes: self.xs_bytes as i32,
@@ -472,6 +472,9 @@ mod tests {
             head_dim_v: 64,
             n_rot: 64,
             neox: false,
+            scale: 0.125,
+            window: 0,
+            softcap: 0.0,
         };
         let attn = PkStep {
             op: OP_ATTN_WO,

@@ -28,6 +28,10 @@ fn batched_decode_gives_each_sequence_the_bits_it_gets_alone() {
         spec("llama", GgmlType::Q6_K, 512, 1536),
         spec("llama", GgmlType::F16, 576, 1536),
         spec("qwen2", GgmlType::Q5_0, 896, 4864),
+        // Windows of 4 positions, post-norms, GeGLU, soft-caps, scaled branches.
+        spec("gemma3", GgmlType::Q8_0, 512, 1536),
+        spec("gemma2", GgmlType::Q4_K, 512, 1536),
+        spec("granite", GgmlType::Q8_0, 576, 1536),
     ] {
         let m = load(&s);
         let tag = format!("{} {}", s.arch, s.ty);

@@ -341,6 +341,9 @@ fn rope_case(
         head_dim_v: hd,
         n_rot,
         neox,
+        scale: 1.0 / (hd as f32).sqrt(),
+        window: 0,
+        softcap: 0.0,
     };
     (rope_table(n_rot, hd, neox, base, fac), shape)
 }
@@ -453,7 +456,8 @@ fn rope_and_cache_store_both_styles() {
     }
 }
 
-/// f64 reference of causal GQA attention over positions 0..pos0+t+1.
+/// f64 reference of causal GQA attention over positions 0..pos0+t+1 (the last `s.window` of
+/// them when it is not 0), scores times `s.scale`, soft-capped by `s.softcap` when it is not 0.
 fn attention_ref(s: &HeadShape, q: &[f32], keys: &[f32], values: &[f32], pos0: usize) -> Vec<f32> {
     let (hd, hdv) = (s.head_dim, s.head_dim_v);
     let (kvd, vd, qd) = (s.n_head_kv * hd, s.n_head_kv * hdv, s.n_head * hd);
@@ -465,22 +469,34 @@ fn attention_ref(s: &HeadShape, q: &[f32], keys: &[f32], values: &[f32], pos0: u
             let kvh = h / group;
             let qh = &q[t * qd + h * hd..][..hd];
             let end = pos0 + t + 1;
-            let sc: Vec<f64> = (0..end)
+            let lo = if s.window > 0 {
+                end.saturating_sub(s.window)
+            } else {
+                0
+            };
+            let cap = f64::from(s.softcap);
+            let sc: Vec<f64> = (lo..end)
                 .map(|p| {
                     let kr = &keys[p * kvd + kvh * hd..][..hd];
-                    qh.iter()
+                    let x = qh
+                        .iter()
                         .zip(kr)
                         .map(|(&a, &b)| f64::from(a) * f64::from(b))
                         .sum::<f64>()
-                        / (hd as f64).sqrt()
+                        * f64::from(s.scale);
+                    if cap != 0.0 {
+                        cap * (x / cap).tanh()
+                    } else {
+                        x
+                    }
                 })
                 .collect();
             let mx = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let w: Vec<f64> = sc.iter().map(|s| (s - mx).exp()).collect();
             let sum: f64 = w.iter().sum();
             for d in 0..hdv {
-                let v: f64 = (0..end)
-                    .map(|p| w[p] * f64::from(values[p * vd + kvh * hdv + d]))
+                let v: f64 = (lo..end)
+                    .map(|p| w[p - lo] * f64::from(values[p * vd + kvh * hdv + d]))
                     .sum();
                 out[t * s.n_head * hdv + h * hdv + d] = (v / sum) as f32;
             }
@@ -510,6 +526,9 @@ fn attention_decode_prefill_and_long_cache() {
             head_dim_v: hd,
             n_rot: hd,
             neox: false,
+            scale: 1.0 / (hd as f32).sqrt(),
+            window: 0,
+            softcap: 0.0,
         };
         let len = pos0 + n;
         let q = rng.vec(n * nh * hd, 1.0);
@@ -584,6 +603,82 @@ fn split_attention_gives_the_bits_of_one_block() {
         }
     }
     println!("split attention: the bits of one block a head");
+}
+
+/// Sliding-window layers and soft-capped scores (gemma): attention over f16 and f32 caches
+/// against the f64 reference, for prefill rows that cross the window, and decode at positions
+/// inside one tile and many tiles past the window (tiles wholly before it skipped), split over
+/// blocks (the same bits as one block) and fused with the rope (`rope_attention`, staged and
+/// not: the same bits as `rope_store` then `attention`); gemma3's 256-wide heads among them.
+#[test]
+fn attention_windows_and_softcaps() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(29);
+    // (n_head, n_head_kv, head_dim, window, softcap, scale)
+    let cases = [
+        (4, 1, 256, 7, 0.0, 0.0625),
+        (9, 3, 64, 300, 0.0, 0.125),
+        (8, 4, 128, 0, 50.0, 0.3),
+        (8, 2, 64, 5, 30.0, 0.125),
+    ];
+    for (nh, nkv, hd, window, softcap, scale) in cases {
+        let (rope, base) = rope_case(nh, nkv, hd, hd, true, 10000.0, None);
+        let s = HeadShape {
+            window,
+            softcap,
+            scale,
+            ..base
+        };
+        let r16 = |v: Vec<f32>| -> Vec<f32> {
+            v.into_iter().map(|x| f16::from_f32(x).to_f32()).collect()
+        };
+        // Scores far past the cap, so that it matters.
+        let amp = if softcap > 0.0 { 12.0 } else { 1.0 };
+        for (n, pos0) in [
+            (12usize, 0usize),
+            (5, 40),
+            (1, 3),
+            (1, 255),
+            (1, 700),
+            (1, 1400),
+        ] {
+            let len = pos0 + n;
+            let q = rng.vec(n * nh * hd, amp);
+            let keys = r16(rng.vec(len * nkv * hd, 1.0));
+            let values = r16(rng.vec(len * nkv * hd, 1.0));
+            let tag =
+                format!("heads {nh}/{nkv} hd {hd} window {window} cap {softcap} n {n} pos0 {pos0}");
+            let want = attention_ref(&s, &q, &keys, &values, pos0);
+            for f32 in [false, true] {
+                let out = testing::attention(&g, &s, &q, &keys, &values, pos0, f32, 1).unwrap();
+                let e = rel(&out, &want);
+                println!("{tag} f32 {f32}: rel {e:.2e}");
+                assert!(e < TOL, "{tag} f32 {f32}: {e}");
+                if n == 1 {
+                    for split in [2usize, 3] {
+                        let sp = testing::attention(&g, &s, &q, &keys, &values, pos0, f32, split)
+                            .unwrap();
+                        assert_eq!(bits(&out), bits(&sp), "{tag} f32 {f32}: split {split}");
+                    }
+                }
+            }
+            if n == 1 {
+                let (k, v) = (rng.vec(nkv * hd, 1.0), rng.vec(nkv * hd, 1.0));
+                let (kk, vv) = (&keys[..pos0 * nkv * hd], &values[..pos0 * nkv * hd]);
+                let run = |m| {
+                    testing::rope_attention(&g, &s, &rope.freqs, (&q, &k, &v), (kk, vv), pos0, m)
+                        .unwrap()
+                };
+                let (a, ak, av, _) = run((false, false, 1));
+                let (b, bk, bv, _) = run((true, false, 1));
+                assert_eq!(bits(&a), bits(&b), "{tag}: rope_attention");
+                assert_eq!((ak, av), (bk, bv), "{tag}: rope_attention's stores");
+                let (c, _, _, _) = run((true, false, 3));
+                assert_eq!(bits(&a), bits(&c), "{tag}: rope_attention split 3");
+            }
+        }
+    }
+    println!("attention: windows and soft-caps match the f64 reference");
 }
 
 #[test]

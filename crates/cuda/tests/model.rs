@@ -198,6 +198,77 @@ fn qwen3_per_head_qk_norms() {
     assert!(path.contains("q/k norms"), "{path}");
 }
 
+/// A model of a family the persistent kernel does not run: the graph path, and the reason in
+/// the decode path (which must name `why`).
+fn graph_path_says(spec: &SynthSpec, why: &str) {
+    let Some(_) = gpu() else { return };
+    let (_, m) = models(spec);
+    let cuda = CudaModel::new(&m, 0).expect("model uploads");
+    cuda.set_persistent(true);
+    let path = cuda.decode_path();
+    assert!(path.starts_with("graph") && path.contains(why), "{path}");
+}
+
+#[test]
+fn gemma3_windows_post_norms_and_geglu() {
+    // gemma3's 256-wide heads (one kv head), embeddings times sqrt(n_embd), per-head q/k norms,
+    // post-norms, GeGLU; five layers attend over windows of 4 positions with their own rope
+    // base, the sixth globally: the prompt and the decode steps cross the window.
+    let spec = SynthSpec {
+        arch: "gemma3",
+        n_vocab: 4096,
+        n_embd: 1024,
+        n_layer: 6,
+        n_ff: 2048,
+        n_head: 4,
+        n_head_kv: 1,
+        ty: GgmlType::Q8_0,
+        tied: true,
+        seed: 14,
+    };
+    check_model(&spec, 12, 6);
+    check_model(
+        &SynthSpec {
+            ty: GgmlType::Q4_K,
+            n_layer: 2,
+            ..spec
+        },
+        7,
+        4,
+    );
+    graph_path_says(&spec, "q/k norms");
+}
+
+#[test]
+fn gemma2_softcaps_and_alternating_windows() {
+    // Soft-capped scores (50) and logits (30), every other layer over a window of 4.
+    let spec = SynthSpec {
+        arch: "gemma2",
+        ..kshape(GgmlType::Q4_K, "gemma2")
+    };
+    check_model(&spec, 10, 5);
+    check_model(
+        &SynthSpec {
+            arch: "gemma2",
+            ..smol(GgmlType::Q8_0, 2, true)
+        },
+        9,
+        4,
+    );
+    graph_path_says(&spec, "post-norms");
+}
+
+#[test]
+fn granite_scales() {
+    // Embeddings times 2, scores times 0.1, branches times 0.5 before their adds, logits / 3.
+    let spec = SynthSpec {
+        arch: "granite",
+        ..smol(GgmlType::Q8_0, 2, false)
+    };
+    check_model(&spec, 10, 5);
+    graph_path_says(&spec, "scaled embeddings");
+}
+
 #[test]
 fn graph_and_plain_decode_agree_and_prefill_matches_decode() {
     let Some(_) = gpu() else { return };

@@ -18,7 +18,7 @@ pub enum Device {
 }
 
 /// The device to load `model` on: `device`, or the CPU when `device` was `auto`'s choice and
-/// that backend does not run the model's family (gemma3 on CUDA); an explicit device is kept,
+/// that backend does not run the model's family; an explicit device is kept,
 /// and [`Backend::new`] then says why it cannot run there.
 pub fn device_for(model: &Model, device: Device, auto: bool) -> Device {
     let runs = match device {

@@ -66,6 +66,9 @@ impl CudaModel {
         // positions kv.len..kv.len+n (checked by `forward`), and every buffer belongs to this model.
         unsafe {
             launch::embed(g, &self.embd.r(g), g.ptr(&kv.tokens), n, x)?;
+            if let Some(s) = hp.embd_scale {
+                launch::scale_values(g, x, s, n * e)?;
+            }
             for (li, l) in self.layers.iter().enumerate() {
                 let cache = self.cache_ptrs(kv, li);
                 launch::rms_norm(g, x, p(&l.attn_norm), h, n, e, hp.rms_eps)?;
@@ -79,12 +82,28 @@ impl CudaModel {
                     split: kv.split(g),
                 };
                 self.rope_attend(li, (q, k, v), at, att, n, None)?;
-                self.matmul(&mut blas, &out_(&l.wo, x, 0, true), att, n)?;
+                // A branch normed or scaled before its add (gemma, granite) goes through h.
+                match self.branch(&l.post_attn_norm) {
+                    None => self.matmul(&mut blas, &out_(&l.wo, x, 0, true), att, n)?,
+                    Some((norm, scale)) => {
+                        self.matmul(&mut blas, &out_(&l.wo, h, 0, false), att, n)?;
+                        launch::add_branch(g, x, h, norm, (n, e), hp.rms_eps, scale)?;
+                    }
+                }
                 launch::rms_norm(g, x, p(&l.ffn_norm), h, n, e, hp.rms_eps)?;
                 self.matmul(&mut blas, &out_(&l.w_gate, gate, 0, false), h, n)?;
                 self.matmul(&mut blas, &out_(&l.w_up, up, 0, false), h, n)?;
-                launch::swiglu(g, gate, up, n * hp.n_ff)?;
-                self.matmul(&mut blas, &out_(&l.w_down, x, 0, true), gate, n)?;
+                match hp.ffn_act {
+                    model::FfnAct::Silu => launch::swiglu(g, gate, up, n * hp.n_ff)?,
+                    model::FfnAct::GeluTanh => launch::geglu(g, gate, up, n * hp.n_ff)?,
+                }
+                match self.branch(&l.post_ffn_norm) {
+                    None => self.matmul(&mut blas, &out_(&l.w_down, x, 0, true), gate, n)?,
+                    Some((norm, scale)) => {
+                        self.matmul(&mut blas, &out_(&l.w_down, h, 0, false), gate, n)?;
+                        launch::add_branch(g, x, h, norm, (n, e), hp.rms_eps, scale)?;
+                    }
+                }
             }
             let norm = p(&self.output_norm);
             match want {
@@ -98,6 +117,7 @@ impl CudaModel {
                     };
                     let last = x + ((n - 1) * e * 4) as u64;
                     launch::matvec(g, &[head], e, last, Prep::RmsNorm(norm, hp.rms_eps))?;
+                    self.finish_logits(logits, 1)?;
                 }
                 Some(Logits::All) => {
                     if let Some(all) = &kv.logits_all {
@@ -110,6 +130,7 @@ impl CudaModel {
                             fixed: false,
                         };
                         self.matmul(&mut blas, &head, h, n)?;
+                        self.finish_logits(g.ptr(all), n)?;
                     }
                 }
                 None => {}

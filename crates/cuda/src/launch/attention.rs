@@ -16,6 +16,12 @@ pub struct Heads {
     pub head_dim_v: usize,
     pub n_rot: usize,
     pub neox: bool,
+    /// Attention scores' factor (1/sqrt(head_dim) for most families).
+    pub scale: f32,
+    /// Sliding-window layers: a query sees this many positions, its own included (0: all).
+    pub window: usize,
+    /// Scores soft-capped to `softcap * tanh(s / softcap)` (gemma2; 0: none).
+    pub softcap: f32,
 }
 
 impl Heads {
@@ -138,7 +144,7 @@ pub(crate) unsafe fn attention(
         h.head_dim as i32,
         h.head_dim_v as i32,
     );
-    let scale = 1.0 / (h.head_dim as f32).sqrt();
+    let (scale, window, cap) = (h.scale, h.window as i32, h.softcap);
     let f = if at.wide() {
         &gpu.k.attention_f32
     } else {
@@ -150,7 +156,7 @@ pub(crate) unsafe fn attention(
     // SAFETY: as above; a split's scratch holds n_head slots (one query).
     unsafe {
         launch_dep!(gpu, f, cfg, "attention launch"; &q, &kc, &vc, &out, &pos, &nh, &nkv, &hd, &hdv,
-            &scale, &rows, &layer, &sp.part, &sp.count, &sp.max_tiles)
+            &scale, &rows, &layer, &sp.part, &sp.count, &sp.max_tiles, &window, &cap)
     }
 }
 
@@ -183,7 +189,7 @@ pub(crate) unsafe fn rope_attention(
         ));
     };
     let (nh, nkv, hd, hdv, nrot, neox) = h.kernel_args();
-    let scale = 1.0 / (h.head_dim as f32).sqrt();
+    let (scale, window, cap) = (h.scale, h.window as i32, h.softcap);
     let stage = att_stage_cap(gpu, h);
     let smem = stage * (h.head_dim + h.head_dim_v) * 2;
     let cfg = cfg((h.n_head as u32, 1, sp.blocks), 256, smem as u32);
@@ -192,7 +198,7 @@ pub(crate) unsafe fn rope_attention(
     unsafe {
         launch_dep!(gpu, &gpu.k.rope_attention, cfg, "attention launch"; &q, &k, &v, &kc, &vc, &pos,
             &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale, &prep, &sp.part, &sp.count,
-            &sp.max_tiles, &stage)
+            &sp.max_tiles, &stage, &window, &cap)
     }
 }
 

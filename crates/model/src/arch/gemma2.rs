@@ -2,8 +2,8 @@
 //! embeddings times sqrt(n_embd)), with tanh soft-capping of the attention scores
 //! (`attn_logit_softcapping`, 50 by default) and of the final logits
 //! (`final_logit_softcapping`, 30), and every other layer over a sliding window
-//! (`attention.sliding_window`, 4096 by default) with the global layers' rope. The CPU and
-//! wgpu backends run it, CUDA not yet.
+//! (`attention.sliding_window`, 4096 by default) with the global layers' rope. Every backend
+//! runs it (CUDA on its graph path).
 
 use super::{ArchSpec, FfnAct, Softcaps, SwaSpec};
 use crate::hparams::RopeStyle;
@@ -23,6 +23,5 @@ pub const SPEC: ArchSpec = ArchSpec {
         attn: 50.0,
         final_logits: 30.0,
     }),
-    cuda: false,
     ..ArchSpec::LLAMA
 };

@@ -2,7 +2,7 @@
 //! of the attention and FFN outputs before each residual add, GeGLU (tanh GELU), embeddings
 //! scaled by sqrt(n_embd), and five sliding-window layers (rope base 10000) to each global one
 //! (the file's rope base). The converter stores the norms' weights with Gemma's +1 folded in,
-//! so they are plain RMSNorm weights here. The CPU and wgpu backends run it, CUDA not yet.
+//! so they are plain RMSNorm weights here. Every backend runs it (CUDA on its graph path).
 
 use super::{ArchSpec, FfnAct, SwaSpec};
 use crate::hparams::RopeStyle;
@@ -19,6 +19,5 @@ pub const SPEC: ArchSpec = ArchSpec {
         rope_base: Some(10000.0),
         default_window: None,
     }),
-    cuda: false,
     ..ArchSpec::LLAMA
 };

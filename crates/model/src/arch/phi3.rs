@@ -11,6 +11,5 @@ use crate::hparams::RopeStyle;
 pub const SPEC: ArchSpec = ArchSpec {
     name: "phi3",
     rope_style: RopeStyle::Neox,
-    cuda: true,
     ..ArchSpec::LLAMA
 };

@@ -9,6 +9,5 @@ pub const SPEC: ArchSpec = ArchSpec {
     name: "qwen3",
     rope_style: RopeStyle::Neox,
     qk_norm: true,
-    cuda: true,
     ..ArchSpec::LLAMA
 };

@@ -7,6 +7,5 @@ use super::ArchSpec;
 pub const SPEC: ArchSpec = ArchSpec {
     name: "smollm3",
     nope_every: 4,
-    cuda: true,
     ..ArchSpec::LLAMA
 };
