@@ -32,6 +32,12 @@
 // than HBM delivers, so they never catch up on what the ring held), running ahead saves 2-7%,
 // and the 8B is not worth a persistent kernel of this kind (the engine's persistent kernel on the
 // real 8B's shape, MOLLA_PERSISTENT=1: 294 tok/s against the graph's 450).
+//
+// Session 40 (H100 80GB HBM3, the only machine lent; one run): DYN does not rescue it. With both
+// spins, four 44 KB slots and 16 warps, DYN 82.0 us a layer against 73.4 for the fixed shares
+// ("ahead"), its bounded run-ahead slower still (ahead 1: 108.5, ahead 2: 81.5), eight or twelve
+// slots 124-154; without hand-overs, DYN's page counter alone costs 59.2 against 47.5 ("no sync").
+// The bits of DYN's layer 0 equal row_dot_q16's.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
