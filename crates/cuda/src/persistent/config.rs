@@ -236,6 +236,52 @@ pub(super) fn types_in(st: &PkStep, mask: u64) -> bool {
         .all(|&t| (0..64).contains(&t) && mask >> t & 1 == 1)
 }
 
+/// What in `model` the persistent kernel does not do, if anything: then decode takes the graph
+/// path.
+pub(crate) fn pk_lacks(model: &model::Model) -> Option<String> {
+    let hp = &model.hp;
+    let default_scale = 1.0 / (hp.head_dim as f32).sqrt();
+    let lacks = [
+        // Its attention step ropes every layer alike (one n_rot for the launch).
+        (
+            (0..hp.n_layer).any(|l| !hp.ropes(l)),
+            "layers without rope (the persistent kernel ropes every layer)",
+        ),
+        (
+            model.layers.iter().any(|l| l.q_norm.is_some()),
+            "per-head q/k norms (not in the persistent kernel)",
+        ),
+        (
+            model.arch.post_norms,
+            "post-norms of the attention and FFN outputs (not in the persistent kernel)",
+        ),
+        (
+            hp.ffn_act != model::FfnAct::Silu,
+            "GeGLU (the persistent kernel computes SwiGLU)",
+        ),
+        (
+            hp.swa_window > 0,
+            "sliding-window layers (the persistent kernel attends globally)",
+        ),
+        (
+            hp.attn_softcap.is_some() || hp.final_softcap.is_some(),
+            "soft-capped scores or logits (not in the persistent kernel)",
+        ),
+        (
+            hp.embd_scale.is_some() || hp.residual_scale.is_some() || hp.logit_mul.is_some(),
+            "scaled embeddings, residuals or logits (not in the persistent kernel)",
+        ),
+        (
+            hp.attn_scale.to_bits() != default_scale.to_bits(),
+            "an attention scale other than 1/sqrt(head_dim) (not in the persistent kernel)",
+        ),
+    ];
+    lacks
+        .into_iter()
+        .find(|(has, _)| *has)
+        .map(|(_, why)| why.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
