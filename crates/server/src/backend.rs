@@ -488,16 +488,19 @@ mod tests {
     }
 
     /// `auto` sends a family CUDA does not run to the CPU; an explicit device is kept, and the
-    /// backend then refuses the model with a reason rather than running it wrongly.
+    /// backend then refuses the model with a reason rather than running it wrongly. Every family
+    /// runs on CUDA now, so a gemma3 spec with the flag off stands for one that does not.
     #[test]
     fn auto_runs_a_family_cuda_lacks_on_the_cpu() {
-        let (gemma, llama) = (model("gemma3"), model("llama"));
+        let (mut gemma, llama) = (model("gemma3"), model("llama"));
+        assert_eq!(device_for(&gemma, Device::Cuda(0), true), Device::Cuda(0));
+        gemma.arch.cuda = false;
         assert_eq!(device_for(&gemma, Device::Cuda(0), true), Device::Cpu);
         assert_eq!(device_for(&gemma, Device::Gpu, true), Device::Gpu);
         assert_eq!(device_for(&gemma, Device::Cuda(0), false), Device::Cuda(0));
         assert_eq!(device_for(&llama, Device::Cuda(0), true), Device::Cuda(0));
         match Backend::new(gemma, Device::Cuda(0)) {
-            Ok(_) => panic!("a gemma3 model loaded on CUDA"),
+            Ok(_) => panic!("a model of a family CUDA lacks loaded on CUDA"),
             Err(e) => {
                 let msg = e.to_string();
                 assert!(
