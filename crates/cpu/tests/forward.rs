@@ -61,6 +61,36 @@ fn prefill_equals_decode_for_each_arch_and_type() {
     }
 }
 
+/// Heads wider than n_embd / n_head (Gemma 3 270M's four heads of 256 over a 640-wide stream,
+/// q 1024 wide): prefill equals decode, as for every other shape.
+#[test]
+fn heads_wider_than_the_embedding_split() {
+    for arch in ["gemma3", "qwen3", "llama"] {
+        let spec = SynthSpec {
+            n_embd: 640,
+            n_head: 4,
+            n_head_kv: 1,
+            n_ff: 256,
+            ..SynthSpec::tiny(arch)
+        };
+        let bytes = model::synth::build_with_heads(&spec, 256).expect("builds");
+        let m = CpuModel::new(Model::from_file(GgufFile::from_bytes(bytes).unwrap()).unwrap());
+        let tokens = [1u32, 17, 200, 3, 99, 42, 7];
+        let mut kv = m.new_cache(16);
+        let all = m.forward(&tokens, &mut kv, Logits::All).unwrap();
+        let v = m.model.hp.n_vocab;
+        let mut kv2 = m.new_cache(16);
+        for (i, &t) in tokens.iter().enumerate() {
+            let step = m.forward(&[t], &mut kv2, Logits::Last).unwrap();
+            let d = max_diff(&step, &all[i * v..(i + 1) * v]);
+            assert!(
+                d < 1e-3,
+                "{arch} position {i}: prefill and decode differ by {d}"
+            );
+        }
+    }
+}
+
 /// A gemma3 of two sliding-window layers sees the last 1 + 2 (window - 1) tokens only: prompts
 /// that differ further back give the same bits, on the prefill and decode paths; with a
 /// sixth, global layer they do not.

@@ -8,7 +8,7 @@ use cpu::{CpuError, CpuModel, Logits};
 use cuda::{CudaError, CudaModel};
 use gguf::{GgmlType, GgufFile};
 use model::Model;
-use model::synth::{SynthSpec, build};
+use model::synth::{SynthSpec, build_with_heads};
 
 /// SmolLM2's shapes (n_embd 576, 9/3 heads, ff 1536, vocab 49152), fewer layers.
 fn smol(ty: GgmlType, n_layer: usize, tied: bool) -> SynthSpec {
@@ -59,7 +59,12 @@ fn qwen(ty: GgmlType) -> SynthSpec {
 }
 
 fn models(spec: &SynthSpec) -> (CpuModel, Model) {
-    let bytes = build(spec).expect("synthetic model builds");
+    models_with_heads(spec, spec.n_embd / spec.n_head)
+}
+
+/// [`models`] with heads `hd` wide (q and the attention output `n_head * hd` wide).
+fn models_with_heads(spec: &SynthSpec, hd: usize) -> (CpuModel, Model) {
+    let bytes = build_with_heads(spec, hd).expect("synthetic model builds");
     let cpu =
         CpuModel::new(Model::from_file(GgufFile::from_bytes(bytes.clone()).unwrap()).unwrap());
     (
@@ -75,13 +80,18 @@ fn compare(what: &str, got: &[f32], cpu: &[f32]) -> f64 {
 
 /// Prefill of a prompt (every position), then decode steps, CUDA vs CPU at each position.
 fn check_model(spec: &SynthSpec, prompt_len: usize, steps: usize) {
+    check_model_heads(spec, spec.n_embd / spec.n_head, prompt_len, steps);
+}
+
+/// [`check_model`] with heads `hd` wide.
+fn check_model_heads(spec: &SynthSpec, hd: usize, prompt_len: usize, steps: usize) {
     let Some(_) = gpu() else { return };
-    let (cpu, m) = models(spec);
+    let (cpu, m) = models_with_heads(spec, hd);
     let cuda = CudaModel::new(&m, 0).expect("model uploads");
     let mut rng = Rng::new(spec.seed);
     let vocab = spec.n_vocab;
     let prompt: Vec<u32> = (0..prompt_len).map(|_| rng.below(vocab) as u32).collect();
-    let tag = format!("{} {} {}L", spec.arch, spec.ty, spec.n_layer);
+    let tag = format!("{} {} {}L hd {hd}", spec.arch, spec.ty, spec.n_layer);
     let (mut kc, mut kg) = (cpu.new_cache(64), cuda.new_cache(64).unwrap());
     let c_all = cpu.forward(&prompt, &mut kc, Logits::All).unwrap();
     let g_all = cuda.forward(&prompt, &mut kg, Logits::All).unwrap();
@@ -237,6 +247,34 @@ fn gemma3_windows_post_norms_and_geglu() {
         4,
     );
     graph_path_says(&spec, "q/k norms");
+}
+
+#[test]
+fn heads_wider_than_n_embd_over_n_head() {
+    // Gemma 3 270M's attention (640 wide, four heads of 256 over one kv head: q 1024 wide) and
+    // Qwen3-0.6B's (1024 wide, sixteen heads of 128 over eight: q 2048 wide), a layer or two.
+    let gemma = SynthSpec {
+        arch: "gemma3",
+        n_vocab: 4096,
+        n_embd: 640,
+        n_layer: 2,
+        n_ff: 2048,
+        n_head: 4,
+        n_head_kv: 1,
+        ty: GgmlType::Q8_0,
+        tied: true,
+        seed: 15,
+    };
+    check_model_heads(&gemma, 256, 9, 4);
+    let qwen3 = SynthSpec {
+        arch: "qwen3",
+        n_embd: 1024,
+        n_ff: 3072,
+        n_head: 16,
+        n_head_kv: 8,
+        ..gemma
+    };
+    check_model_heads(&qwen3, 128, 9, 4);
 }
 
 #[test]

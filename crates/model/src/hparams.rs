@@ -316,6 +316,28 @@ mod tests {
             .hp
     }
 
+    /// Heads wider than n_embd / n_head (`attention.key_length`): Gemma 3 270M's shape loads with
+    /// q 1024 wide over a 640-wide residual stream, every family's tensors checked by the loader.
+    #[test]
+    fn heads_may_be_wider_than_the_embedding_split() {
+        for arch in ["gemma3", "qwen3", "llama", "phi3", "qwen2"] {
+            let spec = SynthSpec {
+                n_embd: 640,
+                n_head: 4,
+                n_head_kv: 1,
+                n_ff: 256,
+                ..SynthSpec::tiny(arch)
+            };
+            let bytes = crate::synth::build_with_heads(&spec, 256).unwrap();
+            let m = crate::Model::from_file(gguf::GgufFile::from_bytes(bytes).unwrap()).unwrap();
+            assert_eq!(
+                (m.hp.head_dim, m.hp.q_dim(), m.hp.n_embd),
+                (256, 1024, 640),
+                "{arch}"
+            );
+        }
+    }
+
     /// Which layers rope and which attend over a window, per family.
     #[test]
     fn layer_kinds_follow_the_family() {

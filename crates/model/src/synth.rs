@@ -95,9 +95,16 @@ impl Rng {
 
 /// Writes the model described by `s` as a GGUF file in memory.
 pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
+    build_with_heads(s, s.n_embd / s.n_head.max(1))
+}
+
+/// [`build`] with heads `hd` wide (`attention.key_length` and `value_length`), so that q and
+/// the attention output are `n_head * hd` wide rather than `n_embd`, as in Gemma 3 270M (640
+/// wide, four heads of 256) and Qwen3 (1024 wide, sixteen heads of 128).
+pub fn build_with_heads(s: &SynthSpec, hd: usize) -> Result<Vec<u8>> {
     let a = s.arch;
-    let hd = s.n_embd / s.n_head;
     let kv = s.n_head_kv * hd;
+    let q = s.n_head * hd;
     let md: Vec<(String, Value)> = vec![
         ("general.architecture".into(), Value::String(a.into())),
         (
@@ -126,6 +133,11 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
         (format!("{a}.rope.freq_base"), Value::F32(10000.0)),
     ];
     let mut md = md;
+    if q != s.n_embd {
+        for key in ["key_length", "value_length"] {
+            md.push((format!("{a}.attention.{key}"), Value::U32(hd as u32)));
+        }
+    }
     let spec = crate::arch::lookup(a).unwrap_or(crate::arch::ArchSpec::LLAMA);
     if spec.granite_scales {
         for (key, v) in [
@@ -152,14 +164,14 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
         // phi3's files fuse q/k/v, and gate with up (gate first).
         let fused = a == "phi3";
         if fused {
-            t.push((n("attn_qkv.weight"), s.n_embd, s.n_embd + 2 * kv));
+            t.push((n("attn_qkv.weight"), s.n_embd, q + 2 * kv));
         } else {
-            t.push((n("attn_q.weight"), s.n_embd, s.n_embd));
+            t.push((n("attn_q.weight"), s.n_embd, q));
             t.push((n("attn_k.weight"), s.n_embd, kv));
             t.push((n("attn_v.weight"), s.n_embd, kv));
         }
         if spec.qkv_bias {
-            t.push((n("attn_q.bias"), s.n_embd, 0));
+            t.push((n("attn_q.bias"), q, 0));
             t.push((n("attn_k.bias"), kv, 0));
             t.push((n("attn_v.bias"), kv, 0));
         }
@@ -171,7 +183,7 @@ pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
             t.push((n("post_attention_norm.weight"), s.n_embd, 0));
             t.push((n("post_ffw_norm.weight"), s.n_embd, 0));
         }
-        t.push((n("attn_output.weight"), s.n_embd, s.n_embd));
+        t.push((n("attn_output.weight"), q, s.n_embd));
         t.push((n("ffn_norm.weight"), s.n_embd, 0));
         if fused {
             t.push((n("ffn_up.weight"), s.n_embd, 2 * s.n_ff));
