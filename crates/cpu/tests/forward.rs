@@ -38,27 +38,32 @@ fn prefill_equals_decode_for_each_arch_and_type() {
             }
             spec.ty = ty;
             spec.tied = ty == GgmlType::Q4_1;
-            let m = load(&spec);
-            let tokens = [1u32, 17, 200, 3, 99, 42, 7];
-            let mut kv = m.new_cache(16);
-            let all = m.forward(&tokens, &mut kv, Logits::All).unwrap();
-            assert_eq!(kv.len, tokens.len());
-            let v = m.model.hp.n_vocab;
-            let mut kv2 = m.new_cache(16);
-            for (i, &t) in tokens.iter().enumerate() {
-                let step = m.forward(&[t], &mut kv2, Logits::Last).unwrap();
-                let d = max_diff(&step, &all[i * v..(i + 1) * v]);
-                assert!(
-                    d < 1e-3,
-                    "{arch} {ty} position {i}: prefill and decode differ by {d}"
-                );
-            }
-            let mut kv3 = m.new_cache(16);
-            let last = m.forward(&tokens, &mut kv3, Logits::Last).unwrap();
-            assert_eq!(last.len(), v);
-            assert!(max_diff(&last, &all[(tokens.len() - 1) * v..]) < 1e-4);
+            prefill_equals_decode(&load(&spec), &format!("{arch} {ty}"));
         }
     }
+}
+
+/// Seven tokens' prefill (every position's logits) against the same tokens decoded one at a
+/// time, and against a prefill asking for the last position only.
+fn prefill_equals_decode(m: &CpuModel, tag: &str) {
+    let tokens = [1u32, 17, 200, 3, 99, 42, 7];
+    let mut kv = m.new_cache(16);
+    let all = m.forward(&tokens, &mut kv, Logits::All).unwrap();
+    assert_eq!(kv.len, tokens.len());
+    let v = m.model.hp.n_vocab;
+    let mut kv2 = m.new_cache(16);
+    for (i, &t) in tokens.iter().enumerate() {
+        let step = m.forward(&[t], &mut kv2, Logits::Last).unwrap();
+        let d = max_diff(&step, &all[i * v..(i + 1) * v]);
+        assert!(
+            d < 1e-3,
+            "{tag} position {i}: prefill and decode differ by {d}"
+        );
+    }
+    let mut kv3 = m.new_cache(16);
+    let last = m.forward(&tokens, &mut kv3, Logits::Last).unwrap();
+    assert_eq!(last.len(), v);
+    assert!(max_diff(&last, &all[(tokens.len() - 1) * v..]) < 1e-4);
 }
 
 /// Heads wider than n_embd / n_head (Gemma 3 270M's four heads of 256 over a 640-wide stream,
@@ -66,28 +71,10 @@ fn prefill_equals_decode_for_each_arch_and_type() {
 #[test]
 fn heads_wider_than_the_embedding_split() {
     for arch in ["gemma3", "qwen3", "llama"] {
-        let spec = SynthSpec {
-            n_embd: 640,
-            n_head: 4,
-            n_head_kv: 1,
-            n_ff: 256,
-            ..SynthSpec::tiny(arch)
-        };
-        let bytes = model::synth::build_with_heads(&spec, 256).expect("builds");
+        let spec = SynthSpec::wide_heads(arch);
+        let bytes = model::synth::build_with_heads(&spec, model::synth::WIDE_HEAD_DIM).unwrap();
         let m = CpuModel::new(Model::from_file(GgufFile::from_bytes(bytes).unwrap()).unwrap());
-        let tokens = [1u32, 17, 200, 3, 99, 42, 7];
-        let mut kv = m.new_cache(16);
-        let all = m.forward(&tokens, &mut kv, Logits::All).unwrap();
-        let v = m.model.hp.n_vocab;
-        let mut kv2 = m.new_cache(16);
-        for (i, &t) in tokens.iter().enumerate() {
-            let step = m.forward(&[t], &mut kv2, Logits::Last).unwrap();
-            let d = max_diff(&step, &all[i * v..(i + 1) * v]);
-            assert!(
-                d < 1e-3,
-                "{arch} position {i}: prefill and decode differ by {d}"
-            );
-        }
+        prefill_equals_decode(&m, arch);
     }
 }
 

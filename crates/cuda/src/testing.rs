@@ -64,6 +64,10 @@ pub enum Input<'a> {
     SwiGlu {
         up: &'a [f32],
     },
+    /// gelu_tanh(x) * up (gemma's GeGLU).
+    GeGlu {
+        up: &'a [f32],
+    },
 }
 
 /// Which decode matvec kernel runs: `matvec` (small matrices), or the decode step's path for big
@@ -160,7 +164,7 @@ pub fn matvec(
 fn prep_of(gpu: &Gpu, input: Input, cols: usize) -> Result<(Option<CudaSlice<f32>>, Prep)> {
     let aux = match input {
         Input::Plain | Input::PlainFixed => None,
-        Input::RmsNorm { w, .. } | Input::SwiGlu { up: w } => {
+        Input::RmsNorm { w, .. } | Input::SwiGlu { up: w } | Input::GeGlu { up: w } => {
             check("matvec input weights", w.len(), cols)?;
             Some(gpu.upload(w)?)
         }
@@ -170,6 +174,7 @@ fn prep_of(gpu: &Gpu, input: Input, cols: usize) -> Result<(Option<CudaSlice<f32
         Input::Plain | Input::PlainFixed => Prep::Plain,
         Input::RmsNorm { eps, .. } => Prep::RmsNorm(aux_ptr, eps),
         Input::SwiGlu { .. } => Prep::SwiGlu(aux_ptr),
+        Input::GeGlu { .. } => Prep::GeGlu(aux_ptr),
     };
     Ok((aux, prep))
 }
@@ -626,12 +631,12 @@ pub fn embed(
     fetch(gpu, &out, tokens.len() * cols)
 }
 
-/// SwiGLU: `silu(g) * u`.
-pub fn swiglu(gpu: &Gpu, g: &[f32], u: &[f32]) -> Result<Vec<f32>> {
-    check("swiglu up", u.len(), g.len())?;
+/// A gated unit, prefill's launch: SwiGLU `silu(g) * u`, or GeGLU `gelu_tanh(g) * u`.
+pub fn glu(gpu: &Gpu, act: model::FfnAct, g: &[f32], u: &[f32]) -> Result<Vec<f32>> {
+    check("glu up", u.len(), g.len())?;
     let (gd, ud) = (gpu.upload(g)?, gpu.upload(u)?);
     // SAFETY: both hold g.len() values.
-    unsafe { launch::swiglu(gpu, gpu.ptr(&gd), gpu.ptr(&ud), g.len())? };
+    unsafe { launch::glu(gpu, act, gpu.ptr(&gd), gpu.ptr(&ud), g.len())? };
     fetch(gpu, &gd, g.len())
 }
 

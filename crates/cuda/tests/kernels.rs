@@ -8,6 +8,7 @@ use cpu::ops;
 use cuda::testing::{self, HeadShape, Input, Kernel, Seg};
 use gguf::GgmlType;
 use half::f16;
+use model::FfnAct;
 
 const TOL: f64 = 1e-3;
 
@@ -114,7 +115,9 @@ fn matvec_fused_input_bias_residual_and_mixed_segments() {
     ops::rms_norm(&m.x, &m.aux, 1e-5, &mut normed);
     let mut glu = m.x.clone();
     ops::swiglu(&mut glu, &m.aux);
-    let cases: [(&str, Input, &[f32]); 3] = [
+    let mut geglu = m.x.clone();
+    ops::geglu(&mut geglu, &m.aux);
+    let cases: [(&str, Input, &[f32]); 4] = [
         ("plain", Input::Plain, &m.x),
         (
             "rmsnorm",
@@ -125,6 +128,7 @@ fn matvec_fused_input_bias_residual_and_mixed_segments() {
             &normed,
         ),
         ("swiglu", Input::SwiGlu { up: &m.aux }, &glu),
+        ("geglu", Input::GeGlu { up: &m.aux }, &geglu),
     ];
     let segs = m.segs();
     for (name, input, xin) in cases {
@@ -280,7 +284,7 @@ fn embedding_every_type() {
 }
 
 #[test]
-fn rms_norm_and_swiglu() {
+fn rms_norm_swiglu_and_geglu() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng::new(5);
     for cols in [576usize, 896, 4864] {
@@ -293,8 +297,12 @@ fn rms_norm_and_swiglu() {
         let u = rng.vec(x.len(), 2.0);
         let mut cpu = x.clone();
         ops::swiglu(&mut cpu, &u);
-        let e = rel(&testing::swiglu(&g, &x, &u).unwrap(), &cpu);
+        let e = rel(&testing::glu(&g, FfnAct::Silu, &x, &u).unwrap(), &cpu);
         assert!(e < TOL, "swiglu {cols}: {e}");
+        let mut cpu = x.clone();
+        ops::geglu(&mut cpu, &u);
+        let e = rel(&testing::glu(&g, FfnAct::GeluTanh, &x, &u).unwrap(), &cpu);
+        assert!(e < TOL, "geglu {cols}: {e}");
     }
 }
 
@@ -685,7 +693,7 @@ fn attention_windows_and_softcaps() {
 fn bad_lengths_are_errors() {
     let Some(g) = gpu() else { return };
     assert!(testing::rms_norm(&g, &[1.0; 5], &[1.0; 2], 1e-5).is_err());
-    assert!(testing::swiglu(&g, &[1.0; 5], &[1.0; 4]).is_err());
+    assert!(testing::glu(&g, FfnAct::Silu, &[1.0; 5], &[1.0; 4]).is_err());
     let seg = Seg {
         ty: GgmlType::Q8_0,
         rows: 2,

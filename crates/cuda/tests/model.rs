@@ -254,18 +254,13 @@ fn heads_wider_than_n_embd_over_n_head() {
     // Gemma 3 270M's attention (640 wide, four heads of 256 over one kv head: q 1024 wide) and
     // Qwen3-0.6B's (1024 wide, sixteen heads of 128 over eight: q 2048 wide), a layer or two.
     let gemma = SynthSpec {
-        arch: "gemma3",
         n_vocab: 4096,
-        n_embd: 640,
-        n_layer: 2,
         n_ff: 2048,
-        n_head: 4,
-        n_head_kv: 1,
-        ty: GgmlType::Q8_0,
         tied: true,
         seed: 15,
+        ..SynthSpec::wide_heads("gemma3")
     };
-    check_model_heads(&gemma, 256, 9, 4);
+    check_model_heads(&gemma, model::synth::WIDE_HEAD_DIM, 9, 4);
     let qwen3 = SynthSpec {
         arch: "qwen3",
         n_embd: 1024,

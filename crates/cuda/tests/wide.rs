@@ -99,6 +99,7 @@ fn matvec_wide_gives_the_bits_of_matvec() {
             eps: 1e-5,
         },
         Input::SwiGlu { up: &m.aux },
+        Input::GeGlu { up: &m.aux },
     ] {
         segs_same_bits_as_matvec(&g, &kernels, &segs, m.cols, &m.x, input, "fused");
     }

@@ -321,14 +321,8 @@ mod tests {
     #[test]
     fn heads_may_be_wider_than_the_embedding_split() {
         for arch in ["gemma3", "qwen3", "llama", "phi3", "qwen2"] {
-            let spec = SynthSpec {
-                n_embd: 640,
-                n_head: 4,
-                n_head_kv: 1,
-                n_ff: 256,
-                ..SynthSpec::tiny(arch)
-            };
-            let bytes = crate::synth::build_with_heads(&spec, 256).unwrap();
+            let spec = SynthSpec::wide_heads(arch);
+            let bytes = crate::synth::build_with_heads(&spec, crate::synth::WIDE_HEAD_DIM).unwrap();
             let m = crate::Model::from_file(gguf::GgufFile::from_bytes(bytes).unwrap()).unwrap();
             assert_eq!(
                 (m.hp.head_dim, m.hp.q_dim(), m.hp.n_embd),

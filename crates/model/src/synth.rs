@@ -42,6 +42,18 @@ impl SynthSpec {
         }
     }
 
+    /// [`tiny`](Self::tiny) with Gemma 3 270M's attention: 640 wide, four heads over one KV
+    /// head, to be built [`build_with_heads`] with heads of [`WIDE_HEAD_DIM`] (q 1024 wide).
+    pub fn wide_heads(arch: &'static str) -> SynthSpec {
+        SynthSpec {
+            n_embd: 640,
+            n_head: 4,
+            n_head_kv: 1,
+            n_ff: 256,
+            ..SynthSpec::tiny(arch)
+        }
+    }
+
     /// SmolLM2-135M's shapes: 30 layers, 576 wide, 9 heads over 3 KV heads, ff 1536, 49152
     /// tokens, tied head.
     pub fn smollm2(ty: GgmlType) -> SynthSpec {
@@ -76,6 +88,9 @@ impl SynthSpec {
         }
     }
 }
+
+/// The head width [`SynthSpec::wide_heads`] is built with.
+pub const WIDE_HEAD_DIM: usize = 256;
 
 /// The sliding window of a synthetic gemma3: short, so that tests of a few tokens cross it.
 pub const SYNTH_WINDOW: u32 = 4;

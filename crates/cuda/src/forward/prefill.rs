@@ -93,10 +93,7 @@ impl CudaModel {
                 launch::rms_norm(g, x, p(&l.ffn_norm), h, n, e, hp.rms_eps)?;
                 self.matmul(&mut blas, &out_(&l.w_gate, gate, 0, false), h, n)?;
                 self.matmul(&mut blas, &out_(&l.w_up, up, 0, false), h, n)?;
-                match hp.ffn_act {
-                    model::FfnAct::Silu => launch::swiglu(g, gate, up, n * hp.n_ff)?,
-                    model::FfnAct::GeluTanh => launch::geglu(g, gate, up, n * hp.n_ff)?,
-                }
+                launch::glu(g, hp.ffn_act, gate, up, n * hp.n_ff)?;
                 match self.branch(&l.post_ffn_norm) {
                     None => self.matmul(&mut blas, &out_(&l.w_down, x, 0, true), gate, n)?,
                     Some((norm, scale)) => {

@@ -6,34 +6,23 @@ use super::{cfg, count_launch, stride_grid};
 use crate::device::Gpu;
 use crate::error::{Result, drv};
 use cudarc::driver::PushKernelArg;
+use model::FfnAct;
 
-/// `g = silu(g) * u` over `n` values.
+/// `g = act(g) * u` over `n` values: SwiGLU (silu) or gemma's GeGLU (gelu_tanh).
 ///
 /// # Safety
 /// See the module docs.
-pub(crate) unsafe fn swiglu(gpu: &Gpu, g: u64, u: u64, n: usize) -> Result<()> {
+pub(crate) unsafe fn glu(gpu: &Gpu, act: FfnAct, g: u64, u: u64, n: usize) -> Result<()> {
+    let (f, what) = match act {
+        FfnAct::Silu => (&gpu.k.swiglu, "swiglu launch"),
+        FfnAct::GeluTanh => (&gpu.k.geglu, "geglu launch"),
+    };
     let n_i = n as i32;
-    let mut b = gpu.stream.launch_builder(&gpu.k.swiglu);
+    let mut b = gpu.stream.launch_builder(f);
     b.arg(&g).arg(&u).arg(&n_i);
     count_launch();
     // SAFETY: as above.
-    unsafe { b.launch(cfg((n.div_ceil(256) as u32, 1, 1), 256, 0)) }
-        .map_err(drv("swiglu launch"))?;
-    Ok(())
-}
-
-/// `g = gelu_tanh(g) * u` over `n` values (gemma's GeGLU).
-///
-/// # Safety
-/// See the module docs.
-pub(crate) unsafe fn geglu(gpu: &Gpu, g: u64, u: u64, n: usize) -> Result<()> {
-    let n_i = n as i32;
-    let mut b = gpu.stream.launch_builder(&gpu.k.geglu);
-    b.arg(&g).arg(&u).arg(&n_i);
-    count_launch();
-    // SAFETY: as above.
-    unsafe { b.launch(cfg((n.div_ceil(256) as u32, 1, 1), 256, 0)) }
-        .map_err(drv("geglu launch"))?;
+    unsafe { b.launch(cfg((n.div_ceil(256) as u32, 1, 1), 256, 0)) }.map_err(drv(what))?;
     Ok(())
 }
 
