@@ -36,15 +36,10 @@ MOLLA_KERNEL void geglu(float* g, const float* __restrict__ u, int n) {
     }
 }
 
-// x[i] *= s over n values (embeddings times sqrt(n_embd): gemma; granite's embedding scale).
-MOLLA_KERNEL void scale_values(float* x, float s, long long n) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        x[i] = x[i] * s;
-}
-
-// The head's logits finished as the CPU's finish_logits does: times `mul` (granite's 1 /
-// logit_scale; 1: none), then soft-capped to cap * tanh(v / cap) (gemma2; cap 0: none).
-MOLLA_KERNEL void finish_logits(float* x, float mul, float cap, long long n) {
+// n values times `mul` (1: none), then soft-capped to cap * tanh(v / cap) (cap 0: none): the
+// embeddings times sqrt(n_embd) (gemma) or granite's embedding scale, and the head's logits as
+// the CPU's finish_logits makes them (granite's 1 / logit_scale, gemma2's final soft-cap).
+MOLLA_KERNEL void scale_cap(float* x, float mul, float cap, long long n) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         float v = x[i];
         if (mul != 1.0f) v = v * mul;

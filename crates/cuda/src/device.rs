@@ -59,10 +59,9 @@ pub(crate) struct Kernels {
     /// x += norm(h) * scale (a branch onto the residual stream: gemma's post-norms, granite's
     /// residual scale).
     pub add_branch: CudaFunction,
-    /// x *= s (gemma's and granite's embedding scales).
-    pub scale_values: CudaFunction,
-    /// The head's logits scaled and soft-capped (granite, gemma2).
-    pub finish_logits: CudaFunction,
+    /// x scaled, then soft-capped (gemma's and granite's embedding scales; granite's and
+    /// gemma2's logits).
+    pub scale_cap: CudaFunction,
     pub gather_rows: CudaFunction,
     /// The greedy pick of a row of logits (kernels/pick.cu).
     pub pick_greedy: CudaFunction,
@@ -247,8 +246,7 @@ impl Gpu {
             swiglu: f("swiglu")?,
             geglu: f("geglu")?,
             add_branch: f("add_branch")?,
-            scale_values: f("scale_values")?,
-            finish_logits: f("finish_logits")?,
+            scale_cap: f("scale_cap")?,
             gather_rows: f("gather_rows")?,
             pick_greedy: f("pick_greedy")?,
             matvec_wide_pick: f("matvec_wide_pick")?,

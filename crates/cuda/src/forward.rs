@@ -675,10 +675,7 @@ impl CudaModel {
         let skip = launch::Skip::get();
         // SAFETY (all launches): as the caller guarantees.
         unsafe {
-            launch::embed(g, &self.embd.r(g), tokens, n, x)?;
-            if let Some(s) = hp.embd_scale {
-                launch::scale_values(g, x, s, n * hp.n_embd)?;
-            }
+            self.embed(tokens, n, x)?;
             for (li, l) in self.layers.iter().enumerate() {
                 let qkv = [
                     out(&l.wq, q, self.opt(&l.bq), false),
@@ -693,13 +690,10 @@ impl CudaModel {
                 // Rows summed in fixed point when the persistent kernel folds wo (the same bits);
                 // into h first when the branch is normed or scaled before its add (gemma,
                 // granite).
-                let wo_branch = self.branch(&l.post_attn_norm);
-                let wo = [match wo_branch {
-                    Some(_) => out(&l.wo, h, 0, false),
-                    None => Out {
-                        fixed: g.pk_build.fold,
-                        ..out(&l.wo, x, 0, true)
-                    },
+                let (wo, wo_branch) = self.residual_out(&l.wo, &l.post_attn_norm, (x, h));
+                let wo = [Out {
+                    fixed: wo_branch.is_none() && g.pk_build.fold,
+                    ..wo
                 }];
                 let att_cols = hp.n_head * hp.head_dim_v;
                 // wo's input (by default) and down's (an experiment) quantized by the kernel that
@@ -716,17 +710,12 @@ impl CudaModel {
                 if !skip.has(Skip::WO) {
                     launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
                 }
-                if let Some((norm, scale)) = wo_branch {
-                    launch::add_branch(g, x, h, norm, (n, hp.n_embd), eps, scale)?;
-                }
+                self.join_branch((x, h), wo_branch, n)?;
                 let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
                 let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
                 let norm = skip.prep(Skip::NORM, norm, &gu, hp.n_embd, rows);
-                let down_branch = self.branch(&l.post_ffn_norm);
-                let down = [match down_branch {
-                    Some(_) => out(&l.w_down, h, 0, false),
-                    None => out(&l.w_down, x, 0, true),
-                }];
+                let (down, down_branch) = self.residual_out(&l.w_down, &l.post_ffn_norm, (x, h));
+                let down = [down];
                 let silu = hp.ffn_act == model::FfnAct::Silu;
                 let glu = (silu && down_branch.is_none() && launch::glu_prep_on())
                     .then(|| launch::glu_buffer(&gu, hp.n_embd, &down, hp.n_ff, rows, max_cols))
@@ -748,9 +737,7 @@ impl CudaModel {
                         launch::matvec_rows(g, &down, hp.n_ff, gate, glu, rows)?;
                     }
                 }
-                if let Some((norm, scale)) = down_branch {
-                    launch::add_branch(g, x, h, norm, (n, hp.n_embd), eps, scale)?;
-                }
+                self.join_branch((x, h), down_branch, n)?;
             }
             let head = [Out {
                 w: self.output(),

@@ -167,11 +167,7 @@ fn smollm3_layers_without_rope() {
         ..smol(GgmlType::Q8_0, 4, true)
     };
     check_model(&spec, 12, 6);
-    let Some(_) = gpu() else { return };
-    let (_, m) = models(&spec);
-    let cuda = CudaModel::new(&m, 0).expect("model uploads");
-    let path = cuda.decode_path();
-    assert!(path.contains("without rope"), "{path}");
+    graph_path_says(&spec, "without rope");
 }
 
 #[test]
@@ -201,11 +197,7 @@ fn qwen3_per_head_qk_norms() {
         ..qwen(GgmlType::Q8_0)
     };
     check_model(&spec, 11, 5);
-    let Some(_) = gpu() else { return };
-    let (_, m) = models(&spec);
-    let cuda = CudaModel::new(&m, 0).expect("model uploads");
-    let path = cuda.decode_path();
-    assert!(path.contains("q/k norms"), "{path}");
+    graph_path_says(&spec, "q/k norms");
 }
 
 /// A model of a family the persistent kernel does not run: the graph path, and the reason in

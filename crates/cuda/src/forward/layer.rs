@@ -4,7 +4,8 @@
 
 use super::CudaModel;
 use crate::error::Result;
-use crate::launch::{self, Heads, KvAt};
+use crate::launch::{self, Heads, KvAt, Out};
+use crate::weights::DevMatrix;
 use cudarc::driver::CudaSlice;
 
 impl CudaModel {
@@ -65,13 +66,57 @@ impl CudaModel {
         Ok(false)
     }
 
-    /// How a block's attention or FFN output joins the residual stream: None when it is added
-    /// as it is (its matvec accumulates onto x), else the RMSNorm weights to norm it by (0:
-    /// none; gemma's post-norms) and the factor to scale it by (granite's residual scale), for
-    /// `launch::add_branch`.
-    pub(super) fn branch(&self, post: &Option<CudaSlice<f32>>) -> Option<(u64, f32)> {
+    /// The embedding rows of the `n` token ids at `tokens` into `x`, times the family's
+    /// embedding scale (gemma's sqrt(n_embd), granite's).
+    ///
+    /// # Safety
+    /// `tokens` holds `n` device u32s and `x` room for `n` rows.
+    pub(super) unsafe fn embed(&self, tokens: u64, n: usize, x: u64) -> Result<()> {
+        let g = &self.gpu;
+        // SAFETY: as the caller guarantees.
+        unsafe {
+            launch::embed(g, &self.embd.r(g), tokens, n, x)?;
+            match self.hp.embd_scale {
+                Some(s) => launch::scale_cap(g, x, s, 0.0, n * self.hp.n_embd),
+                None => Ok(()),
+            }
+        }
+    }
+
+    /// The output of a block's attention or FFN projection `w` (post-norm `post`), and how it
+    /// joins the residual stream x: accumulated onto x (None), or written to h and then added
+    /// by [`join_branch`](Self::join_branch) with the RMSNorm weights to norm it by (0: none;
+    /// gemma's post-norms) and the factor to scale it by (granite's residual scale).
+    pub(super) fn residual_out(
+        &self,
+        w: &DevMatrix,
+        post: &Option<CudaSlice<f32>>,
+        (x, h): (u64, u64),
+    ) -> (Out, Option<(u64, f32)>) {
         let scale = self.hp.residual_scale;
-        (post.is_some() || scale.is_some()).then(|| (self.opt(post), scale.unwrap_or(1.0)))
+        if post.is_none() && scale.is_none() {
+            return (self.out(w, x, 0, true), None);
+        }
+        let branch = (self.opt(post), scale.unwrap_or(1.0));
+        (self.out(w, h, 0, false), Some(branch))
+    }
+
+    /// Adds the `n` rows of h onto x as `residual_out`'s `branch` says (nothing for None).
+    ///
+    /// # Safety
+    /// x and h hold `n` rows of n_embd values.
+    pub(super) unsafe fn join_branch(
+        &self,
+        (x, h): (u64, u64),
+        branch: Option<(u64, f32)>,
+        n: usize,
+    ) -> Result<()> {
+        let Some((norm, scale)) = branch else {
+            return Ok(());
+        };
+        let (eps, e) = (self.hp.rms_eps, self.hp.n_embd);
+        // SAFETY: as the caller guarantees.
+        unsafe { launch::add_branch(&self.gpu, x, h, norm, (n, e), eps, scale) }
     }
 
     /// The head's `rows` rows of logits at `logits` scaled and soft-capped where the family
@@ -86,6 +131,6 @@ impl CudaModel {
         }
         let (mul, cap) = (hp.logit_mul.unwrap_or(1.0), hp.final_softcap.unwrap_or(0.0));
         // SAFETY: as the caller guarantees.
-        unsafe { launch::finish_logits(&self.gpu, logits, mul, cap, rows * hp.n_vocab) }
+        unsafe { launch::scale_cap(&self.gpu, logits, mul, cap, rows * hp.n_vocab) }
     }
 }

@@ -65,10 +65,7 @@ impl CudaModel {
         // SAFETY (all launches): the scratch holds at least `n` tokens, the cache has room for
         // positions kv.len..kv.len+n (checked by `forward`), and every buffer belongs to this model.
         unsafe {
-            launch::embed(g, &self.embd.r(g), g.ptr(&kv.tokens), n, x)?;
-            if let Some(s) = hp.embd_scale {
-                launch::scale_values(g, x, s, n * e)?;
-            }
+            self.embed(g.ptr(&kv.tokens), n, x)?;
             for (li, l) in self.layers.iter().enumerate() {
                 let cache = self.cache_ptrs(kv, li);
                 launch::rms_norm(g, x, p(&l.attn_norm), h, n, e, hp.rms_eps)?;
@@ -83,24 +80,16 @@ impl CudaModel {
                 };
                 self.rope_attend(li, (q, k, v), at, att, n, None)?;
                 // A branch normed or scaled before its add (gemma, granite) goes through h.
-                match self.branch(&l.post_attn_norm) {
-                    None => self.matmul(&mut blas, &out_(&l.wo, x, 0, true), att, n)?,
-                    Some((norm, scale)) => {
-                        self.matmul(&mut blas, &out_(&l.wo, h, 0, false), att, n)?;
-                        launch::add_branch(g, x, h, norm, (n, e), hp.rms_eps, scale)?;
-                    }
-                }
+                let (wo, branch) = self.residual_out(&l.wo, &l.post_attn_norm, (x, h));
+                self.matmul(&mut blas, &wo, att, n)?;
+                self.join_branch((x, h), branch, n)?;
                 launch::rms_norm(g, x, p(&l.ffn_norm), h, n, e, hp.rms_eps)?;
                 self.matmul(&mut blas, &out_(&l.w_gate, gate, 0, false), h, n)?;
                 self.matmul(&mut blas, &out_(&l.w_up, up, 0, false), h, n)?;
                 launch::glu(g, hp.ffn_act, gate, up, n * hp.n_ff)?;
-                match self.branch(&l.post_ffn_norm) {
-                    None => self.matmul(&mut blas, &out_(&l.w_down, x, 0, true), gate, n)?,
-                    Some((norm, scale)) => {
-                        self.matmul(&mut blas, &out_(&l.w_down, h, 0, false), gate, n)?;
-                        launch::add_branch(g, x, h, norm, (n, e), hp.rms_eps, scale)?;
-                    }
-                }
+                let (down, branch) = self.residual_out(&l.w_down, &l.post_ffn_norm, (x, h));
+                self.matmul(&mut blas, &down, gate, n)?;
+                self.join_branch((x, h), branch, n)?;
             }
             let norm = p(&self.output_norm);
             match want {

@@ -1,6 +1,6 @@
 //! Element-wise launches: the gated units of prefill (SwiGLU, GeGLU), a branch added onto the
-//! residual stream, scaled embeddings and finished logits, and the gather of a batch's wanted
-//! rows. See the parent module's safety contract.
+//! residual stream, scaled (and soft-capped) embeddings and logits, and the gather of a batch's
+//! wanted rows. See the parent module's safety contract.
 
 use super::{cfg, count_launch, stride_grid};
 use crate::device::Gpu;
@@ -50,32 +50,18 @@ pub(crate) unsafe fn add_branch(
     Ok(())
 }
 
-/// `x *= s` over `n` values.
+/// The `n` values at `x` times `mul` (1: none), then soft-capped to `cap * tanh(v / cap)` (0:
+/// none): scaled embeddings, and logits as the CPU's `finish_logits` makes them.
 ///
 /// # Safety
 /// See the module docs.
-pub(crate) unsafe fn scale_values(gpu: &Gpu, x: u64, s: f32, n: usize) -> Result<()> {
+pub(crate) unsafe fn scale_cap(gpu: &Gpu, x: u64, mul: f32, cap: f32, n: usize) -> Result<()> {
     let n_i = n as i64;
-    let mut b = gpu.stream.launch_builder(&gpu.k.scale_values);
-    b.arg(&x).arg(&s).arg(&n_i);
-    count_launch();
-    // SAFETY: as above.
-    unsafe { b.launch(cfg((stride_grid(gpu, n), 1, 1), 256, 0)) }.map_err(drv("scale launch"))?;
-    Ok(())
-}
-
-/// The `n` logits at `x` times `mul` (not 1), then soft-capped to `cap * tanh(v / cap)` (cap not
-/// 0), as the CPU's `finish_logits`.
-///
-/// # Safety
-/// See the module docs.
-pub(crate) unsafe fn finish_logits(gpu: &Gpu, x: u64, mul: f32, cap: f32, n: usize) -> Result<()> {
-    let n_i = n as i64;
-    let mut b = gpu.stream.launch_builder(&gpu.k.finish_logits);
+    let mut b = gpu.stream.launch_builder(&gpu.k.scale_cap);
     b.arg(&x).arg(&mul).arg(&cap).arg(&n_i);
     count_launch();
     // SAFETY: as above.
-    unsafe { b.launch(cfg((stride_grid(gpu, n), 1, 1), 256, 0)) }.map_err(drv("logits launch"))?;
+    unsafe { b.launch(cfg((stride_grid(gpu, n), 1, 1), 256, 0)) }.map_err(drv("scale launch"))?;
     Ok(())
 }
 

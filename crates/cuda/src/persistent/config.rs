@@ -240,7 +240,6 @@ pub(super) fn types_in(st: &PkStep, mask: u64) -> bool {
 /// path.
 pub(crate) fn pk_lacks(model: &model::Model) -> Option<String> {
     let hp = &model.hp;
-    let default_scale = 1.0 / (hp.head_dim as f32).sqrt();
     let lacks = [
         // Its attention step ropes every layer alike (one n_rot for the launch).
         (
@@ -270,10 +269,6 @@ pub(crate) fn pk_lacks(model: &model::Model) -> Option<String> {
         (
             hp.embd_scale.is_some() || hp.residual_scale.is_some() || hp.logit_mul.is_some(),
             "scaled embeddings, residuals or logits (not in the persistent kernel)",
-        ),
-        (
-            hp.attn_scale.to_bits() != default_scale.to_bits(),
-            "an attention scale other than 1/sqrt(head_dim) (not in the persistent kernel)",
         ),
     ];
     lacks
