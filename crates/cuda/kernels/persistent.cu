@@ -238,20 +238,28 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         // pk_stage_norm), while the others sum the squares for the scale at once (rms_part, the
         // order rms_scale's PK_NORM_THREADS threads give). The sum is off the critical path.
         if (threadIdx.x < PK_NORM_THREADS) {
+#ifdef MOLLA_X_F32IN
+            // The rows read x and w themselves (pk_row_dot_f32): only the raw copy is made.
+            for (int i = 4 * (int)threadIdx.x; i < n; i += 4 * PK_NORM_THREADS)
+                *(float4*)(xraw + i) = *(const float4*)(xs + i);
+#else
             cp_wait_n(after_norm);
             quantize_q16_w<PK_NORM_THREADS>(xs, n, xq, nw, xraw);
+#endif
         } else {
             rms_part(xs, n, PK_THREADS - PK_NORM_THREADS, PK_NORM_THREADS);
         }
         pk_stamp_m(a, 5);
     } else {
+#ifndef MOLLA_X_F32IN
         quantize_q16_unsynced<PK_THREADS>(xs, n, xq);
+#endif
     }
     // The first chunk's copies (pk_matvec reads it after this barrier without another).
     cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
     __syncthreads();
     scale = norm ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
-#ifndef PK_TYMASK
+#if !defined(PK_TYMASK) && !defined(MOLLA_X_F32IN)
     if (norm) {
         // Formats without q16 decoding read the f32 row: x * w, as load_input leaves it.
         for (int i = threadIdx.x; i < n; i += PK_THREADS) xs[i] = __fmul_rn(xs[i], nw[i]);
@@ -283,7 +291,78 @@ __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1
 
 // The row dots of pk_matvec (xs, xq, cols and lane in scope): pk_rows_dotn(R, ...) as
 // rows_dot_ty<R>, pk_row_dot as row_dot_ty.
+#ifdef MOLLA_X_F32IN
+// Experiment F32IN: the rows dotted with the f32 input as it arrived (times the RMSNorm weights
+// when the step has them, xw), no 16-bit quantization pass on the step's critical path. Other bits
+// than the graph path's: a speed measurement only.
+template <int T>
+__device__ __forceinline__ float pk_dot_f32(const u8* __restrict__ w, const float* xs, const float* xw, int cols,
+                                            int lane) {
+    const int nch = cols >> 3;
+    float acc = 0.f;
+    for (int c0 = lane; c0 < nch; c0 += 4 * 32) {
+        float v[4][8];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int c = c0 + u * 32;
+            if (c < nch) dq8<T>(w, c, v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int c = c0 + u * 32;
+            if (c < nch) {
+                const float4* xp = (const float4*)(xs + 8 * c);
+                float4 a = xp[0], b = xp[1];
+                float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                if (xw) {
+                    const float4* wp = (const float4*)(xw + 8 * c);
+                    float4 wa = wp[0], wb = wp[1];
+                    const float ww[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+                    for (int j = 0; j < 8; j++) x[j] = __fmul_rn(x[j], ww[j]);
+                }
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc = fmaf(v[u][j], x[j], acc);
+            }
+        }
+    }
+    return acc;
+}
 #ifdef PK_TYMASK
+#define PK_TY_ON(T) (((unsigned long long)(PK_TYMASK) >> (T)) & 1ull)
+#define PK_F32_ON(T) PK_TY_ON(T)
+#else
+#define PK_F32_ON(T) true
+#endif
+__device__ __forceinline__ float pk_row_dot_f32(int ty, const u8* w, const float* xs, const float* xw, int cols,
+                                                int lane) {
+    switch (ty) {
+#define PK_F32_CASE(T) \
+    case T:            \
+        if (PK_F32_ON(T)) return pk_dot_f32<T>(w, xs, xw, cols, lane); \
+        break;
+        PK_F32_CASE(T_Q4_0)
+        PK_F32_CASE(T_Q4_1)
+        PK_F32_CASE(T_Q5_0)
+        PK_F32_CASE(T_Q5_1)
+        PK_F32_CASE(T_Q8_0)
+        PK_F32_CASE(T_Q4_K)
+        PK_F32_CASE(T_Q5_K)
+        PK_F32_CASE(T_Q6_K)
+#undef PK_F32_CASE
+        default: break;
+    }
+    return __int_as_float(0x7fc00000);
+}
+template <int R>
+__device__ __forceinline__ void pk_rows_dot_f32(int ty, const u8* const* w, int nr, const float* xs, const float* xw,
+                                                int cols, int lane, float* acc) {
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = r < nr ? pk_row_dot_f32(ty, w[r], xs, xw, cols, lane) : 0.f;
+}
+#define pk_rows_dotn(R, ty, w, nr, acc) pk_rows_dot_f32<R>(ty, w, nr, xs, xw, cols, lane, acc)
+#define pk_row_dot(ty, w) pk_row_dot_f32(ty, w, xs, xw, cols, lane)
+#elif defined(PK_TYMASK)
 // A kernel built for one model's types (PK_TYMASK, bit t: ggml type t; the host defines it, see
 // crates/cuda/src/compile.rs, and refuses a step list with other types): code only for the q16
 // formats in the mask (others give NaN), so the machine code shrinks to what the model runs
@@ -326,6 +405,10 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     float scale;
     if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
+#ifdef MOLLA_X_F32IN
+    const float* xw = st.prep != PK_PREP_PLAIN ? nw : nullptr;
+    (void)xq;
+#endif
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
     if (PK_SKIPS(a, PK_SKIP_ROWS)) {
@@ -426,6 +509,19 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
 template <int T>
 __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int k) {
     constexpr int BYTES = legacy_bytes<T>();
+#ifdef MOLLA_X_F32IN
+    // (F32IN: xq.dx is the head's f32 output, see pk_fold_wo.)
+    const float* rq = xq.dx + 32 * k;
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float v[8];
+        dq8<T>(span + (size_t)k * BYTES, j, v);
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc = fmaf(v[i], rq[8 * j + i], acc);
+    }
+    return acc;
+#endif
     int4 xr[8];
     load_xu<T>(xq, k, xr);
     return unit_legacy<T, true>(span + (size_t)k * BYTES, xr, xq, k);
@@ -456,9 +552,15 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, const PkArgs& a, const float* rq, u8* xqh,
                                            int h, int step) {
     const int hdv = PK_A_HDV(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5), r0 = d.r0, r1 = d.r1;
+#ifdef MOLLA_X_F32IN
+    __syncthreads();
+    Xq xq = {};
+    xq.dx = rq;
+#else
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
     __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
+#endif
     u64* acc = (u64*)st.y[0];
     const int ty = st.ty[0], n = (r1 - r0) * uh;
     // A row's uh units lie on uh consecutive lanes (uh a power of two up to 32: item i is lane i
