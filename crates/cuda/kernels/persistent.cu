@@ -328,6 +328,60 @@ __device__ __forceinline__ float pk_dot_f32(const u8* __restrict__ w, const floa
     }
     return acc;
 }
+// Legacy formats (unless F32NAIVE): a unit's 32 weights over 8 lanes, elements 4j .. 4j + 4 on
+// lane j = lane & 7 (a float4 of the input: 8 lanes read 128 consecutive bytes, no bank
+// conflicts), the quants made floats by a byte permute into 2^23's mantissa and one subtraction
+// (full-rate instructions, where conversions run at an eighth of the rate).
+__device__ __forceinline__ float pk_bytef(u32 w, int k, float off) {
+    return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7650u | (u32)k)), 8388608.f + off);
+}
+template <int T>
+__device__ __forceinline__ float pk_quad_f32(const u8* __restrict__ b, int j, float4 x) {
+    float d = h2f(ld16(b)), m = 0.f, off = 0.f;
+    u32 q;
+    if constexpr (T == T_Q8_0) {
+        q = ld32a2(b + 2 + 4 * j) ^ 0x80808080u;
+        off = 128.f;
+    } else if constexpr (T == T_Q4_0) {
+        q = (ld32a2(b + 2 + 4 * (j & 3)) >> (4 * (j >> 2))) & 0x0f0f0f0fu;
+        off = 8.f;
+    } else if constexpr (T == T_Q4_1) {
+        m = h2f(ld16(b + 2));
+        q = (ld32(b + 4 + 4 * (j & 3)) >> (4 * (j >> 2))) & 0x0f0f0f0fu;
+    } else if constexpr (T == T_Q5_0) {
+        const u32 qh = ld32a2(b + 2);
+        q = ((ld32a2(b + 6 + 4 * (j & 3)) >> (4 * (j >> 2))) & 0x0f0f0f0fu) | (spread4(qh, j) << 4);
+        off = 16.f;
+    } else {
+        m = h2f(ld16(b + 2));
+        const u32 qh = ld32(b + 4);
+        q = ((ld32(b + 8 + 4 * (j & 3)) >> (4 * (j >> 2))) & 0x0f0f0f0fu) | (spread4(qh, j) << 4);
+    }
+    float s0 = __fmul_rn(pk_bytef(q, 0, off), x.x), s1 = __fmul_rn(pk_bytef(q, 1, off), x.y);
+    s0 = fmaf(pk_bytef(q, 2, off), x.z, s0);
+    s1 = fmaf(pk_bytef(q, 3, off), x.w, s1);
+    float r = __fmul_rn(d, __fadd_rn(s0, s1));
+    if constexpr (T == T_Q4_1 || T == T_Q5_1) r = fmaf(m, __fadd_rn(__fadd_rn(x.x, x.y), __fadd_rn(x.z, x.w)), r);
+    return r;
+}
+template <int T, int R>
+__device__ __forceinline__ void pk_quads_f32(const u8* const* w, int nr, const float* xs, const float* xw, int cols,
+                                             int lane, float* acc) {
+    constexpr int BYTES = legacy_bytes<T>();
+    const int j = lane & 7, nu = cols >> 5;
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0.f;
+    for (int u = lane >> 3; u < nu; u += 4) {
+        float4 x = *(const float4*)(xs + 32 * u + 4 * j);
+        if (xw) {
+            const float4 ww = *(const float4*)(xw + 32 * u + 4 * j);
+            x.x = __fmul_rn(x.x, ww.x), x.y = __fmul_rn(x.y, ww.y), x.z = __fmul_rn(x.z, ww.z), x.w = __fmul_rn(x.w, ww.w);
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (r < nr) acc[r] = __fadd_rn(acc[r], pk_quad_f32<T>(w[r] + (size_t)u * BYTES, j, x));
+    }
+}
 #ifdef PK_TYMASK
 #define PK_TY_ON(T) (((unsigned long long)(PK_TYMASK) >> (T)) & 1ull)
 #define PK_F32_ON(T) PK_TY_ON(T)
@@ -357,11 +411,32 @@ __device__ __forceinline__ float pk_row_dot_f32(int ty, const u8* w, const float
 template <int R>
 __device__ __forceinline__ void pk_rows_dot_f32(int ty, const u8* const* w, int nr, const float* xs, const float* xw,
                                                 int cols, int lane, float* acc) {
+#ifndef MOLLA_X_F32NAIVE
+    switch (ty) {
+#define PK_QUAD_CASE(T)                                                   \
+    case T:                                                               \
+        if (PK_F32_ON(T)) return pk_quads_f32<T, R>(w, nr, xs, xw, cols, lane, acc); \
+        break;
+        PK_QUAD_CASE(T_Q4_0)
+        PK_QUAD_CASE(T_Q4_1)
+        PK_QUAD_CASE(T_Q5_0)
+        PK_QUAD_CASE(T_Q5_1)
+        PK_QUAD_CASE(T_Q8_0)
+#undef PK_QUAD_CASE
+        default: break;
+    }
+#endif
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = r < nr ? pk_row_dot_f32(ty, w[r], xs, xw, cols, lane) : 0.f;
 }
 #define pk_rows_dotn(R, ty, w, nr, acc) pk_rows_dot_f32<R>(ty, w, nr, xs, xw, cols, lane, acc)
-#define pk_row_dot(ty, w) pk_row_dot_f32(ty, w, xs, xw, cols, lane)
+__device__ __forceinline__ float pk_row_dot_f32r(int ty, const u8* w, const float* xs, const float* xw, int cols,
+                                                 int lane) {
+    float v;
+    pk_rows_dot_f32<1>(ty, &w, 1, xs, xw, cols, lane, &v);
+    return v;
+}
+#define pk_row_dot(ty, w) pk_row_dot_f32r(ty, w, xs, xw, cols, lane)
 #elif defined(PK_TYMASK)
 // A kernel built for one model's types (PK_TYMASK, bit t: ggml type t; the host defines it, see
 // crates/cuda/src/compile.rs, and refuses a step list with other types): code only for the q16
