@@ -364,10 +364,43 @@ __device__ __forceinline__ float pk_quad_f32(const u8* __restrict__ b, int j, fl
     if constexpr (T == T_Q4_1 || T == T_Q5_1) r = fmaf(m, __fadd_rn(__fadd_rn(x.x, x.y), __fadd_rn(x.z, x.w)), r);
     return r;
 }
+// K-quants: 32-element units (one sub-block of Q4_K / Q5_K, a group pair of Q6_K), the same 8-lane
+// quads.
+template <int T>
+__device__ __forceinline__ float pk_quad_k_f32(const u8* __restrict__ w, int u, int j, float4 x) {
+    float s0, s1, r;
+    if constexpr (T == T_Q6_K) {
+        const u8* b = w + (size_t)(u >> 3) * Q6K_BYTES;
+        const int n = (u & 7) >> 2, G = u & 3;
+        const u32 ql = (ld32(b + 64 * n + 32 * (G & 1) + 4 * j) >> (4 * (G >> 1))) & 0x0f0f0f0fu;
+        const u32 qh = (ld32(b + 128 + 32 * n + 4 * j) >> (2 * G)) & 0x03030303u;
+        const u32 q = ql | (qh << 4);
+        const float d = __fmul_rn(h2f(ld16(b + 208)), (float)(i8)b[192 + 8 * n + 2 * G + (j >> 2)]);
+        s0 = __fmul_rn(pk_bytef(q, 0, 32.f), x.x), s1 = __fmul_rn(pk_bytef(q, 1, 32.f), x.y);
+        s0 = fmaf(pk_bytef(q, 2, 32.f), x.z, s0);
+        s1 = fmaf(pk_bytef(q, 3, 32.f), x.w, s1);
+        return __fmul_rn(d, __fadd_rn(s0, s1));
+    } else {
+        constexpr int BYTES = T == T_Q4_K ? 144 : 176;
+        constexpr int QS = T == T_Q4_K ? 16 : 48;
+        const u8* b = w + (size_t)(u >> 3) * BYTES;
+        const int sb = u & 7;
+        u32 q = (ld32(b + QS + 32 * (sb >> 1) + 4 * j) >> (4 * (sb & 1))) & 0x0f0f0f0fu;
+        if constexpr (T == T_Q5_K) q |= ((ld32(b + 16 + 4 * j) >> sb) & 0x01010101u) << 4;
+        int sc, mn;
+        scale_min_k4(sb, b + 4, sc, mn);
+        const float d = __fmul_rn(h2f(ld16(b)), (float)sc), m = __fmul_rn(h2f(ld16(b + 2)), (float)mn);
+        s0 = __fmul_rn(pk_bytef(q, 0, 0.f), x.x), s1 = __fmul_rn(pk_bytef(q, 1, 0.f), x.y);
+        s0 = fmaf(pk_bytef(q, 2, 0.f), x.z, s0);
+        s1 = fmaf(pk_bytef(q, 3, 0.f), x.w, s1);
+        r = __fmul_rn(d, __fadd_rn(s0, s1));
+        return fmaf(-m, __fadd_rn(__fadd_rn(x.x, x.y), __fadd_rn(x.z, x.w)), r);
+    }
+}
 template <int T, int R>
 __device__ __forceinline__ void pk_quads_f32(const u8* const* w, int nr, const float* xs, const float* xw, int cols,
                                              int lane, float* acc) {
-    constexpr int BYTES = legacy_bytes<T>();
+    constexpr int BYTES = (T == T_Q4_K || T == T_Q5_K || T == T_Q6_K) ? 0 : legacy_bytes<T>();
     const int j = lane & 7, nu = cols >> 5;
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = 0.f;
@@ -379,7 +412,12 @@ __device__ __forceinline__ void pk_quads_f32(const u8* const* w, int nr, const f
         }
 #pragma unroll
         for (int r = 0; r < R; r++)
-            if (r < nr) acc[r] = __fadd_rn(acc[r], pk_quad_f32<T>(w[r] + (size_t)u * BYTES, j, x));
+            if (r < nr) {
+                if constexpr (T == T_Q4_K || T == T_Q5_K || T == T_Q6_K)
+                    acc[r] = __fadd_rn(acc[r], pk_quad_k_f32<T>(w[r], u, j, x));
+                else
+                    acc[r] = __fadd_rn(acc[r], pk_quad_f32<T>(w[r] + (size_t)u * BYTES, j, x));
+            }
     }
 }
 #ifdef PK_TYMASK
@@ -422,6 +460,9 @@ __device__ __forceinline__ void pk_rows_dot_f32(int ty, const u8* const* w, int 
         PK_QUAD_CASE(T_Q5_0)
         PK_QUAD_CASE(T_Q5_1)
         PK_QUAD_CASE(T_Q8_0)
+        PK_QUAD_CASE(T_Q4_K)
+        PK_QUAD_CASE(T_Q5_K)
+        PK_QUAD_CASE(T_Q6_K)
 #undef PK_QUAD_CASE
         default: break;
     }
