@@ -401,23 +401,34 @@ template <int T, int R>
 __device__ __forceinline__ void pk_quads_f32(const u8* const* w, int nr, const float* xs, const float* xw, int cols,
                                              int lane, float* acc) {
     constexpr int BYTES = (T == T_Q4_K || T == T_Q5_K || T == T_Q6_K) ? 0 : legacy_bytes<T>();
-    const int j = lane & 7, nu = cols >> 5;
+    // F32L4 (a variant): four lanes a unit, two quads each (eight units a round, not four).
+#ifdef MOLLA_X_F32L4
+    constexpr int LPU = 4;
+#else
+    constexpr int LPU = 8;
+#endif
+    constexpr int QPL = 8 / LPU;
+    const int nu = cols >> 5;
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = 0.f;
-    for (int u = lane >> 3; u < nu; u += 4) {
-        float4 x = *(const float4*)(xs + 32 * u + 4 * j);
-        if (xw) {
-            const float4 ww = *(const float4*)(xw + 32 * u + 4 * j);
-            x.x = __fmul_rn(x.x, ww.x), x.y = __fmul_rn(x.y, ww.y), x.z = __fmul_rn(x.z, ww.z), x.w = __fmul_rn(x.w, ww.w);
-        }
+    for (int u = lane / LPU; u < nu; u += 32 / LPU) {
 #pragma unroll
-        for (int r = 0; r < R; r++)
-            if (r < nr) {
-                if constexpr (T == T_Q4_K || T == T_Q5_K || T == T_Q6_K)
-                    acc[r] = __fadd_rn(acc[r], pk_quad_k_f32<T>(w[r], u, j, x));
-                else
-                    acc[r] = __fadd_rn(acc[r], pk_quad_f32<T>(w[r] + (size_t)u * BYTES, j, x));
+        for (int qq = 0; qq < QPL; qq++) {
+            const int j = QPL * (lane % LPU) + qq;
+            float4 x = *(const float4*)(xs + 32 * u + 4 * j);
+            if (xw) {
+                const float4 ww = *(const float4*)(xw + 32 * u + 4 * j);
+                x.x = __fmul_rn(x.x, ww.x), x.y = __fmul_rn(x.y, ww.y), x.z = __fmul_rn(x.z, ww.z), x.w = __fmul_rn(x.w, ww.w);
             }
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (r < nr) {
+                    if constexpr (T == T_Q4_K || T == T_Q5_K || T == T_Q6_K)
+                        acc[r] = __fadd_rn(acc[r], pk_quad_k_f32<T>(w[r], u, j, x));
+                    else
+                        acc[r] = __fadd_rn(acc[r], pk_quad_f32<T>(w[r] + (size_t)u * BYTES, j, x));
+                }
+        }
     }
 }
 #ifdef PK_TYMASK
