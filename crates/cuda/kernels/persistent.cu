@@ -185,6 +185,20 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
 }
 
 
+// Whether step st's rows take the f32 input (experiment F32IN, f32_rows.cuh): its matrices (a
+// folded attention step: its wo) under F32_MAX_BYTES in all, as the graph path decides for the
+// same matrices (matvec.cu mv_f32), so that both give the same bits.
+__device__ __forceinline__ bool pk_f32(const PkStep& st) {
+#ifdef MOLLA_X_F32IN
+    if (st.op != PK_OP_MATVEC) return (size_t)st.rows[0] * (size_t)st.row_bytes[0] < F32_MAX_BYTES;
+    size_t bytes = 0;
+    for (int i = 0; i < st.nseg; i++) bytes += (size_t)st.rows[i] * (size_t)st.row_bytes[i];
+    return bytes < F32_MAX_BYTES;
+#else
+    return false;
+#endif
+}
+
 // The input of a matvec step, prepared in shared memory (all threads take part), and the step's
 // first chunk of rows landed. `after_norm`: the cp.async groups this thread committed after the
 // one holding the norm weights (the first is the first chunk). Ends with a barrier, the row
@@ -238,29 +252,27 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         // pk_stage_norm), while the others sum the squares for the scale at once (rms_part, the
         // order rms_scale's PK_NORM_THREADS threads give). The sum is off the critical path.
         if (threadIdx.x < PK_NORM_THREADS) {
-#ifdef MOLLA_X_F32IN
-            // The rows read x and w themselves (pk_row_dot_f32): only the raw copy is made.
-            for (int i = 4 * (int)threadIdx.x; i < n; i += 4 * PK_NORM_THREADS)
-                *(float4*)(xraw + i) = *(const float4*)(xs + i);
-#else
-            cp_wait_n(after_norm);
-            quantize_q16_w<PK_NORM_THREADS>(xs, n, xq, nw, xraw);
-#endif
+            if (pk_f32(st)) {
+                // F32IN: the rows read x and w themselves; only the raw copy is made.
+                for (int i = 4 * (int)threadIdx.x; i < n; i += 4 * PK_NORM_THREADS)
+                    *(float4*)(xraw + i) = *(const float4*)(xs + i);
+            } else {
+                cp_wait_n(after_norm);
+                quantize_q16_w<PK_NORM_THREADS>(xs, n, xq, nw, xraw);
+            }
         } else {
             rms_part(xs, n, PK_THREADS - PK_NORM_THREADS, PK_NORM_THREADS);
         }
         pk_stamp_m(a, 5);
-    } else {
-#ifndef MOLLA_X_F32IN
+    } else if (!pk_f32(st)) {
         quantize_q16_unsynced<PK_THREADS>(xs, n, xq);
-#endif
     }
     // The first chunk's copies (pk_matvec reads it after this barrier without another).
     cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
     __syncthreads();
     scale = norm ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
-#if !defined(PK_TYMASK) && !defined(MOLLA_X_F32IN)
-    if (norm) {
+#ifndef PK_TYMASK
+    if (norm && !pk_f32(st)) {
         // Formats without q16 decoding read the f32 row: x * w, as load_input leaves it.
         for (int i = threadIdx.x; i < n; i += PK_THREADS) xs[i] = __fmul_rn(xs[i], nw[i]);
         __syncthreads();
@@ -291,205 +303,7 @@ __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1
 
 // The row dots of pk_matvec (xs, xq, cols and lane in scope): pk_rows_dotn(R, ...) as
 // rows_dot_ty<R>, pk_row_dot as row_dot_ty.
-#ifdef MOLLA_X_F32IN
-// Experiment F32IN: the rows dotted with the f32 input as it arrived (times the RMSNorm weights
-// when the step has them, xw), no 16-bit quantization pass on the step's critical path. Other bits
-// than the graph path's: a speed measurement only.
-template <int T>
-__device__ __forceinline__ float pk_dot_f32(const u8* __restrict__ w, const float* xs, const float* xw, int cols,
-                                            int lane) {
-    const int nch = cols >> 3;
-    float acc = 0.f;
-    for (int c0 = lane; c0 < nch; c0 += 4 * 32) {
-        float v[4][8];
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int c = c0 + u * 32;
-            if (c < nch) dq8<T>(w, c, v[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int c = c0 + u * 32;
-            if (c < nch) {
-                const float4* xp = (const float4*)(xs + 8 * c);
-                float4 a = xp[0], b = xp[1];
-                float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-                if (xw) {
-                    const float4* wp = (const float4*)(xw + 8 * c);
-                    float4 wa = wp[0], wb = wp[1];
-                    const float ww[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
-#pragma unroll
-                    for (int j = 0; j < 8; j++) x[j] = __fmul_rn(x[j], ww[j]);
-                }
-#pragma unroll
-                for (int j = 0; j < 8; j++) acc = fmaf(v[u][j], x[j], acc);
-            }
-        }
-    }
-    return acc;
-}
-// Legacy formats (unless F32NAIVE): a unit's 32 weights over 8 lanes, elements 4j .. 4j + 4 on
-// lane j = lane & 7 (a float4 of the input: 8 lanes read 128 consecutive bytes, no bank
-// conflicts), the quants made floats by a byte permute into 2^23's mantissa and one subtraction
-// (full-rate instructions, where conversions run at an eighth of the rate).
-__device__ __forceinline__ float pk_bytef(u32 w, int k, float off) {
-    return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7650u | (u32)k)), 8388608.f + off);
-}
-template <int T>
-__device__ __forceinline__ float pk_quad_f32(const u8* __restrict__ b, int j, float4 x) {
-    float d = h2f(ld16(b)), m = 0.f, off = 0.f;
-    u32 q;
-    if constexpr (T == T_Q8_0) {
-        q = ld32a2(b + 2 + 4 * j) ^ 0x80808080u;
-        off = 128.f;
-    } else if constexpr (T == T_Q4_0) {
-        q = (ld32a2(b + 2 + 4 * (j & 3)) >> (4 * (j >> 2))) & 0x0f0f0f0fu;
-        off = 8.f;
-    } else if constexpr (T == T_Q4_1) {
-        m = h2f(ld16(b + 2));
-        q = (ld32(b + 4 + 4 * (j & 3)) >> (4 * (j >> 2))) & 0x0f0f0f0fu;
-    } else if constexpr (T == T_Q5_0) {
-        const u32 qh = ld32a2(b + 2);
-        q = ((ld32a2(b + 6 + 4 * (j & 3)) >> (4 * (j >> 2))) & 0x0f0f0f0fu) | (spread4(qh, j) << 4);
-        off = 16.f;
-    } else {
-        m = h2f(ld16(b + 2));
-        const u32 qh = ld32(b + 4);
-        q = ((ld32(b + 8 + 4 * (j & 3)) >> (4 * (j >> 2))) & 0x0f0f0f0fu) | (spread4(qh, j) << 4);
-    }
-    float s0 = __fmul_rn(pk_bytef(q, 0, off), x.x), s1 = __fmul_rn(pk_bytef(q, 1, off), x.y);
-    s0 = fmaf(pk_bytef(q, 2, off), x.z, s0);
-    s1 = fmaf(pk_bytef(q, 3, off), x.w, s1);
-    float r = __fmul_rn(d, __fadd_rn(s0, s1));
-    if constexpr (T == T_Q4_1 || T == T_Q5_1) r = fmaf(m, __fadd_rn(__fadd_rn(x.x, x.y), __fadd_rn(x.z, x.w)), r);
-    return r;
-}
-// K-quants: 32-element units (one sub-block of Q4_K / Q5_K, a group pair of Q6_K), the same 8-lane
-// quads.
-template <int T>
-__device__ __forceinline__ float pk_quad_k_f32(const u8* __restrict__ w, int u, int j, float4 x) {
-    float s0, s1, r;
-    if constexpr (T == T_Q6_K) {
-        const u8* b = w + (size_t)(u >> 3) * Q6K_BYTES;
-        const int n = (u & 7) >> 2, G = u & 3;
-        const u32 ql = (ld32(b + 64 * n + 32 * (G & 1) + 4 * j) >> (4 * (G >> 1))) & 0x0f0f0f0fu;
-        const u32 qh = (ld32(b + 128 + 32 * n + 4 * j) >> (2 * G)) & 0x03030303u;
-        const u32 q = ql | (qh << 4);
-        const float d = __fmul_rn(h2f(ld16(b + 208)), (float)(i8)b[192 + 8 * n + 2 * G + (j >> 2)]);
-        s0 = __fmul_rn(pk_bytef(q, 0, 32.f), x.x), s1 = __fmul_rn(pk_bytef(q, 1, 32.f), x.y);
-        s0 = fmaf(pk_bytef(q, 2, 32.f), x.z, s0);
-        s1 = fmaf(pk_bytef(q, 3, 32.f), x.w, s1);
-        return __fmul_rn(d, __fadd_rn(s0, s1));
-    } else {
-        constexpr int BYTES = T == T_Q4_K ? 144 : 176;
-        constexpr int QS = T == T_Q4_K ? 16 : 48;
-        const u8* b = w + (size_t)(u >> 3) * BYTES;
-        const int sb = u & 7;
-        u32 q = (ld32(b + QS + 32 * (sb >> 1) + 4 * j) >> (4 * (sb & 1))) & 0x0f0f0f0fu;
-        if constexpr (T == T_Q5_K) q |= ((ld32(b + 16 + 4 * j) >> sb) & 0x01010101u) << 4;
-        int sc, mn;
-        scale_min_k4(sb, b + 4, sc, mn);
-        const float d = __fmul_rn(h2f(ld16(b)), (float)sc), m = __fmul_rn(h2f(ld16(b + 2)), (float)mn);
-        s0 = __fmul_rn(pk_bytef(q, 0, 0.f), x.x), s1 = __fmul_rn(pk_bytef(q, 1, 0.f), x.y);
-        s0 = fmaf(pk_bytef(q, 2, 0.f), x.z, s0);
-        s1 = fmaf(pk_bytef(q, 3, 0.f), x.w, s1);
-        r = __fmul_rn(d, __fadd_rn(s0, s1));
-        return fmaf(-m, __fadd_rn(__fadd_rn(x.x, x.y), __fadd_rn(x.z, x.w)), r);
-    }
-}
-template <int T, int R>
-__device__ __forceinline__ void pk_quads_f32(const u8* const* w, int nr, const float* xs, const float* xw, int cols,
-                                             int lane, float* acc) {
-    constexpr int BYTES = (T == T_Q4_K || T == T_Q5_K || T == T_Q6_K) ? 0 : legacy_bytes<T>();
-    // F32L4 (a variant): four lanes a unit, two quads each (eight units a round, not four).
-#ifdef MOLLA_X_F32L4
-    constexpr int LPU = 4;
-#else
-    constexpr int LPU = 8;
-#endif
-    constexpr int QPL = 8 / LPU;
-    const int nu = cols >> 5;
-#pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = 0.f;
-    for (int u = lane / LPU; u < nu; u += 32 / LPU) {
-#pragma unroll
-        for (int qq = 0; qq < QPL; qq++) {
-            const int j = QPL * (lane % LPU) + qq;
-            float4 x = *(const float4*)(xs + 32 * u + 4 * j);
-            if (xw) {
-                const float4 ww = *(const float4*)(xw + 32 * u + 4 * j);
-                x.x = __fmul_rn(x.x, ww.x), x.y = __fmul_rn(x.y, ww.y), x.z = __fmul_rn(x.z, ww.z), x.w = __fmul_rn(x.w, ww.w);
-            }
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                if (r < nr) {
-                    if constexpr (T == T_Q4_K || T == T_Q5_K || T == T_Q6_K)
-                        acc[r] = __fadd_rn(acc[r], pk_quad_k_f32<T>(w[r], u, j, x));
-                    else
-                        acc[r] = __fadd_rn(acc[r], pk_quad_f32<T>(w[r] + (size_t)u * BYTES, j, x));
-                }
-        }
-    }
-}
 #ifdef PK_TYMASK
-#define PK_TY_ON(T) (((unsigned long long)(PK_TYMASK) >> (T)) & 1ull)
-#define PK_F32_ON(T) PK_TY_ON(T)
-#else
-#define PK_F32_ON(T) true
-#endif
-__device__ __forceinline__ float pk_row_dot_f32(int ty, const u8* w, const float* xs, const float* xw, int cols,
-                                                int lane) {
-    switch (ty) {
-#define PK_F32_CASE(T) \
-    case T:            \
-        if (PK_F32_ON(T)) return pk_dot_f32<T>(w, xs, xw, cols, lane); \
-        break;
-        PK_F32_CASE(T_Q4_0)
-        PK_F32_CASE(T_Q4_1)
-        PK_F32_CASE(T_Q5_0)
-        PK_F32_CASE(T_Q5_1)
-        PK_F32_CASE(T_Q8_0)
-        PK_F32_CASE(T_Q4_K)
-        PK_F32_CASE(T_Q5_K)
-        PK_F32_CASE(T_Q6_K)
-#undef PK_F32_CASE
-        default: break;
-    }
-    return __int_as_float(0x7fc00000);
-}
-template <int R>
-__device__ __forceinline__ void pk_rows_dot_f32(int ty, const u8* const* w, int nr, const float* xs, const float* xw,
-                                                int cols, int lane, float* acc) {
-#ifndef MOLLA_X_F32NAIVE
-    switch (ty) {
-#define PK_QUAD_CASE(T)                                                   \
-    case T:                                                               \
-        if (PK_F32_ON(T)) return pk_quads_f32<T, R>(w, nr, xs, xw, cols, lane, acc); \
-        break;
-        PK_QUAD_CASE(T_Q4_0)
-        PK_QUAD_CASE(T_Q4_1)
-        PK_QUAD_CASE(T_Q5_0)
-        PK_QUAD_CASE(T_Q5_1)
-        PK_QUAD_CASE(T_Q8_0)
-        PK_QUAD_CASE(T_Q4_K)
-        PK_QUAD_CASE(T_Q5_K)
-        PK_QUAD_CASE(T_Q6_K)
-#undef PK_QUAD_CASE
-        default: break;
-    }
-#endif
-#pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = r < nr ? pk_row_dot_f32(ty, w[r], xs, xw, cols, lane) : 0.f;
-}
-#define pk_rows_dotn(R, ty, w, nr, acc) pk_rows_dot_f32<R>(ty, w, nr, xs, xw, cols, lane, acc)
-__device__ __forceinline__ float pk_row_dot_f32r(int ty, const u8* w, const float* xs, const float* xw, int cols,
-                                                 int lane) {
-    float v;
-    pk_rows_dot_f32<1>(ty, &w, 1, xs, xw, cols, lane, &v);
-    return v;
-}
-#define pk_row_dot(ty, w) pk_row_dot_f32r(ty, w, xs, xw, cols, lane)
-#elif defined(PK_TYMASK)
 // A kernel built for one model's types (PK_TYMASK, bit t: ggml type t; the host defines it, see
 // crates/cuda/src/compile.rs, and refuses a step list with other types): code only for the q16
 // formats in the mask (others give NaN), so the machine code shrinks to what the model runs
@@ -511,11 +325,46 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
     pk_rows_dot_masked<1>(ty, &w, 1, xq, cols, lane, &v);
     return v;
 }
-#define pk_rows_dotn(R, ty, w, nr, acc) pk_rows_dot_masked<R>(ty, w, nr, xq, cols, lane, acc)
+#define pk_rows_q16(R, ty, w, nr, acc) pk_rows_dot_masked<R>(ty, w, nr, xq, cols, lane, acc)
 #define pk_row_dot(ty, w) pk_row_dot_masked(ty, w, xq, cols, lane)
+#define PK_TYPE_ON(T) PK_TY_ON(T)
 #else
-#define pk_rows_dotn(R, ty, w, nr, acc) rows_dot_ty<R>(ty, w, nr, xs, xq, cols, lane, 32, acc)
+#define pk_rows_q16(R, ty, w, nr, acc) rows_dot_ty<R>(ty, w, nr, xs, xq, cols, lane, 32, acc)
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
+#define PK_TYPE_ON(T) true
+#endif
+
+#ifdef MOLLA_X_F32IN
+// F32IN's rows (f32_rows.cuh) by weight type (the kernel's types; NaN for others).
+template <int R>
+__device__ __forceinline__ void pk_rows_f32(int ty, const u8* const* w, int nr, const float* xs, const float* xw,
+                                            int cols, int lane, float* acc) {
+#define PK_F32_CALL(T)     \
+    if (!PK_TYPE_ON(T)) break; \
+    rows_dot_f32<T, R>(w, nr, xs, xw, cols, lane, acc)
+    F32_DISPATCH(ty, PK_F32_CALL)
+#undef PK_F32_CALL
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = __int_as_float(0x7fc00000);
+}
+#define pk_rows_dotn(R, ty, w, nr, acc)                                  \
+    do {                                                                 \
+        if (f32) pk_rows_f32<R>(ty, w, nr, xs, xw, cols, lane, acc);     \
+        else pk_rows_q16(R, ty, w, nr, acc);                             \
+    } while (0)
+#else
+#define pk_rows_dotn(R, ty, w, nr, acc) pk_rows_q16(R, ty, w, nr, acc)
+#endif
+
+// One row, into v.
+#ifdef MOLLA_X_F32IN
+#define pk_row_dot1(ty, w, v)                    \
+    do {                                         \
+        const u8* const w1_[1] = {w};            \
+        pk_rows_dotn(1, ty, w1_, 1, (&(v)));     \
+    } while (0)
+#else
+#define pk_row_dot1(ty, w, v) (v) = pk_row_dot(ty, w)
 #endif
 
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
@@ -533,8 +382,8 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
 #ifdef MOLLA_X_F32IN
+    const bool f32 = pk_f32(st);
     const float* xw = st.prep != PK_PREP_PLAIN ? nw : nullptr;
-    (void)xq;
 #endif
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
@@ -589,8 +438,8 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 if (ty0 == ty1) {
                     pk_rows_dotn(2, ty0, w2, 2, gu);
                 } else {
-                    gu[0] = pk_row_dot(ty0, w2[0]);
-                    gu[1] = pk_row_dot(ty1, w2[1]);
+                    pk_row_dot1(ty0, w2[0], gu[0]);
+                    pk_row_dot1(ty1, w2[1], gu[1]);
                 }
                 float g = mv_scaled(warp_sum(gu[0]), scale);
                 float u = mv_scaled(warp_sum(gu[1]), scale);
@@ -636,19 +485,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
 template <int T>
 __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int k) {
     constexpr int BYTES = legacy_bytes<T>();
-#ifdef MOLLA_X_F32IN
-    // (F32IN: xq.dx is the head's f32 output, see pk_fold_wo.)
-    const float* rq = xq.dx + 32 * k;
-    float acc = 0.f;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        float v[8];
-        dq8<T>(span + (size_t)k * BYTES, j, v);
-#pragma unroll
-        for (int i = 0; i < 8; i++) acc = fmaf(v[i], rq[8 * j + i], acc);
-    }
-    return acc;
-#endif
     int4 xr[8];
     load_xu<T>(xq, k, xr);
     return unit_legacy<T, true>(span + (size_t)k * BYTES, xr, xq, k);
@@ -672,6 +508,20 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 #undef PK_FOLD_CALL
 }
 
+#ifdef MOLLA_X_F32IN
+// F32IN's unit of a folded wo row (unit_f32 against the head's f32 output rq), as matvec_fx's.
+__device__ __forceinline__ void pk_fold_unit_f32(int ty, const u8* span, const float* rq, int k, float& v) {
+    v = __int_as_float(0x7fc00000);
+#define PK_FOLD_F32(T) \
+    if (PK_FOLD_ON(T)) v = unit_f32<T>(span, k, rq + 32 * k)
+    switch (ty) {
+        Q16_LEGACY_CASES(PK_FOLD_F32)
+        default: break;
+    }
+#undef PK_FOLD_F32
+}
+#endif
+
 // The folded wo of head h (PK_OP_ATTN_WO): its output rq (hdv values, shared) quantized to 16
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
 // unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
@@ -679,15 +529,10 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, const PkArgs& a, const float* rq, u8* xqh,
                                            int h, int step) {
     const int hdv = PK_A_HDV(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5), r0 = d.r0, r1 = d.r1;
-#ifdef MOLLA_X_F32IN
-    __syncthreads();
-    Xq xq = {};
-    xq.dx = rq;
-#else
-    quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
+    const bool f32 = pk_f32(st);
+    if (!f32) quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
     __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
-#endif
     u64* acc = (u64*)st.y[0];
     const int ty = st.ty[0], n = (r1 - r0) * uh;
     // A row's uh units lie on uh consecutive lanes (uh a power of two up to 32: item i is lane i
@@ -699,6 +544,10 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, con
     for (int i = threadIdx.x; i < (lanes ? (n + 31) & ~31 : n); i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
         float v = 0.f;
+#ifdef MOLLA_X_F32IN
+        if (i < n && f32) pk_fold_unit_f32(ty, pk_fold_row(st, r, h * uh, ub), rq, k, v);
+        else
+#endif
         if (i < n) pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
         if (!lanes) {
             pk_acc_add(a, step, acc + r, v);

@@ -14,6 +14,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("dequant.cuh", include_str!("../kernels/dequant.cuh")),
     ("q16.cuh", include_str!("../kernels/q16.cuh")),
     ("q16_rows.cuh", include_str!("../kernels/q16_rows.cuh")),
+    ("f32_rows.cuh", include_str!("../kernels/f32_rows.cuh")),
     ("cp_async.cuh", include_str!("../kernels/cp_async.cuh")),
     ("q16_lean.cuh", include_str!("../kernels/q16_lean.cuh")),
     ("matvec.cu", include_str!("../kernels/matvec.cu")),
