@@ -460,6 +460,8 @@ mod tests {
                 ],
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
+            // Rows dotted with the f32 input (kernels/f32_rows.cuh, an experiment).
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_F32IN"]);
         }
     }
 
@@ -508,6 +510,14 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
+            // Rows dotted with the f32 input (kernels/f32_rows.cuh, an experiment), and at four
+            // lanes a unit.
+            compiles(Program::Persistent(twelve), &["MOLLA_X_F32IN"]);
+            compiles(
+                Program::Persistent(packed),
+                &["MOLLA_X_F32IN", "MOLLA_X_F32L4"],
+            );
+            compiles(Program::Persistent(PkBuild::default()), &["MOLLA_X_F32IN"]);
         }
     }
 
