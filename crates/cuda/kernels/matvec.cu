@@ -205,23 +205,8 @@ __host__ __device__ __forceinline__ int prep_scale_off(int cols) { return cols *
 // wait for the row's sum; the persistent kernel sums while it quantizes), else 1.
 __shared__ float mv_scale;
 
-__device__ __forceinline__ int mv_total(const MvArgs& a);
-
-// Whether the launch's rows take the f32 input (experiment F32IN, f32_rows.cuh): 32 lanes a row,
-// fewer than F32_MAX_BYTES of matrices in all. Uniform over the grid.
-__device__ __forceinline__ bool mv_f32(const MvArgs& a) {
-#ifdef MOLLA_X_F32IN
-    size_t bytes = 0;
-    for (int i = 0; i < a.nseg; i++) bytes += (size_t)a.seg[i].rows * (size_t)a.seg[i].row_bytes;
-    return a.lanes == 32 && bytes < F32_MAX_BYTES;
-#else
-    return false;
-#endif
-}
-
 // Prepares input row t (of a batch; 0 for one row) in shared memory (all threads of the block take
-// part), then its q16 quantization at xs + cols (quantize_q16; not for rows that take the f32
-// input, mv_f32), and sets mv_scale.
+// part), then its q16 quantization at xs + cols (quantize_q16), and sets mv_scale.
 __device__ void load_input(const MvArgs& a, float* xs, int t) {
     int n = a.cols;
     const float* x = a.x + (size_t)t * n;
@@ -239,7 +224,7 @@ __device__ void load_input(const MvArgs& a, float* xs, int t) {
     }
     if (threadIdx.x == 0) mv_scale = scale;
     __syncthreads();
-    if (!mv_f32(a)) quantize_q16(xs, n, (u8*)(xs + n));
+    quantize_q16(xs, n, (u8*)(xs + n));
 }
 
 // An output row's dot product times its input's RMSNorm scale (1 for other inputs: exact), as
@@ -307,45 +292,6 @@ __device__ __forceinline__ void row_dot_fx_ty(int ty, const u8* __restrict__ w, 
 #undef FX_ROW
 }
 
-#ifdef MOLLA_X_F32IN
-// F32IN's row dot by weight type (f32_rows.cuh; row_dot_ty for the formats it does not cover).
-__device__ __forceinline__ float row_dot_f32_ty(int ty, const u8* __restrict__ w, const float* xs, const Xq& xq,
-                                                int cols, int lane) {
-    float acc;
-    const u8* const wr[1] = {w};
-#define F32_ROW(T)                                              \
-    {                                                           \
-        rows_dot_f32<T, 1>(wr, 1, xs, nullptr, cols, lane, &acc); \
-        return acc;                                             \
-    }
-    switch (ty) {
-        case T_Q4_0: F32_ROW(T_Q4_0)
-        case T_Q4_1: F32_ROW(T_Q4_1)
-        case T_Q5_0: F32_ROW(T_Q5_0)
-        case T_Q5_1: F32_ROW(T_Q5_1)
-        case T_Q8_0: F32_ROW(T_Q8_0)
-        case T_Q4_K: F32_ROW(T_Q4_K)
-        case T_Q5_K: F32_ROW(T_Q5_K)
-        case T_Q6_K: F32_ROW(T_Q6_K)
-        default: break;
-    }
-#undef F32_ROW
-    return row_dot_ty(ty, w, xs, xq, cols, lane, 32);
-}
-
-// F32IN's fixed-point rows (the legacy formats; a NaN row for any other, as row_dot_fx_ty).
-__device__ __forceinline__ void row_dot_fx_f32_ty(int ty, const u8* __restrict__ w, const float* xs, int cols, int lane,
-                                                  int lanes, FxAcc& acc) {
-    acc = FxAcc{0, 1};
-#define FX_F32(T) acc = row_dot_f32_fx<T>(w, xs, cols, lane, lanes)
-    switch (ty) {
-        Q16_LEGACY_CASES(FX_F32)
-        default: break;
-    }
-#undef FX_F32
-}
-#endif
-
 __device__ __forceinline__ int mv_total(const MvArgs& a) {
     int total = 0;
     for (int i = 0; i < a.nseg; i++) total += a.seg[i].rows;
@@ -364,8 +310,6 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
     // (Fixed-point rows never have an RMSNorm input: the scale is 1 for them.)
     load_input(a, xs, 0);
     const Xq xq = xq_at((u8*)(xs + a.cols), a.cols);
-    const bool f32 = mv_f32(a);
-    (void)f32;
     int lanes = a.lanes;
     int lane = threadIdx.x & (lanes - 1);
     int groups = blockDim.x / lanes, total = mv_total(a);
@@ -377,10 +321,6 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
         if (FX) {
             const MvSeg& s = a.seg[0];
             FxAcc f{};
-#ifdef MOLLA_X_F32IN
-            if (active && f32) row_dot_fx_f32_ty(s.ty, s.w + (size_t)r * s.row_bytes, xs, a.cols, lane, lanes, f);
-            else
-#endif
             if (active) row_dot_fx_ty<false>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, lanes, f);
             __syncwarp();
             f = group_sum(f, lanes);
@@ -390,10 +330,6 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
         float acc = 0.f;
         if (active) {
             const MvSeg& s = a.seg[si];
-#ifdef MOLLA_X_F32IN
-            if (f32) acc = row_dot_f32_ty(s.ty, s.w + (size_t)r * s.row_bytes, xs, xq, a.cols, lane);
-            else
-#endif
             acc = row_dot_ty(s.ty, s.w + (size_t)r * s.row_bytes, xs, xq, a.cols, lane, lanes);
         }
         __syncwarp();
@@ -712,19 +648,6 @@ __device__ __forceinline__ void mv_out(const MvSeg& s, int t, int r, float v, fl
 }
 __device__ __forceinline__ void mv_out(const MvSeg& s, int t, int r, FxAcc v, float) { mv_store_fx(s, t, r, v); }
 
-#ifdef MOLLA_X_F32IN
-// mv_multi_row's F32IN rows, one input at a time (f32, or fixed point).
-__device__ __forceinline__ void f32_one(int ty, const u8* w, const float* xs, const Xq& xq, bool on, int cols, int lane,
-                                        int, float& acc) {
-    acc = on ? row_dot_f32_ty(ty, w, xs, xq, cols, lane) : 0.f;
-}
-__device__ __forceinline__ void f32_one(int ty, const u8* w, const float* xs, const Xq&, bool on, int cols, int lane,
-                                        int lanes, FxAcc& acc) {
-    acc = FxAcc{};
-    if (on) row_dot_fx_f32_ty(ty, w, xs, cols, lane, lanes, acc);
-}
-#endif
-
 // Row r of segment si (when active) against inputs t0 .. t0 + ng, summed in A (float, or FxAcc
 // for fixed-point rows), then stored.
 template <class A>
@@ -733,13 +656,6 @@ __device__ __forceinline__ void mv_multi_row(const MvArgs& a, int si, int r, boo
     A acc[MV_MULTI];
     if (active) {
         const MvSeg& s = a.seg[si];
-#ifdef MOLLA_X_F32IN
-        if (mv_f32(a)) {
-            // Each input alone, as matvec computes it.
-#pragma unroll
-            for (int g = 0; g < MV_MULTI; g++) f32_one(s.ty, s.w + (size_t)r * s.row_bytes, xs[g], xq[g], g < ng, a.cols, lane, lanes, acc[g]);
-        } else
-#endif
         row_dot_multi(s.ty, s.w + (size_t)r * s.row_bytes, xs, xq, ng, a.cols, lane, lanes, acc);
     } else {
 #pragma unroll

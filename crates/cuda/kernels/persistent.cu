@@ -185,20 +185,6 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
 }
 
 
-// Whether step st's rows take the f32 input (experiment F32IN, f32_rows.cuh): its matrices (a
-// folded attention step: its wo) under F32_MAX_BYTES in all, as the graph path decides for the
-// same matrices (matvec.cu mv_f32), so that both give the same bits.
-__device__ __forceinline__ bool pk_f32(const PkStep& st) {
-#ifdef MOLLA_X_F32IN
-    if (st.op != PK_OP_MATVEC) return (size_t)st.rows[0] * (size_t)st.row_bytes[0] < F32_MAX_BYTES;
-    size_t bytes = 0;
-    for (int i = 0; i < st.nseg; i++) bytes += (size_t)st.rows[i] * (size_t)st.row_bytes[i];
-    return bytes < F32_MAX_BYTES;
-#else
-    return false;
-#endif
-}
-
 // The input of a matvec step, prepared in shared memory (all threads take part), and the step's
 // first chunk of rows landed. `after_norm`: the cp.async groups this thread committed after the
 // one holding the norm weights (the first is the first chunk). Ends with a barrier, the row
@@ -252,19 +238,13 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         // pk_stage_norm), while the others sum the squares for the scale at once (rms_part, the
         // order rms_scale's PK_NORM_THREADS threads give). The sum is off the critical path.
         if (threadIdx.x < PK_NORM_THREADS) {
-            if (pk_f32(st)) {
-                // F32IN: the rows read x and w themselves; only the raw copy is made.
-                for (int i = 4 * (int)threadIdx.x; i < n; i += 4 * PK_NORM_THREADS)
-                    *(float4*)(xraw + i) = *(const float4*)(xs + i);
-            } else {
-                cp_wait_n(after_norm);
-                quantize_q16_w<PK_NORM_THREADS>(xs, n, xq, nw, xraw);
-            }
+            cp_wait_n(after_norm);
+            quantize_q16_w<PK_NORM_THREADS>(xs, n, xq, nw, xraw);
         } else {
             rms_part(xs, n, PK_THREADS - PK_NORM_THREADS, PK_NORM_THREADS);
         }
         pk_stamp_m(a, 5);
-    } else if (!pk_f32(st)) {
+    } else {
         quantize_q16_unsynced<PK_THREADS>(xs, n, xq);
     }
     // The first chunk's copies (pk_matvec reads it after this barrier without another).
@@ -272,7 +252,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     __syncthreads();
     scale = norm ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
 #ifndef PK_TYMASK
-    if (norm && !pk_f32(st)) {
+    if (norm) {
         // Formats without q16 decoding read the f32 row: x * w, as load_input leaves it.
         for (int i = threadIdx.x; i < n; i += PK_THREADS) xs[i] = __fmul_rn(xs[i], nw[i]);
         __syncthreads();
@@ -325,46 +305,11 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
     pk_rows_dot_masked<1>(ty, &w, 1, xq, cols, lane, &v);
     return v;
 }
-#define pk_rows_q16(R, ty, w, nr, acc) pk_rows_dot_masked<R>(ty, w, nr, xq, cols, lane, acc)
+#define pk_rows_dotn(R, ty, w, nr, acc) pk_rows_dot_masked<R>(ty, w, nr, xq, cols, lane, acc)
 #define pk_row_dot(ty, w) pk_row_dot_masked(ty, w, xq, cols, lane)
-#define PK_TYPE_ON(T) PK_TY_ON(T)
 #else
-#define pk_rows_q16(R, ty, w, nr, acc) rows_dot_ty<R>(ty, w, nr, xs, xq, cols, lane, 32, acc)
+#define pk_rows_dotn(R, ty, w, nr, acc) rows_dot_ty<R>(ty, w, nr, xs, xq, cols, lane, 32, acc)
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
-#define PK_TYPE_ON(T) true
-#endif
-
-#ifdef MOLLA_X_F32IN
-// F32IN's rows (f32_rows.cuh) by weight type (the kernel's types; NaN for others).
-template <int R>
-__device__ __forceinline__ void pk_rows_f32(int ty, const u8* const* w, int nr, const float* xs, const float* xw,
-                                            int cols, int lane, float* acc) {
-#define PK_F32_CALL(T)     \
-    if (!PK_TYPE_ON(T)) break; \
-    rows_dot_f32<T, R>(w, nr, xs, xw, cols, lane, acc)
-    F32_DISPATCH(ty, PK_F32_CALL)
-#undef PK_F32_CALL
-#pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = __int_as_float(0x7fc00000);
-}
-#define pk_rows_dotn(R, ty, w, nr, acc)                                  \
-    do {                                                                 \
-        if (f32) pk_rows_f32<R>(ty, w, nr, xs, xw, cols, lane, acc);     \
-        else pk_rows_q16(R, ty, w, nr, acc);                             \
-    } while (0)
-#else
-#define pk_rows_dotn(R, ty, w, nr, acc) pk_rows_q16(R, ty, w, nr, acc)
-#endif
-
-// One row, into v.
-#ifdef MOLLA_X_F32IN
-#define pk_row_dot1(ty, w, v)                    \
-    do {                                         \
-        const u8* const w1_[1] = {w};            \
-        pk_rows_dotn(1, ty, w1_, 1, (&(v)));     \
-    } while (0)
-#else
-#define pk_row_dot1(ty, w, v) (v) = pk_row_dot(ty, w)
 #endif
 
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
@@ -381,10 +326,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     float scale;
     if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
-#ifdef MOLLA_X_F32IN
-    const bool f32 = pk_f32(st);
-    const float* xw = st.prep != PK_PREP_PLAIN ? nw : nullptr;
-#endif
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
     if (PK_SKIPS(a, PK_SKIP_ROWS)) {
@@ -438,8 +379,8 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 if (ty0 == ty1) {
                     pk_rows_dotn(2, ty0, w2, 2, gu);
                 } else {
-                    pk_row_dot1(ty0, w2[0], gu[0]);
-                    pk_row_dot1(ty1, w2[1], gu[1]);
+                    gu[0] = pk_row_dot(ty0, w2[0]);
+                    gu[1] = pk_row_dot(ty1, w2[1]);
                 }
                 float g = mv_scaled(warp_sum(gu[0]), scale);
                 float u = mv_scaled(warp_sum(gu[1]), scale);
@@ -508,20 +449,6 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 #undef PK_FOLD_CALL
 }
 
-#ifdef MOLLA_X_F32IN
-// F32IN's unit of a folded wo row (unit_f32 against the head's f32 output rq), as matvec_fx's.
-__device__ __forceinline__ void pk_fold_unit_f32(int ty, const u8* span, const float* rq, int k, float& v) {
-    v = __int_as_float(0x7fc00000);
-#define PK_FOLD_F32(T) \
-    if (PK_FOLD_ON(T)) v = unit_f32<T>(span, k, rq + 32 * k)
-    switch (ty) {
-        Q16_LEGACY_CASES(PK_FOLD_F32)
-        default: break;
-    }
-#undef PK_FOLD_F32
-}
-#endif
-
 // The folded wo of head h (PK_OP_ATTN_WO): its output rq (hdv values, shared) quantized to 16
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
 // unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
@@ -529,8 +456,7 @@ __device__ __forceinline__ void pk_fold_unit_f32(int ty, const u8* span, const f
 __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, const PkArgs& a, const float* rq, u8* xqh,
                                            int h, int step) {
     const int hdv = PK_A_HDV(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5), r0 = d.r0, r1 = d.r1;
-    const bool f32 = pk_f32(st);
-    if (!f32) quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
+    quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
     __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
     u64* acc = (u64*)st.y[0];
@@ -544,10 +470,6 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, con
     for (int i = threadIdx.x; i < (lanes ? (n + 31) & ~31 : n); i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
         float v = 0.f;
-#ifdef MOLLA_X_F32IN
-        if (i < n && f32) pk_fold_unit_f32(ty, pk_fold_row(st, r, h * uh, ub), rq, k, v);
-        else
-#endif
         if (i < n) pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
         if (!lanes) {
             pk_acc_add(a, step, acc + r, v);

@@ -14,7 +14,6 @@ const SOURCES: &[(&str, &str)] = &[
     ("dequant.cuh", include_str!("../kernels/dequant.cuh")),
     ("q16.cuh", include_str!("../kernels/q16.cuh")),
     ("q16_rows.cuh", include_str!("../kernels/q16_rows.cuh")),
-    ("f32_rows.cuh", include_str!("../kernels/f32_rows.cuh")),
     ("cp_async.cuh", include_str!("../kernels/cp_async.cuh")),
     ("q16_lean.cuh", include_str!("../kernels/q16_lean.cuh")),
     ("matvec.cu", include_str!("../kernels/matvec.cu")),
@@ -460,8 +459,6 @@ mod tests {
                 ],
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
-            // Rows dotted with the f32 input (kernels/f32_rows.cuh, an experiment).
-            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_F32IN"]);
         }
     }
 
@@ -510,14 +507,6 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
-            // Rows dotted with the f32 input (kernels/f32_rows.cuh, an experiment), and at four
-            // lanes a unit.
-            compiles(Program::Persistent(twelve), &["MOLLA_X_F32IN"]);
-            compiles(
-                Program::Persistent(packed),
-                &["MOLLA_X_F32IN", "MOLLA_X_F32L4"],
-            );
-            compiles(Program::Persistent(PkBuild::default()), &["MOLLA_X_F32IN"]);
         }
     }
 
