@@ -59,7 +59,7 @@ fn qwen(ty: GgmlType) -> SynthSpec {
 }
 
 fn models(spec: &SynthSpec) -> (CpuModel, Model) {
-    models_with_heads(spec, spec.n_embd / spec.n_head)
+    models_with_heads(spec, spec.head_dim())
 }
 
 /// [`models`] with heads `hd` wide (q and the attention output `n_head * hd` wide).
@@ -80,7 +80,7 @@ fn compare(what: &str, got: &[f32], cpu: &[f32]) -> f64 {
 
 /// Prefill of a prompt (every position), then decode steps, CUDA vs CPU at each position.
 fn check_model(spec: &SynthSpec, prompt_len: usize, steps: usize) {
-    check_model_heads(spec, spec.n_embd / spec.n_head, prompt_len, steps);
+    check_model_heads(spec, spec.head_dim(), prompt_len, steps);
 }
 
 /// [`check_model`] with heads `hd` wide.

@@ -42,6 +42,11 @@ impl SynthSpec {
         }
     }
 
+    /// The head width [`build`] gives: n_embd / n_head (file metadata without `key_length`).
+    pub fn head_dim(&self) -> usize {
+        self.n_embd / self.n_head.max(1)
+    }
+
     /// [`tiny`](Self::tiny) with Gemma 3 270M's attention: 640 wide, four heads over one KV
     /// head, to be built [`build_with_heads`] with heads of [`WIDE_HEAD_DIM`] (q 1024 wide).
     pub fn wide_heads(arch: &'static str) -> SynthSpec {
@@ -110,7 +115,7 @@ impl Rng {
 
 /// Writes the model described by `s` as a GGUF file in memory.
 pub fn build(s: &SynthSpec) -> Result<Vec<u8>> {
-    build_with_heads(s, s.n_embd / s.n_head.max(1))
+    build_with_heads(s, s.head_dim())
 }
 
 /// [`build`] with heads `hd` wide (`attention.key_length` and `value_length`), so that q and
