@@ -81,7 +81,6 @@ static long long __double2ll_rn(double x) { return llrint(x); }
 static float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
 template <class T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
-static bool __any_sync(unsigned, bool p) { return p; }
 template <class T> T __ldg(const T* p) { return *p; }
 static unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned sh) {
     return (unsigned)((((unsigned long long)hi << 32) | lo) >> (sh & 31));

@@ -103,8 +103,7 @@ struct PkCursor {
 // first PK_NORM_THREADS threads copies the values it quantizes (quantize_trips: thread t takes
 // values 8t .. 8t + 8 of each run of 8 PK_NORM_THREADS), so that it needs no barrier to read them.
 __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
-    // (MOLLA_KDEFS=POLLQ's pollers load the weights they need themselves.)
-    if (!(PK_POLLQ && (PK_FOLD_INPUT(st) || st.in_ll)) && st.prep != PK_PREP_PLAIN && threadIdx.x < PK_NORM_THREADS) {
+    if (st.prep != PK_PREP_PLAIN && threadIdx.x < PK_NORM_THREADS) {
         u32 dst = smem_u32(nw);
         for (int i = 2 * threadIdx.x; i < (st.cols >> 2); i += 2 * PK_NORM_THREADS) {
             cp_async16(dst + 16 * i, st.norm_w + 4 * i);
@@ -214,19 +213,6 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
             }
         }
         __syncthreads();
-    } else if (PK_POLLQ && (PK_FOLD_INPUT(st) || st.in_ll)) {
-        // MOLLA_KDEFS=POLLQ: the row quantized while it is polled (persistent_pollq.cuh).
-#if PK_POLLQ
-        const bool norm = st.prep != PK_PREP_PLAIN;
-        const int keep = after_norm > 0 ? after_norm - 1 : 0;
-        if (PK_FOLD_INPUT(st) ? !pk_poll_q16<true>(a, st, xraw, xq, norm, 0u, (u32)st.emb_rows, keep, step)
-                              : !pk_poll_q16<false>(a, st, xraw, xq, norm, pk_tag(a, st.in_step), 0u, keep, step))
-            return false;
-        pk_stamp_arrive(a);
-        pk_stamp_m(a, 5);
-        scale = norm ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
-        return true;
-#endif
     } else if (PK_FOLD_INPUT(st)) {
         // x (the raw row this block's last RMSNorm step kept) + the folded wo's accumulator, each
         // word polled until every unit of its row was added (wo's columns / 32 of them).

@@ -69,12 +69,12 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
     float* dx = (float*)(base + xq_qbytes(cols));
     float* sx = dx + cols / 32;
     int* s16 = (int*)(sx + cols / 32);
-    float m = 0.f;
+    float m = 0.f, sum = 0.f;
 #pragma unroll
-    for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(v[i]));
-    // sx as a balanced tree over the block's 32 values in order (pairs, then fours, ...), the
-    // shape q16_warp_block's butterfly gives with one value a lane, so both store the same bits.
-    float sum = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+    for (int i = 0; i < 8; i++) {
+        m = fmaxf(m, fabsf(v[i]));
+        sum += v[i];
+    }
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
@@ -137,40 +137,6 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
         }
         if ((part & 1) == 0) s16[2 * b + (part >> 1)] = t;
     }
-}
-
-// q16_block's work with one value a lane: the whole warp holds block b of a `cols`-wide row (lane
-// l value 32 b + l) and stores its quants, dx, sx and s16 at `base`, the same bits as q16_block
-// (the maximum and the quants do not depend on the order; sx is the same balanced tree, f32 adds
-// being commutative; s16 exact). Every lane of the warp must call it. Not built with QMAGIC's
-// rounding (the persistent kernel refuses MOLLA_X_POLLQ with MOLLA_X_QMAGIC).
-__device__ __forceinline__ void q16_warp_block(float v, int b, int cols, u8* base) {
-    const int lane = threadIdx.x & 31;
-    float* dx = (float*)(base + xq_qbytes(cols));
-    float* sx = dx + cols / 32;
-    int* s16 = (int*)(sx + cols / 32);
-    float m = fabsf(v), sum = v;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const bool nan = __any_sync(0xffffffffu, v != v);
-    int q = 0;
-    float d = 0.f;
-    if (!(m < 1e-30f)) {
-        q = __float2int_rn(v * (32767.f / m));
-        d = m / 32767.f;
-    }
-    if (nan) d = __int_as_float(0x7fc00000);
-    int t = q;
-#pragma unroll
-    for (int o = 1; o < 16; o <<= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-    ((u16*)(base + 16 * xq_slot(4 * b + (lane >> 3))))[lane & 7] = (u16)q;
-    if (lane == 0) {
-        dx[b] = d;
-        sx[b] = sum;
-    }
-    if ((lane & 15) == 0) s16[2 * b + (lane >> 4)] = t;
 }
 
 // The trips of a row's quantization: four threads a block of 32, eight values each, which

@@ -31,10 +31,6 @@ const SOURCES: &[(&str, &str)] = &[
         "persistent_chunks.cuh",
         include_str!("../kernels/persistent_chunks.cuh"),
     ),
-    (
-        "persistent_pollq.cuh",
-        include_str!("../kernels/persistent_pollq.cuh"),
-    ),
     ("persistent.cu", include_str!("../kernels/persistent.cu")),
     ("convert.cu", include_str!("../kernels/convert.cu")),
 ];
@@ -43,7 +39,6 @@ const SOURCES: &[(&str, &str)] = &[
 const PERSISTENT_ONLY: &[&str] = &[
     "persistent_steps.cuh",
     "persistent_chunks.cuh",
-    "persistent_pollq.cuh",
     "persistent.cu",
 ];
 
@@ -512,8 +507,6 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
-            // The input quantized while it is polled (an experiment).
-            compiles(Program::Persistent(twelve), &["MOLLA_X_POLLQ"]);
         }
     }
 
