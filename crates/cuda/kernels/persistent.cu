@@ -60,6 +60,42 @@ __device__ __forceinline__ void pk_l2_span(const u8* p, int len) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + len - 1));
 }
 
+// Code on a layer's path but off a step's critical path is kept small, not unrolled: each step's
+// code is fetched again after the other steps' (the kernel runs ~80 KB of code a layer; on
+// scripts/qbench SmolLM2's q/k/v rows take ~980 SM cycles after their code ran, ~2000 after
+// 128 KB of other code ran). Taking ~520 instructions of such code out (the stagers' RMSNorm sum
+// and key and value copies as loops, the attention step's poll two pairs a thread a round)
+// measured +0.7-1.0% tokens/s on the H200 (session 42, MOLLA_KDEFS=KSMALL then).
+
+// rms_part's sum (the same adds in the same order) with its loops not unrolled.
+__device__ __forceinline__ void pk_rms_part(const float* x, int n, int v0, int nt) {
+    int v = (int)threadIdx.x - v0;
+    if (v < 0 || v >= nt) return;
+    double ss = 0.0;
+#pragma unroll 1
+    for (int i = v; i < n; i += nt) {
+        double e = x[i];
+        ss += e * e;
+    }
+#pragma unroll 1
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    if ((v & 31) == 0) rms_red[v >> 5] = ss;
+}
+
+// stage_rows16_at (the same copies) with its loop not unrolled.
+__device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t stride, int u, int n, bool swz, int threads,
+                                              u32 t) {
+    const int per = threads / u, j = t % u;
+    if ((int)t >= per * u) return;
+#pragma unroll 1
+    for (int p = t / u; p < n; p += per)
+        cp_async16(dst + 16 * (p * u + (swz ? j ^ (p & 7) : j)), src + (size_t)p * stride + 8 * j);
+}
+
+// Pairs a poller takes a round in the attention step's poll (its q, k and v: 96 pairs on SmolLM2
+// and Qwen, one round for 128 pollers).
+#define PK_ATT_POLL_U 2
+
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
 // buffers (one cp.async group), if they fit (pk_kv_staged).
 __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
@@ -81,8 +117,8 @@ __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
     const u32 t = threadIdx.x;
     const int nt = PK_THREADS;
 #endif
-    stage_rows16_at(smem_u32(bufs), st.kc + (size_t)kvh * hd, kv_dim, hd >> 3, a.pos, PK_KSWZ(a), nt, t);
-    stage_rows16_at(smem_u32(bufs + voff), st.vc + (size_t)kvh * hdv, v_dim, hdv >> 3, a.pos, false, nt, t);
+    pk_stage_rows(smem_u32(bufs), st.kc + (size_t)kvh * hd, kv_dim, hd >> 3, a.pos, PK_KSWZ(a), nt, t);
+    pk_stage_rows(smem_u32(bufs + voff), st.vc + (size_t)kvh * hdv, v_dim, hdv >> 3, a.pos, false, nt, t);
     cp_commit();
 }
 
@@ -241,7 +277,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
             cp_wait_n(after_norm);
             quantize_q16_w<PK_NORM_THREADS>(xs, n, xq, nw, xraw);
         } else {
-            rms_part(xs, n, PK_THREADS - PK_NORM_THREADS, PK_NORM_THREADS);
+            pk_rms_part(xs, n, PK_THREADS - PK_NORM_THREADS, PK_NORM_THREADS);
         }
         pk_stamp_m(a, 5);
     } else {
@@ -518,7 +554,7 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
         LlSeg segs[3] = {{(const u64*)src[0] + at[0], rq, hd}, {(const u64*)src[1] + at[1], rk, hd},
                          {(const u64*)src[2] + at[2], rv, hdv}};
         if (st.in_ll) {
-            if (!pk_load_ll<0>(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
+            if (!pk_load_ll<0, PK_ATT_POLL_U>(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
         } else {
             if (h == h0 && !pk_wait(a, st.in_step, step)) return false;
             for (int j = 0; j < 3; j++)

@@ -412,7 +412,8 @@ __device__ __forceinline__ int ll_index(int rb, int u) { return rb + (int)thread
 // pairs a thread takes), then a barrier. NSEG: the segment count when the caller knows it at
 // compile time (1 for a matvec step's input, so its pairs need no segment selection), else 0.
 // False when the kernel must stop.
-template <int NSEG>
+// U: pairs a thread takes a round (at most 8; the attention step's q, k, v need far fewer).
+template <int NSEG, int U = 8>
 __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag, int step) {
     if (NSEG) nseg = NSEG;
     const LlSeg g0 = segs[0], g1 = nseg > 1 ? segs[1] : segs[0], g2 = nseg > 2 ? segs[2] : segs[0];
@@ -422,25 +423,25 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
     int np = n0 + n1 + n2, ok = 1;
     // (Threads past PK_POLLERS poll nothing: they staged the step's weights meanwhile.)
     if (!PK_POLLER(threadIdx.x)) np = 0;
-    for (int rb = 0; rb < np && ok; rb += 8 * PK_POLLERS) {
+    for (int rb = 0; rb < np && ok; rb += U * PK_POLLERS) {
         // The pairs of this round still without their tag (bit u: pair ll_index(rb, u)). Each
         // poll reloads all of them at once, so a thread waits about one round trip after the
         // last of its pairs was written, not one a pair.
         u32 pend = 0;
 #pragma unroll
-        for (int u = 0; u < 8; u++)
+        for (int u = 0; u < U; u++)
             if (ll_index(rb, u) < np) pend |= 1u << u;
         u64 t0 = 0;
         for (int it = 0; pend; it++) {
-            uint4 v[8];
+            uint4 v[U];
 #pragma unroll
-            for (int u = 0; u < 8; u++) {
+            for (int u = 0; u < U; u++) {
                 int s, j;
                 ll_pair<NSEG>(ll_index(rb, u), n0, n1, s, j);
                 if ((pend >> u) & 1) v[u] = ld_ll2(PK_SEG(s).src + 2 * j);
             }
 #pragma unroll
-            for (int u = 0; u < 8; u++) {
+            for (int u = 0; u < U; u++) {
                 int s, j;
                 ll_pair<NSEG>(ll_index(rb, u), n0, n1, s, j);
                 if (((pend >> u) & 1) && v[u].y == tag && v[u].w == tag) {
