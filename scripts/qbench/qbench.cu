@@ -26,6 +26,14 @@
 // 8 rows of 576 two a warp 766 / 760, one a warp 650 / 705; gate/up 12 pairs 1679 / 1115; down 5
 // rows of 1536 955 / 1009; Qwen q/k/v 10 rows of 896 885 / 877, gate/up 37 pairs 4270 / 3998,
 // down 7 rows of 4864 1343 / 1409. The trace's rows phases (session 34) are 1.4-4x these.
+// Session 42 (H100 80GB HBM3), the cold columns at last: after 256 KB of other code (COLD) a bare
+// barrier takes 858 cycles against 271 warm, the q/k/v rows two a warp 2027 / 2038 against 927 /
+// 947, a plain trip 1928 against 864; after 32 KB (COLDS) 350, 1123, 955. The sweep (FLUSHK, 384
+// threads: barrier / q/k/v rows / gate/up pairs) after 0, 16, 48, 64, 80, 96, 112, 128, 160, 192
+// KB of code: 324 / 977 / 1345, 407 / 1111 / 1483, 615 / 1197 / 1783, 822 / 1773 / 2561, 417 /
+// 1297 / 1495, 970 / 2140 / 2724, 389 / 1143 / 1522, then ~876 / ~2000 / ~2580 from 128 KB on:
+// not monotonic below 128 KB (where the flush lies against the timed code matters: a
+// set-associative cache), everything fetched again from 128 KB.
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -132,6 +140,7 @@ template <int NT, int T = T_Q4_1>
 __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int cols, int rounds, int variant,
                                              long long* out, int* sink, const u8* wg, int nrows) {
     const bool cold = (variant & COLD) != 0, colds = (variant & COLDS) != 0, split = (variant & SPLIT) != 0;
+    const int variant_all = variant;
     variant &= 0xff;
     float fl = 0.f;
     extern __shared__ float4 sm4[];
@@ -159,6 +168,19 @@ __global__ void __launch_bounds__(NT) qbench(const float* x, const float* w, int
             for (int i = threadIdx.x; i < cols; i += NT) xs[i] = x[i] * (1.f + r * 1e-7f);
         if (cold) fl += flush_icache<16384>((float)r);
         if (colds) fl += flush_icache<2048>((float)r);
+        // FLUSHK (bits 12..19: KB of code run before the round, 16 bytes an instruction).
+        switch ((variant_all >> 12) & 0xff) {
+            case 16: fl += flush_icache<1024>((float)r); break;
+            case 48: fl += flush_icache<3072>((float)r); break;
+            case 64: fl += flush_icache<4096>((float)r); break;
+            case 80: fl += flush_icache<5120>((float)r); break;
+            case 96: fl += flush_icache<6144>((float)r); break;
+            case 112: fl += flush_icache<7168>((float)r); break;
+            case 128: fl += flush_icache<8192>((float)r); break;
+            case 160: fl += flush_icache<10240>((float)r); break;
+            case 192: fl += flush_icache<12288>((float)r); break;
+            default: break;
+        }
         __syncthreads();
         long long t0 = clock64();
         if (rows && split) rows_work<NT, T, true>(variant, wq, nrows, xqv, cols, ro);
@@ -247,6 +269,12 @@ int main() {
         for (int v : {BARRIER, LOADONLY, PLAIN, NORM})
             printf("| %s | %d | %lld | %lld | %lld |\n", names[v], cols, run<256>(x, w, cols, v | COLD, d_out, sink),
                    run<384>(x, w, cols, v | COLD, d_out, sink), run<256>(x, w, cols, v | COLDS, d_out, sink));
+    // How much code the SM keeps (session 42): a bare barrier and SmolLM2's q/k/v rows after N KB
+    // of code ran (FLUSHK): the cost climbs once N passes what an instruction cache holds.
+    printf("\n| code run before (KB) | barrier, 384 | q/k/v rows two a warp, 384 | gate/up pairs, 384 |\n|---|---|---|---|\n");
+    for (int kb : {0, 16, 48, 64, 80, 96, 112, 128, 160, 192})
+        printf("| %d | %lld | %lld | %lld |\n", kb, run<384>(x, w, 576, BARRIER | kb << 12, d_out, sink),
+               run<384>(x, w, 576, ROWS2 | kb << 12, d_out, sink, wg, 8), run<384>(x, w, 576, PAIRS | kb << 12, d_out, sink, wg, 12));
     // Q4_1 rows in the split layout (SPLIT), warm: against the first table's.
     printf("\n| rows, Q4_1 split | cols | rows | 256 threads | 384 threads |\n|---|---|---|---|---|\n");
     for (Shape sh : {Shape{ROWS1, 576, 8, "one a warp"}, Shape{PAIRS, 576, 12, "pairs"}, Shape{ROWS1, 1536, 5, "one a warp"},
