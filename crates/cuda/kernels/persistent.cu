@@ -221,36 +221,6 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
 }
 
 
-#ifdef MOLLA_X_KSMALL2
-// MOLLA_KDEFS=KSMALL2 (an experiment, session 42): the input's quantization as one inlined copy
-// for plain inputs (every thread: quantize_q16_unsynced<PK_THREADS>) and RMSNorm's (w: the first
-// PK_NORM_THREADS threads, x * w, the raw row kept in raw: quantize_q16_w<PK_NORM_THREADS>), the
-// same trips and bits as those two.
-__device__ __forceinline__ void pk_quantize(const float* xs, int n, u8* xq, const float* w, float* raw) {
-    const int nb = n >> 5, part = threadIdx.x & 3;
-    constexpr int PN = PK_NORM_THREADS >> 2, PP = PK_THREADS >> 2;
-    const int per = w ? PN : PP, trips = w ? (nb + PN - 1) / PN : (nb + PP - 1) / PP;
-    for (int it = 0; it < trips; it++) {
-        const int b0 = it * per + (threadIdx.x >> 2);
-        const bool live = b0 < nb;
-        const int b = live ? b0 : 0, i0 = 32 * b + 8 * part;
-        const float4 va = ((const float4*)(xs + i0))[0], vb = ((const float4*)(xs + i0))[1];
-        float v[8] = {va.x, va.y, va.z, va.w, vb.x, vb.y, vb.z, vb.w};
-        if (w) {
-            const float4 wa = ((const float4*)(w + i0))[0], wb = ((const float4*)(w + i0))[1];
-            const float ww[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
-#pragma unroll
-            for (int j = 0; j < 8; j++) v[j] = __fmul_rn(v[j], ww[j]);
-            if (live) {
-                ((float4*)(raw + i0))[0] = va;
-                ((float4*)(raw + i0))[1] = vb;
-            }
-        }
-        q16_block(v, b, part, live, n, xq);
-    }
-}
-#endif
-
 // The input of a matvec step, prepared in shared memory (all threads take part), and the step's
 // first chunk of rows landed. `after_norm`: the cp.async groups this thread committed after the
 // one holding the norm weights (the first is the first chunk). Ends with a barrier, the row
@@ -298,16 +268,6 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     pk_delay(a, st, step, PK_DELAY_IN);
     if (PK_SKIPS(a, PK_SKIP_PREP)) return true;
     const bool norm = st.prep != PK_PREP_PLAIN;
-#ifdef MOLLA_X_KSMALL2
-    // One inlined copy of the quantization for both inputs (pk_quantize).
-    if (norm && threadIdx.x >= PK_NORM_THREADS) {
-        pk_rms_part(xs, n, PK_THREADS - PK_NORM_THREADS, PK_NORM_THREADS);
-    } else {
-        if (norm) cp_wait_n(after_norm);
-        pk_quantize(xs, n, xq, norm ? nw : nullptr, xraw);
-    }
-    pk_stamp_m(a, 5);
-#else
     if (norm) {
         // RMSNorm with its scale left out of the row (as load_input): the first PK_NORM_THREADS
         // threads quantize x * w (each reads the norm weights it copied itself as the step began:
@@ -323,7 +283,6 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     } else {
         quantize_q16_unsynced<PK_THREADS>(xs, n, xq);
     }
-#endif
     // The first chunk's copies (pk_matvec reads it after this barrier without another).
     cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
     __syncthreads();
