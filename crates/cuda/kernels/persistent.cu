@@ -60,12 +60,12 @@ __device__ __forceinline__ void pk_l2_span(const u8* p, int len) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + len - 1));
 }
 
-// Code on a layer's path but off a step's critical path is kept small, not unrolled: each step's
-// code is fetched again after the other steps' (the kernel runs ~80 KB of code a layer; on
-// scripts/qbench SmolLM2's q/k/v rows take ~980 SM cycles after their code ran, ~2000 after
-// 128 KB of other code ran). Taking ~520 instructions of such code out (the stagers' RMSNorm sum
-// and key and value copies as loops, the attention step's poll two pairs a thread a round)
-// measured +0.7-1.0% tokens/s on the H200 (session 42, MOLLA_KDEFS=KSMALL then).
+// Code that gains nothing from unrolling is kept small: a layer runs ~80 KB of the kernel's code,
+// and a step's code may be fetched again after the other steps' (on scripts/qbench SmolLM2's
+// q/k/v rows take ~980 SM cycles after their code ran, ~2000 after 128 KB of other code ran).
+// Taking ~520 instructions out (the stagers' RMSNorm sum and key and value copies as loops, the
+// attention step's poll two pairs a thread a round) measured +0.7-1.1% tokens/s on the H200
+// (session 42, MOLLA_KDEFS=KSMALL then); the poll is on the step's critical path, the rest not.
 
 // rms_part's sum (the same adds in the same order) with its loops not unrolled.
 __device__ __forceinline__ void pk_rms_part(const float* x, int n, int v0, int nt) {
