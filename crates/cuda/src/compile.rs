@@ -507,6 +507,8 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
+            // The stagers running the step's code dry before the input (an experiment).
+            compiles(Program::Persistent(twelve), &["MOLLA_X_WARM"]);
         }
     }
 
