@@ -358,6 +358,13 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #else
 #define PK_WARM 0
 #endif
+// MOLLA_KDEFS=WARMATT (an experiment, session 42; see pk_attention): blocks wider than attend's
+// threads, with wo folded.
+#if defined(MOLLA_X_WARMATT) && defined(PK_FOLD_WO) && PK_THREADS > ATT_THREADS
+#define PK_WARMATT 1
+#else
+#define PK_WARMATT 0
+#endif
 
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
 // reference, a copy in local memory read with a local load for every field used, where inlined
@@ -512,11 +519,13 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
 // unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
 // and a count the reader polls). Ends with a barrier before the adds.
+// `dry` (MOLLA_KDEFS=WARMATT's first pass, by the threads attend leaves idle): the same code, one
+// unit a lane, nothing stored or added, no barrier.
 __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, const PkArgs& a, const float* rq, u8* xqh,
-                                           int h, int step) {
+                                           int h, int step, bool dry) {
     const int hdv = PK_A_HDV(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5), r0 = d.r0, r1 = d.r1;
-    quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
-    __syncthreads();
+    quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh, dry);
+    if (!dry) __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
     u64* acc = (u64*)st.y[0];
     const int ty = st.ty[0], n = (r1 - r0) * uh;
@@ -526,21 +535,42 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, con
     // from n_head * uh to n_head (session 29: gate/up's wait for them 1.64 -> 1.47 us in Qwen's
     // trace). Else one add a unit.
     const bool lanes = uh <= 32 && (uh & (uh - 1)) == 0;
-    for (int i = threadIdx.x; i < (lanes ? (n + 31) & ~31 : n); i += PK_THREADS) {
+    const int lim = lanes ? (n + 31) & ~31 : n;
+    for (int i = dry ? (int)(threadIdx.x & 31) : (int)threadIdx.x; i < lim; i += dry ? lim : PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
         float v = 0.f;
         if (i < n) pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
         if (!lanes) {
-            pk_acc_add(a, step, acc + r, v);
+            if (!dry) pk_acc_add(a, step, acc + r, v);
             continue;
         }
-        long long f = i < n ? pk_acc_fx(a, step, v) : 0;
+        long long f = i < n && !dry ? pk_acc_fx(a, step, v) : 0;
         for (int o = 1; o < uh; o <<= 1) f += __shfl_xor_sync(0xffffffffu, f, o);
-        if (i < n && k == 0) pk_acc_red(acc + r, (u32)uh, f);
+        if (i < n && k == 0 && !dry) pk_acc_red(acc + r, (u32)uh, f);
     }
 }
 
 #endif
+
+// The head's attention by attend's ATT_THREADS threads: on the staged copy of its kv head's keys
+// and values (ks, vs) or on the cache; its output into rq.
+__device__ __forceinline__ void pk_attend(const PkStep& st, const PkArgs& a, const float* qs, const u16* ks, const u16* vs,
+                                          bool staged, int kvh, int kv_dim, int v_dim, float* rq) {
+    const int hd = PK_A_HD(a), hdv = PK_A_HDV(a);
+    if (PK_SKIPS(a, PK_SKIP_ATTN)) {
+        // Measurement: the head's output is its roped q.
+    }
+#ifdef PK_SHORT
+    // Built for short caches (PkBuild::short): every position in one staged tile, which the host
+    // launches it for only (Persistent::launch); attend's single tile.
+    else if (PK_KSWZ(a)) attend<u16, true, PK_HD_T, PK_HDV_T, true>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+    else attend<u16, false, PK_HD_T, PK_HDV_T, true>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+#else
+    else if (staged && PK_KSWZ(a)) attend<u16, true, PK_HD_T, PK_HDV_T>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+    else if (staged) attend<u16, false, PK_HD_T, PK_HDV_T>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
+    else attend<u16, false, PK_HD_T, PK_HDV_T>(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
+#endif
+}
 
 // Rope of q and k, the store of k and v at a.pos (every block of a kv group writes the same
 // bytes), then attention over positions 0 ..= pos; one head per block. False when the kernel must
@@ -624,30 +654,44 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
         __syncthreads();
         pk_stamp(a, 1);
         pk_stamp(a, 2);
+#if PK_WARMATT
+        // MOLLA_KDEFS=WARMATT: the threads attend leaves idle run the folded wo dry while it
+        // runs (pk_fold_wo's `dry`), so that its code has been fetched when the head's output
+        // is ready; then everyone runs it for real.
+        for (int pass = fold && (int)threadIdx.x >= ATT_THREADS ? 0 : 1; pass < 2; pass++) {
+        const bool dry = pass == 0;
+        if (!dry && threadIdx.x < ATT_THREADS) {
+            // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
+            pk_attend(st, a, qs, ks, vs, staged, kvh, kv_dim, v_dim, rq);
+        }
+        if (!dry) {
+            __syncthreads();
+            pk_stamp_m(a, 7);
+        }
+#ifdef PK_FOLD_WO
+        if (fold) {
+            if (!dry) pk_delay(a, st, step, PK_DELAY_FOLD);
+            pk_fold_wo(st, blk, a, rq, (u8*)sm + a.xq_off, h, step, dry);
+        }
+#endif
+        }
+#ifdef PK_FOLD_WO
+        if (fold) break;
+#endif
+#else
         if (threadIdx.x < ATT_THREADS) {
             // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
-            if (PK_SKIPS(a, PK_SKIP_ATTN)) {
-                // Measurement: the head's output is its roped q.
-            }
-#ifdef PK_SHORT
-            // Built for short caches (PkBuild::short): every position in one staged tile, which
-            // the host launches it for only (Persistent::launch); attend's single tile.
-            else if (PK_KSWZ(a)) attend<u16, true, PK_HD_T, PK_HDV_T, true>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
-            else attend<u16, false, PK_HD_T, PK_HDV_T, true>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
-#else
-            else if (staged && PK_KSWZ(a)) attend<u16, true, PK_HD_T, PK_HDV_T>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
-            else if (staged) attend<u16, false, PK_HD_T, PK_HDV_T>(qs, ks, vs, a.pos + 1, 0, hd, hdv, hd, hdv, a.scale, rq);
-            else attend<u16, false, PK_HD_T, PK_HDV_T>(qs, st.kc, st.vc, a.pos + 1, kvh, kv_dim, v_dim, hd, hdv, a.scale, rq);
-#endif
+            pk_attend(st, a, qs, ks, vs, staged, kvh, kv_dim, v_dim, rq);
         }
         __syncthreads();
         pk_stamp_m(a, 7);
 #ifdef PK_FOLD_WO
         if (fold) {
             pk_delay(a, st, step, PK_DELAY_FOLD);
-            pk_fold_wo(st, blk, a, rq, (u8*)sm + a.xq_off, h, step);
+            pk_fold_wo(st, blk, a, rq, (u8*)sm + a.xq_off, h, step, false);
             break;
         }
+#endif
 #endif
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) pk_out(st, st.out, h * hdv + d, rq[d], tag);
         if (h + (int)gridDim.x < nh) __syncthreads();  // rq is reloaded for the block's next head

@@ -507,8 +507,15 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
-            // The stagers running the step's code dry before the input (an experiment).
-            compiles(Program::Persistent(twelve), &["MOLLA_X_WARM"]);
+            // The stagers running a step's code dry before its input, and the folded wo's while
+            // attend runs (experiments).
+            compiles(
+                Program::Persistent(PkBuild {
+                    short: true,
+                    ..twelve
+                }),
+                &["MOLLA_X_WARM", "MOLLA_X_WARMATT"],
+            );
         }
     }
 
