@@ -82,16 +82,6 @@ __device__ __forceinline__ void pk_rms_part(const float* x, int n, int v0, int n
     if ((v & 31) == 0) rms_red[v >> 5] = ss;
 }
 
-// stage_rows16_at (the same copies) with its loop not unrolled.
-__device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t stride, int u, int n, bool swz, int threads,
-                                              u32 t) {
-    const int per = threads / u, j = t % u;
-    if ((int)t >= per * u) return;
-#pragma unroll 1
-    for (int p = t / u; p < n; p += per)
-        cp_async16(dst + 16 * (p * u + (swz ? j ^ (p & 7) : j)), src + (size_t)p * stride + 8 * j);
-}
-
 // Pairs a poller takes a round in the attention step's poll (its q, k and v: 96 pairs on SmolLM2
 // and Qwen, one round for 128 pollers).
 #define PK_ATT_POLL_U 2

@@ -129,3 +129,14 @@ __device__ __forceinline__ bool pk_busy(const PkStep& st, int r0, int r1) {
 
 // Chunk buffer k (of a.stages, cycled).
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
+
+// stage_rows16_at (the same copies) with its loop not unrolled: the persistent kernel keeps code
+// off a step's critical path small (persistent.cu, session 42).
+__device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t stride, int u, int n, bool swz, int threads,
+                                              u32 t) {
+    const int per = threads / u, j = t % u;
+    if ((int)t >= per * u) return;
+#pragma unroll 1
+    for (int p = t / u; p < n; p += per)
+        cp_async16(dst + 16 * (p * u + (swz ? j ^ (p & 7) : j)), src + (size_t)p * stride + 8 * j);
+}
