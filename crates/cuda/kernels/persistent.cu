@@ -282,7 +282,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     }
     scale = norm && !dry ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
 #ifndef PK_TYMASK
-    if (norm) {
+    if (norm && !dry) {
         // Formats without q16 decoding read the f32 row: x * w, as load_input leaves it.
         for (int i = threadIdx.x; i < n; i += PK_THREADS) xs[i] = __fmul_rn(xs[i], nw[i]);
         __syncthreads();
