@@ -85,6 +85,14 @@ __device__ __forceinline__ void pk_rms_part(const float* x, int n, int v0, int n
 // Pairs a poller takes a round in the attention step's poll (its q, k and v: 96 pairs on SmolLM2
 // and Qwen, one round for 128 pollers).
 #define PK_ATT_POLL_U 2
+// Pairs a poller takes a round in a matvec step's poll: 8 (2048 values a round), or
+// MOLLA_KDEFS=POLLU=N (an experiment, session 42: what the widest tagged input needs, 6 on
+// SmolLM2, 4 on Qwen, for fewer predicated-off slots a poll; the same values, N from 1 to 8).
+#if defined(MOLLA_X_POLLU) && MOLLA_X_POLLU >= 1 && MOLLA_X_POLLU <= 8
+#define PK_MV_POLL_U (MOLLA_X_POLLU)
+#else
+#define PK_MV_POLL_U 8
+#endif
 
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
 // buffers (one cp.async group), if they fit (pk_kv_staged).
@@ -249,7 +257,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         // One segment known at compile time: no segment selection for each pair of each poll
         // (measured +2% tokens/s on the SmolLM2 and Qwen shapes, session 18).
         LlSeg seg = {(const u64*)st.x, xs, n};
-        if (!pk_load_ll<1>(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
+        if (!pk_load_ll<1, PK_MV_POLL_U>(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
     } else {
         if (!pk_wait(a, st.in_step, step)) return false;
         load_row(st.x, xs, n);

@@ -507,14 +507,14 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
-            // The stagers running a step's code dry before its input, and the folded wo's while
-            // attend runs (experiments).
+            // The stagers running a step's code dry before its input, the folded wo's while
+            // attend runs, and six pairs a poller a round (experiments).
             compiles(
                 Program::Persistent(PkBuild {
                     short: true,
                     ..twelve
                 }),
-                &["MOLLA_X_WARM", "MOLLA_X_WARMATT"],
+                &["MOLLA_X_WARM", "MOLLA_X_WARMATT", "MOLLA_X_POLLU=6"],
             );
         }
     }
