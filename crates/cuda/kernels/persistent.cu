@@ -82,16 +82,16 @@ __device__ __forceinline__ void pk_rms_part(const float* x, int n, int v0, int n
     if ((v & 31) == 0) rms_red[v >> 5] = ss;
 }
 
-// Pairs a poller takes a round in the attention step's poll (its q, k and v: 96 pairs on SmolLM2
-// and Qwen, one round for 128 pollers).
+// Pairs a poller takes a round: 2 in the attention step's poll (its q, k and v: 96 pairs on
+// SmolLM2 and Qwen, one round), 8 in a matvec step's (2048 values), or MOLLA_KDEFS=POLLU=N there
+// (an experiment, session 42: 6 covers SmolLM2's widest tagged input, 4 Qwen's; same values).
 #define PK_ATT_POLL_U 2
-// Pairs a poller takes a round in a matvec step's poll: 8 (2048 values a round), or
-// MOLLA_KDEFS=POLLU=N (an experiment, session 42: what the widest tagged input needs, 6 on
-// SmolLM2, 4 on Qwen, for fewer predicated-off slots a poll; the same values, N from 1 to 8).
-#if defined(MOLLA_X_POLLU) && MOLLA_X_POLLU >= 1 && MOLLA_X_POLLU <= 8
+#if !defined(MOLLA_X_POLLU)
+#define PK_MV_POLL_U 8
+#elif MOLLA_X_POLLU >= 1 && MOLLA_X_POLLU <= 8
 #define PK_MV_POLL_U (MOLLA_X_POLLU)
 #else
-#define PK_MV_POLL_U 8
+#error "MOLLA_KDEFS=POLLU=N takes N from 1 to 8"
 #endif
 
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
