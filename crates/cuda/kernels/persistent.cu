@@ -224,14 +224,12 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
 // one holding the norm weights (the first is the first chunk). Ends with a barrier, the row
 // quantized to 16 bits at xq (q16.cuh) and the first chunk in shared memory; `scale`: the factor
 // of every output row (RMSNorm's scale, else 1: matvec.cu load_input). False when the kernel must
-// stop. `dry` (MOLLA_KDEFS=WARM's first pass): no input, no barrier, nothing stored; only the
-// preparation's instructions run.
+// stop.
 __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int after_norm,
-                         u8* xq, int step, float& scale, bool dry) {
+                         u8* xq, int step, float& scale) {
     int n = st.cols;
     scale = 1.f;
-    if (dry) {
-    } else if (st.prep == PK_PREP_EMBED_RMSNORM) {
+    if (st.prep == PK_PREP_EMBED_RMSNORM) {
         const u32 token = pk_token(a);
         if (token < (u32)st.emb_rows) {
             const u8* row = st.emb + (size_t)token * st.emb_row_bytes;
@@ -273,24 +271,22 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         // threads quantize x * w (each reads the norm weights it copied itself as the step began:
         // pk_stage_norm), while the others sum the squares for the scale at once (rms_part, the
         // order rms_scale's PK_NORM_THREADS threads give). The sum is off the critical path.
-        if (dry || threadIdx.x < PK_NORM_THREADS) {
-            if (!dry) cp_wait_n(after_norm);
-            quantize_q16_w<PK_NORM_THREADS>(xs, n, xq, nw, xraw, dry);
+        if (threadIdx.x < PK_NORM_THREADS) {
+            cp_wait_n(after_norm);
+            quantize_q16_w<PK_NORM_THREADS>(xs, n, xq, nw, xraw);
         } else {
             pk_rms_part(xs, n, PK_THREADS - PK_NORM_THREADS, PK_NORM_THREADS);
         }
         pk_stamp_m(a, 5);
     } else {
-        quantize_q16_unsynced<PK_THREADS>(xs, n, xq, dry);
+        quantize_q16_unsynced<PK_THREADS>(xs, n, xq);
     }
-    if (!dry) {
-        // The first chunk's copies (pk_matvec reads it after this barrier without another).
-        cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
-        __syncthreads();
-    }
-    scale = norm && !dry ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
+    // The first chunk's copies (pk_matvec reads it after this barrier without another).
+    cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
+    __syncthreads();
+    scale = norm ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
 #ifndef PK_TYMASK
-    if (norm && !dry) {
+    if (norm) {
         // Formats without q16 decoding read the f32 row: x * w, as load_input leaves it.
         for (int i = threadIdx.x; i < n; i += PK_THREADS) xs[i] = __fmul_rn(xs[i], nw[i]);
         __syncthreads();
@@ -350,20 +346,6 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
 #endif
 
-// MOLLA_KDEFS=WARM (an experiment, session 42; see pk_matvec): packed builds with split staging.
-#if defined(MOLLA_X_WARM) && defined(PK_PACKED_ONLY) && !defined(MOLLA_X_NOSPLIT)
-#define PK_WARM 1
-#else
-#define PK_WARM 0
-#endif
-// MOLLA_KDEFS=WARMATT (an experiment, session 42; see pk_attention): blocks wider than attend's
-// threads, with wo folded.
-#if defined(MOLLA_X_WARMATT) && defined(PK_FOLD_WO) && PK_THREADS > ATT_THREADS
-#define PK_WARMATT 1
-#else
-#define PK_WARMATT 0
-#endif
-
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
 // reference, a copy in local memory read with a local load for every field used, where inlined
 // code reads the constant bank.
@@ -375,23 +357,12 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     // goes into chunk k's buffer once chunk k is done, and each such copy prefetches one more
     // chunk into L2. A packed step's chunks all landed in pk_input, where its table entry says.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
-#if PK_WARM
-    // MOLLA_KDEFS=WARM: the stagers, their copies issued, first run the preparation and one row
-    // (or pair) a warp dry (no input, nothing stored) while the pollers wait, so that the code
-    // the step then runs on its critical path has been fetched (scripts/qbench: a phase whose
-    // code was evicted pays ~550-1100 SM cycles); then everyone runs them for real.
-    for (int pass = PK_STAGER(threadIdx.x) ? 0 : 1; pass < 2; pass++) {
-    const bool dry = pass == 0;
-#else
-    {
-    constexpr bool dry = false;
-#endif
     float scale;
-    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale, dry)) return false;
+    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
-    if (PK_SKIPS(a, PK_SKIP_ROWS) && !dry) {
+    if (PK_SKIPS(a, PK_SKIP_ROWS)) {
         pk_skip_rows(st, xraw, r0, r1, tag);
         return true;
     }
@@ -432,11 +403,11 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
         const size_t rb0 = (size_t)st.row_bytes[si], rb1 = (size_t)st.row_bytes[1];
         float* y = st.y[si];
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
-            if (!dry) pk_skip_chunk(st, c, xraw, tag);
+            pk_skip_chunk(st, c, xraw, tag);
         } else if (st.pair) {
             // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
             // type).
-            for (int r = c.ra + warp; r < c.rb && (!dry || r == c.ra + warp); r += PK_WARPS) {
+            for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
                 float gu[2];
                 if (ty0 == ty1) {
@@ -447,7 +418,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 }
                 float g = mv_scaled(warp_sum(gu[0]), scale);
                 float u = mv_scaled(warp_sum(gu[1]), scale);
-                if (lane == 0 && !dry) pk_out(st, y, r, silu_mul(g, u), tag);
+                if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
             }
         } else {
             // Two consecutive rows a warp, sharing each unit's input; one when the chunk has no
@@ -455,7 +426,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
             const float* bias = st.bias[si];
             const bool accumulate = st.accumulate[si] != 0;
             const int per = c.rb - c.ra > PK_WARPS ? 2 : 1;
-            for (int r = c.ra + per * warp; r < c.rb && (!dry || r == c.ra + per * warp); r += per * PK_WARPS) {
+            for (int r = c.ra + per * warp; r < c.rb; r += per * PK_WARPS) {
                 int nr = min(per, c.rb - r);
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
                 float acc[2];
@@ -463,7 +434,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 acc[0] = warp_sum(acc[0]);
                 // (nr is the warp's: a step of at most one row a warp skips the second sum.)
                 if (nr > 1) acc[1] = warp_sum(acc[1]);
-                if (lane < nr && !dry) {
+                if (lane < nr) {
                     int rr = r + lane;
                     float v = mv_scaled(lane == 0 ? acc[0] : acc[1], scale);
                     if (bias) v += bias[rr];
@@ -478,7 +449,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
             issued++;
             if (l2 < r1 && !PK_SKIPS(a, PK_SKIP_FETCH)) pk_l2(st, pk_next_chunk(st, l2, r1, a.chunk));
         }
-    }
     }
     pk_stamp_m(a, 7);
     return true;
@@ -517,13 +487,11 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
 // unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
 // and a count the reader polls). Ends with a barrier before the adds.
-// `dry` (MOLLA_KDEFS=WARMATT's first pass, by the threads attend leaves idle): the same code, one
-// unit a lane, nothing stored or added, no barrier.
 __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, const PkArgs& a, const float* rq, u8* xqh,
-                                           int h, int step, bool dry) {
+                                           int h, int step) {
     const int hdv = PK_A_HDV(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5), r0 = d.r0, r1 = d.r1;
-    quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh, dry);
-    if (!dry) __syncthreads();
+    quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
+    __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
     u64* acc = (u64*)st.y[0];
     const int ty = st.ty[0], n = (r1 - r0) * uh;
@@ -534,17 +502,17 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, con
     // trace). Else one add a unit.
     const bool lanes = uh <= 32 && (uh & (uh - 1)) == 0;
     const int lim = lanes ? (n + 31) & ~31 : n;
-    for (int i = dry ? (int)(threadIdx.x & 31) : (int)threadIdx.x; i < lim; i += dry ? lim : PK_THREADS) {
+    for (int i = threadIdx.x; i < lim; i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
         float v = 0.f;
         if (i < n) pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
         if (!lanes) {
-            if (!dry) pk_acc_add(a, step, acc + r, v);
+            pk_acc_add(a, step, acc + r, v);
             continue;
         }
-        long long f = i < n && !dry ? pk_acc_fx(a, step, v) : 0;
+        long long f = i < n ? pk_acc_fx(a, step, v) : 0;
         for (int o = 1; o < uh; o <<= 1) f += __shfl_xor_sync(0xffffffffu, f, o);
-        if (i < n && k == 0 && !dry) pk_acc_red(acc + r, (u32)uh, f);
+        if (i < n && k == 0) pk_acc_red(acc + r, (u32)uh, f);
     }
 }
 
@@ -652,31 +620,6 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
         __syncthreads();
         pk_stamp(a, 1);
         pk_stamp(a, 2);
-#if PK_WARMATT
-        // MOLLA_KDEFS=WARMATT: the threads attend leaves idle run the folded wo dry while it
-        // runs (pk_fold_wo's `dry`), so that its code has been fetched when the head's output
-        // is ready; then everyone runs it for real.
-        for (int pass = fold && (int)threadIdx.x >= ATT_THREADS ? 0 : 1; pass < 2; pass++) {
-        const bool dry = pass == 0;
-        if (!dry && threadIdx.x < ATT_THREADS) {
-            // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
-            pk_attend(st, a, qs, ks, vs, staged, kvh, kv_dim, v_dim, rq);
-        }
-        if (!dry) {
-            __syncthreads();
-            pk_stamp_m(a, 7);
-        }
-#ifdef PK_FOLD_WO
-        if (fold) {
-            if (!dry) pk_delay(a, st, step, PK_DELAY_FOLD);
-            pk_fold_wo(st, blk, a, rq, (u8*)sm + a.xq_off, h, step, dry);
-        }
-#endif
-        }
-#ifdef PK_FOLD_WO
-        if (fold) break;
-#endif
-#else
         if (threadIdx.x < ATT_THREADS) {
             // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
             pk_attend(st, a, qs, ks, vs, staged, kvh, kv_dim, v_dim, rq);
@@ -686,10 +629,9 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
 #ifdef PK_FOLD_WO
         if (fold) {
             pk_delay(a, st, step, PK_DELAY_FOLD);
-            pk_fold_wo(st, blk, a, rq, (u8*)sm + a.xq_off, h, step, false);
+            pk_fold_wo(st, blk, a, rq, (u8*)sm + a.xq_off, h, step);
             break;
         }
-#endif
 #endif
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) pk_out(st, st.out, h * hdv + d, rq[d], tag);
         if (h + (int)gridDim.x < nh) __syncthreads();  // rq is reloaded for the block's next head

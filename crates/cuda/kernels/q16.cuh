@@ -144,10 +144,8 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
 // every trip (the shuffles need whole warps); past the end it computes on block 0 and stores
 // nothing. No barrier: the caller's makes the row visible to the block. NT: the block's threads
 // when known at compile time (the persistent kernel: no division by a run-time count), else 0.
-// dry: the same instructions, nothing stored (the persistent kernel's MOLLA_KDEFS=WARM runs its
-// code ahead of the input to have it fetched).
 template <int NT, class Load>
-__device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load, bool dry = false) {
+__device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
     int nb = cols >> 5, part = threadIdx.x & 3;
     int per = NT ? NT >> 2 : (int)(blockDim.x >> 2), trips = (nb + per - 1) / per;
     for (int it = 0; it < trips; it++) {
@@ -157,8 +155,8 @@ __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load, bo
         // others' shuffles are whole): the attention fold's 64 values take one warp, not all.
         if (it * per + (int)((threadIdx.x & ~31u) >> 2) >= nb) continue;
 #endif
-        bool live = !dry && b0 < nb;
-        int b = b0 < nb ? b0 : 0;
+        bool live = b0 < nb;
+        int b = live ? b0 : 0;
         float v[8];
         load(32 * b + 8 * part, live, v);
         q16_block(v, b, part, live, cols, base);
@@ -169,15 +167,12 @@ __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load, bo
 // 16-byte store a thread); no barrier (quantize_q16 adds it). The same bits as
 // Q16Acts::quantize for q and dx; sx is summed in a different order.
 template <int NT = 0>
-__device__ __forceinline__ void quantize_q16_unsynced(const float* xs, int cols, u8* base, bool dry = false) {
-    quantize_trips<NT>(
-        cols, base,
-        [&](int i, bool, float* v) {
-            const float4* src = (const float4*)(xs + i);
-            float4 va = src[0], vb = src[1];
-            v[0] = va.x, v[1] = va.y, v[2] = va.z, v[3] = va.w, v[4] = vb.x, v[5] = vb.y, v[6] = vb.z, v[7] = vb.w;
-        },
-        dry);
+__device__ __forceinline__ void quantize_q16_unsynced(const float* xs, int cols, u8* base) {
+    quantize_trips<NT>(cols, base, [&](int i, bool, float* v) {
+        const float4* src = (const float4*)(xs + i);
+        float4 va = src[0], vb = src[1];
+        v[0] = va.x, v[1] = va.y, v[2] = va.z, v[3] = va.w, v[4] = vb.x, v[5] = vb.y, v[6] = vb.z, v[7] = vb.w;
+    });
 }
 
 // quantize_q16_unsynced, then a barrier: the row is ready for the block.
@@ -190,7 +185,7 @@ __device__ void quantize_q16(const float* xs, int cols, u8* base) {
 // (load_input's row: the scale multiplies the dot products) before it is quantized; the raw
 // values are copied to raw, xs is left as it is. No barrier: the caller's.
 template <int NT>
-__device__ void quantize_q16_w(const float* xs, int cols, u8* base, const float* w, float* raw, bool dry = false) {
+__device__ void quantize_q16_w(const float* xs, int cols, u8* base, const float* w, float* raw) {
     quantize_trips<NT>(cols, base, [&](int i0, bool live, float* v) {
         float4 va = ((const float4*)(xs + i0))[0], vb = ((const float4*)(xs + i0))[1];
         float4 wa = ((const float4*)(w + i0))[0], wb = ((const float4*)(w + i0))[1];
@@ -202,7 +197,7 @@ __device__ void quantize_q16_w(const float* xs, int cols, u8* base, const float*
             ((float4*)(raw + i0))[0] = va;
             ((float4*)(raw + i0))[1] = vb;
         }
-    }, dry);
+    });
 }
 
 // Σ w·xq over N4 words of four byte-sized weights (element 4k + i in byte i of word k; U:

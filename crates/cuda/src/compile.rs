@@ -507,14 +507,13 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
-            // The stagers running a step's code dry before its input, the folded wo's while
-            // attend runs, and six pairs a poller a round (experiments).
+            // Four pairs a poller a round (an experiment).
             compiles(
                 Program::Persistent(PkBuild {
                     short: true,
                     ..twelve
                 }),
-                &["MOLLA_X_WARM", "MOLLA_X_WARMATT", "MOLLA_X_POLLU=6"],
+                &["MOLLA_X_POLLU=4"],
             );
         }
     }
