@@ -31,6 +31,10 @@ const SOURCES: &[(&str, &str)] = &[
         "persistent_chunks.cuh",
         include_str!("../kernels/persistent_chunks.cuh"),
     ),
+    (
+        "persistent_spread.cuh",
+        include_str!("../kernels/persistent_spread.cuh"),
+    ),
     ("persistent.cu", include_str!("../kernels/persistent.cu")),
     ("convert.cu", include_str!("../kernels/convert.cu")),
 ];
@@ -39,6 +43,7 @@ const SOURCES: &[(&str, &str)] = &[
 const PERSISTENT_ONLY: &[&str] = &[
     "persistent_steps.cuh",
     "persistent_chunks.cuh",
+    "persistent_spread.cuh",
     "persistent.cu",
 ];
 
@@ -507,13 +512,13 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
-            // Four pairs a poller a round (an experiment).
+            // Rows spread over the block's threads, four pairs a poller a round (experiments).
             compiles(
                 Program::Persistent(PkBuild {
                     short: true,
                     ..twelve
                 }),
-                &["MOLLA_X_POLLU=4"],
+                &["MOLLA_X_SPREAD=2", "MOLLA_X_POLLU=4"],
             );
         }
     }
