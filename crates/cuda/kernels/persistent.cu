@@ -82,17 +82,11 @@ __device__ __forceinline__ void pk_rms_part(const float* x, int n, int v0, int n
     if ((v & 31) == 0) rms_red[v >> 5] = ss;
 }
 
-// Pairs a poller takes a round: 2 in the attention step's poll (its q, k and v: 96 pairs on
-// SmolLM2 and Qwen, one round), 8 in a matvec step's (2048 values), or MOLLA_KDEFS=POLLU=N there
-// (an experiment, session 42: 6 covers SmolLM2's widest tagged input, 4 Qwen's; same values).
+// Pairs a poller takes a round in the attention step's poll (its q, k and v: 96 pairs on SmolLM2
+// and Qwen, one round for 128 pollers). A matvec step's poll takes pk_load_ll's default 8 (2048
+// values); 6 and 4, which cover SmolLM2's and Qwen's widest tagged inputs in one round, measured
+// no faster (MOLLA_KDEFS=POLLU, sessions 42-43).
 #define PK_ATT_POLL_U 2
-#if !defined(MOLLA_X_POLLU)
-#define PK_MV_POLL_U 8
-#elif MOLLA_X_POLLU >= 1 && MOLLA_X_POLLU <= 8
-#define PK_MV_POLL_U (MOLLA_X_POLLU)
-#else
-#error "MOLLA_KDEFS=POLLU=N takes N from 1 to 8"
-#endif
 
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
 // buffers (one cp.async group), if they fit (pk_kv_staged).
@@ -255,7 +249,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         // One segment known at compile time: no segment selection for each pair of each poll
         // (measured +2% tokens/s on the SmolLM2 and Qwen shapes, session 18).
         LlSeg seg = {(const u64*)st.x, xs, n};
-        if (!pk_load_ll<1, PK_MV_POLL_U>(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
+        if (!pk_load_ll<1>(a, &seg, 1, pk_tag(a, st.in_step), step)) return false;
     } else {
         if (!pk_wait(a, st.in_step, step)) return false;
         load_row(st.x, xs, n);
@@ -346,49 +340,6 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
 #endif
 
-#ifdef PK_SPREAD
-// MOLLA_KDEFS=SPREAD=N (persistent_spread.cuh): chunk c's rows spread over the block's threads
-// when they take at least N unit rounds a lane as warps take them, and their values fit `cap`
-// bytes at vs (the input row's f32 copy, no longer read once it is quantized). False: not spread.
-// Ends with a barrier when another chunk follows (`more`: vs is reused).
-__device__ __forceinline__ bool pk_spread_chunk(const PkStep& st, const PkChunk& c, const u8* base0, const u8* base1,
-                                                const Xq& xq, float scale, float* vs, int cap, const float* xraw,
-                                                u32 tag, bool more) {
-    const int si = c.seg, ty = st.ty[si], n = c.rb - c.ra;
-    const bool pair = st.pair != 0;
-    const int nu = (ty == T_Q4_K || ty == T_Q5_K || ty == T_Q6_K) ? st.cols >> 6 : st.cols >> 5;
-    if ((pair && st.ty[1] != ty) || ty >= 64 || !PK_TY_ON(ty) ||
-        (n + PK_WARPS - 1) / PK_WARPS * ((nu + 31) >> 5) < PK_SPREAD || n * nu * (pair ? 8 : 4) > cap)
-        return false;
-    float *v0 = vs, *v1 = vs + n * nu;
-    const size_t rb0 = (size_t)st.row_bytes[si], rb1 = (size_t)st.row_bytes[1];
-#define PK_SPREAD_CALL(T)                                                       \
-    if (!PK_TY_ON(T)) break;                                                    \
-    if (pair) pk_spread_units<T, true>(base0, base1, rb0, rb1, n, nu, xq, v0, v1); \
-    else pk_spread_units<T, false>(base0, base1, rb0, rb1, n, nu, xq, v0, v1)
-    [&] { Q16_DISPATCH(ty, PK_SPREAD_CALL) }();
-#undef PK_SPREAD_CALL
-    __syncthreads();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float* y = st.y[si];
-    const float* bias = st.bias[si];
-    const bool accumulate = st.accumulate[si] != 0;
-    for (int rr = warp; rr < n; rr += PK_WARPS) {
-        const int r = c.ra + rr;
-        float v = mv_scaled(pk_spread_sum(v0, rr, nu, lane), scale);
-        if (pair) {
-            v = silu_mul(v, mv_scaled(pk_spread_sum(v1, rr, nu, lane), scale));
-        } else {
-            if (bias) v += bias[r];
-            if (accumulate) v += xraw[r];
-        }
-        if (lane == 0) pk_out(st, y, r, v, tag);
-    }
-    if (more) __syncthreads();
-    return true;
-}
-#endif
-
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
 // reference, a copy in local memory read with a local load for every field used, where inlined
 // code reads the constant bank.
@@ -445,11 +396,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
         const int ty0 = st.ty[si], ty1 = st.ty[1];
         const size_t rb0 = (size_t)st.row_bytes[si], rb1 = (size_t)st.row_bytes[1];
         float* y = st.y[si];
-#ifdef PK_SPREAD
-        if (!PK_SKIPS(a, PK_SKIP_DOT) &&
-            pk_spread_chunk(st, c, base0, base1, xq, scale, xs, a.xq_off, xraw, tag, k + 1 < nch))
-            continue;
-#endif
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
             pk_skip_chunk(st, c, xraw, tag);
         } else if (st.pair) {

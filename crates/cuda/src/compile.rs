@@ -31,10 +31,6 @@ const SOURCES: &[(&str, &str)] = &[
         "persistent_chunks.cuh",
         include_str!("../kernels/persistent_chunks.cuh"),
     ),
-    (
-        "persistent_spread.cuh",
-        include_str!("../kernels/persistent_spread.cuh"),
-    ),
     ("persistent.cu", include_str!("../kernels/persistent.cu")),
     ("convert.cu", include_str!("../kernels/convert.cu")),
 ];
@@ -43,7 +39,6 @@ const SOURCES: &[(&str, &str)] = &[
 const PERSISTENT_ONLY: &[&str] = &[
     "persistent_steps.cuh",
     "persistent_chunks.cuh",
-    "persistent_spread.cuh",
     "persistent.cu",
 ];
 
@@ -512,14 +507,6 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
-            // Rows spread over the block's threads, four pairs a poller a round (experiments).
-            compiles(
-                Program::Persistent(PkBuild {
-                    short: true,
-                    ..twelve
-                }),
-                &["MOLLA_X_SPREAD=2", "MOLLA_X_POLLU=4"],
-            );
         }
     }
 
