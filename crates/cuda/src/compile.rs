@@ -507,6 +507,14 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
+            // The folded accumulators in copies (an experiment).
+            compiles(
+                Program::Persistent(PkBuild {
+                    short: true,
+                    ..twelve
+                }),
+                &["MOLLA_X_ACCSPLIT=2"],
+            );
         }
     }
 
