@@ -487,7 +487,7 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, con
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
     __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
-    u64* acc = (u64*)st.y[0] + (size_t)(h % PK_ACCK) * (size_t)(a.fold_n / PK_ACCK);  // ACCSPLIT: copy h % K
+    u64* acc = (u64*)st.y[0];
     const int ty = st.ty[0], n = (r1 - r0) * uh;
     // A row's uh units lie on uh consecutive lanes (uh a power of two up to 32: item i is lane i
     // % 32's), so their products are summed across those lanes (integers: exact in any order)

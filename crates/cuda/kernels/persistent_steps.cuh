@@ -508,24 +508,6 @@ __device__ __forceinline__ long long pk_acc_sum(u64 w) {
     return (long long)((w + PK_ACC_HALF) & (PK_ACC_ONE - 1)) - (long long)PK_ACC_HALF;
 }
 
-// MOLLA_KDEFS=ACCSPLIT=K (an experiment, session 43): the folded wo's accumulator row of a layer
-// in K copies, head h adding into copy h % K (a.fold_n / K words apart; the host allocates K
-// times the words), so that each word takes n_head / K adds instead of n_head; the reader sums
-// the copies' fixed-point sums (integers: exact in any order, so the same bits). Qwen's gate/up
-// input lands ~2.3 us after its stage against ~0.9 for tagged words (session 43's trace): this
-// asks whether the adds queued on each word are what it waits for. Needs the head shape compiled
-// in (PK_NH, PK_HDV; a build without it keeps one copy, the others unused).
-#if defined(MOLLA_X_ACCSPLIT) && MOLLA_X_ACCSPLIT > 1 && defined(PK_NH)
-#define PK_ACCK (MOLLA_X_ACCSPLIT)
-#if PK_ACCK > 4
-#error "MOLLA_KDEFS=ACCSPLIT=K takes K from 2 to 4"
-#endif
-// The adds copy c counts when complete: its heads' units.
-#define PK_ACC_COUNT(c) ((u32)((PK_NH - (c) + PK_ACCK - 1) / PK_ACCK) * (u32)(PK_HDV / 32))
-#else
-#define PK_ACCK 1
-#endif
-
 __device__ __forceinline__ ulonglong2 ld_acc2(const u64* p) {
     ulonglong2 v;
     asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
@@ -545,33 +527,6 @@ __device__ bool pk_load_acc(const PkArgs& a, const u64* acc, float* xs, const fl
             if (ll_index(rb, u) < np) pend |= 1u << u;
         u64 t0 = 0;
         for (int it = 0; pend; it++) {
-#if PK_ACCK > 1
-            const size_t stride = (size_t)(a.fold_n / PK_ACCK);
-            ulonglong2 v[4][PK_ACCK];
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-                if ((pend >> u) & 1)
-#pragma unroll
-                    for (int c = 0; c < PK_ACCK; c++) v[u][c] = ld_acc2(acc + c * stride + 2 * ll_index(rb, u));
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const int j = ll_index(rb, u);
-                bool done = (pend >> u) & 1;
-                long long sx = 0, sy = 0;
-#pragma unroll
-                for (int c = 0; c < PK_ACCK; c++) {
-                    done = done && pk_acc_count(v[u][c].x) == PK_ACC_COUNT(c) && pk_acc_count(v[u][c].y) == PK_ACC_COUNT(c);
-                    sx += pk_acc_sum(v[u][c].x);
-                    sy += pk_acc_sum(v[u][c].y);
-                }
-                if (done) {
-                    xs[2 * j] = fx_value(sx) + raw[2 * j];
-                    xs[2 * j + 1] = fx_value(sy) + raw[2 * j + 1];
-                    pend &= ~(1u << u);
-                }
-            }
-            (void)count;
-#else
             ulonglong2 v[4];
 #pragma unroll
             for (int u = 0; u < 4; u++)
@@ -586,7 +541,6 @@ __device__ bool pk_load_acc(const PkArgs& a, const u64* acc, float* xs, const fl
                     pend &= ~(1u << u);
                 }
             }
-#endif
             if (pend && !pk_poll_on(a, it, t0, nap, step)) {
                 ok = 0;
                 break;

@@ -507,14 +507,6 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
-            // The folded accumulators in copies (an experiment).
-            compiles(
-                Program::Persistent(PkBuild {
-                    short: true,
-                    ..twelve
-                }),
-                &["MOLLA_X_ACCSPLIT=2"],
-            );
         }
     }
 

@@ -277,7 +277,7 @@ impl CudaModel {
         // buffers.
         let fold = g.pk_build.fold;
         let acc_words = if fold {
-            self.layers.len() * hp.n_embd * crate::persistent::acc_copies()
+            self.layers.len() * hp.n_embd
         } else {
             0
         };

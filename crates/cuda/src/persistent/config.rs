@@ -41,15 +41,6 @@ pub(crate) fn ll_max() -> usize {
     env_i32("MOLLA_PK_LL_MAX", 2048).max(0) as usize
 }
 
-/// Copies of each folded accumulator row (`MOLLA_KDEFS=ACCSPLIT=K`, an experiment: head h adds
-/// into copy h % K, kernels/persistent_steps.cuh `PK_ACCK`), else 1.
-pub(crate) fn acc_copies() -> usize {
-    crate::compile::experiment_value("ACCSPLIT")
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|k| (2..=4).contains(k))
-        .unwrap_or(1)
-}
-
 /// Chunks of a block's rows prefetched into L2 ahead of their copy into shared memory
 /// (`MOLLA_PK_L2`, default 2; 0 turns it off).
 pub(super) fn l2_ahead() -> i32 {
