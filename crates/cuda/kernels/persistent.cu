@@ -317,27 +317,48 @@ __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1
 // formats in the mask (others give NaN), so the machine code shrinks to what the model runs
 // (33,200 instructions with every format, 10,432 with three).
 #define PK_TY_ON(T) (((unsigned long long)(PK_TYMASK) >> (T)) & 1ull)
-template <int R>
+// MOLLA_KDEFS=ROLEMASK (an experiment, session 43): the gate/up pairs' row code only for their
+// types (PK_TYMASK_PAIR; PK_PAIR_SAME: every pair's two matrices of one type, so no row-by-row
+// path) and the folded wo's for its types (PK_TYMASK_FOLD), not for every type of the kernel.
+// The real Qwen2.5 file's kernel (Q5_0, Q8_0, Q4_K, Q6_K) is 130 KB of code; adding 18 KB of
+// code never run slowed a step's rows by 0.3-0.4 us (SPREAD's trace, session 43).
+#if defined(MOLLA_X_ROLEMASK) && defined(PK_TYMASK_PAIR)
+#define PK_ROLE_ON(ROLE, T) ((ROLE) ? (((unsigned long long)(PK_TYMASK_PAIR) >> (T)) & 1ull) : PK_TY_ON(T))
+#else
+#define PK_ROLE_ON(ROLE, T) PK_TY_ON(T)
+#endif
+// ROLE 1: a gate/up pair's rows.
+template <int R, int ROLE = 0>
 __device__ __forceinline__ void pk_rows_dot_masked(int ty, const u8* const* w, int nr, const Xq& xq, int cols, int lane,
                                                    float* acc) {
-#define PK_TY_CALL(T)         \
-    if (!PK_TY_ON(T)) break; \
+#define PK_TY_CALL(T)                 \
+    if (!PK_ROLE_ON(ROLE, T)) break; \
     rows_dot_q16<T, R>(w, nr, xq, cols, lane, 32, acc)
     Q16_DISPATCH(ty, PK_TY_CALL)
 #undef PK_TY_CALL
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = __int_as_float(0x7fc00000);
 }
+template <int ROLE = 0>
 __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq& xq, int cols, int lane) {
     float v;
-    pk_rows_dot_masked<1>(ty, &w, 1, xq, cols, lane, &v);
+    pk_rows_dot_masked<1, ROLE>(ty, &w, 1, xq, cols, lane, &v);
     return v;
 }
 #define pk_rows_dotn(R, ty, w, nr, acc) pk_rows_dot_masked<R>(ty, w, nr, xq, cols, lane, acc)
 #define pk_row_dot(ty, w) pk_row_dot_masked(ty, w, xq, cols, lane)
+#define pk_pair_dotn(ty, w, acc) pk_rows_dot_masked<2, 1>(ty, w, 2, xq, cols, lane, acc)
+#define pk_pair_dot(ty, w) pk_row_dot_masked<1>(ty, w, xq, cols, lane)
 #else
 #define pk_rows_dotn(R, ty, w, nr, acc) rows_dot_ty<R>(ty, w, nr, xs, xq, cols, lane, 32, acc)
 #define pk_row_dot(ty, w) row_dot_ty(ty, w, xs, xq, cols, lane, 32)
+#define pk_pair_dotn(ty, w, acc) pk_rows_dotn(2, ty, w, 2, acc)
+#define pk_pair_dot(ty, w) pk_row_dot(ty, w)
+#endif
+#if defined(MOLLA_X_ROLEMASK) && defined(PK_PAIR_SAME)
+#define PK_PAIR_ONE_TYPE(t0, t1) true
+#else
+#define PK_PAIR_ONE_TYPE(t0, t1) ((t0) == (t1))
 #endif
 
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
@@ -404,11 +425,11 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
             for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base1 + (size_t)(r - c.ra) * rb1};
                 float gu[2];
-                if (ty0 == ty1) {
-                    pk_rows_dotn(2, ty0, w2, 2, gu);
+                if (PK_PAIR_ONE_TYPE(ty0, ty1)) {
+                    pk_pair_dotn(ty0, w2, gu);
                 } else {
-                    gu[0] = pk_row_dot(ty0, w2[0]);
-                    gu[1] = pk_row_dot(ty1, w2[1]);
+                    gu[0] = pk_pair_dot(ty0, w2[0]);
+                    gu[1] = pk_pair_dot(ty1, w2[1]);
                 }
                 float g = mv_scaled(warp_sum(gu[0]), scale);
                 float u = mv_scaled(warp_sum(gu[1]), scale);
@@ -459,7 +480,9 @@ __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int 
     return unit_legacy<T, true>(span + (size_t)k * BYTES, xr, xq, k);
 }
 
-#ifdef PK_TYMASK
+#if defined(PK_TYMASK) && defined(MOLLA_X_ROLEMASK) && defined(PK_TYMASK_FOLD)
+#define PK_FOLD_ON(T) (((unsigned long long)(PK_TYMASK_FOLD) >> (T)) & 1ull)
+#elif defined(PK_TYMASK)
 #define PK_FOLD_ON(T) PK_TY_ON(T)
 #else
 #define PK_FOLD_ON(T) true

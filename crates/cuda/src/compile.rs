@@ -82,6 +82,11 @@ pub(crate) struct PkBuild {
     /// (kernels/persistent.cu `PK_SHORT`: attend's multi-tile fold and the unstaged path left
     /// out); `Persistent::launch` takes it up to the position where that holds.
     pub(crate) short: bool,
+    /// `MOLLA_KDEFS=ROLEMASK` (an experiment): the gate/up pairs' types, the folded wo's types
+    /// and whether every pair's two matrices share one type (kernels/persistent.cu
+    /// `PK_TYMASK_PAIR`, `PK_TYMASK_FOLD`, `PK_PAIR_SAME`), so that each role's row code is
+    /// built only for its own types.
+    pub(crate) roles: Option<(u64, u64, bool)>,
 }
 
 impl PkBuild {
@@ -240,6 +245,13 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
         }
         if pk.short {
             opts.push("-DPK_SHORT".to_string());
+        }
+        if let Some((pair, fold, same)) = pk.roles {
+            opts.push(format!("-DPK_TYMASK_PAIR={pair}ull"));
+            opts.push(format!("-DPK_TYMASK_FOLD={fold}ull"));
+            if same {
+                opts.push("-DPK_PAIR_SAME".to_string());
+            }
         }
     }
     // Only the experiments the program's files name: another one would change its cache key and
@@ -442,6 +454,7 @@ mod tests {
         threads: 0,
         emb: Some(8),
         short: false,
+        roles: None,
     };
 
     #[test]
@@ -507,6 +520,15 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
+            // Each role's row code for its own types (an experiment): Q4_1 pairs and fold.
+            compiles(
+                Program::Persistent(PkBuild {
+                    short: true,
+                    roles: Some((1 << 3, 1 << 3, true)),
+                    ..twelve
+                }),
+                &["MOLLA_X_ROLEMASK"],
+            );
         }
     }
 
@@ -555,10 +577,14 @@ mod tests {
                 threads: 384,
                 emb: Some(8),
                 short: true,
+                roles: Some((8, 8, true)),
             }),
         );
         for o in [
             "-DPK_TYMASK=8ull",
+            "-DPK_TYMASK_PAIR=8ull",
+            "-DPK_TYMASK_FOLD=8ull",
+            "-DPK_PAIR_SAME",
             "-DPK_HD=64",
             "-DPK_HDV=64",
             "-DPK_NH=9",

@@ -178,6 +178,14 @@ impl Persistent {
                 st.ty
             )));
         }
+        if let Some(roles) = gpu.pk_build.roles
+            && let Some(st) = steps.list.iter().find(|s| !config::roles_in(s, roles))
+        {
+            return Err(CudaError::Unsupported(format!(
+                "persistent decode: the kernel was built for role types {roles:?}, a step has {:?}",
+                st.ty
+            )));
+        }
         // Shared memory: the input row (at least the 512 floats attention uses) and its q16
         // quantization, then the chunk buffers with 64 bytes of alignment slack each.
         let xq_off = (steps.max_cols * 4).max(4096).next_multiple_of(128);

@@ -2,7 +2,7 @@
 //! the tuning and measurement knobs (`MOLLA_PK_*`), which steps are packed, what a kernel is
 //! built for (weight types, head shape).
 
-use super::PkStep;
+use super::{PkStep, steps};
 use crate::compile::PkBuild;
 use crate::launch;
 use gguf::GgmlType;
@@ -168,6 +168,42 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         threads: block_threads(model),
         emb: emb_type(model),
         short: false,
+        roles: role_types(model),
+    }
+}
+
+/// `MOLLA_KDEFS=ROLEMASK` (an experiment, `PkBuild::roles`): the gate/up matrices' types, wo's
+/// types when folded (else none), and whether every layer's gate and up share a type; None
+/// without the experiment or for a kernel built for every type.
+fn role_types(model: &model::Model) -> Option<(u64, u64, bool)> {
+    if !crate::compile::experiment("ROLEMASK") || pk_types(model).is_none() {
+        return None;
+    }
+    let bit = |m: &model::Matrix| 1u64 << m.ty.id();
+    let pair = model
+        .layers
+        .iter()
+        .fold(0, |a, l| a | bit(&l.w_gate) | bit(&l.w_up));
+    let fold = if wo_folds(model) {
+        model.layers.iter().fold(0, |a, l| a | bit(&l.wo))
+    } else {
+        0
+    };
+    let same = model.layers.iter().all(|l| l.w_gate.ty == l.w_up.ty);
+    Some((pair, fold, same))
+}
+
+/// Whether step `st` keeps to the role masks of a kernel built with them (`role_types`): a
+/// gate/up pair of the pairs' types (of one type when built so), a folded wo of the fold's.
+pub(super) fn roles_in(st: &PkStep, roles: (u64, u64, bool)) -> bool {
+    let (pair, fold, same) = roles;
+    let has = |mask: u64, t: i32| (0..64).contains(&t) && mask >> t & 1 == 1;
+    match st.op {
+        steps::OP_ATTN_WO => has(fold, st.ty[0]),
+        steps::OP_MATVEC if st.pair != 0 => {
+            has(pair, st.ty[0]) && has(pair, st.ty[1]) && (!same || st.ty[0] == st.ty[1])
+        }
+        _ => true,
     }
 }
 
@@ -295,6 +331,42 @@ mod tests {
             n_vocab: 512,
             ..spec
         })
+    }
+
+    #[test]
+    fn role_masks_refuse_steps_of_other_types() {
+        let (q4_1, q8_0) = (GgmlType::Q4_1.id() as i32, GgmlType::Q8_0.id() as i32);
+        let roles = (1u64 << q4_1, 1u64 << q4_1, true);
+        let pair = |t0, t1| PkStep {
+            op: steps::OP_MATVEC,
+            pair: 1,
+            ty: [t0, t1, 0],
+            ..PkStep::default()
+        };
+        assert!(roles_in(&pair(q4_1, q4_1), roles));
+        assert!(!roles_in(&pair(q4_1, q8_0), roles), "a type the pairs lack");
+        assert!(
+            !roles_in(&pair(q4_1, q8_0), (roles.0 | 1 << q8_0, roles.1, true)),
+            "two types, built for one"
+        );
+        assert!(roles_in(
+            &pair(q4_1, q8_0),
+            (roles.0 | 1 << q8_0, roles.1, false)
+        ));
+        let fold = |t| PkStep {
+            op: steps::OP_ATTN_WO,
+            ty: [t, 0, 0],
+            ..PkStep::default()
+        };
+        assert!(roles_in(&fold(q4_1), roles));
+        assert!(!roles_in(&fold(q8_0), roles));
+        // Other steps keep to the kernel's whole mask (types_in), not to these.
+        let rows = PkStep {
+            op: steps::OP_MATVEC,
+            ty: [q8_0, 0, 0],
+            ..PkStep::default()
+        };
+        assert!(roles_in(&rows, roles));
     }
 
     #[test]
