@@ -355,6 +355,16 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define pk_pair_dotn(ty, w, acc) pk_rows_dotn(2, ty, w, 2, acc)
 #define pk_pair_dot(ty, w) pk_row_dot(ty, w)
 #endif
+// MOLLA_KDEFS=ROLEMASK with PK_ROWS1 (compile.rs PkRoles::rows1): a warp takes one row at a time
+// in every step but the gate/up pairs, and only the one-row walk is built (the real Qwen2.5
+// file's kernel 96.1 -> 89.0 KB, 168 -> 154 registers, no spill). The host sets it when no such
+// step has more rows a block than warps on a typical grid and the head runs after the kernel; a
+// wider step stays correct, in more rounds.
+#if defined(MOLLA_X_ROLEMASK) && defined(PK_ROWS1)
+#define PK_ONE_ROW 1
+#else
+#define PK_ONE_ROW 0
+#endif
 #if defined(MOLLA_X_ROLEMASK) && defined(PK_PAIR_SAME)
 #define PK_PAIR_ONE_TYPE(t0, t1) true
 #else
@@ -440,12 +450,16 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
             // more rows than warps (wide rows: the 8B's down projection has 6 a chunk).
             const float* bias = st.bias[si];
             const bool accumulate = st.accumulate[si] != 0;
+#if PK_ONE_ROW
+            constexpr int per = 1;
+#else
             const int per = c.rb - c.ra > PK_WARPS ? 2 : 1;
+#endif
             for (int r = c.ra + per * warp; r < c.rb; r += per * PK_WARPS) {
                 int nr = min(per, c.rb - r);
                 const u8* w2[2] = {base0 + (size_t)(r - c.ra) * rb0, base0 + (size_t)(r + 1 - c.ra) * rb0};
                 float acc[2];
-                pk_rows_dotn(2, ty0, w2, nr, acc);
+                pk_rows_dotn(PK_ONE_ROW ? 1 : 2, ty0, w2, nr, acc);
                 acc[0] = warp_sum(acc[0]);
                 // (nr is the warp's: a step of at most one row a warp skips the second sum.)
                 if (nr > 1) acc[1] = warp_sum(acc[1]);

@@ -82,11 +82,25 @@ pub(crate) struct PkBuild {
     /// (kernels/persistent.cu `PK_SHORT`: attend's multi-tile fold and the unstaged path left
     /// out); `Persistent::launch` takes it up to the position where that holds.
     pub(crate) short: bool,
-    /// `MOLLA_KDEFS=ROLEMASK` (an experiment): the gate/up pairs' types, the folded wo's types
-    /// and whether every pair's two matrices share one type (kernels/persistent.cu
-    /// `PK_TYMASK_PAIR`, `PK_TYMASK_FOLD`, `PK_PAIR_SAME`), so that each role's row code is
-    /// built only for its own types.
-    pub(crate) roles: Option<(u64, u64, bool)>,
+    /// `MOLLA_KDEFS=ROLEMASK` (an experiment): each role's row code built only for its own
+    /// types, or for every type of the kernel.
+    pub(crate) roles: Option<PkRoles>,
+}
+
+/// The persistent kernel's row code by role (`MOLLA_KDEFS=ROLEMASK`, an experiment,
+/// `persistent::pk_build`; kernels/persistent.cu).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PkRoles {
+    /// The gate/up pairs' types (`PK_TYMASK_PAIR`).
+    pub(crate) pair: u64,
+    /// The folded wo's types (`PK_TYMASK_FOLD`).
+    pub(crate) fold: u64,
+    /// Every pair's two matrices of one type (`PK_PAIR_SAME`: no row-by-row pair path).
+    pub(crate) same: bool,
+    /// A warp takes one row at a time in every other matvec step (`PK_ROWS1`: only the one-row
+    /// walk built): for models whose steps have no more rows a block than warps and whose head
+    /// runs after the kernel. Any step list stays correct; a wider one only takes more rounds.
+    pub(crate) rows1: bool,
 }
 
 impl PkBuild {
@@ -246,11 +260,14 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
         if pk.short {
             opts.push("-DPK_SHORT".to_string());
         }
-        if let Some((pair, fold, same)) = pk.roles {
-            opts.push(format!("-DPK_TYMASK_PAIR={pair}ull"));
-            opts.push(format!("-DPK_TYMASK_FOLD={fold}ull"));
-            if same {
+        if let Some(r) = pk.roles {
+            opts.push(format!("-DPK_TYMASK_PAIR={}ull", r.pair));
+            opts.push(format!("-DPK_TYMASK_FOLD={}ull", r.fold));
+            if r.same {
                 opts.push("-DPK_PAIR_SAME".to_string());
+            }
+            if r.rows1 {
+                opts.push("-DPK_ROWS1".to_string());
             }
         }
     }
@@ -520,11 +537,16 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
-            // Each role's row code for its own types (an experiment): Q4_1 pairs and fold.
+            // Each role's row code for its own types, one row a warp (an experiment).
             compiles(
                 Program::Persistent(PkBuild {
                     short: true,
-                    roles: Some((1 << 3, 1 << 3, true)),
+                    roles: Some(PkRoles {
+                        pair: 1 << 3,
+                        fold: 1 << 3,
+                        same: true,
+                        rows1: true,
+                    }),
                     ..twelve
                 }),
                 &["MOLLA_X_ROLEMASK"],
@@ -577,7 +599,12 @@ mod tests {
                 threads: 384,
                 emb: Some(8),
                 short: true,
-                roles: Some((8, 8, true)),
+                roles: Some(PkRoles {
+                    pair: 8,
+                    fold: 8,
+                    same: true,
+                    rows1: true,
+                }),
             }),
         );
         for o in [
@@ -585,6 +612,7 @@ mod tests {
             "-DPK_TYMASK_PAIR=8ull",
             "-DPK_TYMASK_FOLD=8ull",
             "-DPK_PAIR_SAME",
+            "-DPK_ROWS1",
             "-DPK_HD=64",
             "-DPK_HDV=64",
             "-DPK_NH=9",

@@ -3,7 +3,7 @@
 //! built for (weight types, head shape).
 
 use super::{PkStep, steps};
-use crate::compile::PkBuild;
+use crate::compile::{PkBuild, PkRoles};
 use crate::launch;
 use gguf::GgmlType;
 
@@ -173,9 +173,12 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
 }
 
 /// `MOLLA_KDEFS=ROLEMASK` (an experiment, `PkBuild::roles`): the gate/up matrices' types, wo's
-/// types when folded (else none), and whether every layer's gate and up share a type; None
-/// without the experiment or for a kernel built for every type.
-fn role_types(model: &model::Model) -> Option<(u64, u64, bool)> {
+/// types when folded (else none), whether every layer's gate and up share a type, and whether a
+/// warp can take one row at a time: the head goes after the kernel (as large as
+/// `HEAD_OUTSIDE_BYTES`, forward/persistent_decode.rs) and no other step has more rows a block
+/// than warps on a typical grid. None without the experiment or for a kernel built for every
+/// type.
+fn role_types(model: &model::Model) -> Option<PkRoles> {
     if !crate::compile::experiment("ROLEMASK") || pk_types(model).is_none() {
         return None;
     }
@@ -190,18 +193,40 @@ fn role_types(model: &model::Model) -> Option<(u64, u64, bool)> {
         0
     };
     let same = model.layers.iter().all(|l| l.w_gate.ty == l.w_up.ty);
-    Some((pair, fold, same))
+    let warps = match block_threads(model) {
+        0 => 8,
+        t => t as usize / 32,
+    };
+    let rows = model
+        .layers
+        .iter()
+        .map(|l| {
+            (l.wq.rows + l.wk.rows + l.wv.rows)
+                .max(l.wo.rows)
+                .max(l.w_down.rows)
+        })
+        .max()
+        .unwrap_or(0);
+    let o = &model.output;
+    let rows1 = o.rows * o.row_bytes >= 64 << 20 && rows <= warps * TYPICAL_SMS;
+    Some(PkRoles {
+        pair,
+        fold,
+        same,
+        rows1,
+    })
 }
 
 /// Whether step `st` keeps to the role masks of a kernel built with them (`role_types`): a
 /// gate/up pair of the pairs' types (of one type when built so), a folded wo of the fold's.
-pub(super) fn roles_in(st: &PkStep, roles: (u64, u64, bool)) -> bool {
-    let (pair, fold, same) = roles;
+pub(super) fn roles_in(st: &PkStep, roles: PkRoles) -> bool {
     let has = |mask: u64, t: i32| (0..64).contains(&t) && mask >> t & 1 == 1;
     match st.op {
-        steps::OP_ATTN_WO => has(fold, st.ty[0]),
+        steps::OP_ATTN_WO => has(roles.fold, st.ty[0]),
         steps::OP_MATVEC if st.pair != 0 => {
-            has(pair, st.ty[0]) && has(pair, st.ty[1]) && (!same || st.ty[0] == st.ty[1])
+            has(roles.pair, st.ty[0])
+                && has(roles.pair, st.ty[1])
+                && (!roles.same || st.ty[0] == st.ty[1])
         }
         _ => true,
     }
@@ -336,7 +361,12 @@ mod tests {
     #[test]
     fn role_masks_refuse_steps_of_other_types() {
         let (q4_1, q8_0) = (GgmlType::Q4_1.id() as i32, GgmlType::Q8_0.id() as i32);
-        let roles = (1u64 << q4_1, 1u64 << q4_1, true);
+        let roles = PkRoles {
+            pair: 1 << q4_1,
+            fold: 1 << q4_1,
+            same: true,
+            rows1: false,
+        };
         let pair = |t0, t1| PkStep {
             op: steps::OP_MATVEC,
             pair: 1,
@@ -345,13 +375,20 @@ mod tests {
         };
         assert!(roles_in(&pair(q4_1, q4_1), roles));
         assert!(!roles_in(&pair(q4_1, q8_0), roles), "a type the pairs lack");
+        let both = PkRoles {
+            pair: roles.pair | 1 << q8_0,
+            ..roles
+        };
         assert!(
-            !roles_in(&pair(q4_1, q8_0), (roles.0 | 1 << q8_0, roles.1, true)),
+            !roles_in(&pair(q4_1, q8_0), both),
             "two types, built for one"
         );
         assert!(roles_in(
             &pair(q4_1, q8_0),
-            (roles.0 | 1 << q8_0, roles.1, false)
+            PkRoles {
+                same: false,
+                ..both
+            }
         ));
         let fold = |t| PkStep {
             op: steps::OP_ATTN_WO,
