@@ -97,8 +97,8 @@ pub(crate) struct PkRoles {
     pub(crate) fold: u64,
     /// Every pair's two matrices of one type (`PK_PAIR_SAME`: no row-by-row pair path).
     pub(crate) same: bool,
-    /// A warp takes one row at a time in every other matvec step (`PK_ROWS1`: only the one-row
-    /// walk built): for models whose steps have no more rows a block than warps and whose head
+    /// A warp takes one row at a time in every other matvec step (`PK_ROWS1`, with
+    /// `MOLLA_KDEFS=ROLEMASK,ROWS1`: only the one-row walk built): for models whose steps have no more rows a block than warps and whose head
     /// runs after the kernel. Any step list stays correct; a wider one only takes more rounds.
     pub(crate) rows1: bool,
 }

@@ -173,8 +173,9 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
 }
 
 /// `MOLLA_KDEFS=ROLEMASK` (an experiment, `PkBuild::roles`): the gate/up matrices' types, wo's
-/// types when folded (else none), whether every layer's gate and up share a type, and whether a
-/// warp can take one row at a time: the head goes after the kernel (as large as
+/// types when folded (else none), whether every layer's gate and up share a type, and (with
+/// `MOLLA_KDEFS=ROLEMASK,ROWS1`) whether a warp can take one row at a time: the head goes after
+/// the kernel (as large as
 /// `HEAD_OUTSIDE_BYTES`, forward/persistent_decode.rs) and no other step has more rows a block
 /// than warps on a typical grid. None without the experiment or for a kernel built for every
 /// type.
@@ -208,7 +209,9 @@ fn role_types(model: &model::Model) -> Option<PkRoles> {
         .max()
         .unwrap_or(0);
     let o = &model.output;
-    let rows1 = o.rows * o.row_bytes >= 64 << 20 && rows <= warps * TYPICAL_SMS;
+    let rows1 = crate::compile::experiment("ROWS1")
+        && o.rows * o.row_bytes >= 64 << 20
+        && rows <= warps * TYPICAL_SMS;
     Some(PkRoles {
         pair,
         fold,
