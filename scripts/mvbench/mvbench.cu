@@ -10,7 +10,8 @@
 // -DMOLLA_X_Q6FILE (MOLLA_KDEFS=Q6FILE in the engine) in the file's 210-byte blocks.
 //
 // Prints one line a (kernel, shape): registers, blocks an SM, us a launch, GB/s, and whether its
-// outputs equal the `matvec` kernel's bit for bit.
+// outputs equal the `matvec` kernel's bit for bit. `./mvbench read`: read-pattern probes only;
+// `./mvbench repack`: the Q4_K lean walk on the file's layout against a repacked one.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -242,6 +243,91 @@ __global__ void __launch_bounds__(NT, MINB) mv_lean(const u8* __restrict__ w, in
     }
 }
 
+// Q4_K rows repacked for the lean walk (`./mvbench repack`, session 43): each run of eight
+// super-blocks (1152 bytes, the 32 units a warp's lanes take in one round) laid out as the eight
+// 16-byte headers, then lane l's first 16 quant bytes at 128 + 16 l, then its second at
+// 640 + 16 l, so that each of a lane's three loads is one of the warp's whole 128-byte lines (the
+// file's layout has the lanes' quant pieces 16 bytes apart in 144-byte blocks: every load touches
+// nine lines in part). Rows of whole runs only (the 8B's 4096 and 14336 columns). The same
+// bytes reach the same lane's registers, so the same bits as row_dot_k4_lean.
+__global__ void repack_q4k(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t runs) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < runs * 72; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t run = i / 72;
+        const int k = (int)(i % 72), sb = k / 9, piece = k % 9;
+        int to;
+        if (piece == 0) {
+            to = sb;
+        } else {
+            const int lane = 4 * sb + (piece - 1) / 2;
+            to = ((piece - 1) & 1 ? 40 : 8) + lane;
+        }
+        dst[run * 72 + to] = src[i];
+    }
+}
+
+// row_dot_k4_lean on a repacked row (the same units in the same order, two at a time for rows of
+// more than 64 units as the lean walk takes them).
+__device__ __forceinline__ float row_dot_k4_rp(const u8* __restrict__ w, const Xq& x, int cols, int lane, u32 xa) {
+    const int nu = cols >> 6, j = lane & 3;
+    const u8* p = w;
+    const int sl0 = 8 * ((2 * j) & 3), sl1 = 8 * ((2 * j + 1) & 3);
+    const bool hi = j >= 2;
+    const int oh = 16 * (lane >> 2), oa = 128 + 16 * lane, ob = 640 + 16 * lane;
+    float acc = 0.f;
+    if (nu > 64) {
+        for (int u = lane; u < nu; u += 64, p += 2304, xa += 8192u) {
+            const bool two = u + 32 < nu;
+            const u8* p1 = two ? p + 1152 : p;
+            const uint4 h = ldw16(p + oh), qa = ldw16(p + oa), qb = ldw16(p + ob);
+            const uint4 h1 = ldw16(p1 + oh), qa1 = ldw16(p1 + oa), qb1 = ldw16(p1 + ob);
+            acc = __fadd_rn(acc, k4_lean_unit(h, qa, qb, xa, x, u, sl0, sl1, hi));
+            if (two) acc = __fadd_rn(acc, k4_lean_unit(h1, qa1, qb1, xa + 4096u, x, u + 32, sl0, sl1, hi));
+        }
+        return acc;
+    }
+    for (int u = lane; u < nu; u += 32, p += 1152, xa += 4096u) {
+        const uint4 h = ldw16(p + oh), qa = ldw16(p + oa), qb = ldw16(p + ob);
+        acc = __fadd_rn(acc, k4_lean_unit(h, qa, qb, xa, x, u, sl0, sl1, hi));
+    }
+    return acc;
+}
+
+// mv_lean on repacked rows (the lean walk only: the input row must start on a 128-byte boundary,
+// which xq_to_smem's buffer does).
+template <int NT, int MINB>
+__global__ void __launch_bounds__(NT, MINB) mv_repacked(const u8* __restrict__ w, int rows, int rb, int cols,
+                                                        const u8* __restrict__ xqg, float* y) {
+    const Xq x = xq_to_smem(xqg, cols, NT);
+    const int lane = threadIdx.x & 31, nw = gridDim.x * (NT / 32);
+    bool lean;
+    const u32 xa = lean_xa(x, lane, lean);
+    for (int r = blockIdx.x * (NT / 32) + (threadIdx.x >> 5); r < rows; r += nw) {
+        float acc = row_dot_k4_rp(w + (size_t)r * rb, x, cols, lane, xa);
+        acc = warp_sum(acc);
+        if (lane == 0) y[r] = lean ? acc : __int_as_float(0x7fc00000);
+    }
+}
+
+// The repacked rows' bytes read in row_dot_k4_rp's pattern (no arithmetic; rd_rows' P 0 on the
+// file's layout).
+template <int NT, int MINB>
+__global__ void __launch_bounds__(NT, MINB) rd_repacked(const u8* __restrict__ w, int rows, int rb, int cols,
+                                                        const u8* __restrict__ xqg, float* y) {
+    const int lane = threadIdx.x & 31, nw = gridDim.x * (NT / 32), nu = cols >> 6;
+    for (int r = blockIdx.x * (NT / 32) + (threadIdx.x >> 5); r < rows; r += nw) {
+        const u8* p = w + (size_t)r * rb;
+        u32 acc = 0;
+        for (int u = lane; u < nu; u += 32, p += 1152) {
+            const uint4 h = *(const uint4*)(p + 16 * (lane >> 2)), qa = *(const uint4*)(p + 128 + 16 * lane),
+                        qb = *(const uint4*)(p + 640 + 16 * lane);
+            acc ^= h.x ^ h.w ^ qa.x ^ qa.y ^ qa.z ^ qa.w ^ qb.x ^ qb.y ^ qb.z ^ qb.w;
+        }
+        acc = __reduce_xor_sync(0xffffffffu, acc);
+        if (lane == 0) y[r] = __uint_as_float(acc & 0x7fffff);
+    }
+    (void)xqg;
+}
+
 // R consecutive rows a warp straight from global memory (unit_q16's global-memory loads),
 // their units side by side a lane so that every row's loads are in flight at once; each row
 // summed as row_dot_q16_one sums it alone (the same bits). For short rows (the Qwen head's
@@ -285,6 +371,9 @@ static int row_bytes(int ty, int cols) {
 
 int main(int argc, char** argv) {
     const bool only_read = argc > 1 && strcmp(argv[1], "read") == 0;
+    // `repack`: the Q4_K matrices only, the lean walk and its read pattern on the file's layout
+    // against the repacked one (a second pool holds the repacked copy of the first).
+    const bool repack = argc > 1 && strcmp(argv[1], "repack") == 0;
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     int sms = prop.multiProcessorCount;
@@ -293,6 +382,12 @@ int main(int argc, char** argv) {
     u8* wpool;
     CK(cudaMalloc(&wpool, pool + 256));
     fill_weights(wpool, pool);
+    u8* rpool = nullptr;
+    if (repack) {
+        CK(cudaMalloc(&rpool, pool + 256));
+        repack_q4k<<<sms * 8, 256>>>((const uint4*)wpool, (uint4*)rpool, pool / 1152);
+        CK(cudaDeviceSynchronize());
+    }
     float *x, *y, *yref;
     u8* xq;
     int* sink;
@@ -417,6 +512,39 @@ int main(int argc, char** argv) {
             if (rb % 16 == 0) run_smem(name, fn, k, nt, 0, xq_bytes(sh.cols) + (nt / 32) * S * rb);
         };
 #define RUNB(name, K, nt, S) run_bulk(name, (const void*)K, K, nt, S)
+        if (repack) {
+            // The repacked copy of the same bytes: the pools hold the same runs of 1152 bytes at
+            // the same offsets (pool and matrices are whole runs), so bufw(i)'s matrix there is
+            // the repacked bufw(i).
+            if (sh.ty != T_Q4_K || sh.cols % 2048 != 0) continue;
+            const ptrdiff_t delta = rpool - wpool;
+            // walk: a matvec (its outputs must equal matvec's), else a read probe.
+            auto run_rp = [&](const char* name, const void* fn, Kern k, bool repacked, bool walk) {
+                int per;
+                CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, 256, xq_bytes(sh.cols)));
+                int grid = std::min(sms * per, (sh.rows + 7) / 8);
+                const ptrdiff_t d = repacked ? delta : 0;
+                k<<<grid, 256, xq_bytes(sh.cols)>>>(bufw(0) + d, sh.rows, rb, sh.cols, xq, y);
+                CK(cudaDeviceSynchronize());
+                CK(cudaMemcpy(hy.data(), y, sh.rows * 4, cudaMemcpyDeviceToHost));
+                bool same = memcmp(hy.data(), href.data(), sh.rows * 4) == 0;
+                CK(cudaEventRecord(e0));
+                for (int i = 0; i < iters; i++) k<<<grid, 256, xq_bytes(sh.cols)>>>(bufw(i + 1) + d, sh.rows, rb, sh.cols, xq, y);
+                CK(cudaEventRecord(e1));
+                CK(cudaEventSynchronize(e1));
+                float ms;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                printf("%-24s %-26s %d/SM  %7.2f us  %6.0f GB/s  %s\n", sh.name, name, per, ms * 1e3 / iters,
+                       mbytes * iters / (ms * 1e-3) / 1e9, !walk ? "" : same ? "same bits" : "DIFFERENT BITS");
+            };
+            run_rp("lean, file layout", (const void*)mv_lean<256, 4>, mv_lean<256, 4>, false, true);
+            run_rp("lean, repacked", (const void*)mv_repacked<256, 4>, mv_repacked<256, 4>, true, true);
+            run_rp("read lean pattern, file", (const void*)rd_rows<0, 256, 4>, rd_rows<0, 256, 4>, false, false);
+            run_rp("read lean pattern, repacked", (const void*)rd_repacked<256, 4>, rd_repacked<256, 4>, true, false);
+            run_rp("lean, file layout (again)", (const void*)mv_lean<256, 4>, mv_lean<256, 4>, false, true);
+            run_rp("lean, repacked (again)", (const void*)mv_repacked<256, 4>, mv_repacked<256, 4>, true, true);
+            continue;
+        }
         if (only_read) {
 #define RUNR(name, K, nt) run(name, (const void*)K, K, nt)
             if (sh.ty == T_Q4_K) {
