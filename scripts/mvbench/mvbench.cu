@@ -226,9 +226,13 @@ __global__ void __launch_bounds__(NT, MINB) rd_flat(const u8* __restrict__ w, in
     (void)xqg;
 }
 
+// row_dot_k4_rp (below): the lean walk on repacked rows.
+__device__ __forceinline__ float row_dot_k4_rp(const u8* __restrict__ w, const Xq& x, int cols, int lane, u32 xa);
+
 // matvec_wide's own row walk on one Q4_K matrix (wide_rows' lean path), for comparison in this
-// harness: the same bits as matvec.
-template <int NT, int MINB>
+// harness: the same bits as matvec. RP: on repacked rows (`./mvbench repack`; the lean walk
+// only, whose input row starts on a 128-byte boundary in xq_to_smem's buffer).
+template <int NT, int MINB, bool RP = false>
 __global__ void __launch_bounds__(NT, MINB) mv_lean(const u8* __restrict__ w, int rows, int rb, int cols,
                                                     const u8* __restrict__ xqg, float* y) {
     const Xq x = xq_to_smem(xqg, cols, NT);
@@ -236,8 +240,9 @@ __global__ void __launch_bounds__(NT, MINB) mv_lean(const u8* __restrict__ w, in
     bool lean;
     const u32 xa = lean_xa(x, lane, lean);
     for (int r = blockIdx.x * (NT / 32) + (threadIdx.x >> 5); r < rows; r += nw) {
-        float acc = lean ? row_dot_k4_lean(w + (size_t)r * rb, x, cols, lane, xa)
-                         : row_dot_q16_one<T_Q4_K>(w + (size_t)r * rb, x, cols, lane);
+        float acc = RP     ? row_dot_k4_rp(w + (size_t)r * rb, x, cols, lane, xa)
+                    : lean ? row_dot_k4_lean(w + (size_t)r * rb, x, cols, lane, xa)
+                           : row_dot_q16_one<T_Q4_K>(w + (size_t)r * rb, x, cols, lane);
         acc = warp_sum(acc);
         if (lane == 0) y[r] = acc;
     }
@@ -290,22 +295,6 @@ __device__ __forceinline__ float row_dot_k4_rp(const u8* __restrict__ w, const X
         acc = __fadd_rn(acc, k4_lean_unit(h, qa, qb, xa, x, u, sl0, sl1, hi));
     }
     return acc;
-}
-
-// mv_lean on repacked rows (the lean walk only: the input row must start on a 128-byte boundary,
-// which xq_to_smem's buffer does).
-template <int NT, int MINB>
-__global__ void __launch_bounds__(NT, MINB) mv_repacked(const u8* __restrict__ w, int rows, int rb, int cols,
-                                                        const u8* __restrict__ xqg, float* y) {
-    const Xq x = xq_to_smem(xqg, cols, NT);
-    const int lane = threadIdx.x & 31, nw = gridDim.x * (NT / 32);
-    bool lean;
-    const u32 xa = lean_xa(x, lane, lean);
-    for (int r = blockIdx.x * (NT / 32) + (threadIdx.x >> 5); r < rows; r += nw) {
-        float acc = row_dot_k4_rp(w + (size_t)r * rb, x, cols, lane, xa);
-        acc = warp_sum(acc);
-        if (lane == 0) y[r] = lean ? acc : __int_as_float(0x7fc00000);
-    }
 }
 
 // The repacked rows' bytes read in row_dot_k4_rp's pattern (no arithmetic; rd_rows' P 0 on the
@@ -538,11 +527,11 @@ int main(int argc, char** argv) {
                        mbytes * iters / (ms * 1e-3) / 1e9, !walk ? "" : same ? "same bits" : "DIFFERENT BITS");
             };
             run_rp("lean, file layout", (const void*)mv_lean<256, 4>, mv_lean<256, 4>, false, true);
-            run_rp("lean, repacked", (const void*)mv_repacked<256, 4>, mv_repacked<256, 4>, true, true);
+            run_rp("lean, repacked", (const void*)mv_lean<256, 4, true>, mv_lean<256, 4, true>, true, true);
             run_rp("read lean pattern, file", (const void*)rd_rows<0, 256, 4>, rd_rows<0, 256, 4>, false, false);
             run_rp("read lean pattern, repacked", (const void*)rd_repacked<256, 4>, rd_repacked<256, 4>, true, false);
             run_rp("lean, file layout (again)", (const void*)mv_lean<256, 4>, mv_lean<256, 4>, false, true);
-            run_rp("lean, repacked (again)", (const void*)mv_repacked<256, 4>, mv_repacked<256, 4>, true, true);
+            run_rp("lean, repacked (again)", (const void*)mv_lean<256, 4, true>, mv_lean<256, 4, true>, true, true);
             continue;
         }
         if (only_read) {
