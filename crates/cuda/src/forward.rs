@@ -128,7 +128,7 @@ pub struct CudaModel {
 mod batch;
 mod chain;
 mod layer;
-mod persistent_decode;
+pub(crate) mod persistent_decode;
 pub(crate) mod pick;
 mod prefill;
 pub(crate) mod top;

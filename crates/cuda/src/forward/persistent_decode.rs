@@ -395,7 +395,7 @@ const PK_ERR_SHORT: u32 = 0x2000_0000;
 /// Heads of this many bytes and more run after the persistent kernel. Measured on the H200
 /// (session 10, tg128 tok/s, head in the kernel / after it): the Qwen2.5-0.5B file's 145 MB Q8_0
 /// head 1190 / 1213; SmolLM2's 30 MB Q8_0 head 1292 / 1287 (Q8_0 file), 1316 / 1318 (Q4_1).
-const HEAD_OUTSIDE_BYTES: usize = 64 << 20;
+pub(crate) const HEAD_OUTSIDE_BYTES: usize = 64 << 20;
 
 /// Where the persistent path runs the head (a q16 head over a multiple of 32 columns can go
 /// after the kernel; others stay in it).

@@ -210,7 +210,7 @@ fn role_types(model: &model::Model) -> Option<PkRoles> {
         .unwrap_or(0);
     let o = &model.output;
     let rows1 = crate::compile::experiment("ROWS1")
-        && o.rows * o.row_bytes >= 64 << 20
+        && o.rows * o.row_bytes >= crate::forward::persistent_decode::HEAD_OUTSIDE_BYTES
         && rows <= warps * TYPICAL_SMS;
     Some(PkRoles {
         pair,
