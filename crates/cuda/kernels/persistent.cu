@@ -355,11 +355,11 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define pk_pair_dotn(ty, w, acc) pk_rows_dotn(2, ty, w, 2, acc)
 #define pk_pair_dot(ty, w) pk_row_dot(ty, w)
 #endif
-// MOLLA_KDEFS=ROLEMASK,ROWS1 (the host's PK_ROWS1, compile.rs PkRoles::rows1): a warp takes one row at a time
-// in every step but the gate/up pairs, and only the one-row walk is built (the real Qwen2.5
-// file's kernel 96.1 -> 89.0 KB, 168 -> 154 registers, no spill). The host sets it when no such
-// step has more rows a block than warps on a typical grid and the head runs after the kernel; a
-// wider step stays correct, in more rounds.
+// MOLLA_KDEFS=ROLEMASK,ROWS1 (the host's PK_ROWS1, compile.rs PkRoles::rows1): a warp takes one
+// row at a time in every step but the gate/up pairs, and only the one-row walk is built (the real
+// Qwen2.5 file's kernel 96.1 -> 89.0 KB, 168 -> 154 registers, no spill). The host sets it when
+// no such step has more rows a block than warps on a typical grid and the head runs after the
+// kernel; a wider step stays correct, in more rounds.
 #if defined(MOLLA_X_ROLEMASK) && defined(PK_ROWS1)
 #define PK_ONE_ROW 1
 #else
