@@ -88,6 +88,15 @@ __device__ __forceinline__ void pk_rms_part(const float* x, int n, int v0, int n
 // no faster (MOLLA_KDEFS=POLLU, sessions 42-43).
 #define PK_ATT_POLL_U 2
 
+// MOLLA_KDEFS=ROLEMASK,LLONLY (the host's PK_LL_ONLY, PkRoles::ll_only): every step's input comes
+// as tagged words, so the counter-fed path (pk_wait and a plain row's load) is not built
+// (Persistent::new refuses a list that needs it).
+#if defined(MOLLA_X_ROLEMASK) && defined(PK_LL_ONLY)
+#define PK_IN_LL(st) true
+#else
+#define PK_IN_LL(st) ((st).in_ll != 0)
+#endif
+
 // Before an attention step's input is ready: its head's cached keys and values into the chunk
 // buffers (one cp.async group), if they fit (pk_kv_staged).
 __device__ void pk_stage_kv(const PkStep& st, const PkArgs& a, u8* bufs) {
@@ -245,7 +254,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         // x (the raw row this block's last RMSNorm step kept) + the folded wo's accumulator, each
         // word polled until every unit of its row was added (wo's columns / 32 of them).
         if (!pk_load_acc(a, (const u64*)st.x, xs, xraw, n, (u32)st.emb_rows, step)) return false;
-    } else if (st.in_ll) {
+    } else if (PK_IN_LL(st)) {
         // One segment known at compile time: no segment selection for each pair of each poll
         // (measured +2% tokens/s on the SmolLM2 and Qwen shapes, session 18).
         LlSeg seg = {(const u64*)st.x, xs, n};
@@ -603,7 +612,7 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
         const float* src[3] = {st.q, st.k, st.v};
         LlSeg segs[3] = {{(const u64*)src[0] + at[0], rq, hd}, {(const u64*)src[1] + at[1], rk, hd},
                          {(const u64*)src[2] + at[2], rv, hdv}};
-        if (st.in_ll) {
+        if (PK_IN_LL(st)) {
             if (!pk_load_ll<0, PK_ATT_POLL_U>(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
         } else {
             if (h == h0 && !pk_wait(a, st.in_step, step)) return false;

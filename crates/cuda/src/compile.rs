@@ -101,6 +101,10 @@ pub(crate) struct PkRoles {
     /// `MOLLA_KDEFS=ROLEMASK,ROWS1`: only the one-row walk built): for models whose steps have no more rows a block than warps and whose head
     /// runs after the kernel. Any step list stays correct; a wider one only takes more rounds.
     pub(crate) rows1: bool,
+    /// Every step's input comes as tagged words (`PK_LL_ONLY`, with `MOLLA_KDEFS=ROLEMASK,LLONLY`:
+    /// the counter-fed input path not built): for models whose every output is at most
+    /// `MOLLA_PK_LL_MAX` wide.
+    pub(crate) ll_only: bool,
 }
 
 impl PkBuild {
@@ -268,6 +272,9 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
             }
             if r.rows1 {
                 opts.push("-DPK_ROWS1".to_string());
+            }
+            if r.ll_only {
+                opts.push("-DPK_LL_ONLY".to_string());
             }
         }
     }
@@ -546,6 +553,7 @@ mod tests {
                         fold: 1 << 3,
                         same: true,
                         rows1: true,
+                        ll_only: true,
                     }),
                     ..twelve
                 }),
@@ -604,6 +612,7 @@ mod tests {
                     fold: 8,
                     same: true,
                     rows1: true,
+                    ll_only: true,
                 }),
             }),
         );
@@ -613,6 +622,7 @@ mod tests {
             "-DPK_TYMASK_FOLD=8ull",
             "-DPK_PAIR_SAME",
             "-DPK_ROWS1",
+            "-DPK_LL_ONLY",
             "-DPK_HD=64",
             "-DPK_HDV=64",
             "-DPK_NH=9",

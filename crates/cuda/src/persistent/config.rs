@@ -212,18 +212,34 @@ fn role_types(model: &model::Model) -> Option<PkRoles> {
     let rows1 = crate::compile::experiment("ROWS1")
         && o.rows * o.row_bytes >= crate::forward::persistent_decode::HEAD_OUTSIDE_BYTES
         && rows <= warps * TYPICAL_SMS;
+    let h = &model.hp;
+    let widest = [
+        h.n_embd,
+        h.n_head * h.head_dim,
+        h.n_head_kv * h.head_dim,
+        h.n_head_kv * h.head_dim_v,
+        h.n_ff,
+    ];
+    let ll_only = crate::compile::experiment("LLONLY") && widest.iter().all(|&w| w <= ll_max());
     Some(PkRoles {
         pair,
         fold,
         same,
         rows1,
+        ll_only,
     })
 }
 
 /// Whether step `st` keeps to the role masks of a kernel built with them (`role_types`): a
-/// gate/up pair of the pairs' types (of one type when built so), a folded wo of the fold's.
+/// gate/up pair of the pairs' types (of one type when built so), a folded wo of the fold's, and
+/// (`ll_only`) an input a step wrote as tagged words wherever the kernel reads one.
 pub(super) fn roles_in(st: &PkStep, roles: PkRoles) -> bool {
     let has = |mask: u64, t: i32| (0..64).contains(&t) && mask >> t & 1 == 1;
+    let reads_written =
+        st.op != steps::OP_MATVEC || st.prep == steps::PREP_PLAIN || st.prep == steps::PREP_RMSNORM;
+    if roles.ll_only && reads_written && st.in_ll == 0 {
+        return false;
+    }
     match st.op {
         steps::OP_ATTN_WO => has(roles.fold, st.ty[0]),
         steps::OP_MATVEC if st.pair != 0 => {
@@ -369,6 +385,7 @@ mod tests {
             fold: 1 << q4_1,
             same: true,
             rows1: false,
+            ll_only: false,
         };
         let pair = |t0, t1| PkStep {
             op: steps::OP_MATVEC,
@@ -407,6 +424,13 @@ mod tests {
             ..PkStep::default()
         };
         assert!(roles_in(&rows, roles));
+        // Built without the counter-fed input path: a step reading a plain row is refused.
+        let ll = PkStep { in_ll: 1, ..rows };
+        let only = PkRoles {
+            ll_only: true,
+            ..roles
+        };
+        assert!(!roles_in(&rows, only) && roles_in(&ll, only));
     }
 
     #[test]
