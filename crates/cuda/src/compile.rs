@@ -267,15 +267,17 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
         if let Some(r) = pk.roles {
             opts.push(format!("-DPK_TYMASK_PAIR={}ull", r.pair));
             opts.push(format!("-DPK_TYMASK_FOLD={}ull", r.fold));
-            if r.same {
-                opts.push("-DPK_PAIR_SAME".to_string());
-            }
-            if r.rows1 {
-                opts.push("-DPK_ROWS1".to_string());
-            }
-            if r.ll_only {
-                opts.push("-DPK_LL_ONLY".to_string());
-            }
+            let flags = [
+                (r.same, "PAIR_SAME"),
+                (r.rows1, "ROWS1"),
+                (r.ll_only, "LL_ONLY"),
+            ];
+            opts.extend(
+                flags
+                    .iter()
+                    .filter(|f| f.0)
+                    .map(|f| format!("-DPK_{}", f.1)),
+            );
         }
     }
     // Only the experiments the program's files name: another one would change its cache key and
