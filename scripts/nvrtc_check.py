@@ -11,8 +11,8 @@ PK_SHAPE=hd,hdv,n_head,n_head_kv for one built for that head shape (as the engin
 PK_PACKED=1 for the one for packed step lists only (PK_PACKED_ONLY), PK_SHORT=1 for one built
 for short caches (PK_SHORT), PK_FOLD=1 for one that folds wo into attention (PK_FOLD_WO),
 PK_EMBTY=<type> for one whose embedding lookup decodes that ggml type only, PK_NTHREADS=<n> for
-one of n threads a block, PK_TYMASK_PAIR / PK_TYMASK_FOLD=<mask>, PK_PAIR_SAME=1, PK_ROWS1=1 and PK_LL_ONLY=1 for
-MOLLA_KDEFS=ROLEMASK's role masks,
+one of n threads a block, PK_TYMASK_PAIR / PK_TYMASK_FOLD=<mask>, PK_PAIR_SAME=1, PK_ROWS1=1
+and PK_LL_ONLY=1 for MOLLA_KDEFS=ROLEMASK's role masks,
 LINEINFO=1 adds line information (nvdisasm -g then names each instruction's source line).
 PROGRAM=main compiles the main program (every kernel but the persistent one), else the
 persistent kernel's own program (compile.rs `Program`).

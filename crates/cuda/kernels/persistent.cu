@@ -325,14 +325,15 @@ __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1
 // crates/cuda/src/compile.rs, and refuses a step list with other types): code only for the q16
 // formats in the mask (others give NaN), so the machine code shrinks to what the model runs
 // (33,200 instructions with every format, 10,432 with three).
-#define PK_TY_ON(T) (((unsigned long long)(PK_TYMASK) >> (T)) & 1ull)
+#define PK_IN_MASK(M, T) (((unsigned long long)(M) >> (T)) & 1ull)
+#define PK_TY_ON(T) PK_IN_MASK(PK_TYMASK, T)
 // MOLLA_KDEFS=ROLEMASK (an experiment, session 43): the gate/up pairs' row code only for their
 // types (PK_TYMASK_PAIR; PK_PAIR_SAME: every pair's two matrices of one type, so no row-by-row
 // path) and the folded wo's for its types (PK_TYMASK_FOLD), not for every type of the kernel.
 // The real Qwen2.5 file's kernel (Q5_0, Q8_0, Q4_K, Q6_K) is 130 KB of code; adding 18 KB of
 // code never run slowed a step's rows by 0.3-0.4 us (SPREAD's trace, session 43).
 #if defined(MOLLA_X_ROLEMASK) && defined(PK_TYMASK_PAIR)
-#define PK_ROLE_ON(ROLE, T) ((ROLE) ? (((unsigned long long)(PK_TYMASK_PAIR) >> (T)) & 1ull) : PK_TY_ON(T))
+#define PK_ROLE_ON(ROLE, T) ((ROLE) ? PK_IN_MASK(PK_TYMASK_PAIR, T) : PK_TY_ON(T))
 #else
 #define PK_ROLE_ON(ROLE, T) PK_TY_ON(T)
 #endif
@@ -504,7 +505,7 @@ __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int 
 }
 
 #if defined(PK_TYMASK) && defined(MOLLA_X_ROLEMASK) && defined(PK_TYMASK_FOLD)
-#define PK_FOLD_ON(T) (((unsigned long long)(PK_TYMASK_FOLD) >> (T)) & 1ull)
+#define PK_FOLD_ON(T) PK_IN_MASK(PK_TYMASK_FOLD, T)
 #elif defined(PK_TYMASK)
 #define PK_FOLD_ON(T) PK_TY_ON(T)
 #else

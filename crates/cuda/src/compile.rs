@@ -98,8 +98,9 @@ pub(crate) struct PkRoles {
     /// Every pair's two matrices of one type (`PK_PAIR_SAME`: no row-by-row pair path).
     pub(crate) same: bool,
     /// A warp takes one row at a time in every other matvec step (`PK_ROWS1`, with
-    /// `MOLLA_KDEFS=ROLEMASK,ROWS1`: only the one-row walk built): for models whose steps have no more rows a block than warps and whose head
-    /// runs after the kernel. Any step list stays correct; a wider one only takes more rounds.
+    /// `MOLLA_KDEFS=ROLEMASK,ROWS1`: only the one-row walk built): for models whose steps have no
+    /// more rows a block than warps and whose head runs after the kernel. Any step list stays
+    /// correct; a wider one only takes more rounds.
     pub(crate) rows1: bool,
     /// Every step's input comes as tagged words (`PK_LL_ONLY`, with `MOLLA_KDEFS=ROLEMASK,LLONLY`:
     /// the counter-fed input path not built): for models whose every output is at most

@@ -159,7 +159,7 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         && h.n_head_kv > 0
         && h.n_head.is_multiple_of(h.n_head_kv)
         && h.n_head <= 1 << 16;
-    PkBuild {
+    let build = PkBuild {
         types: pk_types(model),
         shape: (sane && std::env::var("MOLLA_PK_SHAPE").map_or(true, |v| v != "0"))
             .then(|| [h.head_dim, h.head_dim_v, h.n_head, h.n_head_kv].map(|v| v as u32)),
@@ -168,18 +168,21 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         threads: block_threads(model),
         emb: emb_type(model),
         short: false,
-        roles: role_types(model),
+        roles: None,
+    };
+    PkBuild {
+        roles: role_types(model, build.block_threads() as usize / 32),
+        ..build
     }
 }
 
-/// `MOLLA_KDEFS=ROLEMASK` (an experiment, `PkBuild::roles`): the gate/up matrices' types, wo's
-/// types when folded (else none), whether every layer's gate and up share a type, and (with
-/// `MOLLA_KDEFS=ROLEMASK,ROWS1`) whether a warp can take one row at a time: the head goes after
-/// the kernel (as large as
-/// `HEAD_OUTSIDE_BYTES`, forward/persistent_decode.rs) and no other step has more rows a block
-/// than warps on a typical grid. None without the experiment or for a kernel built for every
-/// type.
-fn role_types(model: &model::Model) -> Option<PkRoles> {
+/// `MOLLA_KDEFS=ROLEMASK` (an experiment, `PkBuild::roles`) for a kernel of `warps` warps a
+/// block: the gate/up matrices' types, wo's types when folded (else none), whether every layer's
+/// gate and up share a type, with `ROWS1` whether a warp can take one row at a time (the head
+/// goes after the kernel, as large as `HEAD_OUTSIDE_BYTES`, and no other step has more rows a
+/// block than warps on a typical grid), and with `LLONLY` whether every output is handed over
+/// as tagged words. None without the experiment or for a kernel built for every type.
+fn role_types(model: &model::Model, warps: usize) -> Option<PkRoles> {
     if !crate::compile::experiment("ROLEMASK") || pk_types(model).is_none() {
         return None;
     }
@@ -194,10 +197,6 @@ fn role_types(model: &model::Model) -> Option<PkRoles> {
         0
     };
     let same = model.layers.iter().all(|l| l.w_gate.ty == l.w_up.ty);
-    let warps = match block_threads(model) {
-        0 => 8,
-        t => t as usize / 32,
-    };
     let rows = model
         .layers
         .iter()
@@ -234,17 +233,16 @@ fn role_types(model: &model::Model) -> Option<PkRoles> {
 /// gate/up pair of the pairs' types (of one type when built so), a folded wo of the fold's, and
 /// (`ll_only`) an input a step wrote as tagged words wherever the kernel reads one.
 pub(super) fn roles_in(st: &PkStep, roles: PkRoles) -> bool {
-    let has = |mask: u64, t: i32| (0..64).contains(&t) && mask >> t & 1 == 1;
     let reads_written =
         st.op != steps::OP_MATVEC || st.prep == steps::PREP_PLAIN || st.prep == steps::PREP_RMSNORM;
     if roles.ll_only && reads_written && st.in_ll == 0 {
         return false;
     }
     match st.op {
-        steps::OP_ATTN_WO => has(roles.fold, st.ty[0]),
+        steps::OP_ATTN_WO => in_mask(roles.fold, st.ty[0]),
         steps::OP_MATVEC if st.pair != 0 => {
-            has(roles.pair, st.ty[0])
-                && has(roles.pair, st.ty[1])
+            in_mask(roles.pair, st.ty[0])
+                && in_mask(roles.pair, st.ty[1])
                 && (!roles.same || st.ty[0] == st.ty[1])
         }
         _ => true,
@@ -311,9 +309,12 @@ pub(super) fn types_in(st: &PkStep, mask: u64) -> bool {
     } else {
         st.nseg.clamp(0, 3) as usize
     };
-    st.ty[..n]
-        .iter()
-        .all(|&t| (0..64).contains(&t) && mask >> t & 1 == 1)
+    st.ty[..n].iter().all(|&t| in_mask(mask, t))
+}
+
+/// Whether ggml type `t` is in type mask `mask` (bit t).
+fn in_mask(mask: u64, t: i32) -> bool {
+    (0..64).contains(&t) && mask >> t & 1 == 1
 }
 
 /// What in `model` the persistent kernel does not do, if anything: then decode takes the graph
