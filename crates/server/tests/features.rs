@@ -409,8 +409,11 @@ async fn a_full_queue_refuses() {
         constraint: None,
         special_text: false,
     };
-    // One runs (once the engine takes it), two wait: the fourth finds the queue full.
+    // One runs, two wait: the fourth finds the queue full. The first is running once its first
+    // event arrives; filling the queue before the engine took it off would leave room for one
+    // more by the time the last submit comes (seen in a loaded .ci/run).
     let mut held = vec![engine.submit(job()).unwrap()];
+    assert!(held[0].recv().await.is_some(), "the first request runs");
     while engine.submit(job()).map(|rx| held.push(rx)).is_ok() {
         assert!(held.len() <= 3, "more than one running and two waiting");
     }
