@@ -86,7 +86,12 @@ __device__ __forceinline__ void pk_rms_part(const float* x, int n, int v0, int n
 // and Qwen, one round for 128 pollers). A matvec step's poll takes pk_load_ll's default 8 (2048
 // values); 6 and 4, which cover SmolLM2's and Qwen's widest tagged inputs in one round, measured
 // no faster (MOLLA_KDEFS=POLLU, sessions 42-43).
+// A fused q/k/v build's (PK_FUSEQKV) also polls the residual row, up to 512 pairs in one round.
+#ifdef PK_FUSEQKV
+#define PK_ATT_POLL_U 4
+#else
 #define PK_ATT_POLL_U 2
+#endif
 
 // MOLLA_KDEFS=ROLEMASK,LLONLY (the host's PK_LL_ONLY, PkRoles::ll_only): every step's input comes
 // as tagged words, so the counter-fed path (pk_wait and a plain row's load) is not built
@@ -455,7 +460,13 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 float u = mv_scaled(warp_sum(gu[1]), scale);
                 if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
             }
-        } else {
+        }
+#ifdef PK_FUSEQKV
+        else if (ty0 == PK_T_W16) {
+            pk_fused_rows(st, c.ra, c.rb, base0, rb0, cols, xraw, xs, y, tag);
+        }
+#endif
+        else {
             // Two consecutive rows a warp, sharing each unit's input; one when the chunk has no
             // more rows than warps (wide rows: the 8B's down projection has 6 a chunk).
             const float* bias = st.bias[si];
@@ -582,8 +593,8 @@ __device__ __forceinline__ void pk_attend(const PkStep& st, const PkArgs& a, con
 // Rope of q and k, the store of k and v at a.pos (every block of a kv group writes the same
 // bytes), then attention over positions 0 ..= pos; one head per block. False when the kernel must
 // stop.
-__device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a, float* sm, const float* cs, u8* bufs,
-                             int step) {
+__device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a, float* sm, float* xraw, const float* cs,
+                             u8* bufs, int step) {
     const int hd = PK_A_HD(a), hdv = PK_A_HDV(a), nh = PK_A_NH(a), nkv = PK_A_NKV(a);
     int kv_dim = nkv * hd, v_dim = nkv * hdv;
     int voff;
@@ -614,7 +625,16 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
         LlSeg segs[3] = {{(const u64*)src[0] + at[0], rq, hd}, {(const u64*)src[1] + at[1], rk, hd},
                          {(const u64*)src[2] + at[2], rv, hdv}};
         if (PK_IN_LL(st)) {
+#ifdef PK_FUSEQKV
+            // Fused q/k/v (crate::fused): then the residual row x the same step wrote, into xraw,
+            // in a second pass of the same poll (one inlined copy of it: a second one was 2.7 KB).
+            for (int p = 0; p < (st.prep == PK_PREP_FUSED ? 2 : 1); p++) {
+                if (p) segs[0] = {(const u64*)st.x, xraw, st.emb_rows};
+                if (!pk_load_ll<0, PK_ATT_POLL_U>(a, segs, p ? 1 : 3, pk_tag(a, st.in_step), step)) return false;
+            }
+#else
             if (!pk_load_ll<0, PK_ATT_POLL_U>(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
+#endif
         } else {
             if (h == h0 && !pk_wait(a, st.in_step, step)) return false;
             for (int j = 0; j < 3; j++)
@@ -626,6 +646,14 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
             pk_stamp_m(a, 5);
             pk_delay(a, st, step, PK_DELAY_IN);
         }
+#ifdef PK_FUSEQKV
+        if (st.prep == PK_PREP_FUSED) {
+            // RMSNorm's scale of x (the f64 sum in a q/k/v step's order), then q, k and v.
+            pk_rms_part(xraw, st.emb_rows, 0, PK_NORM_THREADS);
+            __syncthreads();
+            pk_fused_qkv(st, rms_total(st.emb_rows, st.eps, PK_NORM_THREADS), rq, rk, rv, at, hd, hdv);
+        }
+#endif
         u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) {
             u16 h16 = f2h(rv[d]);
@@ -727,7 +755,7 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp_m(a, 5);
         pk_stamp_m(a, 7);
         bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, d, a, sm, nw, xraw, bufs, staged, s)
-                                        : pk_attention(st, d, a, sm, cs, bufs, s);
+                                        : pk_attention(st, d, a, sm, xraw, cs, bufs, s);
         if (!ok) {
             cp_wait<0>();
             return;

@@ -127,6 +127,10 @@
 // x + a PK_OP_ATTN_WO step's accumulator (pk_load_acc; emb_rows: the adds a complete word
 // counts), x being the raw row this block's last RMSNorm step kept, then RMSNorm.
 #define PK_PREP_FOLD_RMSNORM 3
+// An attention step whose q, k and v the down step before made unscaled (PK_FUSEQKV, crate::fused):
+// it polls the residual row x (emb_rows values) after them, into the raw row (xraw), and applies
+// RMSNorm's scale and the biases.
+#define PK_PREP_FUSED 4
 
 struct PkStep {
     const u8* w[3];

@@ -31,6 +31,10 @@ const SOURCES: &[(&str, &str)] = &[
         "persistent_chunks.cuh",
         include_str!("../kernels/persistent_chunks.cuh"),
     ),
+    (
+        "persistent_fused.cuh",
+        include_str!("../kernels/persistent_fused.cuh"),
+    ),
     ("persistent.cu", include_str!("../kernels/persistent.cu")),
     ("convert.cu", include_str!("../kernels/convert.cu")),
 ];
@@ -39,6 +43,7 @@ const SOURCES: &[(&str, &str)] = &[
 const PERSISTENT_ONLY: &[&str] = &[
     "persistent_steps.cuh",
     "persistent_chunks.cuh",
+    "persistent_fused.cuh",
     "persistent.cu",
 ];
 
@@ -85,6 +90,10 @@ pub(crate) struct PkBuild {
     /// `MOLLA_KDEFS=ROLEMASK` (an experiment): each role's row code built only for its own
     /// types, or for every type of the kernel.
     pub(crate) roles: Option<PkRoles>,
+    /// `MOLLA_KDEFS=FUSEQKV` (an experiment, crate::fused): q/k/v of every layer but the first
+    /// made in the down step before (`PK_FUSEQKV`: the W16 row walk and the attention step that
+    /// normalises its input), for a model whose every step hands over tagged words and folds wo.
+    pub(crate) fuse: bool,
 }
 
 /// The persistent kernel's row code by role (`MOLLA_KDEFS=ROLEMASK`, an experiment,
@@ -124,7 +133,11 @@ impl PkBuild {
         if let Some(m) = self.types {
             let names: Vec<String> = (0..64u32)
                 .filter(|t| m >> t & 1 == 1)
-                .map(|t| gguf::GgmlType::from_id(t).map_or(format!("type {t}"), |g| g.to_string()))
+                .map(|t| match gguf::GgmlType::from_id(t) {
+                    _ if t == crate::fused::T_W16 as u32 => "W16".to_string(),
+                    Some(g) => g.to_string(),
+                    None => format!("type {t}"),
+                })
                 .collect();
             parts.push(names.join("+"));
         }
@@ -139,6 +152,9 @@ impl PkBuild {
         }
         if self.fold {
             parts.push("wo folded".into());
+        }
+        if self.fuse {
+            parts.push("fused q/k/v".into());
         }
         if self.threads != 0 {
             parts.push(format!("{} threads a block", self.threads));
@@ -264,6 +280,9 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
         }
         if pk.short {
             opts.push("-DPK_SHORT".to_string());
+        }
+        if pk.fuse {
+            opts.push("-DPK_FUSEQKV".to_string());
         }
         if let Some(r) = pk.roles {
             opts.push(format!("-DPK_TYMASK_PAIR={}ull", r.pair));
@@ -482,6 +501,7 @@ mod tests {
         emb: Some(8),
         short: false,
         roles: None,
+        fuse: false,
     };
 
     #[test]
@@ -547,6 +567,17 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
+            // q/k/v made in the down step before (FUSEQKV, an experiment; the W16 type's bit in
+            // the mask as the host sets it).
+            compiles(
+                Program::Persistent(PkBuild {
+                    types: Some(1 << 3 | 1 << 8 | 1 << 63),
+                    fuse: true,
+                    short: true,
+                    ..packed
+                }),
+                &[],
+            );
             // Each role's row code for its own types, one row a warp (an experiment).
             compiles(
                 Program::Persistent(PkBuild {
@@ -617,9 +648,11 @@ mod tests {
                     rows1: true,
                     ll_only: true,
                 }),
+                fuse: true,
             }),
         );
         for o in [
+            "-DPK_FUSEQKV",
             "-DPK_TYMASK=8ull",
             "-DPK_TYMASK_PAIR=8ull",
             "-DPK_TYMASK_FOLD=8ull",

@@ -43,6 +43,9 @@ struct DevLayer {
     w_gate: DevMatrix,
     w_up: DevMatrix,
     w_down: DevMatrix,
+    /// With fused q/k/v (`PkBuild::fuse`, layers after the first): C, this layer's q/k/v rows
+    /// over the residual and the SwiGLU output of the layer before (crate::fused).
+    fused: Option<crate::fused::DevFused>,
 }
 
 impl DevLayer {
@@ -214,7 +217,13 @@ impl CudaModel {
                 w_gate: m(&l.w_gate)?,
                 w_up: m(&l.w_up)?,
                 w_down: m(&l.w_down)?,
+                fused: None,
             });
+        }
+        if gpu.pk_build.fuse {
+            for (li, l) in layers.iter_mut().enumerate().skip(1) {
+                l.fused = Some(crate::fused::DevFused::build(&gpu, model, li)?);
+            }
         }
         let rope = cpu::ops::Rope::new(&hp, model.rope_freqs.as_deref());
         let heads = Heads {

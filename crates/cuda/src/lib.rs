@@ -16,6 +16,7 @@ mod compile;
 mod device;
 mod error;
 mod forward;
+mod fused;
 mod kv;
 mod launch;
 mod mapped;

@@ -178,6 +178,14 @@ impl Persistent {
                 st.ty
             )));
         }
+        let fused = |s: &steps::PkStep| {
+            s.prep == steps::PREP_FUSED || s.ty[..2].contains(&crate::fused::T_W16)
+        };
+        if !gpu.pk_build.fuse && steps.list.iter().any(fused) {
+            return Err(CudaError::Unsupported(
+                "persistent decode: fused q/k/v steps, and a kernel not built for them".into(),
+            ));
+        }
         if let Some(roles) = gpu.pk_build.roles
             && let Some(st) = steps.list.iter().find(|s| !config::roles_in(s, roles))
         {

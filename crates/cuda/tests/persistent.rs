@@ -1,6 +1,8 @@
 //! The persistent decode kernel (one launch a token): the same bits as the graph-replayed and
 //! plainly launched paths, one launch a token whatever the layer count, and a long run with no
-//! hang and no divergence.
+//! hang and no divergence. Under `MOLLA_KDEFS=FUSEQKV` (an experiment: q/k/v made in the down step
+//! before, from a product matrix, crates/cuda/src/fused.rs) the persistent path is held to the
+//! graph path's logits within 0.02 over the top 16, the same argmax, instead of its bits.
 
 mod common;
 
@@ -12,6 +14,38 @@ use model::synth::SynthSpec;
 
 fn spec(arch: &'static str, ty: GgmlType, n_embd: usize, n_ff: usize, n_layer: usize) -> SynthSpec {
     small_spec(arch, ty, n_embd, n_ff, n_layer, 31)
+}
+
+/// Whether the kernels are built for fused q/k/v (`MOLLA_KDEFS=FUSEQKV`): then persistent decode
+/// is near the graph path, not the same bits.
+fn fused() -> bool {
+    std::env::var("MOLLA_KDEFS").is_ok_and(|v| v.split([',', ' ']).any(|d| d == "FUSEQKV"))
+}
+
+/// Whether `got` keeps to `want` as the issue asks of the persistent path: the same argmax (or
+/// `want`'s top two within 0.05 of each other) and every log-probability of `want`'s top 16 within
+/// 0.02. Returns that and the largest difference.
+fn close(got: &[f32], want: &[f32]) -> (bool, f64) {
+    let lsm = |v: &[f32]| {
+        let m = v.iter().fold(f64::MIN, |m, &x| m.max(f64::from(x)));
+        let z = v
+            .iter()
+            .map(|&x| (f64::from(x) - m).exp())
+            .sum::<f64>()
+            .ln()
+            + m;
+        v.iter().map(|&x| f64::from(x) - z).collect::<Vec<f64>>()
+    };
+    let (g, w) = (lsm(got), lsm(want));
+    let mut idx: Vec<usize> = (0..w.len()).collect();
+    idx.sort_by(|&a, &b| w[b].total_cmp(&w[a]));
+    let worst = idx[..16.min(idx.len())]
+        .iter()
+        .map(|&i| (g[i] - w[i]).abs())
+        .fold(0.0, f64::max);
+    let a = argmax(got) as usize;
+    let top1 = a == idx[0] || w[idx[0]] - w[a] < 0.05;
+    (top1 && worst <= 0.02, worst)
 }
 
 #[derive(Clone, Copy)]
@@ -61,10 +95,18 @@ fn persistent_graph_and_plain_decode_give_the_same_bits() {
                     );
                 }
             }
-            assert!(
-                outs[0] == outs[1],
-                "{tag} step {step}: persistent differs from graph"
-            );
+            if fused() && m.decode_path().contains("fused q/k/v") {
+                let (ok, worst) = close(&outs[0], &outs[1]);
+                assert!(
+                    ok,
+                    "{tag} step {step}: fused persistent {worst:.2e} from graph"
+                );
+            } else {
+                assert!(
+                    outs[0] == outs[1],
+                    "{tag} step {step}: persistent differs from graph"
+                );
+            }
             assert!(
                 outs[1] == outs[2],
                 "{tag} step {step}: graph differs from plain"
@@ -135,6 +177,32 @@ fn ten_thousand_steps_without_hang_or_divergence() {
         }
         out
     };
+    if fused() {
+        // Fused q/k/v: both paths fed the persistent path's tokens, each step's logits compared.
+        let mut kv = [
+            m.new_cache(STEPS + 1).unwrap(),
+            m.new_cache(STEPS + 1).unwrap(),
+        ];
+        let (mut next, mut worst) = (1u32, 0f64);
+        for i in 0..STEPS {
+            set(&m, Path::Persistent);
+            let a = m.forward(&[next], &mut kv[0], Logits::Last).unwrap();
+            set(&m, Path::Graph);
+            let b = m.forward(&[next], &mut kv[1], Logits::Last).unwrap();
+            let (ok, w) = close(&a, &b);
+            assert!(ok, "step {i}: fused persistent {w:.2e} from graph");
+            worst = worst.max(w);
+            next = argmax(&a);
+        }
+        set(&m, Path::Persistent);
+        assert!(
+            m.decode_path().contains("fused q/k/v"),
+            "{}",
+            m.decode_path()
+        );
+        println!("{STEPS} steps, fused q/k/v: within {worst:.2e} of the graph path");
+        return;
+    }
     let t = std::time::Instant::now();
     let a = run(Path::Persistent);
     let ta = t.elapsed();
@@ -181,6 +249,12 @@ fn persistent_hands_over_to_the_graph_at_its_max_position() {
     assert!(path.contains("graph from position 1030"), "{path}");
     let (b, _) = run(Path::Graph, cuda::PK_MAX_POS);
     for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        if fused() {
+            // The fused steps' cache entries are near the graph path's, not the same bits.
+            let (ok, w) = close(x, y);
+            assert!(ok, "step {i}: fused hand-over {w:.2e} from graph");
+            continue;
+        }
         assert!(
             x == y,
             "step {i} (position {}): hand-over differs from graph",

@@ -294,27 +294,40 @@ impl CudaModel {
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         let eps = hp.rms_eps;
         let mut st = Steps::new(crate::persistent::ll_max());
+        // Fused q/k/v (`PkBuild::fuse`, crate::fused): every layer's but the first made by the
+        // down step before it, into q, k and v (end to end: their widths are even).
+        let fuse = g.pk_build.fuse && fold;
         for (li, l) in self.layers.iter().enumerate() {
-            let input = if li == 0 {
-                Input::EmbedRmsNorm {
-                    emb: self.embd.r(g),
-                    w: p(&l.attn_norm),
-                    eps,
-                }
-            } else {
-                Input::RmsNorm(x, p(&l.attn_norm), eps)
-            };
-            let qkv = [
-                out(&l.wq, q, self.opt(&l.bq), false),
-                out(&l.wk, k, self.opt(&l.bk), false),
-                out(&l.wv, v, self.opt(&l.bv), false),
-            ];
-            st.matvec(&qkv, hp.n_embd, input);
+            let fused_in = fuse && li > 0;
+            if !fused_in {
+                let input = if li == 0 {
+                    Input::EmbedRmsNorm {
+                        emb: self.embd.r(g),
+                        w: p(&l.attn_norm),
+                        eps,
+                    }
+                } else {
+                    Input::RmsNorm(x, p(&l.attn_norm), eps)
+                };
+                let qkv = [
+                    out(&l.wq, q, self.opt(&l.bq), false),
+                    out(&l.wk, k, self.opt(&l.bk), false),
+                    out(&l.wv, v, self.opt(&l.bv), false),
+                ];
+                st.matvec(&qkv, hp.n_embd, input);
+            }
             let att_len = hp.n_head * hp.head_dim_v;
             let ffn_in = if fold {
                 let acc = acc_base + 8 * (li * hp.n_embd) as u64;
                 let wo = out(&l.wo, acc, 0, false);
-                st.attention_wo((q, k, v), self.cache_ptrs(kv, li), &wo, att_len);
+                let caches = self.cache_ptrs(kv, li);
+                if fused_in {
+                    let bias = [self.opt(&l.bq), self.opt(&l.bk), self.opt(&l.bv)];
+                    let norm = (x, hp.n_embd, eps);
+                    st.attention_wo_fused((q, k, v), caches, &wo, att_len, norm, bias);
+                } else {
+                    st.attention_wo((q, k, v), caches, &wo, att_len);
+                }
                 Input::FoldRmsNorm {
                     acc,
                     w: p(&l.ffn_norm),
@@ -333,7 +346,28 @@ impl CudaModel {
                 hp.n_embd,
                 ffn_in,
             );
-            st.residual(&out(&l.w_down, x, 0, true), hp.n_ff, Input::Plain(gate));
+            let down = out(&l.w_down, x, 0, true);
+            let next = self.layers.get(li + 1).and_then(|n| n.fused.as_ref());
+            match next.filter(|_| fuse) {
+                Some(c) => {
+                    let c_out = Out {
+                        w: crate::launch::WeightRef {
+                            ptr: g.ptr(&c.buf),
+                            ty: crate::fused::T_W16,
+                            rows: c.rows,
+                            cols: c.cols,
+                            row_bytes: c.row_bytes,
+                        },
+                        y: q,
+                        bias: 0,
+                        accumulate: false,
+                        fixed: false,
+                    };
+                    let input = Input::Plain(gate);
+                    st.residual_fused(&down, hp.n_ff, input, &c_out, c.xcols, [q, k, v]);
+                }
+                None => st.residual(&down, hp.n_ff, Input::Plain(gate)),
+            }
         }
         let head = self.head_out(logits);
         // A head after the kernel runs at four blocks an SM (matvec_wide) instead of the

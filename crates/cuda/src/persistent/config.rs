@@ -169,11 +169,45 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         emb: emb_type(model),
         short: false,
         roles: None,
+        fuse: false,
     };
+    let fuse = fuses(model, &build);
     PkBuild {
         roles: role_types(model, build.block_threads() as usize / 32),
+        types: build.types.map(|m| {
+            if fuse {
+                m | 1 << crate::fused::T_W16
+            } else {
+                m
+            }
+        }),
+        fuse,
         ..build
     }
+}
+
+/// Whether the persistent kernel makes each layer's q/k/v in the down step before
+/// (`MOLLA_KDEFS=FUSEQKV`, an experiment, crate::fused): asked for, wo folded, a kernel built
+/// for the model's types, llama or qwen2 layers whose residual row and q, k and v are handed over as
+/// tagged words (the attention step polls the residual row whole) and whose q, k and v buffers lie
+/// end to end (even widths).
+fn fuses(model: &model::Model, build: &PkBuild) -> bool {
+    let h = &model.hp;
+    // The down step's outputs (x, and q, k and v end to end) go as tagged words; its input (the
+    // SwiGLU row) may come either way.
+    let widths = [h.n_embd, h.n_head * h.head_dim, h.kv_dim(), h.v_dim()];
+    crate::compile::experiment("FUSEQKV")
+        && build.fold
+        && build.types.is_some()
+        && model.layers.len() > 1
+        && widths.iter().all(|&w| w <= ll_max() && w.is_multiple_of(2))
+        && h.n_embd.is_multiple_of(32)
+        && h.n_ff.is_multiple_of(32)
+        && (h.n_head * h.head_dim + h.kv_dim() + h.v_dim()) <= ll_max()
+        && model
+            .layers
+            .iter()
+            .all(|l| l.q_norm.is_none() && l.post_attn_norm.is_none())
 }
 
 /// `MOLLA_KDEFS=ROLEMASK` (an experiment, `PkBuild::roles`) for a kernel of `warps` warps a

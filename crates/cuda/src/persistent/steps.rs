@@ -13,6 +13,9 @@ pub(super) const PREP_PLAIN: i32 = 0;
 pub(super) const PREP_RMSNORM: i32 = 1;
 pub(super) const PREP_EMBED_RMSNORM: i32 = 2;
 pub(super) const PREP_FOLD_RMSNORM: i32 = 3;
+/// An attention step whose q/k/v came unscaled from the down step before (crate::fused): it
+/// polls the residual row as well, and applies RMSNorm's scale and the biases.
+pub(super) const PREP_FUSED: i32 = 4;
 
 /// One step of the list (kernels/persistent_steps.cuh `PkStep`).
 #[repr(C)]
@@ -261,6 +264,68 @@ impl Steps {
         let ys: Vec<u64> = outs.iter().take(3).map(|o| o.y).collect();
         let len = outs.iter().take(3).map(|o| o.w.rows).max().unwrap_or(0);
         self.push(st, &ys, len, tagged);
+    }
+
+    /// Fused q/k/v (crate::fused): down as [`Steps::residual`], and the next layer's q, k and v
+    /// before RMSNorm's scale and the biases: `c`'s W16 rows (of `xcols` x_old values, the raw row
+    /// this block's gate/up step kept, then the step's input) into `qkv`, the q, k and v buffers
+    /// end to end (c.y is q's).
+    pub fn residual_fused(
+        &mut self,
+        down: &Out,
+        cols: usize,
+        input: Input,
+        c: &Out,
+        xcols: usize,
+        qkv: [u64; 3],
+    ) {
+        self.residual(down, cols, input);
+        let s = self.list.len() as i32 - 1;
+        let ll = self.list.last().is_some_and(|st| st.out_ll != 0);
+        if !ll || c.w.rows > self.ll_max || c.accumulate || c.y != qkv[0] {
+            self.bad.get_or_insert_with(|| {
+                format!("step {s}: fused q/k/v hand over tagged words only, into q's buffer")
+            });
+        }
+        if let Some(st) = self.list.last_mut() {
+            st.set_seg(1, c);
+            // The kernel reads x_old's width where an embedding step keeps its row count.
+            (st.nseg, st.emb_rows) = (2, xcols as i32);
+            st.total += c.w.rows as i32;
+        }
+        self.max_row = self.max_row.max(c.w.row_bytes);
+        for y in qkv {
+            self.writer.insert(y, (s, true));
+        }
+    }
+
+    /// As [`Steps::attention_wo`] for q, k and v that [`Steps::residual_fused`] made: the step
+    /// also polls the residual row `x` (`n` values, which the same step wrote) for RMSNorm's
+    /// scale (`eps`), applies it and the biases (`bias`: q's, k's, v's, or 0), and keeps x for
+    /// the gate/up step after it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_wo_fused(
+        &mut self,
+        qkv: (u64, u64, u64),
+        caches: (u64, u64),
+        wo: &Out,
+        att_len: usize,
+        (x, n, eps): (u64, usize, f32),
+        bias: [u64; 3],
+    ) {
+        self.attention_wo(qkv, caches, wo, att_len);
+        let from = self.producer(x);
+        let s = self.list.len();
+        if let Some(st) = self.list.last_mut() {
+            if from != (st.in_step, st.in_ll != 0) || st.in_ll == 0 {
+                self.bad.get_or_insert_with(|| {
+                    format!("step {s}: a fused attention step's x and q/k/v from different steps")
+                });
+            }
+            // The residual row's width where an embedding step keeps its row count.
+            (st.prep, st.x, st.eps, st.emb_rows) = (PREP_FUSED, x, eps, n as i32);
+            st.bias = bias;
+        }
     }
 
     /// `y = silu(gate · x) * (up · x)` into gate's output.
@@ -529,6 +594,61 @@ mod tests {
             st.bad.is_some(),
             "an accumulating step that is not a residual one"
         );
+    }
+
+    /// Layer 0 (folded wo) whose down step makes layer 1's q/k/v ([`Steps::residual_fused`]),
+    /// then layer 1's fused attention; `ll_max` as [`Steps::new`].
+    fn fused_layers(ll_max: usize) -> Steps {
+        let (x, q, k, v, gate) = (0x10, 0x20, 0x30, 0x40, 0x60);
+        let mut st = qkv(ll_max);
+        st.attention_wo((q, k, v), (0x90, 0xa0), &out(64, 0x100, false), 64);
+        let fold = |acc| Input::FoldRmsNorm {
+            acc,
+            w: 0x80,
+            eps: 1e-5,
+        };
+        st.gate_up(
+            &out(256, gate, false),
+            &out(256, gate, false),
+            64,
+            fold(0x100),
+        );
+        let mut c = out(96, q, false);
+        c.w.ty = crate::fused::T_W16;
+        let down = out(64, x, true);
+        st.residual_fused(&down, 256, Input::Plain(gate), &c, 64, [q, k, v]);
+        let wo = out(64, 0x200, false);
+        st.attention_wo_fused((q, k, v), (0x90, 0xa0), &wo, 64, (x, 64, 1e-5), [0x7, 0, 0]);
+        st.gate_up(
+            &out(256, gate, false),
+            &out(256, gate, false),
+            64,
+            fold(0x200),
+        );
+        st
+    }
+
+    #[test]
+    fn a_fused_down_step_hands_q_k_v_and_x_to_the_attention_after_it() {
+        let st = fused_layers(2048);
+        assert!(st.bad.is_none(), "{:?}", st.bad);
+        let (down, att) = (&st.list[3], &st.list[4]);
+        assert_eq!((down.nseg, down.total, down.emb_rows), (2, 64 + 96, 64));
+        assert_eq!(
+            (down.ty[1], down.accumulate, down.y[1]),
+            (crate::fused::T_W16, [1, 0, 0], 0x20)
+        );
+        assert_eq!(
+            (att.op, att.prep, att.in_step, att.in_ll),
+            (OP_ATTN_WO, PREP_FUSED, 3, 1)
+        );
+        assert_eq!((att.x, att.emb_rows, att.bias), (0x10, 64, [0x7, 0, 0]));
+        assert_eq!(
+            st.list[5].in_step, 4,
+            "gate/up reads the fused attention's fold"
+        );
+        // Outputs wider than ll_max go plain: a fused step hands over tagged words only.
+        assert!(fused_layers(32).bad.is_some());
     }
 
     #[test]
