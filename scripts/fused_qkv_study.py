@@ -10,12 +10,13 @@ l + 1's q/k/v is linear in what layer l's down step already holds:
         = s * (P + B h) + b,  P = Wqkv diag(g) x_old,  B = Wqkv diag(g) Wdown
 
 (g: layer l + 1's attn_norm weights, x_old: the residual after layer l's attention, h: layer l's
-SwiGLU output). P is a matvec of the file's own Wqkv on an input every block holds a step early;
-B h is a matvec on the down step's own input, so down's blocks can hand q/k/v (unscaled) straight
-to the attention step, and the q/k/v step and its hand-over go. B is a new matrix, made at load
-from the dequantized weights (in float64) and stored in some format: its rounding is the only new
-error. This script measures that error: the oracle's float64 forward with every layer but the
-first computing q/k/v as s * (P + B' h) + b, B' = B rounded to each format, against the oracle's
+SwiGLU output). Both x_old and h are in the shared memory of layer l's down step, so its blocks can
+hand q/k/v (unscaled) straight to the attention step, and the q/k/v step and its hand-over go. The
+engine stores C = [A | B], A = Wqkv diag(g), made at load from the dequantized weights
+(crates/cuda/src/fused.rs): C's rounding is the only new error. This script measures it: the
+oracle's float64 forward with every layer but the first computing q/k/v as s * (A' x_old + B' h)
++ b, A' and B' rounded to each format (--exact-a: A exact, B alone rounded; --g-apart: A' the
+rounded Wqkv times g), against the oracle's
 own forward (max |delta log-probability| over the reference's top-16 tokens and over 256 probe ids,
 at every position of the prompt), next to molla's decode errors (docs/exactness-decode.md: 1e-3 to
 5e-3 on these files) and llama.cpp's (0.1 to 0.7).
@@ -69,6 +70,9 @@ FORMATS = {
 }
 
 
+A_MODE = "rounded"
+
+
 def qkv_weights(m, layer):
     p = f"blk.{layer}."
     w = np.concatenate([m.weight(p + f"attn_{t}.weight") for t in "qkv"], axis=0)
@@ -105,8 +109,15 @@ def fused_forward(m, tokens, fmt):
             g1 = m.weight(q + "attn_norm.weight")
             w1, b1 = qkv_weights(m, layer + 1)
             a = w1 * g1[None, :]
+            # C = [A | B] rounded as the engine stores it (blocks of 32 never straddle the two).
             bmat = FORMATS[fmt](a @ wdown)
-            pre = x @ a.T + h @ bmat.T
+            if A_MODE == "exact":
+                amat = a
+            elif A_MODE == "g-apart":
+                amat = FORMATS[fmt](w1) * g1[None, :]
+            else:
+                amat = FORMATS[fmt](a)
+            pre = x @ amat.T + h @ bmat.T
             s = 1.0 / np.sqrt(np.mean(x_new * x_new, axis=-1, keepdims=True) + m.eps)
             pending = s * pre + (b1 if b1 is not None else 0.0)
         x = x_new
@@ -162,7 +173,12 @@ def main():
     ap.add_argument("--prompts", default="0,1,2,3", help="indices into scripts/prompts.json")
     ap.add_argument("--formats", default="f64,f32,f16,f16r,bf16,q8_0,q16")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--exact-a", action="store_true", help="A = Wqkv diag(g) left exact")
+    ap.add_argument("--g-apart", action="store_true",
+                    help="A' = the rounded Wqkv times g (g applied at the dot)")
     args = ap.parse_args()
+    global A_MODE
+    A_MODE = "exact" if args.exact_a else "g-apart" if args.g_apart else "rounded"
     m = oracle.Model(args.model)
     if m.arch not in ("llama", "qwen2"):
         raise SystemExit(f"fused_qkv_study: {m.arch} not covered (llama and qwen2 only)")

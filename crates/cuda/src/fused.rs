@@ -12,9 +12,9 @@
 //! dots its rows with the f32 x_old and h it holds in shared memory and hands the unscaled values
 //! over, and the attention step, which polls x_new whole, applies s and the bias. C's rounding is
 //! the only new error: scripts/fused_qkv_study.py measures it on the real files (float64 forward,
-//! max |delta log-prob| over the top 16: 3e-4 on SmolLM2 Q4_1, 2e-4 on Qwen2.5-0.5B, where
-//! molla's decode is at 1e-3 to 5e-3 and llama.cpp's at 0.1 to 0.7; f16 would give 2e-3 and 6e-3,
-//! Q8_0 0.07-0.09).
+//! max |delta log-prob| over the top 16; docs/bench/fused-qkv-study-2026-12-05.md): W16 adds up to
+//! 1.2e-3 on SmolLM2 Q4_1 and 1.0e-3 on Qwen2.5-0.5B (3e-4 and 2e-4 from B alone), where molla's
+//! decode is at 5e-4 to 3e-3 and llama.cpp's at 0.09 to 0.38; f16 would add up to 1.1e-2, Q8_0 0.09.
 //!
 //! W16: a row of `cols` values (a multiple of 32) is its blocks' f32 scales, padded to 16 bytes,
 //! then the values as i16 (each block of 32 scaled by its largest magnitude / 32767).
