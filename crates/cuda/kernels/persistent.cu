@@ -744,6 +744,9 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp(a, 4);
 #endif
         PkCursor staged = pk_stage(st, d, a, nw, bufs);
+#if defined(PK_FUSEQKV) && defined(MOLLA_X_FUSEL2)
+        if (s + 1 < a.nsteps) pk_fused_l2(sts[(s + 1) & 3], blks[(s + 1) & 3]);
+#endif
 #ifndef MOLLA_X_PKMEASURE
         u64 g0 = PK_TRACING(a) ? global_ns() : 0;
 #endif

@@ -72,4 +72,19 @@ __device__ __forceinline__ void pk_fused_qkv(const PkStep& st, float sc, float* 
     __syncthreads();
 }
 
+#ifdef MOLLA_X_FUSEL2
+// MOLLA_KDEFS=FUSEQKV,FUSEL2 (a measurement): as a step begins, the block asks L2 for its spans of
+// the next step when that is a packed fused down step (its table entry d, in the ring a step
+// early), so that staging C's ~37 KB a block reads L2, not HBM, while the step waits for h.
+__device__ __forceinline__ void pk_fused_l2(const PkStep& st, const PkBlk& d) {
+    if (threadIdx.x != 0 || st.op != PK_OP_MATVEC || !st.packed || st.nseg != 2 || st.ty[1] != PK_T_W16) return;
+    for (int k = 0; k < 3; k++) {
+        const int u0 = k ? d.end[k - 1] : 0, n = d.end[k] - u0;
+        if (n > 0)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(d.src[k] + 16 * (size_t)u0), "r"(16 * n)
+                         : "memory");
+    }
+}
+#endif
+
 #endif

@@ -569,15 +569,15 @@ mod tests {
             compiles(Program::Persistent(twelve), &[]);
             // q/k/v made in the down step before (FUSEQKV, an experiment; the W16 type's bit in
             // the mask as the host sets it).
-            compiles(
-                Program::Persistent(PkBuild {
-                    types: Some(1 << 3 | 1 << 8 | 1 << 63),
-                    fuse: true,
-                    short: true,
-                    ..packed
-                }),
-                &[],
-            );
+            let fused = PkBuild {
+                types: Some(1 << 3 | 1 << 8 | 1 << 63),
+                fuse: true,
+                short: true,
+                ..packed
+            };
+            compiles(Program::Persistent(fused), &[]);
+            // With the next fused down step's spans asked of L2 a step early (a measurement).
+            compiles(Program::Persistent(fused), &["MOLLA_X_FUSEL2"]);
             // Each role's row code for its own types, one row a warp (an experiment).
             compiles(
                 Program::Persistent(PkBuild {
