@@ -298,7 +298,8 @@ impl CudaModel {
         // down step before it, into q, k and v (end to end: their widths are even).
         let fuse = g.pk_build.fuse && fold;
         for (li, l) in self.layers.iter().enumerate() {
-            let fused_in = fuse && li > 0;
+            // This layer's q/k/v come from the down step before (its C was made at load).
+            let fused_in = fuse && li > 0 && l.fused.is_some();
             if !fused_in {
                 let input = if li == 0 {
                     Input::EmbedRmsNorm {
@@ -364,7 +365,8 @@ impl CudaModel {
                         fixed: false,
                     };
                     let input = Input::Plain(gate);
-                    st.residual_fused(&down, hp.n_ff, input, &c_out, c.xcols, [q, k, v]);
+                    let widths = [hp.n_head * hp.head_dim, hp.kv_dim(), hp.v_dim()];
+                    st.residual_fused(&down, hp.n_ff, input, &c_out, c.xcols, widths);
                 }
                 None => st.residual(&down, hp.n_ff, Input::Plain(gate)),
             }

@@ -268,8 +268,8 @@ impl Steps {
 
     /// Fused q/k/v (crate::fused): down as [`Steps::residual`], and the next layer's q, k and v
     /// before RMSNorm's scale and the biases: `c`'s W16 rows (of `xcols` x_old values, the raw row
-    /// this block's gate/up step kept, then the step's input) into `qkv`, the q, k and v buffers
-    /// end to end (c.y is q's).
+    /// this block's gate/up step kept, then the step's input) into c.y, where q, k and v lie end
+    /// to end (`widths` values each: the kernel writes C's rows straight through them).
     pub fn residual_fused(
         &mut self,
         down: &Out,
@@ -277,14 +277,14 @@ impl Steps {
         input: Input,
         c: &Out,
         xcols: usize,
-        qkv: [u64; 3],
+        widths: [usize; 3],
     ) {
         self.residual(down, cols, input);
         let s = self.list.len() as i32 - 1;
         let ll = self.list.last().is_some_and(|st| st.out_ll != 0);
-        if !ll || c.w.rows > self.ll_max || c.accumulate || c.y != qkv[0] {
+        if !ll || c.w.rows > self.ll_max || c.accumulate || c.w.rows != widths.iter().sum() {
             self.bad.get_or_insert_with(|| {
-                format!("step {s}: fused q/k/v hand over tagged words only, into q's buffer")
+                format!("step {s}: fused q/k/v hand over tagged words only, as many as q, k and v")
             });
         }
         if let Some(st) = self.list.last_mut() {
@@ -294,8 +294,10 @@ impl Steps {
             st.total += c.w.rows as i32;
         }
         self.max_row = self.max_row.max(c.w.row_bytes);
-        for y in qkv {
+        let mut y = c.y;
+        for w in widths {
             self.writer.insert(y, (s, true));
+            y += 8 * w as u64;
         }
     }
 
@@ -597,8 +599,9 @@ mod tests {
     }
 
     /// Layer 0 (folded wo) whose down step makes layer 1's q/k/v ([`Steps::residual_fused`]),
-    /// then layer 1's fused attention; `ll_max` as [`Steps::new`].
-    fn fused_layers(ll_max: usize) -> Steps {
+    /// then layer 1's fused attention reading k and v at `kv` (q's 64 and k's 16 values after q
+    /// is where the fused step writes them); `ll_max` as [`Steps::new`].
+    fn fused_layers(ll_max: usize, kv: (u64, u64)) -> Steps {
         let (x, q, k, v, gate) = (0x10, 0x20, 0x30, 0x40, 0x60);
         let mut st = qkv(ll_max);
         st.attention_wo((q, k, v), (0x90, 0xa0), &out(64, 0x100, false), 64);
@@ -616,9 +619,10 @@ mod tests {
         let mut c = out(96, q, false);
         c.w.ty = crate::fused::T_W16;
         let down = out(64, x, true);
-        st.residual_fused(&down, 256, Input::Plain(gate), &c, 64, [q, k, v]);
+        st.residual_fused(&down, 256, Input::Plain(gate), &c, 64, [64, 16, 16]);
         let wo = out(64, 0x200, false);
-        st.attention_wo_fused((q, k, v), (0x90, 0xa0), &wo, 64, (x, 64, 1e-5), [0x7, 0, 0]);
+        let norm = (x, 64, 1e-5);
+        st.attention_wo_fused((q, kv.0, kv.1), (0x90, 0xa0), &wo, 64, norm, [0x7, 0, 0]);
         st.gate_up(
             &out(256, gate, false),
             &out(256, gate, false),
@@ -630,7 +634,8 @@ mod tests {
 
     #[test]
     fn a_fused_down_step_hands_q_k_v_and_x_to_the_attention_after_it() {
-        let st = fused_layers(2048);
+        let end_to_end = (0x20 + 8 * 64, 0x20 + 8 * 80);
+        let st = fused_layers(2048, end_to_end);
         assert!(st.bad.is_none(), "{:?}", st.bad);
         let (down, att) = (&st.list[3], &st.list[4]);
         assert_eq!((down.nseg, down.total, down.emb_rows), (2, 64 + 96, 64));
@@ -648,7 +653,9 @@ mod tests {
             "gate/up reads the fused attention's fold"
         );
         // Outputs wider than ll_max go plain: a fused step hands over tagged words only.
-        assert!(fused_layers(32).bad.is_some());
+        assert!(fused_layers(32, end_to_end).bad.is_some());
+        // k and v read elsewhere than where the fused step wrote them (after q) are refused.
+        assert!(fused_layers(2048, (0x30, 0x40)).bad.is_some());
     }
 
     #[test]
