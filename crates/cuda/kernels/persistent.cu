@@ -60,39 +60,6 @@ __device__ __forceinline__ void pk_l2_span(const u8* p, int len) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + len - 1));
 }
 
-// Code that gains nothing from unrolling is kept small: a layer runs ~80 KB of the kernel's code,
-// and a step's code may be fetched again after the other steps' (on scripts/qbench SmolLM2's
-// q/k/v rows take ~980 SM cycles after their code ran, ~2000 after 128 KB of other code ran).
-// Taking ~520 instructions out (the stagers' RMSNorm sum and key and value copies as loops, the
-// attention step's poll two pairs a thread a round) measured +0.7-1.1% tokens/s on the H200
-// (session 42, MOLLA_KDEFS=KSMALL then); the poll is on the step's critical path, the rest not.
-
-// rms_part's sum (the same adds in the same order) with its loops not unrolled.
-__device__ __forceinline__ void pk_rms_part(const float* x, int n, int v0, int nt) {
-    int v = (int)threadIdx.x - v0;
-    if (v < 0 || v >= nt) return;
-    double ss = 0.0;
-#pragma unroll 1
-    for (int i = v; i < n; i += nt) {
-        double e = x[i];
-        ss += e * e;
-    }
-#pragma unroll 1
-    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-    if ((v & 31) == 0) rms_red[v >> 5] = ss;
-}
-
-// Pairs a poller takes a round in the attention step's poll (its q, k and v: 96 pairs on SmolLM2
-// and Qwen, one round for 128 pollers). A matvec step's poll takes pk_load_ll's default 8 (2048
-// values); 6 and 4, which cover SmolLM2's and Qwen's widest tagged inputs in one round, measured
-// no faster (MOLLA_KDEFS=POLLU, sessions 42-43).
-// A fused q/k/v build's (PK_FUSEQKV) also polls the residual row, up to 512 pairs in one round.
-#ifdef PK_FUSEQKV
-#define PK_ATT_POLL_U 4
-#else
-#define PK_ATT_POLL_U 2
-#endif
-
 // MOLLA_KDEFS=ROLEMASK,LLONLY (the host's PK_LL_ONLY, PkRoles::ll_only): every step's input comes
 // as tagged words, so the counter-fed path (pk_wait and a plain row's load) is not built
 // (Persistent::new refuses a list that needs it).
@@ -626,12 +593,7 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
                          {(const u64*)src[2] + at[2], rv, hdv}};
         if (PK_IN_LL(st)) {
 #ifdef PK_FUSEQKV
-            // Fused q/k/v (crate::fused): then the residual row x the same step wrote, into xraw,
-            // in a second pass of the same poll (one inlined copy of it: a second one was 2.7 KB).
-            for (int p = 0; p < (st.prep == PK_PREP_FUSED ? 2 : 1); p++) {
-                if (p) segs[0] = {(const u64*)st.x, xraw, st.emb_rows};
-                if (!pk_load_ll<0, PK_ATT_POLL_U>(a, segs, p ? 1 : 3, pk_tag(a, st.in_step), step)) return false;
-            }
+            if (!pk_fused_poll(st, a, segs, xraw, step)) return false;
 #else
             if (!pk_load_ll<0, PK_ATT_POLL_U>(a, segs, 3, pk_tag(a, st.in_step), step)) return false;
 #endif
@@ -647,12 +609,7 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
             pk_delay(a, st, step, PK_DELAY_IN);
         }
 #ifdef PK_FUSEQKV
-        if (st.prep == PK_PREP_FUSED) {
-            // RMSNorm's scale of x (the f64 sum in a q/k/v step's order), then q, k and v.
-            pk_rms_part(xraw, st.emb_rows, 0, PK_NORM_THREADS);
-            __syncthreads();
-            pk_fused_qkv(st, rms_total(st.emb_rows, st.eps, PK_NORM_THREADS), rq, rk, rv, at, hd, hdv);
-        }
+        if (st.prep == PK_PREP_FUSED) pk_fused_qkv(st, xraw, rq, rk, rv, at, hd, hdv);
 #endif
         u16* vd = st.vc + (size_t)a.pos * v_dim + (size_t)kvh * hdv;
         for (int d = threadIdx.x; d < hdv; d += PK_THREADS) {

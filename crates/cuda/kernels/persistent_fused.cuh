@@ -60,11 +60,27 @@ __device__ __forceinline__ void pk_fused_scale(float* r, int n, float sc, const 
     }
 }
 
-// Once q, k, v and x are in, with RMSNorm's scale `sc` of x (as a q/k/v step works it out): q
-// (rq, hd values), k (rk) and v (rv, hdv) as that step would have left them, with the biases at
-// offsets at[j] (the head's, the kv head's). Ends with a barrier.
-__device__ __forceinline__ void pk_fused_qkv(const PkStep& st, float sc, float* rq, float* rk, float* rv,
+// A fused attention step's poll: its head's q, k and v (segs), then the residual row x the same
+// step wrote (emb_rows values) into xraw, kept for the gate/up step, in a second pass of the same
+// poll (one inlined copy of it: a second one was 2.7 KB of code; its pollers take PK_ATT_POLL_U =
+// 4 pairs a round in this build, so that x's 288-448 pairs are one round). Ends with a barrier;
+// false when the kernel must stop.
+__device__ __forceinline__ bool pk_fused_poll(const PkStep& st, const PkArgs& a, LlSeg* segs, float* xraw, int step) {
+    for (int p = 0; p < (st.prep == PK_PREP_FUSED ? 2 : 1); p++) {
+        if (p) segs[0] = {(const u64*)st.x, xraw, st.emb_rows};
+        if (!pk_load_ll<0, PK_ATT_POLL_U>(a, segs, p ? 1 : 3, pk_tag(a, st.in_step), step)) return false;
+    }
+    return true;
+}
+
+// Once q, k, v and x are in: RMSNorm's scale of x (the f64 sum in a q/k/v step's order,
+// pk_rms_part), then q (rq, hd values), k (rk) and v (rv, hdv) as that step would have left them,
+// with the biases at offsets at[j] (the head's, the kv head's). Ends with a barrier.
+__device__ __forceinline__ void pk_fused_qkv(const PkStep& st, const float* xraw, float* rq, float* rk, float* rv,
                                              const size_t* at, int hd, int hdv) {
+    pk_rms_part(xraw, st.emb_rows, 0, PK_NORM_THREADS);
+    __syncthreads();
+    const float sc = rms_total(st.emb_rows, st.eps, PK_NORM_THREADS);
     const float *bq = st.bias[0], *bk = st.bias[1], *bv = st.bias[2];
     pk_fused_scale(rq, hd, sc, bq ? bq + at[0] : nullptr);
     pk_fused_scale(rk, hd, sc, bk ? bk + at[1] : nullptr);
