@@ -44,25 +44,30 @@ fn shape(name: &str, ty: GgmlType) -> SynthSpec {
 /// The kinds of a persistent step list's steps: a layer's five, then the head.
 const STEP_KINDS: [&str; 6] = ["qkv", "attention", "wo", "gate/up", "down", "head"];
 
-/// Step s's kind (index into STEP_KINDS) in a list of n steps.
-/// Each step's kind from the list's ops (0 matvec, 1 attention, 2 attention with wo folded in,
-/// the default for legacy-q16 wo, `PkBuild::fold`): per layer q/k/v, attention, wo (none when
-/// folded), gate/up, down; a matvec after the last layer is the head (none when it runs after
-/// the kernel).
+/// Each step's kind (index into STEP_KINDS) from the list's ops (0 matvec, 1 attention, 2
+/// attention with wo folded in, the default for legacy-q16 wo, `PkBuild::fold`): per layer q/k/v
+/// (none when the down step before made them, `MOLLA_KDEFS=FUSEQKV`), attention, wo (none when
+/// folded), gate/up, down; a matvec after the last layer is the head (none when it runs after the
+/// kernel).
 fn step_kinds(ops: &[i32]) -> Vec<usize> {
     let mut kinds = Vec::with_capacity(ops.len());
     let mut i = 0;
     while i < ops.len() {
-        if ops[i] == 0 && ops.get(i + 1).is_some_and(|&o| o != 0) {
-            let rest: &[usize] = if ops[i + 1] == 2 { &[3, 4] } else { &[2, 3, 4] };
-            kinds.extend([0, 1]);
-            i += 2;
-            for &k in rest.iter().take(ops.len() - i) {
-                kinds.push(k);
-                i += 1;
-            }
-        } else {
+        let qkv = ops[i] == 0 && ops.get(i + 1).is_some_and(|&o| o != 0);
+        if !qkv && ops[i] == 0 {
             kinds.push(5);
+            i += 1;
+            continue;
+        }
+        if qkv {
+            kinds.push(0);
+            i += 1;
+        }
+        let rest: &[usize] = if ops[i] == 2 { &[3, 4] } else { &[2, 3, 4] };
+        kinds.push(1);
+        i += 1;
+        for &k in rest.iter().take(ops.len() - i) {
+            kinds.push(k);
             i += 1;
         }
     }
@@ -570,5 +575,10 @@ fn step_kinds_follow_the_ops() {
     assert_eq!(
         step_kinds(&[0, 2, 0, 0, 0, 2, 0, 0]),
         [0, 1, 3, 4, 0, 1, 3, 4]
+    );
+    // Fused q/k/v (MOLLA_KDEFS=FUSEQKV): the first layer's only, then the head.
+    assert_eq!(
+        step_kinds(&[0, 2, 0, 0, 2, 0, 0, 0]),
+        [0, 1, 3, 4, 1, 3, 4, 5]
     );
 }
