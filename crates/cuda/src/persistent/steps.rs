@@ -305,7 +305,6 @@ impl Steps {
     /// also polls the residual row `x` (`n` values, which the same step wrote) for RMSNorm's
     /// scale (`eps`), applies it and the biases (`bias`: q's, k's, v's, or 0), and keeps x for
     /// the gate/up step after it.
-    #[allow(clippy::too_many_arguments)]
     pub fn attention_wo_fused(
         &mut self,
         qkv: (u64, u64, u64),
