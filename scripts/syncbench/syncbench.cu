@@ -55,11 +55,34 @@
 // L2 serving one line to every SM?). Session 35 (H200, 132 blocks, N = 576 / 896 / 1536, us a
 // step, two runs alike to 0.003): tagged_batch 1.044 / 1.023 / 1.012, r2 0.957 / 0.984 / 0.940,
 // r4 0.958 / 0.937 / 0.936, r8 1.017 / 1.002 / 1.031; at 66 blocks every variant 0.85-0.94.
-enum { TAGGED, TAGGED_RELAXED, TAGGED_BATCH, TAGGED_R2, TAGGED_R4, TAGGED_R8, COUNTER, FLAGS, GRIDBAR, NVAR };
-static const char* vname[NVAR] = {"tagged",   "tagged_relaxed", "tagged_batch", "tagged_r2", "tagged_r4",
-                                  "tagged_r8", "counter",        "flags",        "gridbar"};
+// tagged_stagD (session 44, not yet run): tagged_batch with two polls of a thread's pairs in
+// flight, the second issued D SM cycles after the first and each reissued as soon as it is
+// checked, so that the pairs are looked at about every half round trip instead of every round trip
+// (a pair written just after a poll left is seen ~RTT/4 later on average, not ~RTT/2; twice the
+// polls' L2 traffic). D = 80, 160 and 320 cycles (session 35's l2probe: a round trip is 278-309).
+enum {
+    TAGGED,
+    TAGGED_RELAXED,
+    TAGGED_BATCH,
+    TAGGED_R2,
+    TAGGED_R4,
+    TAGGED_R8,
+    TAGGED_STAG80,
+    TAGGED_STAG160,
+    TAGGED_STAG320,
+    COUNTER,
+    FLAGS,
+    GRIDBAR,
+    NVAR
+};
+static const char* vname[NVAR] = {"tagged",         "tagged_relaxed", "tagged_batch",   "tagged_r2",
+                                  "tagged_r4",      "tagged_r8",      "tagged_stag80",  "tagged_stag160",
+                                  "tagged_stag320", "counter",        "flags",          "gridbar"};
 __host__ __device__ constexpr int reps(int v) { return v == TAGGED_R2 ? 2 : v == TAGGED_R4 ? 4 : v == TAGGED_R8 ? 8 : 1; }
-__host__ __device__ constexpr bool batched(int v) { return v == TAGGED_BATCH || reps(v) > 1; }
+__host__ __device__ constexpr int stagger(int v) {
+    return v == TAGGED_STAG80 ? 80 : v == TAGGED_STAG160 ? 160 : v == TAGGED_STAG320 ? 320 : 0;
+}
+__host__ __device__ constexpr bool batched(int v) { return v == TAGGED_BATCH || reps(v) > 1 || stagger(v) > 0; }
 __host__ __device__ constexpr bool is_tagged(int v) { return v == TAGGED || v == TAGGED_RELAXED || batched(v); }
 #define MAXR 8
 
@@ -147,6 +170,50 @@ __device__ __forceinline__ bool load_ll_batch(const u64* src, float* x, int n, u
     return true;
 }
 
+// load_ll_batch with two polls in flight (tagged_stagD): poll A, D SM cycles later poll B; then
+// in turn: check A's pairs still pending and reissue A for those left, the same for B.
+template <int V>
+__device__ __forceinline__ bool load_ll_stag(const u64* src, float* x, int n, u32 tag, int step, u32* err) {
+    const int np = n >> 1;
+    constexpr int K = MAXN / 2 / NT;
+    u32 pend = 0;
+    for (int k = 0; k < K; k++)
+        if (threadIdx.x + k * NT < np) pend |= 1u << k;
+    uint4 va[K], vb[K];
+    auto issue = [&](uint4* v) {
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if ((pend >> k) & 1) v[k] = ld2<V>(src + 2 * (threadIdx.x + k * NT));
+    };
+    auto check = [&](const uint4* v) {
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            int i = threadIdx.x + k * NT;
+            if (((pend >> k) & 1) && v[k].y == tag && v[k].w == tag) {
+                x[2 * i] = __uint_as_float(v[k].x);
+                x[2 * i + 1] = __uint_as_float(v[k].z);
+                pend &= ~(1u << k);
+            }
+        }
+    };
+    if (!pend) return true;
+    issue(va);
+    const long long c0 = clock64();
+    while (clock64() - c0 < stagger(V)) {
+    }
+    issue(vb);
+    const u64 t0 = global_ns();
+    for (u32 it = 1;; it++) {
+        check(va);
+        if (!pend) return true;
+        issue(va);
+        check(vb);
+        if (!pend) return true;
+        issue(vb);
+        if ((it & 63) == 0 && give_up(err, t0, it, step)) return false;
+    }
+}
+
 // The tagged vector into shared memory, as pk_load_ll was before c5d12f2: all of a thread's
 // pair loads issued, then a poll of the pairs not yet tagged, one pair at a time. No barrier
 // here (the caller's follows).
@@ -219,7 +286,9 @@ __global__ void __launch_bounds__(NT, 1) chain(Args a) {
             for (int i = tid; i < n; i += NT) x[i] = __ldcg(a.init + i);
         } else if (is_tagged(V)) {
             const u64* src = a.ll + (size_t)(ib * reps(V) + (int)blockIdx.x % reps(V)) * n;
-            fail = batched(V) ? !load_ll_batch<V>(src, x, n, tag - 1u, s, a.err) : !load_ll<V>(src, x, n, tag - 1u, s, a.err);
+            fail = stagger(V)  ? !load_ll_stag<V>(src, x, n, tag - 1u, s, a.err)
+                   : batched(V) ? !load_ll_batch<V>(src, x, n, tag - 1u, s, a.err)
+                                : !load_ll<V>(src, x, n, tag - 1u, s, a.err);
         } else {
             // counter: thread 0 waits for every block's arrival; flags: thread t < G waits for
             // block t's flag; gridbar: the previous step's grid barrier was the wait.
@@ -323,9 +392,10 @@ int main(int argc, char** argv) {
         printf("shared memory sizing failed (%d bytes)\n", smem);
         return 1;
     }
-    void (*kern[NVAR])(Args) = {chain<TAGGED>,    chain<TAGGED_RELAXED>, chain<TAGGED_BATCH>,
-                                 chain<TAGGED_R2>, chain<TAGGED_R4>,      chain<TAGGED_R8>,
-                                 chain<COUNTER>,   chain<FLAGS>,          chain<GRIDBAR>};
+    void (*kern[NVAR])(Args) = {chain<TAGGED>,         chain<TAGGED_RELAXED>, chain<TAGGED_BATCH>,
+                                 chain<TAGGED_R2>,      chain<TAGGED_R4>,      chain<TAGGED_R8>,
+                                 chain<TAGGED_STAG80>,  chain<TAGGED_STAG160>, chain<TAGGED_STAG320>,
+                                 chain<COUNTER>,        chain<FLAGS>,          chain<GRIDBAR>};
     const int ns[] = {576, 896, 1536}, gs[] = {sms, sms / 2, sms / 4};
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));

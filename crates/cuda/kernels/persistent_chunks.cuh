@@ -140,3 +140,25 @@ __device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t st
     for (int p = t / u; p < n; p += per)
         cp_async16(dst + 16 * (p * u + (swz ? j ^ (p & 7) : j)), src + (size_t)p * stride + 8 * j);
 }
+
+// Code that gains nothing from unrolling is kept small: a layer runs ~80 KB of the kernel's code,
+// and a step's code may be fetched again after the other steps' (on scripts/qbench SmolLM2's
+// q/k/v rows take ~980 SM cycles after their code ran, ~2000 after 128 KB of other code ran).
+// Taking ~520 instructions out (the stagers' RMSNorm sum and key and value copies as loops, the
+// attention step's poll two pairs a thread a round) measured +0.7-1.1% tokens/s on the H200
+// (session 42, MOLLA_KDEFS=KSMALL then); the poll is on the step's critical path, the rest not.
+
+// rms_part's sum (the same adds in the same order) with its loops not unrolled.
+__device__ __forceinline__ void pk_rms_part(const float* x, int n, int v0, int nt) {
+    int v = (int)threadIdx.x - v0;
+    if (v < 0 || v >= nt) return;
+    double ss = 0.0;
+#pragma unroll 1
+    for (int i = v; i < n; i += nt) {
+        double e = x[i];
+        ss += e * e;
+    }
+#pragma unroll 1
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    if ((v & 31) == 0) rms_red[v >> 5] = ss;
+}
