@@ -139,41 +139,11 @@ __device__ __noinline__ bool spin_ll(const u64* p, u32 tag, int step, u32* err, 
 }
 
 // As pk_load_ll since c5d12f2: every poll reloads all of the thread's pairs not yet tagged at
-// once (relaxed at GPU scope).
-template <int V>
+// once (relaxed at GPU scope); tagged_batch. With D > 0 (tagged_stagD), two polls in flight: poll
+// A, D SM cycles later poll B; then in turn: check A's pairs still pending and reissue A for those
+// left, the same for B.
+template <int V, int D = stagger(V)>
 __device__ __forceinline__ bool load_ll_batch(const u64* src, float* x, int n, u32 tag, int step, u32* err) {
-    const int np = n >> 1;
-    constexpr int K = MAXN / 2 / NT;
-    {
-        u32 pend = 0;
-        for (int k = 0; k < K; k++)
-            if (threadIdx.x + k * NT < np) pend |= 1u << k;
-        u64 t0 = 0;
-        for (u32 it = 1; pend; it++) {
-            uint4 v[K];
-#pragma unroll
-            for (int k = 0; k < K; k++)
-                if ((pend >> k) & 1) v[k] = ld2<V>(src + 2 * (threadIdx.x + k * NT));
-#pragma unroll
-            for (int k = 0; k < K; k++) {
-                int i = threadIdx.x + k * NT;
-                if (((pend >> k) & 1) && v[k].y == tag && v[k].w == tag) {
-                    x[2 * i] = __uint_as_float(v[k].x);
-                    x[2 * i + 1] = __uint_as_float(v[k].z);
-                    pend &= ~(1u << k);
-                }
-            }
-            if (it == 1) t0 = global_ns();
-            if (pend && (it & 63) == 0 && give_up(err, t0, it, step)) return false;
-        }
-    }
-    return true;
-}
-
-// load_ll_batch with two polls in flight (tagged_stagD): poll A, D SM cycles later poll B; then
-// in turn: check A's pairs still pending and reissue A for those left, the same for B.
-template <int V>
-__device__ __forceinline__ bool load_ll_stag(const u64* src, float* x, int n, u32 tag, int step, u32* err) {
     const int np = n >> 1;
     constexpr int K = MAXN / 2 / NT;
     u32 pend = 0;
@@ -198,18 +168,23 @@ __device__ __forceinline__ bool load_ll_stag(const u64* src, float* x, int n, u3
     };
     if (!pend) return true;
     issue(va);
-    const long long c0 = clock64();
-    while (clock64() - c0 < stagger(V)) {
+    if (D > 0) {
+        const long long c0 = clock64();
+        while (clock64() - c0 < D) {
+        }
+        issue(vb);
     }
-    issue(vb);
-    const u64 t0 = global_ns();
+    u64 t0 = 0;
     for (u32 it = 1;; it++) {
         check(va);
         if (!pend) return true;
         issue(va);
-        check(vb);
-        if (!pend) return true;
-        issue(vb);
+        if (D > 0) {
+            check(vb);
+            if (!pend) return true;
+            issue(vb);
+        }
+        if (it == 1) t0 = global_ns();
         if ((it & 63) == 0 && give_up(err, t0, it, step)) return false;
     }
 }
@@ -286,9 +261,7 @@ __global__ void __launch_bounds__(NT, 1) chain(Args a) {
             for (int i = tid; i < n; i += NT) x[i] = __ldcg(a.init + i);
         } else if (is_tagged(V)) {
             const u64* src = a.ll + (size_t)(ib * reps(V) + (int)blockIdx.x % reps(V)) * n;
-            fail = stagger(V)  ? !load_ll_stag<V>(src, x, n, tag - 1u, s, a.err)
-                   : batched(V) ? !load_ll_batch<V>(src, x, n, tag - 1u, s, a.err)
-                                : !load_ll<V>(src, x, n, tag - 1u, s, a.err);
+            fail = batched(V) ? !load_ll_batch<V>(src, x, n, tag - 1u, s, a.err) : !load_ll<V>(src, x, n, tag - 1u, s, a.err);
         } else {
             // counter: thread 0 waits for every block's arrival; flags: thread t < G waits for
             // block t's flag; gridbar: the previous step's grid barrier was the wait.
