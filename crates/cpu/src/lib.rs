@@ -15,5 +15,5 @@ mod pool;
 pub use error::{CpuError, Result};
 pub use forward::{CpuModel, Logits, check_input};
 pub use kv::{CacheType, KvCache};
-pub use matmul::matmul;
+pub use matmul::{matmul, sgemm_strided};
 pub use paged::{BLOCK_POSITIONS, KvPool};

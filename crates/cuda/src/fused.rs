@@ -115,9 +115,9 @@ fn w16_dot(row: &[u8], xa: &[f32], xb: &[f32]) -> f32 {
 
 /// Layer l's C (module docs) in W16 rows: q, k, v's rows of layer l (`wqkv`, each `n_embd`
 /// values, dequantized), scaled by its attn_norm weights `g`, then times layer l - 1's `wdown`
-/// (`n_embd` rows of `n_ff`, dequantized). Rows of n_embd + n_ff values; the product summed in
-/// f32 (a part in 10^6 against C's rounding to W16's part in 32767 of a block), the rows shared
-/// out over the machine's cores.
+/// (`n_embd` rows of `n_ff`, dequantized). Rows of n_embd + n_ff values; the product an f32 GEMM
+/// (cpu::sgemm_strided: a part in 10^6 against C's rounding to W16's part in 32767 of a block),
+/// the rows shared out over the machine's cores.
 pub(crate) fn fused_rows(wqkv: &[f32], g: &[f32], wdown: &[f32], n_ff: usize) -> Vec<u8> {
     let n = g.len();
     let rows = wqkv.len() / n;
@@ -129,21 +129,25 @@ pub(crate) fn fused_rows(wqkv: &[f32], g: &[f32], wdown: &[f32], n_ff: usize) ->
     std::thread::scope(|s| {
         for (ci, chunk) in out.chunks_mut(per * rb).enumerate() {
             s.spawn(move || {
+                let nr = chunk.len() / rb;
+                let r0 = ci * per;
+                // A's rows of the chunk, then B = A Wdown.
+                let a: Vec<f32> = wqkv[r0 * n..(r0 + nr) * n]
+                    .chunks(n)
+                    .flat_map(|w| w.iter().zip(g).map(|(&w, &gj)| w * gj))
+                    .collect();
+                let mut b = vec![0f32; nr * n_ff];
+                cpu::sgemm_strided(
+                    (nr, n, n_ff),
+                    (&a, n, 1),
+                    (wdown, n_ff, 1),
+                    (&mut b, n_ff, 1),
+                    1.0,
+                );
                 let mut row = vec![0f32; cols];
                 for (k, dst) in chunk.chunks_mut(rb).enumerate() {
-                    let r = ci * per + k;
-                    let a = &wqkv[r * n..(r + 1) * n];
-                    row.fill(0.0);
-                    let (ax, bx) = row.split_at_mut(n);
-                    for (j, (&w, &gj)) in a.iter().zip(g).enumerate() {
-                        let v = w * gj;
-                        ax[j] = v;
-                        let down = &wdown[j * n_ff..(j + 1) * n_ff];
-                        // (Not mul_add: without the fma target feature it is a libm call.)
-                        for (o, &dv) in bx.iter_mut().zip(down) {
-                            *o += v * dv;
-                        }
-                    }
+                    row[..n].copy_from_slice(&a[k * n..(k + 1) * n]);
+                    row[n..].copy_from_slice(&b[k * n_ff..(k + 1) * n_ff]);
                     w16_encode(&row, dst);
                 }
             });
