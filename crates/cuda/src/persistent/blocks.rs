@@ -38,35 +38,6 @@ pub(super) fn block_rows(total: usize, b: usize, grid: usize) -> (usize, usize) 
     (total * b / grid, total * (b + 1) / grid)
 }
 
-/// Block b's rows [r0, r1) of packed step `st` (the table's): [`block_rows`], but for a fused
-/// down step (crate::fused: its second segment C's W16 rows are ~4.7 times the bytes and the work
-/// of a SmolLM2 Q4_1 down row) shares of about equal bytes, each of at least a row, so that no
-/// block stages ~52 KB while others stage 11 (SmolLM2: 36.8 KB each).
-pub(super) fn packed_rows(st: &PkStep, b: usize, grid: usize) -> (usize, usize) {
-    let total = st.total.max(0) as usize;
-    if st.pair != 0 || st.nseg != 2 || st.ty[1] != crate::fused::T_W16 || total < grid {
-        return block_rows(total, b, grid);
-    }
-    let (n0, rb0, rb1) = (
-        st.rows[0].max(0) as usize,
-        st.row_bytes[0] as usize,
-        st.row_bytes[1] as usize,
-    );
-    let bytes = |r: usize| r.min(n0) * rb0 + r.saturating_sub(n0) * rb1;
-    let all = bytes(total);
-    // The first row at or past byte share b, kept to one row a block at least.
-    let start = |b: usize| {
-        let want = all * b / grid;
-        let r = if want <= n0 * rb0 {
-            want.div_ceil(rb0.max(1))
-        } else {
-            n0 + (want - n0 * rb0).div_ceil(rb1.max(1))
-        };
-        r.clamp(b, total - (grid - b))
-    };
-    (start(b), if b + 1 == grid { total } else { start(b + 1) })
-}
-
 /// Block b's rows [r0, r1) of a folded wo (`OP_ATTN_WO`, `rows` rows) in a grid of `grid`
 /// blocks attending over `n_head` heads: block b takes head b % n_head, and the j-th of the nj
 /// blocks of that head (j = b / n_head) the j-th share of the rows (the kernel worked this out,
@@ -106,7 +77,7 @@ pub(super) fn table(list: &[PkStep], grid: usize, n_head: usize) -> Vec<PkBlk> {
 /// spans (pk_span: one a matrix) back to back in the buffers (pk_copy), the rows' places
 /// (pk_row).
 fn entry(st: &PkStep, b: usize, grid: usize) -> PkBlk {
-    let (r0, r1) = packed_rows(st, b, grid);
+    let (r0, r1) = block_rows(st.total.max(0) as usize, b, grid);
     let pair = st.pair != 0;
     let mut d = PkBlk {
         r0: r0 as i32,
@@ -195,7 +166,7 @@ mod tests {
             .collect();
         for b in 0..grid {
             let d = entry(st, b, grid);
-            let (r0, r1) = packed_rows(st, b, grid);
+            let (r0, r1) = block_rows(st.total as usize, b, grid);
             assert_eq!((d.r0, d.r1), (r0 as i32, r1 as i32));
             let n = d.end[2] as usize;
             let mut buf = vec![0u8; 16 * n];
@@ -236,38 +207,6 @@ mod tests {
                 }
             }
             assert_eq!(cur, r1);
-        }
-    }
-
-    #[test]
-    fn a_fused_down_step_is_shared_out_by_bytes() {
-        // SmolLM2 Q4_1's down (576 rows of 960 bytes) and C (960 W16 rows of 4496).
-        let mut st = step(&[576, 960], &[960, 4496], false);
-        st.ty[1] = crate::fused::T_W16;
-        let grid = 132;
-        let mut cur = 0;
-        let all = 576 * 960 + 960 * 4496;
-        for b in 0..grid {
-            let (r0, r1) = packed_rows(&st, b, grid);
-            assert!(r0 == cur && r1 > r0, "block {b}: {r0}..{r1}");
-            let bytes = (r0..r1)
-                .map(|r| if r < 576 { 960 } else { 4496 })
-                .sum::<usize>();
-            assert!(
-                bytes.abs_diff(all / grid) <= 2 * 4496,
-                "block {b}: {bytes} bytes"
-            );
-            cur = r1;
-        }
-        assert_eq!(cur, 576 + 960);
-        // Other steps keep the kernel's even shares.
-        let plain = step(&[576, 960], &[960, 4496], false);
-        assert_eq!(packed_rows(&plain, 7, grid), block_rows(1536, 7, grid));
-        // And the entries read the right bytes (a smaller copy: check's memory is 4 MiB).
-        let mut small = step(&[64, 96], &[960, 4496], false);
-        small.ty[1] = crate::fused::T_W16;
-        for grid in [7, 20] {
-            check(&small, grid);
         }
     }
 

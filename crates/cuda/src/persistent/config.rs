@@ -83,13 +83,12 @@ fn delay_bits(v: &str) -> i32 {
 /// (`PkStep::packed`): then a block copies all of them as the step begins, each segment's share
 /// (as kernels/persistent.cu `pk_span` lays it out: whole 16-byte units, at most 32 bytes more
 /// than its rows) after the last, and computes them with no further wait. Block b of `grid` owns
-/// the rows `blocks::packed_rows` gives (total * b / grid .. total * (b + 1) / grid, as `pk_rows`,
-/// but for a fused down step).
+/// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`.
 pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
     let on = std::env::var("MOLLA_PK_PACKED").map_or(true, |v| v != "0");
     for st in list.iter_mut().filter(|s| s.op == 0) {
         let fits = (0..grid).all(|b| {
-            let (r0, r1) = super::blocks::packed_rows(st, b, grid);
+            let (r0, r1) = super::blocks::block_rows(st.total.max(0) as usize, b, grid);
             let mut bytes = 0;
             let mut add = |n: usize, j: usize| bytes += n * st.row_bytes[j] as usize + 32;
             if st.pair != 0 {
