@@ -1,5 +1,6 @@
-// Fused q/k/v (crate::fused; MOLLA_KDEFS=FUSEQKV, an experiment of session 44, not yet run on a
-// GPU): layer l's q, k and v made by layer l - 1's down step, so that a layer takes three
+// Fused q/k/v (crate::fused; MOLLA_KDEFS=FUSEQKV, an experiment of session 44, measured 2-6%
+// slower on the H100 and off: docs/cuda-persistent.md): layer l's q, k and v made by layer l - 1's
+// down step, so that a layer takes three
 // hand-overs instead of four. The down step's second segment is C (type PK_T_W16): its rows over
 // [x_old; h], x_old the raw row the block's gate/up step kept, h the step's input, both f32 in
 // shared memory; it hands the values over unscaled. The attention step after it (PK_PREP_FUSED)

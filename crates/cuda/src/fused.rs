@@ -1,4 +1,5 @@
-//! Fused q/k/v (`MOLLA_KDEFS=FUSEQKV`, an experiment of the persistent kernel, session 44): layer
+//! Fused q/k/v (`MOLLA_KDEFS=FUSEQKV`, an experiment of the persistent kernel, session 44; measured
+//! 2-6% slower on an H100, so off: docs/cuda-persistent.md): layer
 //! l's q/k/v rows made in layer l - 1's down step, so that a layer takes three hand-overs, not
 //! four. With g layer l's attn_norm weights, x_old the residual after layer l - 1's attention and
 //! h its SwiGLU output (the down step's input),
