@@ -22,6 +22,7 @@
 
 use crate::device::Gpu;
 use crate::error::{CudaError, Result};
+use crate::launch::WeightRef;
 use cudarc::driver::CudaSlice;
 
 /// The type number steps give W16 segments (kernels/persistent.cu `PK_T_W16`; past every ggml
@@ -157,35 +158,51 @@ pub(crate) fn fused_rows(wqkv: &[f32], g: &[f32], wdown: &[f32], n_ff: usize) ->
     out
 }
 
-/// A layer's C on the device: `rows` W16 rows of `xcols + n_ff` values (x_old's, then h's).
+/// A layer's C on the device: `rows` W16 rows of `cols` values (x_old's `xcols`, then h's).
 pub(crate) struct DevFused {
     pub rows: usize,
     pub xcols: usize,
     pub cols: usize,
-    pub row_bytes: usize,
     pub buf: CudaSlice<u8>,
 }
 
 impl DevFused {
     /// Makes layer `li`'s C from `model` (li >= 1) and uploads it.
     pub fn build(gpu: &Gpu, model: &model::Model, li: usize) -> Result<DevFused> {
-        let (bytes, rows, xcols) = fused_host(model, li)?;
+        let (bytes, rows, xcols, cols) = fused_host(model, li)?;
         // 16 bytes of slack: the persistent kernel copies rows in whole 16-byte units.
         let mut buf = gpu.zeros(bytes.len() + 16)?;
         gpu.write(&bytes, &mut buf)?;
-        let cols = xcols + model.layers[li - 1].w_down.cols;
         Ok(DevFused {
             rows,
             xcols,
             cols,
-            row_bytes: w16_row_bytes(cols),
             buf,
         })
     }
+
+    /// The matrix as kernel arguments (as `DevMatrix::r`), of type [`T_W16`].
+    pub fn r(&self, gpu: &Gpu) -> WeightRef {
+        WeightRef {
+            ptr: gpu.ptr(&self.buf),
+            ty: T_W16,
+            rows: self.rows,
+            cols: self.cols,
+            row_bytes: w16_row_bytes(self.cols),
+        }
+    }
 }
 
-/// Layer `li`'s C (li >= 1) on the host: its W16 rows, their count, and x_old's width.
-fn fused_host(model: &model::Model, li: usize) -> Result<(Vec<u8>, usize, usize)> {
+/// `m` (a matrix of `file`) decoded to f32, row after row.
+fn dequantized(file: &gguf::GgufFile, m: &model::Matrix) -> Result<Vec<f32>> {
+    let mut v = vec![0f32; m.rows * m.cols];
+    quant::dequantize(m.ty, m.bytes(file), &mut v)
+        .map_err(|e| CudaError::Unsupported(format!("fused q/k/v: {}: {e}", m.name)))?;
+    Ok(v)
+}
+
+/// Layer `li`'s C (li >= 1) on the host: its W16 rows, their count, x_old's width and the rows'.
+fn fused_host(model: &model::Model, li: usize) -> Result<(Vec<u8>, usize, usize, usize)> {
     let (Some(l), Some(prev)) = (
         model.layers.get(li),
         li.checked_sub(1).and_then(|p| model.layers.get(p)),
@@ -194,13 +211,7 @@ fn fused_host(model: &model::Model, li: usize) -> Result<(Vec<u8>, usize, usize)
             "fused q/k/v: no layer {li} after another"
         )));
     };
-    let f = &model.file;
-    let deq = |m: &model::Matrix| -> Result<Vec<f32>> {
-        let mut v = vec![0f32; m.rows * m.cols];
-        quant::dequantize(m.ty, m.bytes(f), &mut v)
-            .map_err(|e| CudaError::Unsupported(format!("fused q/k/v: {}: {e}", m.name)))?;
-        Ok(v)
-    };
+    let deq = |m: &model::Matrix| dequantized(&model.file, m);
     let n = l.attn_norm.len();
     let n_ff = prev.w_down.cols;
     let square = [&l.wq, &l.wk, &l.wv].iter().all(|m| m.cols == n) && prev.w_down.rows == n;
@@ -213,7 +224,7 @@ fn fused_host(model: &model::Model, li: usize) -> Result<(Vec<u8>, usize, usize)
     wqkv.extend(deq(&l.wk)?);
     wqkv.extend(deq(&l.wv)?);
     let bytes = fused_rows(&wqkv, &l.attn_norm, &deq(&prev.w_down)?, n_ff);
-    Ok((bytes, wqkv.len() / n, n))
+    Ok((bytes, wqkv.len() / n, n, n + n_ff))
 }
 
 #[cfg(test)]
@@ -300,14 +311,13 @@ mod tests {
         };
         let bytes = model::synth::build(&spec).unwrap();
         let m = model::Model::from_file(gguf::GgufFile::from_bytes(bytes).unwrap()).unwrap();
-        let (c, rows, n) = fused_host(&m, 1).unwrap();
+        let (c, rows, n, cols) = fused_host(&m, 1).unwrap();
         let (l, prev) = (&m.layers[1], &m.layers[0]);
-        assert_eq!((rows, n), (l.wq.rows + l.wk.rows + l.wv.rows, 64));
-        let deq = |w: &model::Matrix| {
-            let mut v = vec![0f32; w.rows * w.cols];
-            quant::dequantize(w.ty, w.bytes(&m.file), &mut v).unwrap();
-            v
-        };
+        assert_eq!(
+            (rows, n, cols),
+            (l.wq.rows + l.wk.rows + l.wv.rows, 64, 64 + 96)
+        );
+        let deq = |w: &model::Matrix| dequantized(&m.file, w).unwrap();
         let mut s = 9;
         let x_old: Vec<f32> = (0..n).map(|_| rng(&mut s) * 4.0).collect();
         let h: Vec<f32> = (0..96).map(|_| rng(&mut s)).collect();

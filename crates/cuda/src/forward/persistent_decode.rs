@@ -352,13 +352,7 @@ impl CudaModel {
             match next.filter(|_| fuse) {
                 Some(c) => {
                     let c_out = Out {
-                        w: crate::launch::WeightRef {
-                            ptr: g.ptr(&c.buf),
-                            ty: crate::fused::T_W16,
-                            rows: c.rows,
-                            cols: c.cols,
-                            row_bytes: c.row_bytes,
-                        },
+                        w: c.r(g),
                         y: q,
                         bias: 0,
                         accumulate: false,

@@ -87,8 +87,9 @@ fn delay_bits(v: &str) -> i32 {
 pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
     let on = std::env::var("MOLLA_PK_PACKED").map_or(true, |v| v != "0");
     for st in list.iter_mut().filter(|s| s.op == 0) {
+        let total = st.total.max(0) as usize;
         let fits = (0..grid).all(|b| {
-            let (r0, r1) = super::blocks::block_rows(st.total.max(0) as usize, b, grid);
+            let (r0, r1) = super::blocks::block_rows(total, b, grid);
             let mut bytes = 0;
             let mut add = |n: usize, j: usize| bytes += n * st.row_bytes[j] as usize + 32;
             if st.pair != 0 {
