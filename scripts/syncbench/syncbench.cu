@@ -70,6 +70,9 @@ enum {
     TAGGED_STAG80,
     TAGGED_STAG160,
     TAGGED_STAG320,
+    REDUCE1,
+    REDUCE4,
+    REDUCE16,
     COUNTER,
     FLAGS,
     GRIDBAR,
@@ -77,11 +80,19 @@ enum {
 };
 static const char* vname[NVAR] = {"tagged",         "tagged_relaxed", "tagged_batch",   "tagged_r2",
                                   "tagged_r4",      "tagged_r8",      "tagged_stag80",  "tagged_stag160",
-                                  "tagged_stag320", "counter",        "flags",          "gridbar"};
+                                  "tagged_stag320", "reduce1",        "reduce4",        "reduce16",
+                                  "counter",        "flags",          "gridbar"};
 __host__ __device__ constexpr int reps(int v) { return v == TAGGED_R2 ? 2 : v == TAGGED_R4 ? 4 : v == TAGGED_R8 ? 8 : 1; }
 __host__ __device__ constexpr int stagger(int v) {
     return v == TAGGED_STAG80 ? 80 : v == TAGGED_STAG160 ? 160 : v == TAGGED_STAG320 ? 320 : 0;
 }
+// reduceK: every block adds its part of every value of the step into one counted word a value
+// (red.add.u64: the value in the low bits, 1 << 56 an add), K words apart; readers poll each
+// word until it counts every block (the hand-over a down projection folded into gate/up would
+// need: every block holds a slice of down's input, so every block adds into every output row).
+__host__ __device__ constexpr int red_stride(int v) { return v == REDUCE1 ? 1 : v == REDUCE4 ? 4 : v == REDUCE16 ? 16 : 0; }
+__host__ __device__ constexpr bool is_reduce(int v) { return red_stride(v) > 0; }
+#define RED_STEPS 400  // the reduce variants' steps a launch (one accumulator row a step)
 __host__ __device__ constexpr bool batched(int v) { return v == TAGGED_BATCH || reps(v) > 1 || stagger(v) > 0; }
 __host__ __device__ constexpr bool is_tagged(int v) { return v == TAGGED || v == TAGGED_RELAXED || batched(v); }
 #define MAXR 8
@@ -90,6 +101,7 @@ struct Args {
     u64* ll;            // tagged: 2 buffers of N words {f32 bits, tag}
     float* plain;       // others: 2 buffers of N floats (the same memory as ll)
     const float* init;  // step 0's input
+    u64* acc;           // reduceK: RED_STEPS rows of N counted words, K words apart
     u32* ctr;           // counter: one a step (S words); gridbar: ctr[S]
     u32* flags;         // flags: 2 buffers of G words
     u32* err;           // 1 + step of the first wait that gave up
@@ -117,6 +129,13 @@ __device__ __forceinline__ void st1(u64* p, float v, u32 tag) {
         asm volatile("st.relaxed.gpu.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(__float_as_uint(v)), "r"(tag) : "memory");
     else
         asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(__float_as_uint(v)), "r"(tag) : "memory");
+}
+
+// One counted word (reduceK), relaxed at GPU scope.
+__device__ __forceinline__ u64 ld_relaxed_u64(const u64* p) {
+    u64 v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
 }
 
 // Whether a wait of step `step` begun at t0 must stop (another block's error, 1 s, or 2^26 polls).
@@ -259,6 +278,27 @@ __global__ void __launch_bounds__(NT, 1) chain(Args a) {
         // Wait for step s-1's vector and copy it into shared memory.
         if (s == 0) {
             for (int i = tid; i < n; i += NT) x[i] = __ldcg(a.init + i);
+        } else if (is_reduce(V)) {
+            constexpr int K = red_stride(V);
+            const u64* row = a.acc + (size_t)(s - 1) * n * K;
+            u64 t0 = 0;
+            u32 pend = 0;
+            for (int k = 0; k < MAXN / NT; k++)
+                if (tid + k * NT < n) pend |= 1u << k;
+            for (u32 it = 1; pend && !fail; it++) {
+                u64 w[MAXN / NT];
+#pragma unroll
+                for (int k = 0; k < MAXN / NT; k++)
+                    if ((pend >> k) & 1) w[k] = ld_relaxed_u64(row + (size_t)(tid + k * NT) * K);
+#pragma unroll
+                for (int k = 0; k < MAXN / NT; k++)
+                    if (((pend >> k) & 1) && (u32)(w[k] >> 56) == (u32)nb) {
+                        x[tid + k * NT] = (float)(u32)(w[k] & 0xffffffffu);
+                        pend &= ~(1u << k);
+                    }
+                if (it == 1) t0 = global_ns();
+                if ((it & 63) == 0 && give_up(a.err, t0, it, s)) fail = 1;
+            }
         } else if (is_tagged(V)) {
             const u64* src = a.ll + (size_t)(ib * reps(V) + (int)blockIdx.x % reps(V)) * n;
             fail = batched(V) ? !load_ll_batch<V>(src, x, n, tag - 1u, s, a.err) : !load_ll<V>(src, x, n, tag - 1u, s, a.err);
@@ -271,8 +311,17 @@ __global__ void __launch_bounds__(NT, 1) chain(Args a) {
             for (int i = tid; i < n; i += NT) x[i] = __ldcg(a.plain + ib * n + i);
         }
         if (__syncthreads_or(fail)) return;
+        if (is_reduce(V)) {
+            // Every block adds into every value: its own rows' values, 0 to the others.
+            constexpr int K = red_stride(V);
+            u64* row = a.acc + (size_t)s * n * K;
+            for (int r = tid; r < n; r += NT) {
+                u64 v = (r >= lo && r < hi) ? (u64)(x[(r * 5 + s) % n] + (float)(1 + (r & 7))) : 0ull;
+                asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(row + (size_t)r * K), "l"(v + (1ull << 56)) : "memory");
+            }
+        }
         // This block's rows of step s, each from a value of the whole input.
-        for (int r = lo + tid; r < hi; r += NT) {
+        for (int r = lo + tid; !is_reduce(V) && r < hi; r += NT) {
             float v = x[(r * 5 + s) % n] + (float)(1 + (r & 7));
             if (is_tagged(V)) {
 #pragma unroll
@@ -351,6 +400,8 @@ int main(int argc, char** argv) {
     const size_t vbytes = 2 * MAXR * MAXN * sizeof(u64), wbytes = (steps + 1 + 2 * NT + 1) * sizeof(u32);
     float* init;
     CK(cudaMalloc(&a.ll, vbytes));
+    const size_t abytes = (size_t)RED_STEPS * MAXN * 16 * sizeof(u64);
+    CK(cudaMalloc(&a.acc, abytes));
     CK(cudaMalloc(&a.ctr, wbytes));
     CK(cudaMalloc(&init, MAXN * sizeof(float)));
     CK(cudaMalloc(&a.smid, NT * sizeof(int)));
@@ -368,6 +419,7 @@ int main(int argc, char** argv) {
     void (*kern[NVAR])(Args) = {chain<TAGGED>,         chain<TAGGED_RELAXED>, chain<TAGGED_BATCH>,
                                  chain<TAGGED_R2>,      chain<TAGGED_R4>,      chain<TAGGED_R8>,
                                  chain<TAGGED_STAG80>,  chain<TAGGED_STAG160>, chain<TAGGED_STAG320>,
+                                 chain<REDUCE1>,        chain<REDUCE4>,        chain<REDUCE16>,
                                  chain<COUNTER>,        chain<FLAGS>,          chain<GRIDBAR>};
     const int ns[] = {576, 896, 1536}, gs[] = {sms, sms / 2, sms / 4};
     cudaEvent_t e0, e1;
@@ -385,10 +437,12 @@ int main(int argc, char** argv) {
         CK(cudaFuncSetAttribute(kern[v], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         int occ = 0;
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern[v], NT, smem));
+        const int vsteps = is_reduce(v) ? std::min(steps, RED_STEPS) : steps;
+        a.steps = vsteps;
         for (int n : ns) {
             // The host's chain (exact: integers below 2^24).
             std::vector<float> want(hinit.begin(), hinit.begin() + n), nxt(n);
-            for (int s = 0; s < steps; s++) {
+            for (int s = 0; s < vsteps; s++) {
                 for (int r = 0; r < n; r++) nxt[r] = want[(r * 5 + s) % n] + (float)(1 + (r & 7));
                 want.swap(nxt);
             }
@@ -408,6 +462,10 @@ int main(int argc, char** argv) {
                 char why[128] = "";
                 for (int e = 1; e <= 7 && !why[0]; e++) {
                     a.epoch = (u32)e;
+                    if (is_reduce(v)) {
+                        CK(cudaMemset(a.acc, 0, abytes));
+                        CK(cudaMemset(a.err, 0, sizeof(u32)));
+                    }
                     CK(cudaEventRecord(e0));
                     kern[v]<<<g, NT, smem>>>(a);
                     CK(cudaGetLastError());
@@ -424,11 +482,20 @@ int main(int argc, char** argv) {
                     }
                     // The last step's vector (buffer (S-1) % 2, its last copy): values, and tags
                     // of step S-1.
-                    const int fb = ((steps - 1) & 1) * reps(v) + reps(v) - 1, esz = tagged ? 8 : 4;
-                    const u32 ftag = (u32)e * (u32)steps + (u32)steps;
-                    CK(cudaMemcpy(got.data(), (char*)a.ll + (size_t)fb * n * esz, (size_t)n * esz, cudaMemcpyDeviceToHost));
+                    const int fb = ((vsteps - 1) & 1) * reps(v) + reps(v) - 1, esz = tagged ? 8 : 4;
+                    const u32 ftag = (u32)e * (u32)vsteps + (u32)vsteps;
                     int bad = 0;
-                    for (int r = 0; r < n; r++) {
+                    if (is_reduce(v)) {
+                        const int K = red_stride(v);
+                        std::vector<u64> rowv((size_t)n * K);
+                        CK(cudaMemcpy(rowv.data(), a.acc + (size_t)(vsteps - 1) * n * K, rowv.size() * 8, cudaMemcpyDeviceToHost));
+                        for (int r = 0; r < n; r++) {
+                            u64 w = rowv[(size_t)r * K];
+                            bad += (u32)(w >> 56) != (u32)g || (float)(u32)(w & 0xffffffffu) != want[r];
+                        }
+                    } else
+                        CK(cudaMemcpy(got.data(), (char*)a.ll + (size_t)fb * n * esz, (size_t)n * esz, cudaMemcpyDeviceToHost));
+                    for (int r = 0; r < n && !is_reduce(v); r++) {
                         u32 bits = tagged ? (u32)got[r] : ((const u32*)got.data())[r], wbits;
                         memcpy(&wbits, &want[r], 4);
                         bad += bits != wbits || (tagged && (u32)(got[r] >> 32) != ftag);
@@ -444,7 +511,7 @@ int main(int argc, char** argv) {
                     printf("- | %s |\n", why);
                 } else {
                     std::sort(ms.begin(), ms.end());
-                    printf("%.3f | ok%s |\n", ms[ms.size() / 2] * 1e3 / steps, shared ? " (blocks shared an SM)" : "");
+                    printf("%.3f | ok%s |\n", ms[ms.size() / 2] * 1e3 / vsteps, shared ? " (blocks shared an SM)" : "");
                 }
                 fflush(stdout);
             }
