@@ -21,16 +21,14 @@ fn spec(arch: &'static str, ty: GgmlType, n_embd: usize, n_ff: usize, n_layer: u
 /// Whether the kernels are built for fused q/k/v (`MOLLA_KDEFS=FUSEQKV`): then persistent decode
 /// is near the graph path, not the same bits.
 fn fused() -> bool {
-    std::env::var("MOLLA_KDEFS").is_ok_and(|v| {
-        v.split([',', ' '])
-            .any(|d| d == "FUSEQKV" || d == "DOWNFOLD")
-    })
+    std::env::var("MOLLA_KDEFS").is_ok_and(|v| v.split([',', ' ']).any(|d| d == "FUSEQKV"))
 }
 
-/// Whether decode path `p` is one that is near the graph path, not the same bits: fused q/k/v
-/// or a folded down (`MOLLA_KDEFS=DOWNFOLD`, kernels/persistent_downfold.cuh).
+/// Whether decode path `p` is one that is near the graph path, not the same bits: fused q/k/v.
+/// (A folded down, `MOLLA_KDEFS=DOWNFOLD`, keeps the bits: the graph path sums down as the fold
+/// does, kernels/matvec.cu `matvec_glu_fxp`.)
 fn near_path(p: &str) -> bool {
-    p.contains("fused q/k/v") || p.contains("down folded")
+    p.contains("fused q/k/v")
 }
 
 #[derive(Clone, Copy)]
