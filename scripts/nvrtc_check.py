@@ -71,7 +71,7 @@ def main():
         opts.append("-DPK_FOLD_WO")
     if not main_prog and os.environ.get("PK_SHORT") == "1":
         opts.append("-DPK_SHORT")
-    for name in ("PK_TYMASK_PAIR", "PK_TYMASK_FOLD", "PK_TYMASK_DOWN"):
+    for name in ("PK_TYMASK_PAIR", "PK_TYMASK_FOLD"):
         if not main_prog and re.fullmatch(r"\d+", os.environ.get(name, "")):
             opts.append(f"-D{name}={os.environ[name]}ull")
     for name in ("PK_PAIR_SAME", "PK_ROWS1", "PK_LL_ONLY", "PK_FUSEQKV"):

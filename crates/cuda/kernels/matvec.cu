@@ -348,39 +348,6 @@ MOLLA_KERNEL void matvec_fx(const MvArgs a) {
     matvec_body<true>(a);
 }
 
-// Down of a layer the persistent kernel folds into gate/up (MOLLA_KDEFS=DOWNFOLD,
-// persistent_downfold.cuh), with the fold's bits, for each of gridDim.y inputs t: y[t][r] +=
-// fx_value(sum over columns j of fx_of(w[r][j] * silu_mul(gate[t][j], up[t][j]))), each product
-// an f32 (w as dq8 gives it) rounded to fixed point on its own, so that the integer sum is the
-// fold's whatever its slices. A warp a row, a lane 8 columns at a time. A row with a product not
-// finite or not below 2^15 gets NaN (the fold stops the kernel there; fx_ok's reason).
-MOLLA_KERNEL void matvec_glu_fxp(const u8* __restrict__ w, int ty, int rows, int cols, int row_bytes,
-                                 const float* __restrict__ gate, const float* __restrict__ up, float* y) {
-    const int lane = threadIdx.x & 31, r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), t = blockIdx.y;
-    if (r >= rows) return;
-    const float* g = gate + (size_t)t * cols;
-    const float* u = up + (size_t)t * cols;
-    const u8* row = w + (size_t)r * row_bytes;
-    long long f = 0;
-    int bad = 0;
-    for (int c = lane; 8 * c < cols; c += 32) {
-        float o[8];
-        dq8_rt(ty, row, c, o);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float p = __fmul_rn(o[j], silu_mul(g[8 * c + j], u[8 * c + j]));
-            if (fabsf(p) < 32768.f) f += fx_of(p);
-            else bad = 1;
-        }
-    }
-    for (int off = 16; off > 0; off >>= 1) {
-        f += __shfl_xor_sync(0xffffffffu, f, off);
-        bad |= __shfl_xor_sync(0xffffffffu, bad, off);
-    }
-    float* out = y + (size_t)t * rows + r;
-    if (lane == 0) *out = bad ? __int_as_float(0x7fc00000) : fx_value(f) + *out;
-}
-
 // acc = row_dot_q16_one by weight type (q16 formats only, as the host checks; NaN for any other).
 __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
                                                float& acc) {

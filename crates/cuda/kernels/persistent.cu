@@ -167,9 +167,6 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
                 cp_async16(dst + 16 * i, src + 16 * (size_t)i);
             }
         }
-#if defined(MOLLA_X_DOWNFOLD) && defined(PK_TYMASK) && defined(PK_FOLD_WO)
-        if (PK_DOWN_FOLD(st)) pk_down_l2(st, k.r0, k.r1);
-#endif
         cp_commit();
         k.issued = 1;
         k.ahead = k.l2 = k.r1;
@@ -374,14 +371,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     pk_stamp(a, 1);
     if (PK_SKIPS(a, PK_SKIP_ROWS)) {
         pk_skip_rows(st, xraw, r0, r1, tag);
-#if defined(MOLLA_X_DOWNFOLD) && defined(PK_TYMASK) && defined(PK_FOLD_WO)
-        if (PK_DOWN_FOLD(st)) {
-            // (The fold still adds, of zeros, so that the words count every block.)
-            for (int i = threadIdx.x; i < r1 - r0; i += PK_THREADS) xs[i] = 0.f;
-            __syncthreads();
-            pk_fold_down(st, a, xs, r0, r1, step);
-        }
-#endif
         return true;
     }
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -436,9 +425,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 }
                 float g = mv_scaled(warp_sum(gu[0]), scale);
                 float u = mv_scaled(warp_sum(gu[1]), scale);
-                // (A down fold keeps the block's SwiGLU values in xs, dead once quantized.)
-                if (lane == 0 && PK_DOWN_FOLD(st)) xs[r - r0] = silu_mul(g, u);
-                else if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
+                if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
             }
         }
 #ifdef PK_FUSEQKV
@@ -480,12 +467,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
             if (l2 < r1 && !PK_SKIPS(a, PK_SKIP_FETCH)) pk_l2(st, pk_next_chunk(st, l2, r1, a.chunk));
         }
     }
-#if defined(MOLLA_X_DOWNFOLD) && defined(PK_TYMASK) && defined(PK_FOLD_WO)
-    if (PK_DOWN_FOLD(st)) {
-        __syncthreads();
-        pk_fold_down(st, a, xs, r0, r1, step);
-    }
-#endif
     pk_stamp_m(a, 7);
     return true;
 }

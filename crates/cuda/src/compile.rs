@@ -35,10 +35,6 @@ const SOURCES: &[(&str, &str)] = &[
         "persistent_fused.cuh",
         include_str!("../kernels/persistent_fused.cuh"),
     ),
-    (
-        "persistent_downfold.cuh",
-        include_str!("../kernels/persistent_downfold.cuh"),
-    ),
     ("persistent.cu", include_str!("../kernels/persistent.cu")),
     ("convert.cu", include_str!("../kernels/convert.cu")),
 ];
@@ -48,7 +44,6 @@ const PERSISTENT_ONLY: &[&str] = &[
     "persistent_steps.cuh",
     "persistent_chunks.cuh",
     "persistent_fused.cuh",
-    "persistent_downfold.cuh",
     "persistent.cu",
 ];
 
@@ -99,10 +94,6 @@ pub(crate) struct PkBuild {
     /// made in the down step before (`PK_FUSEQKV`: the W16 row walk and the attention step that
     /// normalises its input), for a model whose every step hands over tagged words and folds wo.
     pub(crate) fuse: bool,
-    /// `MOLLA_KDEFS=DOWNFOLD` (an experiment, kernels/persistent_downfold.cuh): the folded down
-    /// matrices' types (`PK_TYMASK_DOWN`: the fold's decoders only for them), or 0 when down is
-    /// not folded.
-    pub(crate) down: u64,
 }
 
 /// The persistent kernel's row code by role (`MOLLA_KDEFS=ROLEMASK`, an experiment,
@@ -127,13 +118,6 @@ pub(crate) struct PkRoles {
 }
 
 impl PkBuild {
-    /// Whether the step lists fold down into gate/up (`MOLLA_KDEFS=DOWNFOLD`, an experiment,
-    /// kernels/persistent_downfold.cuh): a kernel built for the model's types with wo folded,
-    /// not fused.
-    pub(crate) fn folds_down(&self) -> bool {
-        self.down != 0
-    }
-
     /// Threads a block of the kernel built so (`MOLLA_KDEFS=PKT=N` overrides it).
     pub(crate) fn block_threads(&self) -> u32 {
         experiment_value("PKT")
@@ -171,9 +155,6 @@ impl PkBuild {
         }
         if self.fuse {
             parts.push("fused q/k/v".into());
-        }
-        if self.folds_down() {
-            parts.push("down folded".into());
         }
         if self.threads != 0 {
             parts.push(format!("{} threads a block", self.threads));
@@ -302,9 +283,6 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
         }
         if pk.fuse {
             opts.push("-DPK_FUSEQKV".to_string());
-        }
-        if pk.down != 0 {
-            opts.push(format!("-DPK_TYMASK_DOWN={}ull", pk.down));
         }
         if let Some(r) = pk.roles {
             opts.push(format!("-DPK_TYMASK_PAIR={}ull", r.pair));
@@ -524,7 +502,6 @@ mod tests {
         short: false,
         roles: None,
         fuse: false,
-        down: 0,
     };
 
     #[test]
@@ -616,15 +593,6 @@ mod tests {
                 }),
                 &["MOLLA_X_ROLEMASK"],
             );
-            // Down folded into gate/up by column slices (an experiment).
-            compiles(
-                Program::Persistent(PkBuild {
-                    short: true,
-                    down: 1 << 3,
-                    ..twelve
-                }),
-                &["MOLLA_X_DOWNFOLD"],
-            );
         }
     }
 
@@ -681,12 +649,10 @@ mod tests {
                     ll_only: true,
                 }),
                 fuse: true,
-                down: 8,
             }),
         );
         for o in [
             "-DPK_FUSEQKV",
-            "-DPK_TYMASK_DOWN=8ull",
             "-DPK_TYMASK=8ull",
             "-DPK_TYMASK_PAIR=8ull",
             "-DPK_TYMASK_FOLD=8ull",

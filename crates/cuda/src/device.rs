@@ -31,7 +31,6 @@ pub(crate) struct Kernels {
     pub matvec_multi: CudaFunction,
     /// `matvec` for fixed-point rows (`Out::fixed`).
     pub matvec_fx: CudaFunction,
-    pub matvec_glu_fxp: CudaFunction,
     /// `matvec_multi` for fixed-point rows (`Out::fixed`).
     pub matvec_multi_fx: CudaFunction,
     /// Its first pass: each input row prepared once.
@@ -230,7 +229,6 @@ impl Gpu {
             matvec_multi: f("matvec_multi")?,
             matvec_multi_fx: f("matvec_multi_fx")?,
             matvec_fx: f("matvec_fx")?,
-            matvec_glu_fxp: f("matvec_glu_fxp")?,
             matvec_prep: f("matvec_prep")?,
             matvec_wide: f("matvec_wide")?,
             matvec_wide_glu: f("matvec_wide_glu")?,

@@ -730,20 +730,7 @@ impl CudaModel {
                 let glu = (silu && down_branch.is_none() && launch::glu_prep_on())
                     .then(|| launch::glu_buffer(&gu, hp.n_embd, &down, hp.n_ff, rows, max_cols))
                     .flatten();
-                // Down folded into gate/up by the persistent kernel (`MOLLA_KDEFS=DOWNFOLD`, an
-                // experiment; every layer but the last): its fixed-point sums, the same bits.
-                let folded = silu
-                    && down_branch.is_none()
-                    && g.pk_build.folds_down()
-                    && li + 1 < self.layers.len();
-                if folded {
-                    if !skip.has(Skip::GATE_UP) {
-                        launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
-                    }
-                    if !skip.has(Skip::DOWN) {
-                        launch::matvec_glu_fxp(g, &down[0], gate, up, n)?;
-                    }
-                } else if let Some(second) = glu {
+                if let Some(second) = glu {
                     launch::matvec_wide_glu(g, &gu, hp.n_embd, x, norm, rows.prep, second.prep)?;
                     launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::Ready, second)?;
                 } else {

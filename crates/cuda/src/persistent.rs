@@ -247,12 +247,6 @@ impl Persistent {
             )));
         }
         let mut steps = steps;
-        // A folded down's words count one add a block (steps::FOLD_COUNT_GRID).
-        for st in steps.list.iter_mut() {
-            if st.prep == steps::PREP_FOLD_RMSNORM && st.emb_rows == steps::FOLD_COUNT_GRID {
-                st.emb_rows = grid as i32;
-            }
-        }
         // MOLLA_KDEFS=A2WORDS's row decoders read up to 4 bytes past a row: 16 bytes left free.
         let overread = if crate::compile::experiment("A2WORDS") {
             16

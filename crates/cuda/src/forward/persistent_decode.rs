@@ -276,12 +276,8 @@ impl CudaModel {
         // heads of whole 32-column units); its accumulators (a row a layer) follow the tagged
         // buffers.
         let fold = g.pk_build.fold;
-        // Down folded into gate/up (`MOLLA_KDEFS=DOWNFOLD`, an experiment: Steps::gate_up_down)
-        // in every layer but the last, whose down hands x over as before (the head reads it);
-        // a second row of accumulators a layer.
-        let down_fold = g.pk_build.folds_down() && hp.n_embd.is_multiple_of(2);
         let acc_words = if fold {
-            self.layers.len() * hp.n_embd * if down_fold { 2 } else { 1 }
+            self.layers.len() * hp.n_embd
         } else {
             0
         };
@@ -294,8 +290,6 @@ impl CudaModel {
             a
         });
         let acc_base = at;
-        // Layer li's folded down accumulators, after every layer's wo accumulators.
-        let down_acc = |li: usize| acc_base + 8 * ((self.layers.len() + li) * hp.n_embd) as u64;
         let out =
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         let eps = hp.rms_eps;
@@ -310,12 +304,6 @@ impl CudaModel {
                 let input = if li == 0 {
                     Input::EmbedRmsNorm {
                         emb: self.embd.r(g),
-                        w: p(&l.attn_norm),
-                        eps,
-                    }
-                } else if down_fold {
-                    Input::FoldRmsNorm {
-                        acc: down_acc(li - 1),
                         w: p(&l.attn_norm),
                         eps,
                     }
@@ -352,12 +340,6 @@ impl CudaModel {
                 st.residual(&out(&l.wo, x, 0, true), att_len, Input::Plain(att));
                 Input::RmsNorm(x, p(&l.ffn_norm), eps)
             };
-            if down_fold && li + 1 < self.layers.len() {
-                let down = out(&l.w_down, down_acc(li), 0, false);
-                let (gate, up) = (out(&l.w_gate, gate, 0, false), out(&l.w_up, gate, 0, false));
-                st.gate_up_down(&gate, &up, &down, hp.n_embd, ffn_in);
-                continue;
-            }
             // The pair step writes silu(gate) * up into gate's buffer only.
             st.gate_up(
                 &out(&l.w_gate, gate, 0, false),

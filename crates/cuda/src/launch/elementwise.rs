@@ -2,7 +2,7 @@
 //! residual stream, scaled (and soft-capped) embeddings and logits, and the gather of a batch's
 //! wanted rows. See the parent module's safety contract.
 
-use super::{Out, cfg, count_launch, stride_grid};
+use super::{cfg, count_launch, stride_grid};
 use crate::device::Gpu;
 use crate::error::{Result, drv};
 use cudarc::driver::PushKernelArg;
@@ -83,37 +83,5 @@ pub(crate) unsafe fn gather_rows(
     count_launch();
     // SAFETY: as above.
     unsafe { b.launch(cfg((n as u32, 1, 1), 128, 0)) }.map_err(drv("gather launch"))?;
-    Ok(())
-}
-
-/// Down of a layer whose persistent step folds it into gate/up (`MOLLA_KDEFS=DOWNFOLD`,
-/// kernels/matvec.cu `matvec_glu_fxp`): `o.y[t] += W · (silu(gate[t]) * up[t])` for `n` inputs,
-/// each product rounded to fixed point on its own, the persistent fold's bits.
-///
-/// # Safety
-/// See the module docs; `gate` and `up` hold `n` rows of `o.w.cols` values, `o.y` `n` of
-/// `o.w.rows`.
-pub(crate) unsafe fn matvec_glu_fxp(
-    gpu: &Gpu,
-    o: &Out,
-    gate: u64,
-    up: u64,
-    n: usize,
-) -> Result<()> {
-    let w = o.w;
-    let (ty, rows, cols, rb) = (w.ty, w.rows as i32, w.cols as i32, w.row_bytes as i32);
-    let mut b = gpu.stream.launch_builder(&gpu.k.matvec_glu_fxp);
-    b.arg(&w.ptr)
-        .arg(&ty)
-        .arg(&rows)
-        .arg(&cols)
-        .arg(&rb)
-        .arg(&gate)
-        .arg(&up)
-        .arg(&o.y);
-    count_launch();
-    // SAFETY: as above; eight rows (warps) a block.
-    unsafe { b.launch(cfg((w.rows.div_ceil(8) as u32, n as u32, 1), 256, 0)) }
-        .map_err(drv("matvec_glu_fxp launch"))?;
     Ok(())
 }

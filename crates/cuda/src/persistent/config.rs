@@ -170,22 +170,9 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         short: false,
         roles: None,
         fuse: false,
-        down: 0,
     };
     let fuse = fuses(model, &build);
-    // Down folded into gate/up (`MOLLA_KDEFS=DOWNFOLD`, an experiment): wo folded, a kernel
-    // built for the model's types, not fused.
-    let down =
-        if build.fold && build.types.is_some() && !fuse && crate::compile::experiment("DOWNFOLD") {
-            model
-                .layers
-                .iter()
-                .fold(0, |a, l| a | 1u64 << l.w_down.ty.id())
-        } else {
-            0
-        };
     PkBuild {
-        down,
         roles: role_types(model, build.block_threads() as usize / 32),
         types: build.types.map(|m| {
             if fuse {
@@ -351,9 +338,7 @@ fn wo_folds(model: &model::Model) -> bool {
 /// Whether every type that matvec step `st` multiplies by is in `mask` (a kernel built with
 /// `pk_types`).
 pub(super) fn types_in(st: &PkStep, mask: u64) -> bool {
-    let n = if st.pair == 2 {
-        3
-    } else if st.pair != 0 {
+    let n = if st.pair != 0 {
         2
     } else {
         st.nseg.clamp(0, 3) as usize

@@ -17,10 +17,6 @@ pub(super) const PREP_FOLD_RMSNORM: i32 = 3;
 /// polls the residual row as well, and applies RMSNorm's scale and the biases.
 pub(super) const PREP_FUSED: i32 = 4;
 
-/// A fold count (`PkStep::emb_rows` of a [`Input::FoldRmsNorm`] step) that `Persistent::new`
-/// replaces with the grid: a folded down's words count one add a block.
-pub(super) const FOLD_COUNT_GRID: i32 = -1;
-
 /// One step of the list (kernels/persistent_steps.cuh `PkStep`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -196,7 +192,6 @@ impl Steps {
     fn fold_count(&mut self, s: i32) -> i32 {
         match self.list.get(s.max(0) as usize) {
             Some(p) if s >= 0 && p.op == OP_ATTN_WO => p.cols / 32,
-            Some(p) if s >= 0 && p.op == OP_MATVEC && p.pair == 2 => FOLD_COUNT_GRID,
             _ => {
                 self.bad.get_or_insert_with(|| {
                     format!("step {} reads a fold no folded step wrote", self.list.len())
@@ -348,28 +343,6 @@ impl Steps {
         st.set_seg(1, up);
         self.max_row = self.max_row.max(gate.w.row_bytes + up.w.row_bytes);
         self.push(st, &[gate.y], gate.w.rows, true);
-    }
-
-    /// As [`Steps::gate_up`] with down folded in (`MOLLA_KDEFS=DOWNFOLD`, an experiment,
-    /// kernels/persistent_downfold.cuh): the SwiGLU values stay in each block, which adds its
-    /// part of every row of `down` over its own columns into `down.y`, a row of `down.w.rows`
-    /// counted u64 words (zero when the launch begins, as [`Steps::attention_wo`]'s). The next
-    /// step reads it with [`Input::FoldRmsNorm`]; each word counts one add a block, a count
-    /// `Persistent::new` writes once it knows the grid ([`FOLD_COUNT_GRID`]).
-    pub fn gate_up_down(&mut self, gate: &Out, up: &Out, down: &Out, cols: usize, input: Input) {
-        self.gate_up(gate, up, cols, input);
-        let s = self.list.len() as i32 - 1;
-        if down.accumulate || down.w.cols != gate.w.rows {
-            self.bad.get_or_insert_with(|| {
-                format!("step {s}: a folded down reads the pairs' values, and accumulates none")
-            });
-        }
-        if let Some(st) = self.list.last_mut() {
-            st.pair = 2;
-            st.set_seg(2, down);
-        }
-        self.writer.remove(&gate.y);
-        self.writer.insert(down.y, (s, false));
     }
 
     /// Rope, cache store and attention of one layer: (q, k, v) raw (one step wrote all three),
