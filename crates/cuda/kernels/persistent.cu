@@ -60,10 +60,10 @@ __device__ __forceinline__ void pk_l2_span(const u8* p, int len) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + len - 1));
 }
 
-// MOLLA_KDEFS=ROLEMASK,LLONLY (the host's PK_LL_ONLY, PkRoles::ll_only): every step's input comes
+// PK_LL_ONLY (the host's PkRoles::ll_only, by default since session 45): every step's input comes
 // as tagged words, so the counter-fed path (pk_wait and a plain row's load) is not built
 // (Persistent::new refuses a list that needs it).
-#if defined(MOLLA_X_ROLEMASK) && defined(PK_LL_ONLY)
+#ifdef PK_LL_ONLY
 #define PK_IN_LL(st) true
 #else
 #define PK_IN_LL(st) ((st).in_ll != 0)
@@ -299,12 +299,13 @@ __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1
 // (33,200 instructions with every format, 10,432 with three).
 #define PK_IN_MASK(M, T) (((unsigned long long)(M) >> (T)) & 1ull)
 #define PK_TY_ON(T) PK_IN_MASK(PK_TYMASK, T)
-// MOLLA_KDEFS=ROLEMASK (an experiment, session 43): the gate/up pairs' row code only for their
-// types (PK_TYMASK_PAIR; PK_PAIR_SAME: every pair's two matrices of one type, so no row-by-row
-// path) and the folded wo's for its types (PK_TYMASK_FOLD), not for every type of the kernel.
-// The real Qwen2.5 file's kernel (Q5_0, Q8_0, Q4_K, Q6_K) is 130 KB of code; adding 18 KB of
-// code never run slowed a step's rows by 0.3-0.4 us (SPREAD's trace, session 43).
-#if defined(MOLLA_X_ROLEMASK) && defined(PK_TYMASK_PAIR)
+// Row code by role (the host's PkRoles, written in session 43 as MOLLA_KDEFS=ROLEMASK, the
+// default since session 45): the gate/up pairs' row code only for their types (PK_TYMASK_PAIR;
+// PK_PAIR_SAME: every pair's two matrices of one type, so no row-by-row path) and the folded
+// wo's for its types (PK_TYMASK_FOLD), not for every type of the kernel. The real Qwen2.5 file's
+// kernel (Q5_0, Q8_0, Q4_K, Q6_K) was 130 KB of code; adding 18 KB of code never run slowed a
+// step's rows by 0.3-0.4 us (SPREAD's trace, session 43).
+#ifdef PK_TYMASK_PAIR
 #define PK_ROLE_ON(ROLE, T) ((ROLE) ? PK_IN_MASK(PK_TYMASK_PAIR, T) : PK_TY_ON(T))
 #else
 #define PK_ROLE_ON(ROLE, T) PK_TY_ON(T)
@@ -337,17 +338,17 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define pk_pair_dotn(ty, w, acc) pk_rows_dotn(2, ty, w, 2, acc)
 #define pk_pair_dot(ty, w) pk_row_dot(ty, w)
 #endif
-// MOLLA_KDEFS=ROLEMASK,ROWS1 (the host's PK_ROWS1, compile.rs PkRoles::rows1): a warp takes one
+// PK_ROWS1 (the host's PkRoles::rows1, by default since session 45): a warp takes one
 // row at a time in every step but the gate/up pairs, and only the one-row walk is built (the real
 // Qwen2.5 file's kernel 96.1 -> 89.0 KB, 168 -> 154 registers, no spill). The host sets it when
 // no such step has more rows a block than warps on a typical grid and the head runs after the
 // kernel; a wider step stays correct, in more rounds.
-#if defined(MOLLA_X_ROLEMASK) && defined(PK_ROWS1)
+#ifdef PK_ROWS1
 #define PK_ONE_ROW 1
 #else
 #define PK_ONE_ROW 0
 #endif
-#if defined(MOLLA_X_ROLEMASK) && defined(PK_PAIR_SAME)
+#ifdef PK_PAIR_SAME
 #define PK_PAIR_ONE_TYPE(t0, t1) true
 #else
 #define PK_PAIR_ONE_TYPE(t0, t1) ((t0) == (t1))
@@ -482,7 +483,7 @@ __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int 
     return unit_legacy<T, true>(span + (size_t)k * BYTES, xr, xq, k);
 }
 
-#if defined(PK_TYMASK) && defined(MOLLA_X_ROLEMASK) && defined(PK_TYMASK_FOLD)
+#if defined(PK_TYMASK) && defined(PK_TYMASK_FOLD)
 #define PK_FOLD_ON(T) PK_IN_MASK(PK_TYMASK_FOLD, T)
 #elif defined(PK_TYMASK)
 #define PK_FOLD_ON(T) PK_TY_ON(T)

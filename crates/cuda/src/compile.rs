@@ -87,8 +87,8 @@ pub(crate) struct PkBuild {
     /// (kernels/persistent.cu `PK_SHORT`: attend's multi-tile fold and the unstaged path left
     /// out); `Persistent::launch` takes it up to the position where that holds.
     pub(crate) short: bool,
-    /// `MOLLA_KDEFS=ROLEMASK` (an experiment): each role's row code built only for its own
-    /// types, or for every type of the kernel.
+    /// Each role's row code built only for its own types (the default since session 45, see
+    /// `PkRoles`), or for every type of the kernel (`MOLLA_PK_ROLES=0`).
     pub(crate) roles: Option<PkRoles>,
     /// `MOLLA_KDEFS=FUSEQKV` (an experiment, crate::fused): q/k/v of every layer but the first
     /// made in the down step before (`PK_FUSEQKV`: the W16 row walk and the attention step that
@@ -96,8 +96,8 @@ pub(crate) struct PkBuild {
     pub(crate) fuse: bool,
 }
 
-/// The persistent kernel's row code by role (`MOLLA_KDEFS=ROLEMASK`, an experiment,
-/// `persistent::pk_build`; kernels/persistent.cu).
+/// The persistent kernel's row code by role (written as `MOLLA_KDEFS=ROLEMASK`, the default since
+/// session 45; `persistent::pk_build`, kernels/persistent.cu).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PkRoles {
     /// The gate/up pairs' types (`PK_TYMASK_PAIR`).
@@ -106,14 +106,12 @@ pub(crate) struct PkRoles {
     pub(crate) fold: u64,
     /// Every pair's two matrices of one type (`PK_PAIR_SAME`: no row-by-row pair path).
     pub(crate) same: bool,
-    /// A warp takes one row at a time in every other matvec step (`PK_ROWS1`, with
-    /// `MOLLA_KDEFS=ROLEMASK,ROWS1`: only the one-row walk built): for models whose steps have no
-    /// more rows a block than warps and whose head runs after the kernel. Any step list stays
-    /// correct; a wider one only takes more rounds.
+    /// A warp takes one row at a time in every other matvec step (`PK_ROWS1`: only the one-row
+    /// walk built): for models whose steps have no more rows a block than warps and whose head
+    /// runs after the kernel. Any step list stays correct; a wider one only takes more rounds.
     pub(crate) rows1: bool,
-    /// Every step's input comes as tagged words (`PK_LL_ONLY`, with `MOLLA_KDEFS=ROLEMASK,LLONLY`:
-    /// the counter-fed input path not built): for models whose every output is at most
-    /// `MOLLA_PK_LL_MAX` wide.
+    /// Every step's input comes as tagged words (`PK_LL_ONLY`: the counter-fed input path not
+    /// built): for models whose every output is at most `MOLLA_PK_LL_MAX` wide.
     pub(crate) ll_only: bool,
 }
 
@@ -578,7 +576,7 @@ mod tests {
             compiles(Program::Persistent(fused), &[]);
             // With the next fused down step's spans asked of L2 a step early (a measurement).
             compiles(Program::Persistent(fused), &["MOLLA_X_FUSEL2"]);
-            // Each role's row code for its own types, one row a warp (an experiment).
+            // Each role's row code for its own types, one row a warp (the default for such models).
             compiles(
                 Program::Persistent(PkBuild {
                     short: true,
@@ -591,7 +589,7 @@ mod tests {
                     }),
                     ..twelve
                 }),
-                &["MOLLA_X_ROLEMASK"],
+                &[],
             );
         }
     }

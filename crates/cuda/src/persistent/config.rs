@@ -210,14 +210,16 @@ fn fuses(model: &model::Model, build: &PkBuild) -> bool {
             .all(|l| l.q_norm.is_none() && l.post_attn_norm.is_none())
 }
 
-/// `MOLLA_KDEFS=ROLEMASK` (an experiment, `PkBuild::roles`) for a kernel of `warps` warps a
-/// block: the gate/up matrices' types, wo's types when folded (else none), whether every layer's
-/// gate and up share a type, with `ROWS1` whether a warp can take one row at a time (the head
-/// goes after the kernel, as large as `HEAD_OUTSIDE_BYTES`, and no other step has more rows a
-/// block than warps on a typical grid), and with `LLONLY` whether every output is handed over
-/// as tagged words. None without the experiment or for a kernel built for every type.
+/// The persistent kernel's row code by role (`PkBuild::roles`, the default since session 45:
+/// real files +3.8-7.2% on an H100; `MOLLA_PK_ROLES=0` builds every row walk for every type of
+/// the kernel, as before) for a kernel of `warps` warps a block: the gate/up matrices' types,
+/// wo's types when folded (else none), whether every layer's gate and up share a type, whether a
+/// warp can take one row at a time (the head goes after the kernel, as large as
+/// `HEAD_OUTSIDE_BYTES`, and no other step has more rows a block than warps on a typical grid),
+/// and whether every output is handed over as tagged words. None for a kernel built for every
+/// type.
 fn role_types(model: &model::Model, warps: usize) -> Option<PkRoles> {
-    if !crate::compile::experiment("ROLEMASK") || pk_types(model).is_none() {
+    if std::env::var("MOLLA_PK_ROLES").is_ok_and(|v| v == "0") || pk_types(model).is_none() {
         return None;
     }
     let bit = |m: &model::Matrix| 1u64 << m.ty.id();
@@ -242,8 +244,7 @@ fn role_types(model: &model::Model, warps: usize) -> Option<PkRoles> {
         .max()
         .unwrap_or(0);
     let o = &model.output;
-    let rows1 = crate::compile::experiment("ROWS1")
-        && o.rows * o.row_bytes >= crate::forward::persistent_decode::HEAD_OUTSIDE_BYTES
+    let rows1 = o.rows * o.row_bytes >= crate::forward::persistent_decode::HEAD_OUTSIDE_BYTES
         && rows <= warps * TYPICAL_SMS;
     let h = &model.hp;
     let widest = [
@@ -253,7 +254,7 @@ fn role_types(model: &model::Model, warps: usize) -> Option<PkRoles> {
         h.n_head_kv * h.head_dim_v,
         h.n_ff,
     ];
-    let ll_only = crate::compile::experiment("LLONLY") && widest.iter().all(|&w| w <= ll_max());
+    let ll_only = widest.iter().all(|&w| w <= ll_max());
     Some(PkRoles {
         pair,
         fold,
