@@ -244,8 +244,13 @@ fn role_types(model: &model::Model, warps: usize) -> Option<PkRoles> {
         .max()
         .unwrap_or(0);
     let o = &model.output;
-    let rows1 = o.rows * o.row_bytes >= crate::forward::persistent_decode::HEAD_OUTSIDE_BYTES
-        && rows <= warps * TYPICAL_SMS;
+    let head = o.rows * o.row_bytes;
+    // MOLLA_KDEFS=ROWS1OUT (an experiment, session 45): also a head too big for a block's shared
+    // memory on a typical grid, which the persistent path then runs after the kernel as well
+    // (SmolLM2's 30 MB Q8_0 head; build_persistent's Auto policy).
+    let out = head >= crate::forward::persistent_decode::HEAD_OUTSIDE_BYTES
+        || (crate::compile::experiment("ROWS1OUT") && head.div_ceil(TYPICAL_SMS) > 200 << 10);
+    let rows1 = out && rows <= warps * TYPICAL_SMS;
     let h = &model.hp;
     let widest = [
         h.n_embd,
