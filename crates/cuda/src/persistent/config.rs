@@ -35,10 +35,14 @@ pub(super) fn stages() -> usize {
     env_i32("MOLLA_PK_STAGES", 1).clamp(1, 4) as usize
 }
 
-/// Widest output (values) a step hands over in tagged words (`MOLLA_PK_LL_MAX`, default 2048);
-/// wider ones go plain with a counter: tagged words double the bytes every block reads.
+/// Widest output (values) a step hands over in tagged words (`MOLLA_PK_LL_MAX`, default 6144);
+/// wider ones go plain with a counter: tagged words double the bytes every block reads. 2048
+/// until session 45: Qwen2.5-0.5B's 4864-wide gate/up output as tagged words measured level
+/// while the kernel still held the counter path (sessions 26-32), +3.2% once every output goes
+/// tagged and that path is not built (`PkRoles::ll_only`; H100, real file: 2039, 2011, 2029
+/// against 1967, 1962, 1963 tok/s). Wider outputs (8B-class FFNs) keep the counters, unmeasured.
 pub(crate) fn ll_max() -> usize {
-    env_i32("MOLLA_PK_LL_MAX", 2048).max(0) as usize
+    env_i32("MOLLA_PK_LL_MAX", 6144).max(0) as usize
 }
 
 /// Chunks of a block's rows prefetched into L2 ahead of their copy into shared memory
@@ -245,11 +249,12 @@ fn role_types(model: &model::Model, warps: usize) -> Option<PkRoles> {
         .unwrap_or(0);
     let o = &model.output;
     let head = o.rows * o.row_bytes;
-    // MOLLA_KDEFS=ROWS1OUT (an experiment, session 45): also a head too big for a block's shared
-    // memory on a typical grid, which the persistent path then runs after the kernel as well
-    // (SmolLM2's 30 MB Q8_0 head; build_persistent's Auto policy).
+    // Also a head too big for a block's shared memory on a typical grid, which the persistent
+    // path then runs after the kernel as well (SmolLM2's 30 MB Q8_0 head; build_persistent's Auto
+    // policy). Session 45 (H100, real files, three alternations): SmolLM2 Q4_1 2713, 2696, 2714
+    // against 2630, 2622, 2634 tok/s (+3.0%), Q8_0 +0.6%.
     let out = head >= crate::forward::persistent_decode::HEAD_OUTSIDE_BYTES
-        || (crate::compile::experiment("ROWS1OUT") && head.div_ceil(TYPICAL_SMS) > 200 << 10);
+        || head.div_ceil(TYPICAL_SMS) > 200 << 10;
     let rows1 = out && rows <= warps * TYPICAL_SMS;
     let h = &model.hp;
     let widest = [
