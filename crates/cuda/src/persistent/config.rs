@@ -218,8 +218,9 @@ fn fuses(model: &model::Model, build: &PkBuild) -> bool {
 /// real files +3.8-7.2% on an H100; `MOLLA_PK_ROLES=0` builds every row walk for every type of
 /// the kernel, as before) for a kernel of `warps` warps a block: the gate/up matrices' types,
 /// wo's types when folded (else none), whether every layer's gate and up share a type, whether a
-/// warp can take one row at a time (the head goes after the kernel, as large as
-/// `HEAD_OUTSIDE_BYTES`, and no other step has more rows a block than warps on a typical grid),
+/// warp can take one row at a time (the head goes after the kernel: as large as
+/// `HEAD_OUTSIDE_BYTES`, or too big for a block's shared memory; and no other step has more rows
+/// a block than warps on a typical grid),
 /// and whether every output is handed over as tagged words. None for a kernel built for every
 /// type.
 fn role_types(model: &model::Model, warps: usize) -> Option<PkRoles> {
