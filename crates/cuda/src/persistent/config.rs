@@ -150,6 +150,28 @@ fn pk_types(model: &model::Model) -> Option<u64> {
     Some(mask)
 }
 
+/// Whether the persistent path runs `model`'s head after the kernel by default (build_persistent's
+/// Auto policy): a q16 head over a multiple of 32 columns, as large as `HEAD_OUTSIDE_BYTES` or
+/// too big for a block's shared memory on a typical grid (SmolLM2's 30 MB head: it does not
+/// pack, so the list goes after the kernel to keep the packed build).
+fn head_outside(model: &model::Model) -> bool {
+    let o = &model.output;
+    let head = o.rows * o.row_bytes;
+    launch::is_q16(o.ty.id() as i32)
+        && model.hp.n_embd.is_multiple_of(32)
+        && (head >= crate::forward::persistent_decode::HEAD_OUTSIDE_BYTES
+            || head.div_ceil(TYPICAL_SMS) > 200 << 10)
+}
+
+/// The layers' matrix types as a mask (bit t: type t), without the head's.
+fn layer_types(model: &model::Model) -> u64 {
+    model
+        .layers
+        .iter()
+        .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
+        .fold(0, |a, w| a | 1u64 << w.ty.id())
+}
+
 /// What the persistent kernel is built for, for `model`: its weight types (`pk_types`), and
 /// its head shape, compiled in (unless `MOLLA_PK_SHAPE=0`): a fifth fewer instructions and 4-7%
 /// more tokens/s on the H200 (SmolLM2 Q4_1 1718 -> 1845, Qwen Q5_0 1483 -> 1549, session 16).
@@ -176,6 +198,16 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         fuse: false,
     };
     let fuse = fuses(model, &build);
+    // MOLLA_KDEFS=HEADMASK (an experiment, session 45): a head that runs after the kernel needs
+    // no row walk of its type inside it (SmolLM2 Q4_1's Q8_0 head: 74.4 -> 72.9 KB of CUBIN);
+    // build_persistent then puts the head outside whatever else it would choose.
+    let types = match build.types {
+        Some(_) if crate::compile::experiment("HEADMASK") && head_outside(model) => {
+            Some(layer_types(model))
+        }
+        t => t,
+    };
+    let build = PkBuild { types, ..build };
     PkBuild {
         roles: role_types(model, build.block_threads() as usize / 32),
         types: build.types.map(|m| {
@@ -248,15 +280,10 @@ fn role_types(model: &model::Model, warps: usize) -> Option<PkRoles> {
         })
         .max()
         .unwrap_or(0);
-    let o = &model.output;
-    let head = o.rows * o.row_bytes;
-    // Also a head too big for a block's shared memory on a typical grid, which the persistent
-    // path then runs after the kernel as well (SmolLM2's 30 MB Q8_0 head; build_persistent's Auto
-    // policy). Session 45 (H100, real files, three alternations): SmolLM2 Q4_1 2713, 2696, 2714
-    // against 2630, 2622, 2634 tok/s (+3.0%), Q8_0 +0.6%.
-    let out = head >= crate::forward::persistent_decode::HEAD_OUTSIDE_BYTES
-        || head.div_ceil(TYPICAL_SMS) > 200 << 10;
-    let rows1 = out && rows <= warps * TYPICAL_SMS;
+    // Also for a head too big for a block's shared memory (SmolLM2's), not only one as large as
+    // HEAD_OUTSIDE_BYTES. Session 45 (H100, real files, three alternations): SmolLM2 Q4_1 2713,
+    // 2696, 2714 against 2630, 2622, 2634 tok/s (+3.0%), Q8_0 +0.6%.
+    let rows1 = head_outside(model) && rows <= warps * TYPICAL_SMS;
     let h = &model.hp;
     let widest = [
         h.n_embd,
