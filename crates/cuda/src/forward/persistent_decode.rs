@@ -229,7 +229,8 @@ impl CudaModel {
             _ => head_policy(),
         };
         // A kernel built without the head's type (`MOLLA_KDEFS=HEADMASK`) cannot run it inside.
-        let fits_in = g_types_have(&self.gpu, w.ty);
+        let types = self.gpu.pk_build.types;
+        let fits_in = types.is_none_or(|m| crate::persistent::in_mask(m, w.ty));
         match policy {
             _ if can_go_out && !fits_in => self.build_persistent_with(kv, true),
             HeadPolicy::Wide => self.build_persistent_with(kv, can_go_out),
@@ -395,14 +396,6 @@ impl CudaModel {
             fixed: false,
         }
     }
-}
-
-/// Whether the persistent kernel of `g` holds the row walk of type `ty` (a kernel for every type
-/// does).
-fn g_types_have(g: &crate::device::Gpu, ty: i32) -> bool {
-    g.pk_build
-        .types
-        .is_none_or(|m| (0..64).contains(&ty) && m >> ty & 1 == 1)
 }
 
 /// Where a queued persistent step's result lands ([`CudaModel::queue_persistent`]).

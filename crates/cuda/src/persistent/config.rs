@@ -135,12 +135,7 @@ fn pk_types(model: &model::Model) -> Option<u64> {
     }
     let mut mask = 0u64;
     // The output head (the embedding matrix itself when the file ties them), then the layers.
-    for w in std::iter::once(&model.output).chain(
-        model
-            .layers
-            .iter()
-            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]),
-    ) {
+    for w in std::iter::once(&model.output).chain(layer_matrices(model)) {
         let t = w.ty.id();
         if !launch::is_q16(t as i32) {
             return None;
@@ -163,13 +158,17 @@ fn head_outside(model: &model::Model) -> bool {
             || head.div_ceil(TYPICAL_SMS) > 200 << 10)
 }
 
-/// The layers' matrix types as a mask (bit t: type t), without the head's.
-fn layer_types(model: &model::Model) -> u64 {
+/// Every layer's matrices that decode steps multiply by.
+fn layer_matrices(model: &model::Model) -> impl Iterator<Item = &model::Matrix> {
     model
         .layers
         .iter()
         .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
-        .fold(0, |a, w| a | 1u64 << w.ty.id())
+}
+
+/// The layers' matrix types as a mask (bit t: type t), without the head's.
+fn layer_types(model: &model::Model) -> u64 {
+    layer_matrices(model).fold(0, |a, w| a | 1u64 << w.ty.id())
 }
 
 /// What the persistent kernel is built for, for `model`: its weight types (`pk_types`), and
@@ -250,11 +249,9 @@ fn fuses(model: &model::Model, build: &PkBuild) -> bool {
 /// real files +3.8-7.2% on an H100; `MOLLA_PK_ROLES=0` builds every row walk for every type of
 /// the kernel, as before) for a kernel of `warps` warps a block: the gate/up matrices' types,
 /// wo's types when folded (else none), whether every layer's gate and up share a type, whether a
-/// warp can take one row at a time (the head goes after the kernel: as large as
-/// `HEAD_OUTSIDE_BYTES`, or too big for a block's shared memory; and no other step has more rows
-/// a block than warps on a typical grid),
-/// and whether every output is handed over as tagged words. None for a kernel built for every
-/// type.
+/// warp can take one row at a time (the head goes after the kernel, `head_outside`, and no other
+/// step has more rows a block than warps on a typical grid), and whether every output is handed
+/// over as tagged words. None for a kernel built for every type.
 fn role_types(model: &model::Model, warps: usize) -> Option<PkRoles> {
     if std::env::var("MOLLA_PK_ROLES").is_ok_and(|v| v == "0") || pk_types(model).is_none() {
         return None;
@@ -386,7 +383,7 @@ pub(super) fn types_in(st: &PkStep, mask: u64) -> bool {
 }
 
 /// Whether ggml type `t` is in type mask `mask` (bit t).
-fn in_mask(mask: u64, t: i32) -> bool {
+pub(crate) fn in_mask(mask: u64, t: i32) -> bool {
     (0..64).contains(&t) && mask >> t & 1 == 1
 }
 
