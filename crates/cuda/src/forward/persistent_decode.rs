@@ -228,11 +228,7 @@ impl CudaModel {
             2 => HeadPolicy::Kernel,
             _ => head_policy(),
         };
-        // A kernel built without the head's type (`MOLLA_KDEFS=HEADMASK`) cannot run it inside.
-        let types = self.gpu.pk_build.types;
-        let fits_in = types.is_none_or(|m| crate::persistent::in_mask(m, w.ty));
         match policy {
-            _ if can_go_out && !fits_in => self.build_persistent_with(kv, true),
             HeadPolicy::Wide => self.build_persistent_with(kv, can_go_out),
             HeadPolicy::Kernel => self.build_persistent_with(kv, false),
             HeadPolicy::Auto if can_go_out && w.rows * w.row_bytes >= HEAD_OUTSIDE_BYTES => {

@@ -166,11 +166,6 @@ fn layer_matrices(model: &model::Model) -> impl Iterator<Item = &model::Matrix> 
         .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
 }
 
-/// The layers' matrix types as a mask (bit t: type t), without the head's.
-fn layer_types(model: &model::Model) -> u64 {
-    layer_matrices(model).fold(0, |a, w| a | 1u64 << w.ty.id())
-}
-
 /// What the persistent kernel is built for, for `model`: its weight types (`pk_types`), and
 /// its head shape, compiled in (unless `MOLLA_PK_SHAPE=0`): a fifth fewer instructions and 4-7%
 /// more tokens/s on the H200 (SmolLM2 Q4_1 1718 -> 1845, Qwen Q5_0 1483 -> 1549, session 16).
@@ -197,16 +192,6 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         fuse: false,
     };
     let fuse = fuses(model, &build);
-    // MOLLA_KDEFS=HEADMASK (an experiment, session 45): a head that runs after the kernel needs
-    // no row walk of its type inside it (SmolLM2 Q4_1's Q8_0 head: 74.4 -> 72.9 KB of CUBIN);
-    // build_persistent then puts the head outside whatever else it would choose.
-    let types = match build.types {
-        Some(_) if crate::compile::experiment("HEADMASK") && head_outside(model) => {
-            Some(layer_types(model))
-        }
-        t => t,
-    };
-    let build = PkBuild { types, ..build };
     PkBuild {
         roles: role_types(model, build.block_threads() as usize / 32),
         types: build.types.map(|m| {
@@ -383,7 +368,7 @@ pub(super) fn types_in(st: &PkStep, mask: u64) -> bool {
 }
 
 /// Whether ggml type `t` is in type mask `mask` (bit t).
-pub(crate) fn in_mask(mask: u64, t: i32) -> bool {
+fn in_mask(mask: u64, t: i32) -> bool {
     (0..64).contains(&t) && mask >> t & 1 == 1
 }
 
