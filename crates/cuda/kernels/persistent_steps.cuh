@@ -409,8 +409,9 @@ __device__ __forceinline__ void ll_pair(int i, int n0, int n1, int& s, int& j) {
 // computed segment kept it in local memory (a local load for every pair).
 #define PK_SEG(s) ((s) == 0 ? g0 : (s) == 1 ? g1 : g2)
 
-// Pair u (< 8) of the round of pairs starting at rb for this thread: rb + t + PK_POLLERS u.
-__device__ __forceinline__ int ll_index(int rb, int u) { return rb + (int)threadIdx.x + u * PK_POLLERS; }
+// Pair u (< 8) of the round of pairs starting at rb for this thread: rb + t + P u (P: the
+// threads polling, PK_POLLERS unless given).
+__device__ __forceinline__ int ll_index(int rb, int u, int P = PK_POLLERS) { return rb + (int)threadIdx.x + u * P; }
 
 // Polls the segments' pairs until each carries `tag` and stores the values (ll_index says which
 // pairs a thread takes), then a barrier. NSEG: the segment count when the caller knows it at
@@ -425,29 +426,38 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
     const u32 nap = pk_nap(a);
     int n0 = segs[0].n >> 1, n1 = nseg > 1 ? segs[1].n >> 1 : 0, n2 = nseg > 2 ? segs[2].n >> 1 : 0;
     int np = n0 + n1 + n2, ok = 1;
+#ifdef MOLLA_X_POLLALL
+    // An input wider than one round of the pollers (Qwen's 4864-value SwiGLU row: three): every
+    // thread polls, the stagers once they have issued the step's copies, so that it takes one
+    // round trip, not one a round (an experiment).
+    const int P = np > U * PK_POLLERS ? PK_THREADS : PK_POLLERS;
+    if ((int)threadIdx.x >= P) np = 0;
+#else
+    constexpr int P = PK_POLLERS;
     // (Threads past PK_POLLERS poll nothing: they staged the step's weights meanwhile.)
     if (!PK_POLLER(threadIdx.x)) np = 0;
-    for (int rb = 0; rb < np && ok; rb += U * PK_POLLERS) {
+#endif
+    for (int rb = 0; rb < np && ok; rb += U * P) {
         // The pairs of this round still without their tag (bit u: pair ll_index(rb, u)). Each
         // poll reloads all of them at once, so a thread waits about one round trip after the
         // last of its pairs was written, not one a pair.
         u32 pend = 0;
 #pragma unroll
         for (int u = 0; u < U; u++)
-            if (ll_index(rb, u) < np) pend |= 1u << u;
+            if (ll_index(rb, u, P) < np) pend |= 1u << u;
         u64 t0 = 0;
         for (int it = 0; pend; it++) {
             uint4 v[U];
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 int s, j;
-                ll_pair<NSEG>(ll_index(rb, u), n0, n1, s, j);
+                ll_pair<NSEG>(ll_index(rb, u, P), n0, n1, s, j);
                 if ((pend >> u) & 1) v[u] = ld_ll2(PK_SEG(s).src + 2 * j);
             }
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 int s, j;
-                ll_pair<NSEG>(ll_index(rb, u), n0, n1, s, j);
+                ll_pair<NSEG>(ll_index(rb, u, P), n0, n1, s, j);
                 if (((pend >> u) & 1) && v[u].y == tag && v[u].w == tag) {
                     PK_SEG(s).dst[2 * j] = __uint_as_float(v[u].x);
                     PK_SEG(s).dst[2 * j + 1] = __uint_as_float(v[u].z);

@@ -73,12 +73,16 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         m = fmaxf(m, fabsf(v[i]));
+#ifndef MOLLA_X_Q16POW2
         sum += v[i];
+#endif
     }
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+#ifndef MOLLA_X_Q16POW2
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+#endif
     // NaN: fmaxf drops it, so look for one explicitly and make the block's scale NaN.
     int nan = 0;
 #pragma unroll
@@ -107,6 +111,40 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
     if (nan) d = __int_as_float(0x7fc00000);
     t += __shfl_xor_sync(0xffffffffu, t, 1);
     if (live) {
+#elif defined(MOLLA_X_Q16POW2)
+    // The scale a power of two (an experiment): d = 2^(E - 14) for the block's largest magnitude
+    // m in [2^E, 2^(E+1)), so |v| / d < 2^15 and each quant is v times 1 / d, an exact product,
+    // rounded to the nearest integer and clamped to i16 (PTX's float-to-integer conversion
+    // saturates); no division. sx is d times the quants' sum (exact: |sum| <= 2^20), not the
+    // values' float sum. m infinite: zeros and d infinite, as the division's form gives.
+    int qi[8], t = 0;
+    float d = 0.f;
+    const u32 eb = __float_as_uint(m) >> 23;
+    if (!(m < 1e-30f) && eb < 255u) {
+        const float inv = __uint_as_float((268u - eb) << 23);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            short h;
+            asm("cvt.rni.s16.f32 %0, %1;" : "=h"(h) : "f"(__fmul_rn(v[i], inv)));
+            qi[i] = h;
+        }
+        d = __uint_as_float((eb - 14u) << 23);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) qi[i] = 0;
+        if (!(m < 1e-30f)) d = __int_as_float(0x7f800000);
+    }
+    if (nan) d = __int_as_float(0x7fc00000);
+#pragma unroll
+    for (int i = 0; i < 8; i++) t += qi[i];
+    t += __shfl_xor_sync(0xffffffffu, t, 1);
+    sum = __fmul_rn(d, (float)(t + __shfl_xor_sync(0xffffffffu, t, 2)));
+    if (live) {
+        int4 o;
+        o.x = (qi[0] & 0xffff) | (qi[1] << 16);
+        o.y = (qi[2] & 0xffff) | (qi[3] << 16);
+        o.z = (qi[4] & 0xffff) | (qi[5] << 16);
+        o.w = (qi[6] & 0xffff) | (qi[7] << 16);
 #else
     int qi[8], t = 0;
     float d = 0.f;
