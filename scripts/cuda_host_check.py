@@ -46,7 +46,7 @@ rows = (KERNELS / "q16_rows.cuh").read_text()
 lean = (KERNELS / "q16_lean.cuh").read_text()
 for n in ["float h2f(u16 h)", "u16 f2h(float f)"]:
     common = drop_fn(common, n)
-for n in ["int dp2a_lo(int a, u32 b, int c)", "int dp2a_hi(int a, u32 b, int c)"]:
+for n in ["int dp2a_lo(int a, u32 b, int c)", "int dp2a_hi(int a, u32 b, int c)", "int f2i16_rn(float x)"]:
     q16 = drop_fn(q16, n)
 lean = drop_fn(lean, "int4 lds16(u32 a)")
 shim=r'''
@@ -111,6 +111,8 @@ static float h2f(u16 h) {
 template <bool U> static int byte_of(u32 b, int k) { u32 v = (b >> (8 * k)) & 0xff; return U ? (int)v : (int)(i8)v; }
 template <bool U = false> static int dp2a_lo(int a, u32 b, int c) { return c + (short)(a & 0xffff) * byte_of<U>(b, 0) + (short)(a >> 16) * byte_of<U>(b, 1); }
 template <bool U = false> static int dp2a_hi(int a, u32 b, int c) { return c + (short)(a & 0xffff) * byte_of<U>(b, 2) + (short)(a >> 16) * byte_of<U>(b, 3); }
+// PTX's cvt.rni.s16.f32: nearest, ties to even, saturated to i16; NaN gives 0.
+static int f2i16_rn(float x) { return x != x ? 0 : x >= 32767.f ? 32767 : x <= -32768.f ? -32768 : (int)nearbyintf(x); }
 // Shared memory as the lean walk addresses it: offsets into one 128-byte aligned buffer.
 alignas(128) static u8 host_smem[65536];
 static u32 smem_u32(const void* p) { return (u32)((const u8*)p - host_smem); }
@@ -229,36 +231,25 @@ int main() {
 }
 '''
 
-# q16_block (the input row's quantization) built with MOLLA_X_QMAGIC (MOLLA_KDEFS=QMAGIC: quants
-# rounded by an f32 add, not a conversion) must store what the default build stores: first its
-# rounding against nearbyintf on every float of magnitude below 32767.5 (a product v * 32767 / m
-# of |v| <= m is at most 32767.002), then whole blocks (under
-# the host's shuffles, which give a lane its own value, one lane's eight values make a block)
-# dumped by both builds and compared; a block holding a NaN has a NaN dx in both, its quants may
-# differ, and so its s16 (every product with that dx is NaN).
+# q16_block (the input row's quantization) against a plain reference of its power-of-two scale
+# (session 46): d = 2^(E - 14) for the largest magnitude in [2^E, 2^(E+1)), found here with frexp,
+# quants v / d rounded to nearest even and clamped to i16, d = 0 and zero quants under 1e-30, d
+# infinite and zero quants for an infinite maximum, d NaN when a value is NaN. Under the host's
+# shuffles (a lane gets its own value back) one lane's eight values make the block, and its sums
+# count that lane twice at each shuffle: s16 = 2 sum(q), sx = d * 4 sum(q).
 qdump=r"""
-int main(int argc, char** argv) {
-    if (argc > 1) {
-        long long bad = 0, n_all = 0;
-        for (u32 sign = 0; sign < 2; sign++)
-            for (u32 b = 0; b < 0x46FFFF00u; b++, n_all++) {  // 0x46FFFF00: 32767.5
-                float y = __uint_as_float(b | sign << 31);
-                u32 e = q16_rne_bits(y);
-                int n = (int)nearbyintf(y), lo = (short)(e & 0xffff);
-                if (lo != n || (int)(e - 0x4B400000u) != n) { if (bad++ < 3) printf("round %g: %d vs %d\n", y, lo, n); }
-            }
-        printf("%lld %lld\n", bad, n_all);
-        return 0;
-    }
+int main() {
     std::mt19937 rng(11);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
     static u8 base[512] __attribute__((aligned(16)));
-    for (int c = 0; c < 400000; c++) {
+    long long bad = 0, n = 0, top = 0;
+    for (int c = 0; c < 400000; c++, n++) {
         float v[8];
         const int kind = c % 8;
         const float scale = std::ldexp(1.f, (int)(rng() % 200) - 100);
         for (int i = 0; i < 8; i++) v[i] = u(rng) * scale;
-        if (kind == 1) { v[rng() % 8] = 32767.f; for (int i = 0; i < 8; i++) if (v[i] != 32767.f) v[i] = (float)((int)(rng() % 65535) - 32767) + 0.5f; }
+        // Maxima just under a power of two: quants that round to 2^15 and are clamped.
+        if (kind == 1) { float m = std::ldexp(1.f, (int)(rng() % 60) - 30); v[rng() % 8] = (rng() & 1 ? 1.f : -1.f) * std::nextafter(m, 0.f); }
         if (kind == 2) v[rng() % 8] = (rng() & 1) ? INFINITY : -INFINITY;
         if (kind == 3) v[rng() % 8] = NAN;
         if (kind == 4) for (int i = 0; i < 8; i++) v[i] = u(rng) * 1e-31f;
@@ -266,10 +257,36 @@ int main(int argc, char** argv) {
         if (kind == 6) for (int i = 0; i < 8; i++) v[i] = u(rng) * 3.4e38f;
         memset(base, 0, sizeof(base));
         q16_block(v, 0, 0, true, 32, base);
-        const u32* q = (const u32*)base;
-        const u32* f = (const u32*)(base + xq_qbytes(32));
-        printf("%u %08x %08x %08x %08x %08x %08x %08x\n", kind, q[0], q[1], q[2], q[3], f[0], f[1], f[2]);
+        short q[8];
+        memcpy(q, base, 16);
+        const float* f = (const float*)(base + xq_qbytes(32));
+        const int s16 = *(const int*)(f + 2);
+        float m = 0.f;
+        bool nan = false;
+        for (int i = 0; i < 8; i++) { nan |= v[i] != v[i]; if (!(v[i] != v[i])) m = std::fmax(m, std::fabs(v[i])); }
+        float d = 0.f;
+        int r[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sum = 0;
+        if (m >= 1e-30f && std::isfinite(m)) {
+            int e;
+            std::frexp(m, &e);  // m in [2^(e-1), 2^e)
+            d = std::ldexp(1.f, e - 15);
+            for (int i = 0; i < 8; i++) {
+                double y = std::nearbyint((double)v[i] / d);
+                r[i] = v[i] != v[i] ? 0 : (int)std::fmax(-32768.0, std::fmin(32767.0, y));
+                top += r[i] == 32767 || r[i] == -32768;
+            }
+        } else if (m >= 1e-30f) {
+            d = INFINITY;
+        }
+        if (nan) d = NAN;
+        for (int i = 0; i < 8; i++) sum += r[i];
+        auto same = [](float a, float b) { return a == b || (a != a && b != b); };
+        bool ok = s16 == 2 * sum && same(f[0], d) && same(f[1], d * (float)(4 * sum));
+        for (int i = 0; i < 8; i++) ok &= q[i] == r[i];
+        if (!ok && bad++ < 3) printf("kind %d: m %g d %g vs %g, s16 %d vs %d\n", kind, m, f[0], d, s16, 2 * sum);
     }
+    printf("%lld %lld %lld\n", bad, n, top);
+    return bad != 0;
 }
 """
 
@@ -298,17 +315,12 @@ with tempfile.TemporaryDirectory() as d:
     print(f"Q6_K padded to 224 bytes: {len(dumps[0]) - 1} units, {differ} differ from 210-byte blocks"
           + ("" if same else ", decoders disagree"))
     rc |= int(differ != 0 or not same)
-    qd = []
-    for defs in [[], ["-DMOLLA_X_QMAGIC"]]:
-        cpp, exe = Path(d) / "qdump.cpp", Path(d) / f"qdump{len(qd)}"
-        cpp.write_text(shim + common + post_common + q16 + qdump)
-        subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", *defs, "-o", str(exe), str(cpp)], check=True)
-        qd.append(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n"))
-    rounding, n_round = map(int, subprocess.run([str(exe), "round"], capture_output=True, text=True, check=True).stdout.split()[-2:])
-    nanq = lambda line: int(line.split()[5], 16) & 0x7fffffff > 0x7f800000
-    qdiff = sum(a != b and not (nanq(a) and nanq(b) and a.split()[5:7] == b.split()[5:7]) for a, b in zip(*qd))
-    qdiff += abs(len(qd[0]) - len(qd[1]))
-    print(f"q16_block with QMAGIC: {rounding} of {n_round} roundings and {qdiff} of {len(qd[0]) - 1} blocks differ")
-    rc |= int(rounding != 0 or qdiff != 0)
+    cpp, exe = Path(d) / "qdump.cpp", Path(d) / "qdump"
+    cpp.write_text(shim + common + post_common + q16 + qdump)
+    subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", "-o", str(exe), str(cpp)], check=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True)
+    bad, n, top = map(int, out.stdout.split()[-3:])
+    print(f"q16_block's power-of-two scale: {bad} of {n} blocks differ from the reference ({top} quants clamped)")
+    rc |= int(bad != 0 or out.returncode != 0 or top == 0)
 print("cuda_host_check:", "PASS" if rc == 0 else "FAIL")
 sys.exit(rc)

@@ -10,9 +10,10 @@
 // with it; the engine measured it 16-20% slower.)
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o qbench scripts/qbench/qbench.cu && ./qbench
-//   (and -DMOLLA_X_A2WORDS -o qbench-a2 for the word loads; -DMOLLA_X_QMAGIC -DMOLLA_X_QSKIP -o
-//   qbench-q for MOLLA_KDEFS=QMAGIC,QSKIP's quantization: rounding by an f32 add, warps without a
-//   block of the row skipping the trip. 64 values: the attention fold's head, 128 the 8B's)
+//   (and -DMOLLA_X_A2WORDS -o qbench-a2 for the word loads; -DMOLLA_X_QSKIP -o qbench-q for
+//   MOLLA_KDEFS=QSKIP's quantization: warps without a block of the row skipping the trip. 64
+//   values: the attention fold's head, 128 the 8B's. QMAGIC, rounding by an f32 add, was removed
+//   in session 46 with the division form it rounded: the scale is a power of two since)
 //
 // Session 34 (H200, 1980 MHz), SM cycles a round at 256 / 384 threads: barrier 209-212 / 234, a
 // shared load at a computed index and barrier 430-434 / 468-478 (most of it the index's integer

@@ -1,6 +1,7 @@
 // Decode dot products on activations quantized to 16 bits, as the CPU's q16 kernels compute them
-// (crates/quant/src/q16): the input row is quantized once per matvec into blocks of 32 with
-// dx = max|x| / 32767 and i16 quants; each weight block's product with those quants is an exact
+// (crates/quant/src/q16), but for the scale: the input row is quantized once per matvec into
+// blocks of 32 with dx a power of two (max|x| / dx in [2^14, 2^15); the CPU's dx is max|x| / 32767)
+// and i16 quants; each weight block's product with those quants is an exact
 // integer sum (dp2a: two i16 x two i8 products a instruction), scaled once per block in f32.
 // Against the float path this removes the per-weight int-to-float conversions and halves the
 // shared-memory reads of the input, which is what limited the decode matvec (issue 6).
@@ -10,8 +11,8 @@
 // keep the float path (row_dot_ty picks).
 
 // The quantized input row in shared memory: `q` (cols i16 in 16-byte slots of 8, swizzled: see
-// xq_slot; padded to whole 128-byte lines), then per block of 32 `dx` and `sx` (Σ of the f32
-// values), then per run of 16 `s16` (Σ q, exact).
+// xq_slot; padded to whole 128-byte lines), then per block of 32 `dx` and `sx` (dx Σ q, the
+// block's sum as its quants give it), then per run of 16 `s16` (Σ q, exact).
 struct Xq {
     const int4* q;
     const float* dx;
@@ -56,10 +57,13 @@ __device__ __forceinline__ int dp2a_hi(int a, u32 b, int c) {
     return d;
 }
 
-// The f32 encoding of y + 1.5 * 2^23 (QMAGIC): for a finite |y| <= 32767.5 the sum has ulp 1, so
-// the add rounds y to the nearest integer n, ties to even (as __float2int_rn; 1.5 * 2^23 is even),
-// and its encoding is 0x4B400000 + n: n in two's complement in the low 16 bits.
-__device__ __forceinline__ u32 q16_rne_bits(float y) { return __float_as_uint(__fadd_rn(y, 12582912.f)); }
+// x rounded to the nearest integer, ties to even, and clamped to i16 (PTX's float-to-integer
+// conversions saturate; NaN gives 0).
+__device__ __forceinline__ int f2i16_rn(float x) {
+    short h;
+    asm("cvt.rni.s16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+}
 
 // Values 8 part .. 8 part + 8 of block b of 32 (v), quantized into the Xq of a `cols`-wide row at
 // `base` by the four consecutive lanes part = 0..3 of a warp (shuffles: every lane of the warp
@@ -69,65 +73,29 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
     float* dx = (float*)(base + xq_qbytes(cols));
     float* sx = dx + cols / 32;
     int* s16 = (int*)(sx + cols / 32);
-    float m = 0.f, sum = 0.f;
+    float m = 0.f;
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        m = fmaxf(m, fabsf(v[i]));
-#ifndef MOLLA_X_Q16POW2
-        sum += v[i];
-#endif
-    }
+    for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(v[i]));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-#ifndef MOLLA_X_Q16POW2
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-#endif
     // NaN: fmaxf drops it, so look for one explicitly and make the block's scale NaN.
     int nan = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) nan |= (int)(v[i] != v[i]);
     nan |= __shfl_xor_sync(0xffffffffu, nan, 1);
     nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
-#ifdef MOLLA_X_QMAGIC
-    // Each quant rounded by an f32 add instead of a conversion (q16_rne_bits), the pairs packed
-    // from the sums' low halves and counted by dp2a: full-rate instructions where F2I takes the
-    // conversion pipe's quarter rate. A block whose maximum is infinite quantizes to zeros, as the
-    // conversions of its (0 and NaN) products give. In a block holding a NaN (dx NaN, so every
-    // product with it is NaN) the NaN's quant is another integer.
-    u32 qb[8];
-    float d = 0.f;
-    const bool on = !(m < 1e-30f) && m <= 3.4028235e38f;
-    const float inv = on ? 32767.f / m : 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; i++) qb[i] = on ? q16_rne_bits(__fmul_rn(v[i], inv)) : 0u;
-    if (!(m < 1e-30f)) d = m / 32767.f;
-    int4 o;
-    o.x = (int)__byte_perm(qb[0], qb[1], 0x5410);
-    o.y = (int)__byte_perm(qb[2], qb[3], 0x5410);
-    o.z = (int)__byte_perm(qb[4], qb[5], 0x5410);
-    o.w = (int)__byte_perm(qb[6], qb[7], 0x5410);
-    int t = dp2a_lo(o.x, 0x0101u, dp2a_lo(o.y, 0x0101u, dp2a_lo(o.z, 0x0101u, dp2a_lo(o.w, 0x0101u, 0))));
-    if (nan) d = __int_as_float(0x7fc00000);
-    t += __shfl_xor_sync(0xffffffffu, t, 1);
-    if (live) {
-#elif defined(MOLLA_X_Q16POW2)
-    // The scale a power of two (an experiment): d = 2^(E - 14) for the block's largest magnitude
-    // m in [2^E, 2^(E+1)), so |v| / d < 2^15 and each quant is v times 1 / d, an exact product,
-    // rounded to the nearest integer and clamped to i16 (PTX's float-to-integer conversion
-    // saturates); no division. sx is d times the quants' sum (exact: |sum| <= 2^20), not the
-    // values' float sum. m infinite: zeros and d infinite, as the division's form gives.
+    // The scale is a power of two (session 46): d = 2^(E - 14) for the largest magnitude m in
+    // [2^E, 2^(E+1)), so |v| / d < 2^15 and each quant is v times 1 / d, an exact product, rounded
+    // and clamped to i16 (|q| <= 32768): no division on the step's critical path (m / 32767 and
+    // 32767 / m before, 1 bit more of each block's range). m under 1e-30: zeros and d = 0; m
+    // infinite: zeros and d infinite.
     int qi[8], t = 0;
     float d = 0.f;
-    const u32 eb = __float_as_uint(m) >> 23;
+    const u32 eb = __float_as_uint(m) >> 23;  // m >= 0: its biased exponent
     if (!(m < 1e-30f) && eb < 255u) {
         const float inv = __uint_as_float((268u - eb) << 23);
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            short h;
-            asm("cvt.rni.s16.f32 %0, %1;" : "=h"(h) : "f"(__fmul_rn(v[i], inv)));
-            qi[i] = h;
-        }
+        for (int i = 0; i < 8; i++) qi[i] = f2i16_rn(__fmul_rn(v[i], inv));
         d = __uint_as_float((eb - 14u) << 23);
     } else {
 #pragma unroll
@@ -138,36 +106,14 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
 #pragma unroll
     for (int i = 0; i < 8; i++) t += qi[i];
     t += __shfl_xor_sync(0xffffffffu, t, 1);
-    sum = __fmul_rn(d, (float)(t + __shfl_xor_sync(0xffffffffu, t, 2)));
+    // sx: d times the quants' sum (exact, |sum| <= 2^20), the block's sum as its quants give it.
+    const float sum = __fmul_rn(d, (float)(t + __shfl_xor_sync(0xffffffffu, t, 2)));
     if (live) {
         int4 o;
         o.x = (qi[0] & 0xffff) | (qi[1] << 16);
         o.y = (qi[2] & 0xffff) | (qi[3] << 16);
         o.z = (qi[4] & 0xffff) | (qi[5] << 16);
         o.w = (qi[6] & 0xffff) | (qi[7] << 16);
-#else
-    int qi[8], t = 0;
-    float d = 0.f;
-    if (!(m < 1e-30f)) {
-        float inv = 32767.f / m;
-#pragma unroll
-        for (int i = 0; i < 8; i++) qi[i] = __float2int_rn(v[i] * inv);
-        d = m / 32767.f;
-    } else {
-#pragma unroll
-        for (int i = 0; i < 8; i++) qi[i] = 0;
-    }
-    if (nan) d = __int_as_float(0x7fc00000);
-#pragma unroll
-    for (int i = 0; i < 8; i++) t += qi[i];
-    t += __shfl_xor_sync(0xffffffffu, t, 1);
-    if (live) {
-        int4 o;
-        o.x = (qi[0] & 0xffff) | (qi[1] << 16);
-        o.y = (qi[2] & 0xffff) | (qi[3] << 16);
-        o.z = (qi[4] & 0xffff) | (qi[5] << 16);
-        o.w = (qi[6] & 0xffff) | (qi[7] << 16);
-#endif
         q4[xq_slot(4 * b + part)] = o;
         if (part == 0) {
             dx[b] = d;
@@ -202,8 +148,7 @@ __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
 }
 
 // Quantizes xs[0..cols) (whole blocks of 32) into the Xq at `base` (two 16-byte loads, one
-// 16-byte store a thread); no barrier (quantize_q16 adds it). The same bits as
-// Q16Acts::quantize for q and dx; sx is summed in a different order.
+// 16-byte store a thread); no barrier (quantize_q16 adds it).
 template <int NT = 0>
 __device__ __forceinline__ void quantize_q16_unsynced(const float* xs, int cols, u8* base) {
     quantize_trips<NT>(cols, base, [&](int i, bool, float* v) {

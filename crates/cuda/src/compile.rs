@@ -512,7 +512,6 @@ mod tests {
                     "MOLLA_X_Q6FILE",
                     "MOLLA_X_RSQRT",
                     "MOLLA_X_A2WORDS",
-                    "MOLLA_X_QMAGIC",
                     "MOLLA_X_QSKIP",
                 ],
             );
@@ -545,12 +544,8 @@ mod tests {
             );
             // The legacy formats' shared-memory rows read in aligned words (an experiment).
             compiles(Program::Persistent(packed), &["MOLLA_X_A2WORDS"]);
-            // The quantization's rounding by an f32 add and its trips skipped by warps with no
-            // block of the row (experiments).
-            compiles(
-                Program::Persistent(packed),
-                &["MOLLA_X_QMAGIC", "MOLLA_X_QSKIP"],
-            );
+            // The quantization's trips skipped by warps with no block of the row (an experiment).
+            compiles(Program::Persistent(packed), &["MOLLA_X_QSKIP"]);
             // For short caches (PK_SHORT).
             compiles(
                 Program::Persistent(PkBuild {
