@@ -254,7 +254,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         }
         pk_stamp_m(a, 5);
     } else {
-        quantize_q16_unsynced<PK_THREADS, true>(xs, n, xq);  // TWO: Q16TWO's
+        quantize_q16_unsynced<PK_THREADS>(xs, n, xq);
     }
     // The first chunk's copies (pk_matvec reads it after this barrier without another).
     cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);

@@ -65,69 +65,61 @@ __device__ __forceinline__ int f2i16_rn(float x) {
     return h;
 }
 
-// Values K part .. K part + K of block b of 32 (v), quantized into the Xq of a `cols`-wide row at
-// `base` by the 32 / K consecutive lanes part = 0.. of a warp (K = 8: four lanes; K = 16, the
-// experiment Q16TWO: two; the same bits either way); shuffles: every lane of the warp calls it;
-// stored only when `live`.
-template <int K = 8>
+// Values 8 part .. 8 part + 8 of block b of 32 (v), quantized into the Xq of a `cols`-wide row at
+// `base` by the four consecutive lanes part = 0..3 of a warp (shuffles: every lane of the warp
+// calls it); stored only when `live`.
 __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool live, int cols, u8* base) {
-    static_assert(K == 8 || K == 16, "eight or sixteen values a lane");
     int4* q4 = (int4*)base;
     float* dx = (float*)(base + xq_qbytes(cols));
     float* sx = dx + cols / 32;
     int* s16 = (int*)(sx + cols / 32);
     float m = 0.f;
 #pragma unroll
-    for (int i = 0; i < K; i++) m = fmaxf(m, fabsf(v[i]));
+    for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(v[i]));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-    if constexpr (K == 8) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
     // NaN: fmaxf drops it, so look for one explicitly and make the block's scale NaN.
     int nan = 0;
 #pragma unroll
-    for (int i = 0; i < K; i++) nan |= (int)(v[i] != v[i]);
+    for (int i = 0; i < 8; i++) nan |= (int)(v[i] != v[i]);
     nan |= __shfl_xor_sync(0xffffffffu, nan, 1);
-    if constexpr (K == 8) nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
+    nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
     // The scale is a power of two (session 46): d = 2^(E - 14) for the largest magnitude m in
     // [2^E, 2^(E+1)), so |v| / d < 2^15 and each quant is v times 1 / d, an exact product, rounded
     // and clamped to i16 (|q| <= 32768): no division on the step's critical path (m / 32767 and
     // 32767 / m before, 1 bit more of each block's range). m under 1e-30: zeros and d = 0; m
     // infinite: zeros and d infinite.
-    int qi[K], t = 0;
+    int qi[8], t = 0;
     float d = 0.f;
     const u32 eb = __float_as_uint(m) >> 23;  // m >= 0: its biased exponent
     if (!(m < 1e-30f) && eb < 255u) {
         const float inv = __uint_as_float((268u - eb) << 23);
 #pragma unroll
-        for (int i = 0; i < K; i++) qi[i] = f2i16_rn(__fmul_rn(v[i], inv));
+        for (int i = 0; i < 8; i++) qi[i] = f2i16_rn(__fmul_rn(v[i], inv));
         d = __uint_as_float((eb - 14u) << 23);
     } else {
 #pragma unroll
-        for (int i = 0; i < K; i++) qi[i] = 0;
+        for (int i = 0; i < 8; i++) qi[i] = 0;
         if (!(m < 1e-30f)) d = __int_as_float(0x7f800000);
     }
     if (nan) d = __int_as_float(0x7fc00000);
 #pragma unroll
-    for (int i = 0; i < K; i++) t += qi[i];
-    // t: the sum of a run of 16 (s16), then of the block (sx: d times it, exact: |sum| <= 2^20,
-    // the block's sum as its quants give it).
-    if constexpr (K == 8) t += __shfl_xor_sync(0xffffffffu, t, 1);
-    const float sum = __fmul_rn(d, (float)(t + __shfl_xor_sync(0xffffffffu, t, K == 8 ? 2 : 1)));
+    for (int i = 0; i < 8; i++) t += qi[i];
+    t += __shfl_xor_sync(0xffffffffu, t, 1);
+    // sx: d times the quants' sum (exact, |sum| <= 2^20), the block's sum as its quants give it.
+    const float sum = __fmul_rn(d, (float)(t + __shfl_xor_sync(0xffffffffu, t, 2)));
     if (live) {
-#pragma unroll
-        for (int j = 0; j < K / 8; j++) {
-            int4 o;
-            o.x = (qi[8 * j] & 0xffff) | (qi[8 * j + 1] << 16);
-            o.y = (qi[8 * j + 2] & 0xffff) | (qi[8 * j + 3] << 16);
-            o.z = (qi[8 * j + 4] & 0xffff) | (qi[8 * j + 5] << 16);
-            o.w = (qi[8 * j + 6] & 0xffff) | (qi[8 * j + 7] << 16);
-            q4[xq_slot(4 * b + (K / 8) * part + j)] = o;
-        }
+        int4 o;
+        o.x = (qi[0] & 0xffff) | (qi[1] << 16);
+        o.y = (qi[2] & 0xffff) | (qi[3] << 16);
+        o.z = (qi[4] & 0xffff) | (qi[5] << 16);
+        o.w = (qi[6] & 0xffff) | (qi[7] << 16);
+        q4[xq_slot(4 * b + part)] = o;
         if (part == 0) {
             dx[b] = d;
             sx[b] = sum;
         }
-        if (K == 16) s16[2 * b + part] = t;
-        else if ((part & 1) == 0) s16[2 * b + (part >> 1)] = t;
+        if ((part & 1) == 0) s16[2 * b + (part >> 1)] = t;
     }
 }
 
@@ -136,28 +128,10 @@ __device__ __forceinline__ void q16_block(const float* v, int b, int part, bool 
 // every trip (the shuffles need whole warps); past the end it computes on block 0 and stores
 // nothing. No barrier: the caller's makes the row visible to the block. NT: the block's threads
 // when known at compile time (the persistent kernel: no division by a run-time count), else 0.
-// TWO (with the experiment Q16TWO): a row of more blocks than a trip of four lanes a block takes
-// two lanes a block, sixteen values each (Qwen2.5's 4864-value down input in one trip of 384
-// threads, not two), with the same bits.
-template <int NT, class Load, bool TWO = false>
+template <int NT, class Load>
 __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
     int nb = cols >> 5, part = threadIdx.x & 3;
     int per = NT ? NT >> 2 : (int)(blockDim.x >> 2), trips = (nb + per - 1) / per;
-#ifdef MOLLA_X_Q16TWO
-    if (TWO && trips > 1) {
-        const int p2 = threadIdx.x & 1, per2 = 2 * per, trips2 = (nb + per2 - 1) / per2;
-        for (int it = 0; it < trips2; it++) {
-            int b0 = it * per2 + (threadIdx.x >> 1);
-            bool live = b0 < nb;
-            int b = live ? b0 : 0;
-            float v[16];
-            load(32 * b + 16 * p2, live, v);
-            load(32 * b + 16 * p2 + 8, live, v + 8);
-            q16_block<16>(v, b, p2, live, cols, base);
-        }
-        return;
-    }
-#endif
     for (int it = 0; it < trips; it++) {
         int b0 = it * per + (threadIdx.x >> 2);
 #ifdef MOLLA_X_QSKIP
@@ -175,14 +149,13 @@ __device__ __forceinline__ void quantize_trips(int cols, u8* base, Load load) {
 
 // Quantizes xs[0..cols) (whole blocks of 32) into the Xq at `base` (two 16-byte loads, one
 // 16-byte store a thread); no barrier (quantize_q16 adds it).
-template <int NT = 0, bool TWO = false>
+template <int NT = 0>
 __device__ __forceinline__ void quantize_q16_unsynced(const float* xs, int cols, u8* base) {
-    auto load = [&](int i, bool, float* v) {
+    quantize_trips<NT>(cols, base, [&](int i, bool, float* v) {
         const float4* src = (const float4*)(xs + i);
         float4 va = src[0], vb = src[1];
         v[0] = va.x, v[1] = va.y, v[2] = va.z, v[3] = va.w, v[4] = vb.x, v[5] = vb.y, v[6] = vb.z, v[7] = vb.w;
-    };
-    quantize_trips<NT, decltype(load), TWO>(cols, base, load);
+    });
 }
 
 // quantize_q16_unsynced, then a barrier: the row is ready for the block.

@@ -586,8 +586,6 @@ mod tests {
             };
             compiles(Program::Persistent(by_role), &[]);
             compiles(Program::Persistent(by_role), &["MOLLA_X_PAIRHALF"]);
-            // A wide plain input quantized two lanes a block (an experiment).
-            compiles(Program::Persistent(by_role), &["MOLLA_X_Q16TWO"]);
         }
     }
 
