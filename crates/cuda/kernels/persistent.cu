@@ -310,14 +310,13 @@ __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1
 #else
 #define PK_ROLE_ON(ROLE, T) PK_TY_ON(T)
 #endif
-// ROLE 1: a gate/up pair's rows. HALF: a half-warp's walk (rows_dot_q16_half; lane: 0..15).
-template <int R, int ROLE = 0, bool HALF = false>
+// ROLE 1: a gate/up pair's rows.
+template <int R, int ROLE = 0>
 __device__ __forceinline__ void pk_rows_dot_masked(int ty, const u8* const* w, int nr, const Xq& xq, int cols, int lane,
                                                    float* acc) {
-#define PK_TY_CALL(T)                                                   \
-    if (!PK_ROLE_ON(ROLE, T)) break;                                   \
-    if constexpr (HALF) rows_dot_q16_half<T, R>(w, nr, xq, cols, lane, acc); \
-    else rows_dot_q16<T, R>(w, nr, xq, cols, lane, 32, acc)
+#define PK_TY_CALL(T)                 \
+    if (!PK_ROLE_ON(ROLE, T)) break; \
+    rows_dot_q16<T, R>(w, nr, xq, cols, lane, 32, acc)
     Q16_DISPATCH(ty, PK_TY_CALL)
 #undef PK_TY_CALL
 #pragma unroll
@@ -414,21 +413,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
             pk_skip_chunk(st, c, xraw, tag);
         } else if (st.pair) {
-#if defined(MOLLA_X_PAIRHALF) && defined(PK_TYMASK) && defined(PK_PAIR_SAME)
-            // (An experiment.) Two pairs a warp, one a half-warp, each lane with two units a trip
-            // (rows_dot_q16_half): the same bits as a warp a pair, in half the rounds when a
-            // block has more pairs than warps (Qwen2.5: 37 pairs, four rounds of twelve warps).
-            const int hl = lane & 15;
-            for (int r2 = c.ra + 2 * warp; r2 < c.rb; r2 += 2 * PK_WARPS) {
-                const int r = r2 + (lane >> 4), rr = r < c.rb ? r : r2;  // the warp stays whole
-                const u8* w2[2] = {base0 + (size_t)(rr - c.ra) * rb0, base1 + (size_t)(rr - c.ra) * rb1};
-                float gu[2];
-                pk_rows_dot_masked<2, 1, true>(ty0, w2, 2, xq, cols, hl, gu);
-                float g = mv_scaled(group_sum(gu[0], 16), scale);
-                float u = mv_scaled(group_sum(gu[1], 16), scale);
-                if (hl == 0 && r < c.rb) pk_out(st, y, r, silu_mul(g, u), tag);
-            }
-#else
             // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
             // type).
             for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
@@ -444,7 +428,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 float u = mv_scaled(warp_sum(gu[1]), scale);
                 if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
             }
-#endif
         }
 #ifdef PK_FUSEQKV
         else if (ty0 == PK_T_W16) {

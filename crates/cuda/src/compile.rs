@@ -571,21 +571,21 @@ mod tests {
             compiles(Program::Persistent(fused), &[]);
             // With the next fused down step's spans asked of L2 a step early (a measurement).
             compiles(Program::Persistent(fused), &["MOLLA_X_FUSEL2"]);
-            // Each role's row code for its own types, one row a warp (the default for such models),
-            // and with the gate/up pairs a half-warp each (an experiment).
-            let by_role = PkBuild {
-                short: true,
-                roles: Some(PkRoles {
-                    pair: 1 << 3,
-                    fold: 1 << 3,
-                    same: true,
-                    rows1: true,
-                    ll_only: true,
+            // Each role's row code for its own types, one row a warp (the default for such models).
+            compiles(
+                Program::Persistent(PkBuild {
+                    short: true,
+                    roles: Some(PkRoles {
+                        pair: 1 << 3,
+                        fold: 1 << 3,
+                        same: true,
+                        rows1: true,
+                        ll_only: true,
+                    }),
+                    ..twelve
                 }),
-                ..twelve
-            };
-            compiles(Program::Persistent(by_role), &[]);
-            compiles(Program::Persistent(by_role), &["MOLLA_X_PAIRHALF"]);
+                &[],
+            );
         }
     }
 
