@@ -354,6 +354,22 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define PK_PAIR_ONE_TYPE(t0, t1) ((t0) == (t1))
 #endif
 
+#ifdef MOLLA_X_HEADL2
+// (An experiment, MOLLA_KDEFS=HEADL2=N.) A head that runs after the kernel: N steps before the
+// end (4: as the last layer begins) one thread of each block asks L2 for the block's share of its
+// matrix in pieces of 256 KB, while HBM idles under the layers' hand-overs, so that the head's
+// launch reads it from L2.
+__device__ __forceinline__ void pk_head_l2(const PkArgs& a) {
+    // In 16-byte units (a head is under 64 GB), so that the division is a 32-bit one.
+    const u32 n16 = (u32)(a.head_bytes >> 4), per = (n16 + gridDim.x - 1) / gridDim.x;
+    const u32 lo = per * blockIdx.x, hi = min(lo + per, n16);
+#pragma unroll 1
+    for (u32 o = lo; o < hi; o += 16384u)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.head_w + 16ull * o), "r"(16u * min(16384u, hi - o))
+                     : "memory");
+}
+#endif
+
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
 // reference, a copy in local memory read with a local load for every field used, where inlined
 // code reads the constant bank.
@@ -702,6 +718,9 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp(a, 4);
 #endif
         PkCursor staged = pk_stage(st, d, a, nw, bufs);
+#ifdef MOLLA_X_HEADL2
+        if (a.head_w && s == a.nsteps - (MOLLA_X_HEADL2) && threadIdx.x == PK_STAGE_T0) pk_head_l2(a);
+#endif
 #if defined(PK_FUSEQKV) && defined(MOLLA_X_FUSEL2)
         if (s + 1 < a.nsteps) pk_fused_l2(sts[(s + 1) & 3], blks[(s + 1) & 3]);
 #endif

@@ -231,6 +231,8 @@ struct PkArgs {
                           // kernel's words (pick.cu: status, then index), written by a launch
                           // earlier on the stream (greedy decoding chained on the device,
                           // forward/chain.rs); a bad pick's status gives no token
+    const u8* head_w;     // the head's matrix when it runs after the kernel, or null, and its
+    unsigned long long head_bytes;  // bytes (MOLLA_KDEFS=HEADL2: asked of L2 in the last layer)
 };
 
 // The token this launch decodes: the argument, or the pick at tok_src (none: all ones, past

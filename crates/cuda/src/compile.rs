@@ -531,6 +531,8 @@ mod tests {
                 Program::Persistent(SMOL),
                 &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL", "MOLLA_X_RSQRT"],
             );
+            // The head after the kernel asked of L2 in the last layer (an experiment).
+            compiles(Program::Persistent(SMOL), &["MOLLA_X_HEADL2=4"]);
             let packed = PkBuild {
                 packed: true,
                 fold: true,
