@@ -107,11 +107,24 @@ struct PkCursor {
     int l2;
 };
 
+// POLLFIRST (an experiment): in a packed build the pollers skip pk_stage and poll at once; the
+// stagers copy the RMSNorm weights (all of them) and wait for them before the input's barrier.
+#if defined(MOLLA_X_POLLFIRST) && defined(PK_PACKED_ONLY) && !defined(MOLLA_X_NOSPLIT)
+#define PK_POLL_FIRST 1
+#else
+#define PK_POLL_FIRST 0
+#endif
+
 // The RMSNorm weights of step st into nw (none for a plain input) as one cp.async group of their
 // own, so that the input's preparation waits for them alone, not for rows as well. Each of the
 // first PK_NORM_THREADS threads copies the values it quantizes (quantize_trips: thread t takes
 // values 8t .. 8t + 8 of each run of 8 PK_NORM_THREADS), so that it needs no barrier to read them.
 __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
+#if PK_POLL_FIRST  // the stagers copy them all
+    if (st.prep != PK_PREP_PLAIN)
+        for (int i = (int)threadIdx.x - PK_STAGE_T0; PK_STAGE_OK(i) && i < (st.cols >> 2); i += PK_THREADS - PK_STAGE_T0)
+            cp_async16(smem_u32(nw) + 16 * i, st.norm_w + 4 * i);
+#else
     if (st.prep != PK_PREP_PLAIN && threadIdx.x < PK_NORM_THREADS) {
         u32 dst = smem_u32(nw);
         for (int i = 2 * threadIdx.x; i < (st.cols >> 2); i += 2 * PK_NORM_THREADS) {
@@ -119,6 +132,7 @@ __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
             cp_async16(dst + 16 * (i + 1), st.norm_w + 4 * (i + 1));  // cols: whole blocks of 32
         }
     }
+#endif
     cp_commit();
 }
 
@@ -193,7 +207,6 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
     return k;
 }
 
-
 // The input of a matvec step, prepared in shared memory (all threads take part), and the step's
 // first chunk of rows landed. `after_norm`: the cp.async groups this thread committed after the
 // one holding the norm weights (the first is the first chunk). Ends with a barrier, the row
@@ -204,6 +217,10 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
                          u8* xq, int step, float& scale) {
     int n = st.cols;
     scale = 1.f;
+#if PK_POLL_FIRST
+    // The stagers copied the RMSNorm weights: landed before the input's barrier.
+    if (st.prep != PK_PREP_PLAIN && PK_STAGER(threadIdx.x)) cp_wait_n(after_norm);
+#endif
     if (st.prep == PK_PREP_EMBED_RMSNORM) {
         const u32 token = pk_token(a);
         if (token < (u32)st.emb_rows) {
@@ -352,22 +369,6 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define PK_PAIR_ONE_TYPE(t0, t1) true
 #else
 #define PK_PAIR_ONE_TYPE(t0, t1) ((t0) == (t1))
-#endif
-
-#ifdef MOLLA_X_HEADL2
-// (An experiment, MOLLA_KDEFS=HEADL2=N.) A head that runs after the kernel: N steps before the
-// end (4: as the last layer begins) one thread of each block asks L2 for the block's share of its
-// matrix in pieces of 256 KB, while HBM idles under the layers' hand-overs, so that the head's
-// launch reads it from L2.
-__device__ __forceinline__ void pk_head_l2(const PkArgs& a) {
-    // In 16-byte units (a head is under 64 GB), so that the division is a 32-bit one.
-    const u32 n16 = (u32)(a.head_bytes >> 4), per = (n16 + gridDim.x - 1) / gridDim.x;
-    const u32 lo = per * blockIdx.x, hi = min(lo + per, n16);
-#pragma unroll 1
-    for (u32 o = lo; o < hi; o += 16384u)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.head_w + 16ull * o), "r"(16u * min(16384u, hi - o))
-                     : "memory");
-}
 #endif
 
 // pk_matvec and pk_body are inlined into the kernel: as calls, they took the kernel's argument by
@@ -717,7 +718,14 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         u64 g0 = PK_TRACING(a) ? global_ns() : 0;
         pk_stamp(a, 4);
 #endif
+#if PK_POLL_FIRST
+        // The pollers take their rows from the table and go to the input at once.
+        PkCursor staged = {};
+        if (PK_STAGER(threadIdx.x)) staged = pk_stage(st, d, a, nw, bufs);
+        else if (st.op == PK_OP_MATVEC) staged.r0 = d.r0, staged.r1 = d.r1, staged.issued = 1, staged.ahead = staged.l2 = d.r1;
+#else
         PkCursor staged = pk_stage(st, d, a, nw, bufs);
+#endif
 #ifdef MOLLA_X_HEADL2
         if (a.head_w && s == a.nsteps - (MOLLA_X_HEADL2) && threadIdx.x == PK_STAGE_T0) pk_head_l2(a);
 #endif

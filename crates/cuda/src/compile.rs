@@ -546,6 +546,8 @@ mod tests {
             );
             // The legacy formats' shared-memory rows read in aligned words (an experiment).
             compiles(Program::Persistent(packed), &["MOLLA_X_A2WORDS"]);
+            // The pollers at their input before any staging (an experiment).
+            compiles(Program::Persistent(packed), &["MOLLA_X_POLLFIRST"]);
             // The quantization's trips skipped by warps with no block of the row (an experiment).
             compiles(Program::Persistent(packed), &["MOLLA_X_QSKIP"]);
             // For short caches (PK_SHORT).
