@@ -107,14 +107,6 @@ struct PkCursor {
     int l2;
 };
 
-// POLLFIRST (an experiment): in a packed build the pollers skip pk_stage and poll at once; the
-// stagers copy the RMSNorm weights (all of them) and wait for them before the input's barrier.
-#if defined(MOLLA_X_POLLFIRST) && defined(PK_PACKED_ONLY) && !defined(MOLLA_X_NOSPLIT)
-#define PK_POLL_FIRST 1
-#else
-#define PK_POLL_FIRST 0
-#endif
-
 // The RMSNorm weights of step st into nw (none for a plain input) as one cp.async group of their
 // own, so that the input's preparation waits for them alone, not for rows as well. Each of the
 // first PK_NORM_THREADS threads copies the values it quantizes (quantize_trips: thread t takes
@@ -754,8 +746,8 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
             else ((u32*)&blks[(s + 2) & 3])[tb] = next2;
         }
         // The step's end: its chunk buffers, input row and record are free, step s + 2's
-        // record is visible.
-        __syncthreads();
+        // record is visible (ENDARRIVE: see PK_STEP_END).
+        PK_STEP_END();
         if (PK_TRACING(a)) {
             if (threadIdx.x == 0) {
                 u64* t = a.trace + 8 * ((size_t)s * gridDim.x + blockIdx.x);

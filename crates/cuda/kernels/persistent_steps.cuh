@@ -68,6 +68,28 @@
 #define PK_STAGE_OK(i) true
 #define PK_POLLER(t) true
 #endif
+// POLLFIRST (an experiment): in a packed build the pollers skip pk_stage and poll at once; the
+// stagers copy the RMSNorm weights (all of them) and wait for them before the input's barrier.
+#if defined(MOLLA_X_POLLFIRST) && defined(PK_PACKED_ONLY) && !defined(MOLLA_X_NOSPLIT)
+#define PK_POLL_FIRST 1
+#else
+#define PK_POLL_FIRST 0
+#endif
+// The barrier ending a step. ENDARRIVE (an experiment): only the stagers wait there (bar.sync on
+// barrier 2), before they stage the next step over this one's chunk buffers; the pollers arrive
+// and go on to the next step's input, while the block's last warps finish their rows. Nothing
+// else a step reads late is written before the next step's input barrier: the polled input (xs
+// from 0) lies below the quantized rows (xq_off), the norm weights and xraw are read before a
+// step's rows, and the record ring's slot s + 2 % 4 held a step every thread has left.
+#if defined(MOLLA_X_ENDARRIVE) && !defined(MOLLA_X_NOSPLIT)
+#define PK_STEP_END()                                                                      \
+    do {                                                                                  \
+        if (PK_STAGER(threadIdx.x)) asm volatile("bar.sync 2, %0;" ::"n"(PK_THREADS) : "memory"); \
+        else asm volatile("bar.arrive 2, %0;" ::"n"(PK_THREADS) : "memory");                 \
+    } while (0)
+#else
+#define PK_STEP_END() __syncthreads()
+#endif
 // Threads that reduce an RMSNorm sum of squares: the decode matvec's block size, so the f64 sum
 // is added in the same order as there.
 #define PK_NORM_THREADS 128

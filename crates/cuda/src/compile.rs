@@ -546,8 +546,12 @@ mod tests {
             );
             // The legacy formats' shared-memory rows read in aligned words (an experiment).
             compiles(Program::Persistent(packed), &["MOLLA_X_A2WORDS"]);
-            // The pollers at their input before any staging (an experiment).
-            compiles(Program::Persistent(packed), &["MOLLA_X_POLLFIRST"]);
+            // The pollers at their input before any staging, and not waiting at a step's end
+            // (experiments).
+            compiles(
+                Program::Persistent(packed),
+                &["MOLLA_X_POLLFIRST", "MOLLA_X_ENDARRIVE"],
+            );
             // The quantization's trips skipped by warps with no block of the row (an experiment).
             compiles(Program::Persistent(packed), &["MOLLA_X_QSKIP"]);
             // For short caches (PK_SHORT).
