@@ -80,8 +80,9 @@
 // and go on to the next step's input, while the block's last warps finish their rows. Nothing
 // else a step reads late is written before the next step's input barrier: the polled input (xs
 // from 0) lies below the quantized rows (xq_off), the norm weights and xraw are read before a
-// step's rows, and the record ring's slot s + 2 % 4 held a step every thread has left.
-#if defined(MOLLA_X_ENDARRIVE) && !defined(MOLLA_X_NOSPLIT)
+// step's rows, and the record ring's slot s + 2 % 4 held a step every thread has left. Packed
+// builds only: in the chunked path every thread copies rows.
+#if defined(MOLLA_X_ENDARRIVE) && defined(PK_PACKED_ONLY) && !defined(MOLLA_X_NOSPLIT)
 #define PK_STEP_END()                                                                      \
     do {                                                                                  \
         if (PK_STAGER(threadIdx.x)) asm volatile("bar.sync 2, %0;" ::"n"(PK_THREADS) : "memory"); \
@@ -453,7 +454,7 @@ __device__ bool pk_load_ll(const PkArgs& a, const LlSeg* segs, int nseg, u32 tag
     // (Threads past PK_POLLERS poll nothing when the input takes one round of the pollers: they
     // staged the step's weights meanwhile. A wider input, Qwen's 4864-value SwiGLU row, is polled
     // by every thread, the stagers once they have issued their copies, so that it takes one round
-    // trip and not three: session 46, Qwen +4.9%.)
+    // trip and not three: session 46, Qwen +3%.)
     const int P = np > U * PK_POLLERS ? PK_THREADS : PK_POLLERS;
     if ((int)threadIdx.x >= P) np = 0;
     for (int rb = 0; rb < np && ok; rb += U * P) {
