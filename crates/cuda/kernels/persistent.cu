@@ -142,10 +142,13 @@ __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
 // Before the input is ready: the RMSNorm weights (pk_stage_norm) and the first chunks of step
 // st, one cp.async group a chunk, then the L2 prefetch of the next a.l2_ahead chunks. A packed
 // step copies all of the block's rows as its table entry d says, in one group. Attention steps
-// stage their cached keys and values instead (pk_stage_kv).
+// stage their cached keys and values instead (pk_stage_kv). POLLFIRST: the pollers stage
+// nothing (a packed step's cursor still comes from the table).
 __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, float* nw, u8* bufs) {
     PkCursor k = {};
+    const bool stager = !PK_POLL_FIRST || PK_STAGER(threadIdx.x);
     if (st.op == PK_OP_ATTN || st.op == PK_OP_ATTN_WO) {
+        if (!stager) return k;
         if (!PK_SKIPS(a, PK_SKIP_ATTN)) pk_stage_kv(st, a, bufs);
         if (PK_FOLD(st)) {
             // The block's wo rows over its head's columns, asked of L2 (read after the attention;
@@ -164,16 +167,18 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
         k.r0 = d.r0;
         k.r1 = d.r1;
         if (!pk_busy(st, k.r0, k.r1)) return k;
-        pk_stage_norm(st, nw);
-        if (!PK_SKIPS(a, PK_SKIP_ROWS) && !PK_SKIPS(a, PK_SKIP_FETCH)) {
-            const u32 dst = smem_u32(bufs);
-            const int n = d.end[2];
-            for (int i = (int)threadIdx.x - PK_STAGE_T0; PK_STAGE_OK(i) && i < n; i += PK_THREADS - PK_STAGE_T0) {
-                const u8* src = i < d.end[0] ? d.src[0] : i < d.end[1] ? d.src[1] : d.src[2];
-                cp_async16(dst + 16 * i, src + 16 * (size_t)i);
+        if (stager) {
+            pk_stage_norm(st, nw);
+            if (!PK_SKIPS(a, PK_SKIP_ROWS) && !PK_SKIPS(a, PK_SKIP_FETCH)) {
+                const u32 dst = smem_u32(bufs);
+                const int n = d.end[2];
+                for (int i = (int)threadIdx.x - PK_STAGE_T0; PK_STAGE_OK(i) && i < n; i += PK_THREADS - PK_STAGE_T0) {
+                    const u8* src = i < d.end[0] ? d.src[0] : i < d.end[1] ? d.src[1] : d.src[2];
+                    cp_async16(dst + 16 * i, src + 16 * (size_t)i);
+                }
             }
+            cp_commit();
         }
-        cp_commit();
         k.issued = 1;
         k.ahead = k.l2 = k.r1;
         return k;
@@ -710,14 +715,7 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         u64 g0 = PK_TRACING(a) ? global_ns() : 0;
         pk_stamp(a, 4);
 #endif
-#if PK_POLL_FIRST
-        // The pollers take their rows from the table and go to the input at once.
-        PkCursor staged = {};
-        if (PK_STAGER(threadIdx.x)) staged = pk_stage(st, d, a, nw, bufs);
-        else if (st.op == PK_OP_MATVEC) staged.r0 = d.r0, staged.r1 = d.r1, staged.issued = 1, staged.ahead = staged.l2 = d.r1;
-#else
         PkCursor staged = pk_stage(st, d, a, nw, bufs);
-#endif
 #ifdef MOLLA_X_HEADL2
         if (a.head_w && s == a.nsteps - (MOLLA_X_HEADL2) && threadIdx.x == PK_STAGE_T0) pk_head_l2(a);
 #endif

@@ -24,6 +24,11 @@ fn fused() -> bool {
     std::env::var("MOLLA_KDEFS").is_ok_and(|v| v.split([',', ' ']).any(|d| d == "FUSEQKV"))
 }
 
+/// Whether decode path `p` (`decode_path()`) is the fused q/k/v kernel's.
+fn fused_path(p: &str) -> bool {
+    p.contains("fused q/k/v")
+}
+
 #[derive(Clone, Copy)]
 enum Path {
     Persistent,
@@ -60,7 +65,7 @@ fn persistent_graph_and_plain_decode_give_the_same_bits() {
         let mut next = argmax(&last[0]);
         for step in 0..12 {
             let mut outs = Vec::new();
-            let mut fused_path = false;
+            let mut is_fused = false;
             for (p, kv) in paths.iter().zip(caches.iter_mut()) {
                 set(&m, *p);
                 outs.push(m.forward(&[next], kv, Logits::Last).unwrap());
@@ -70,10 +75,10 @@ fn persistent_graph_and_plain_decode_give_the_same_bits() {
                         path.starts_with("persistent"),
                         "{tag}: decode ran as {path}"
                     );
-                    fused_path = path.contains("fused q/k/v");
+                    is_fused = fused_path(&path);
                 }
             }
-            if fused() && fused_path {
+            if fused() && is_fused {
                 // The criterion (top-1, top-16 log-probs within 0.02), the model suite's.
                 let what = format!("{tag} step {step}: fused persistent against graph");
                 compare_logits(&what, &outs[0], &outs[1]);
@@ -170,11 +175,7 @@ fn ten_thousand_steps_without_hang_or_divergence() {
             next = argmax(&a);
         }
         set(&m, Path::Persistent);
-        assert!(
-            m.decode_path().contains("fused q/k/v"),
-            "{}",
-            m.decode_path()
-        );
+        assert!(fused_path(&m.decode_path()), "{}", m.decode_path());
         println!("{STEPS} steps, fused q/k/v: within {worst:.2e} of the graph path");
         return;
     }

@@ -222,7 +222,7 @@ impl CudaModel {
     /// [`HeadPolicy`]).
     fn build_persistent(&self, kv: &CudaKvCache) -> Result<Persistent> {
         let w = self.output();
-        let can_go_out = launch::is_q16(w.ty) && self.hp.n_embd.is_multiple_of(32);
+        let can_go_out = head_can_go_out(w.ty, self.hp.n_embd);
         let policy = match self.pk_head.load(Ordering::Relaxed) {
             1 => HeadPolicy::Wide,
             2 => HeadPolicy::Kernel,
@@ -429,6 +429,12 @@ const PK_ERR_SHORT: u32 = 0x2000_0000;
 /// (session 10, tg128 tok/s, head in the kernel / after it): the Qwen2.5-0.5B file's 145 MB Q8_0
 /// head 1190 / 1213; SmolLM2's 30 MB Q8_0 head 1292 / 1287 (Q8_0 file), 1316 / 1318 (Q4_1).
 pub(crate) const HEAD_OUTSIDE_BYTES: usize = 64 << 20;
+
+/// Whether a head of ggml type `ty` over `n_embd` columns can run after the persistent kernel
+/// (`matvec_wide_host`: a q16 type over whole 32-column units).
+pub(crate) fn head_can_go_out(ty: i32, n_embd: usize) -> bool {
+    launch::is_q16(ty) && n_embd.is_multiple_of(32)
+}
 
 /// Where the persistent path runs the head (a q16 head over a multiple of 32 columns can go
 /// after the kernel; others stay in it).

@@ -150,12 +150,11 @@ fn pk_types(model: &model::Model) -> Option<u64> {
 /// too big for a block's shared memory on a typical grid (SmolLM2's 30 MB head: it does not
 /// pack, so the list goes after the kernel to keep the packed build).
 fn head_outside(model: &model::Model) -> bool {
+    use crate::forward::persistent_decode::{HEAD_OUTSIDE_BYTES, head_can_go_out};
     let o = &model.output;
     let head = o.rows * o.row_bytes;
-    launch::is_q16(o.ty.id() as i32)
-        && model.hp.n_embd.is_multiple_of(32)
-        && (head >= crate::forward::persistent_decode::HEAD_OUTSIDE_BYTES
-            || head.div_ceil(TYPICAL_SMS) > 200 << 10)
+    head_can_go_out(o.ty.id() as i32, model.hp.n_embd)
+        && (head >= HEAD_OUTSIDE_BYTES || head.div_ceil(TYPICAL_SMS) > 200 << 10)
 }
 
 /// Every layer's matrices that decode steps multiply by.
