@@ -94,15 +94,23 @@ __device__ void pk_issue(const PkStep& st, const PkArgs& a, const PkChunk& c, u8
     cp_commit();
 }
 
-// Asks L2 to fetch chunk c's bytes now (one thread; sm_90's bulk prefetch), so that its copy
-// into shared memory later reads L2 rather than waiting on HBM.
+// Asks L2 to fetch `bytes` (a multiple of 16) at p, 16-byte aligned, now: sm_90's bulk prefetch
+// (nothing before it).
+__device__ __forceinline__ void pk_l2_bulk(const void* p, u32 bytes) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+// Asks L2 to fetch chunk c's bytes now (one thread), so that its copy into shared memory later
+// reads L2 rather than waiting on HBM.
 __device__ void pk_l2(const PkStep& st, const PkChunk& c) {
 #if __CUDA_ARCH__ >= 900
     if (threadIdx.x != 0) return;
     for (int j = 0; j < (st.pair ? 2 : 1); j++) {
         int n16;
         const u8* src = pk_span(st, st.pair ? j : c.seg, c.ra, c.rb, n16);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(16 * n16) : "memory");
+        pk_l2_bulk(src, 16 * n16);
     }
 #endif
 }
@@ -173,8 +181,6 @@ __device__ __forceinline__ void pk_head_l2(const PkArgs& a) {
     const u32 n16 = (u32)(a.head_bytes >> 4), per = (n16 + gridDim.x - 1) / gridDim.x;
     const u32 lo = per * blockIdx.x, hi = min(lo + per, n16);
 #pragma unroll 1
-    for (u32 o = lo; o < hi; o += 16384u)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.head_w + 16ull * o), "r"(16u * min(16384u, hi - o))
-                     : "memory");
+    for (u32 o = lo; o < hi; o += 16384u) pk_l2_bulk(a.head_w + 16ull * o, 16u * min(16384u, hi - o));
 }
 #endif

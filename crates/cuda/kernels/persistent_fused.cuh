@@ -97,9 +97,7 @@ __device__ __forceinline__ void pk_fused_l2(const PkStep& st, const PkBlk& d) {
     if (threadIdx.x != 0 || st.op != PK_OP_MATVEC || !st.packed || st.nseg != 2 || st.ty[1] != PK_T_W16) return;
     for (int k = 0; k < 3; k++) {
         const int u0 = k ? d.end[k - 1] : 0, n = d.end[k] - u0;
-        if (n > 0)
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(d.src[k] + 16 * (size_t)u0), "r"(16 * n)
-                         : "memory");
+        if (n > 0) pk_l2_bulk(d.src[k] + 16 * (size_t)u0, 16 * n);
     }
 }
 #endif
