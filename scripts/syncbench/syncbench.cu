@@ -74,6 +74,10 @@ enum {
     REDUCE1,
     REDUCE4,
     REDUCE16,
+    FOLD2,
+    FOLD3,
+    FOLD9,
+    FOLD14,
     COUNTER,
     FLAGS,
     GRIDBAR,
@@ -82,6 +86,7 @@ enum {
 static const char* vname[NVAR] = {"tagged",         "tagged_relaxed", "tagged_batch",   "tagged_r2",
                                   "tagged_r4",      "tagged_r8",      "tagged_stag80",  "tagged_stag160",
                                   "tagged_stag320", "reduce1",        "reduce4",        "reduce16",
+                                  "fold2",          "fold3",          "fold9",          "fold14",
                                   "counter",        "flags",          "gridbar"};
 __host__ __device__ constexpr int reps(int v) { return v == TAGGED_R2 ? 2 : v == TAGGED_R4 ? 4 : v == TAGGED_R8 ? 8 : 1; }
 __host__ __device__ constexpr int stagger(int v) {
@@ -93,7 +98,14 @@ __host__ __device__ constexpr int stagger(int v) {
 // need: every block holds a slice of down's input, so every block adds into every output row).
 // Each launch zeroes its RED_STEPS rows first. Session 45 (H100, 132 blocks, N = 576): reduce1
 // 2.96 us a step, reduce4 3.87, reduce16 3.27, against tagged_batch's 1.15.
-__host__ __device__ constexpr int red_stride(int v) { return v == REDUCE1 ? 1 : v == REDUCE4 ? 4 : v == REDUCE16 ? 16 : 0; }
+// foldC (session 47): the folded wo's hand-over with C adds a word (C heads): the blocks in C
+// groups (block b in group b % C), each group's blocks sharing the rows out, so each word takes
+// one add a group (group 0 adds the value, the others 0) and readers poll until it counts C.
+// Qwen's fold is C = 14, SmolLM2's 9; a block attending a whole kv group would make them 2 and 3.
+__host__ __device__ constexpr int fold_c(int v) { return v == FOLD2 ? 2 : v == FOLD3 ? 3 : v == FOLD9 ? 9 : v == FOLD14 ? 14 : 0; }
+__host__ __device__ constexpr int red_stride(int v) {
+    return v == REDUCE1 || fold_c(v) ? 1 : v == REDUCE4 ? 4 : v == REDUCE16 ? 16 : 0;
+}
 __host__ __device__ constexpr bool is_reduce(int v) { return red_stride(v) > 0; }
 #define RED_STEPS 400  // the reduce variants' steps a launch (one accumulator row a step)
 __host__ __device__ constexpr bool batched(int v) { return v == TAGGED_BATCH || reps(v) > 1 || stagger(v) > 0; }
@@ -295,7 +307,7 @@ __global__ void __launch_bounds__(NT, 1) chain(Args a) {
                     if ((pend >> k) & 1) w[k] = ld_relaxed_u64(row + (size_t)(tid + k * NT) * K);
 #pragma unroll
                 for (int k = 0; k < MAXN / NT; k++)
-                    if (((pend >> k) & 1) && (u32)(w[k] >> 56) == (u32)nb) {
+                    if (((pend >> k) & 1) && (u32)(w[k] >> 56) == (u32)(fold_c(V) ? fold_c(V) : nb)) {
                         x[tid + k * NT] = (float)(u32)(w[k] & 0xffffffffu);
                         pend &= ~(1u << k);
                     }
@@ -318,7 +330,17 @@ __global__ void __launch_bounds__(NT, 1) chain(Args a) {
             // Every block adds into every value: its own rows' values, 0 to the others.
             constexpr int K = red_stride(V);
             u64* row = a.acc + (size_t)s * n * K;
-            for (int r = tid; r < n; r += NT) {
+            if (fold_c(V)) {
+                // foldC: this block's share of its group's rows.
+                constexpr int C = fold_c(V) > 0 ? fold_c(V) : 1;
+                const int gi = (int)blockIdx.x % C, m = (nb - gi + C - 1) / C, j = (int)blockIdx.x / C;
+                const int f0 = (int)((long long)n * j / m), f1 = (int)((long long)n * (j + 1) / m);
+                for (int r = f0 + tid; r < f1; r += NT) {
+                    u64 v = gi == 0 ? (u64)(x[(r * 5 + s) % n] + (float)(1 + (r & 7))) : 0ull;
+                    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(row + (size_t)r * K), "l"(v + (1ull << 56)) : "memory");
+                }
+            }
+            for (int r = tid; !fold_c(V) && r < n; r += NT) {
                 u64 v = (r >= lo && r < hi) ? (u64)(x[(r * 5 + s) % n] + (float)(1 + (r & 7))) : 0ull;
                 asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(row + (size_t)r * K), "l"(v + (1ull << 56)) : "memory");
             }
@@ -423,6 +445,8 @@ int main(int argc, char** argv) {
                                  chain<TAGGED_R2>,      chain<TAGGED_R4>,      chain<TAGGED_R8>,
                                  chain<TAGGED_STAG80>,  chain<TAGGED_STAG160>, chain<TAGGED_STAG320>,
                                  chain<REDUCE1>,        chain<REDUCE4>,        chain<REDUCE16>,
+                                 chain<FOLD2>,          chain<FOLD3>,          chain<FOLD9>,
+                                 chain<FOLD14>,
                                  chain<COUNTER>,        chain<FLAGS>,          chain<GRIDBAR>};
     const int ns[] = {576, 896, 1536}, gs[] = {sms, sms / 2, sms / 4};
     cudaEvent_t e0, e1;
@@ -494,7 +518,7 @@ int main(int argc, char** argv) {
                         CK(cudaMemcpy(rowv.data(), a.acc + (size_t)(vsteps - 1) * n * K, rowv.size() * 8, cudaMemcpyDeviceToHost));
                         for (int r = 0; r < n; r++) {
                             u64 w = rowv[(size_t)r * K];
-                            bad += (u32)(w >> 56) != (u32)g || (float)(u32)(w & 0xffffffffu) != want[r];
+                            bad += (u32)(w >> 56) != (u32)(fold_c(v) ? fold_c(v) : g) || (float)(u32)(w & 0xffffffffu) != want[r];
                         }
                     } else
                         CK(cudaMemcpy(got.data(), (char*)a.ll + (size_t)fb * n * esz, (size_t)n * esz, cudaMemcpyDeviceToHost));
