@@ -716,9 +716,6 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp(a, 4);
 #endif
         PkCursor staged = pk_stage(st, d, a, nw, bufs);
-#ifdef MOLLA_X_HEADL2
-        if (a.head_w && s == a.nsteps - (MOLLA_X_HEADL2) && threadIdx.x == PK_STAGE_T0) pk_head_l2(a);
-#endif
 #if defined(PK_FUSEQKV) && defined(MOLLA_X_FUSEL2)
         if (s + 1 < a.nsteps) pk_fused_l2(sts[(s + 1) & 3], blks[(s + 1) & 3]);
 #endif

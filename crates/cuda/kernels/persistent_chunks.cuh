@@ -170,17 +170,3 @@ __device__ __forceinline__ void pk_rms_part(const float* x, int n, int v0, int n
     for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
     if ((v & 31) == 0) rms_red[v >> 5] = ss;
 }
-
-#ifdef MOLLA_X_HEADL2
-// (An experiment, MOLLA_KDEFS=HEADL2=N.) A head that runs after the kernel: N steps before the
-// end (4: as the last layer begins) one thread of each block asks L2 for the block's share of its
-// matrix in pieces of 256 KB, while HBM idles under the layers' hand-overs, so that the head's
-// launch reads it from L2.
-__device__ __forceinline__ void pk_head_l2(const PkArgs& a) {
-    // In 16-byte units (a head is under 64 GB), so that the division is a 32-bit one.
-    const u32 n16 = (u32)(a.head_bytes >> 4), per = (n16 + gridDim.x - 1) / gridDim.x;
-    const u32 lo = per * blockIdx.x, hi = min(lo + per, n16);
-#pragma unroll 1
-    for (u32 o = lo; o < hi; o += 16384u) pk_l2_bulk(a.head_w + 16ull * o, 16u * min(16384u, hi - o));
-}
-#endif

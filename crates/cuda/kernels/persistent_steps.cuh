@@ -68,21 +68,28 @@
 #define PK_STAGE_OK(i) true
 #define PK_POLLER(t) true
 #endif
-// POLLFIRST (an experiment): in a packed build the pollers skip pk_stage and poll at once; the
-// stagers copy the RMSNorm weights (all of them) and wait for them before the input's barrier.
-#if defined(MOLLA_X_POLLFIRST) && defined(PK_PACKED_ONLY) && !defined(MOLLA_X_NOSPLIT)
+// POLLFIRST (session 47's default; first MOLLA_KDEFS=POLLFIRST, off: MOLLA_KDEFS=NOPOLLFIRST): in
+// a packed build the pollers skip pk_stage and poll at once; the stagers copy the RMSNorm weights
+// (all of them) and wait for them before the input's barrier. With ENDARRIVE below, H100, real
+// files, tg128, two rounds: SmolLM2 Q4_1 2775, 2781 against 2720, 2734; Q8_0 2588, 2592 against
+// 2582, 2591; Qwen2.5 Q4_K_M 2123, 2144 against 2099, 2091 (POLLFIRST alone 2768, 2766; 2603,
+// 2615; 2117, 2123).
+#if !defined(MOLLA_X_NOPOLLFIRST) && defined(PK_PACKED_ONLY) && !defined(MOLLA_X_NOSPLIT)
 #define PK_POLL_FIRST 1
 #else
 #define PK_POLL_FIRST 0
 #endif
-// The barrier ending a step. ENDARRIVE (an experiment): only the stagers wait there (bar.sync on
-// barrier 2), before they stage the next step over this one's chunk buffers; the pollers arrive
-// and go on to the next step's input, while the block's last warps finish their rows. Nothing
-// else a step reads late is written before the next step's input barrier: the polled input (xs
-// from 0) lies below the quantized rows (xq_off), the norm weights and xraw are read before a
-// step's rows, and the record ring's slot s + 2 % 4 held a step every thread has left. Packed
-// builds only: in the chunked path every thread copies rows.
-#if defined(MOLLA_X_ENDARRIVE) && defined(PK_PACKED_ONLY) && !defined(MOLLA_X_NOSPLIT)
+// The barrier ending a step. ENDARRIVE (session 47's default; first MOLLA_KDEFS=ENDARRIVE, off:
+// MOLLA_KDEFS=NOENDARRIVE): only the stagers wait there (bar.sync on barrier 2), before they stage
+// the next step over this one's chunk buffers; the pollers arrive and go on to the next step's
+// input, while the block's last warps finish their rows. Nothing else a step reads late is
+// written before the next step's input barrier: the polled input (xs from 0) lies below the
+// quantized row (xq_off) the rows read, the norm weights and xraw are read before a step's rows,
+// and the record ring's slot s + 2 % 4 held a step every thread has left. Packed builds only (in
+// the chunked path every thread copies rows), and only those for q16 types alone (PK_TYMASK):
+// rows of other formats read the f32 row in xs itself (pk_input), which the next step's poll
+// overwrites (the model suite's Q3_K model failed so, session 47).
+#if !defined(MOLLA_X_NOENDARRIVE) && defined(PK_PACKED_ONLY) && defined(PK_TYMASK) && !defined(MOLLA_X_NOSPLIT)
 #define PK_STEP_END()                                                                      \
     do {                                                                                  \
         if (PK_STAGER(threadIdx.x)) asm volatile("bar.sync 2, %0;" ::"n"(PK_THREADS) : "memory"); \
@@ -254,8 +261,6 @@ struct PkArgs {
                           // kernel's words (pick.cu: status, then index), written by a launch
                           // earlier on the stream (greedy decoding chained on the device,
                           // forward/chain.rs); a bad pick's status gives no token
-    const u8* head_w;     // the head's matrix when it runs after the kernel, or null, and its
-    unsigned long long head_bytes;  // bytes (MOLLA_KDEFS=HEADL2: asked of L2 in the last layer)
 };
 
 // The token this launch decodes: the argument, or the pick at tok_src (none: all ones, past

@@ -531,8 +531,6 @@ mod tests {
                 Program::Persistent(SMOL),
                 &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL", "MOLLA_X_RSQRT"],
             );
-            // The head after the kernel asked of L2 in the last layer (an experiment).
-            compiles(Program::Persistent(SMOL), &["MOLLA_X_HEADL2=4"]);
             let packed = PkBuild {
                 packed: true,
                 fold: true,
@@ -546,11 +544,11 @@ mod tests {
             );
             // The legacy formats' shared-memory rows read in aligned words (an experiment).
             compiles(Program::Persistent(packed), &["MOLLA_X_A2WORDS"]);
-            // The pollers at their input before any staging, and not waiting at a step's end
-            // (experiments).
+            // The pollers staging before their input, and waiting at a step's end (the way
+            // before session 47, for measurements).
             compiles(
                 Program::Persistent(packed),
-                &["MOLLA_X_POLLFIRST", "MOLLA_X_ENDARRIVE"],
+                &["MOLLA_X_NOPOLLFIRST", "MOLLA_X_NOENDARRIVE"],
             );
             // The quantization's trips skipped by warps with no block of the row (an experiment).
             compiles(Program::Persistent(packed), &["MOLLA_X_QSKIP"]);

@@ -52,8 +52,6 @@ struct PkArgs {
     fold_n: i32,
     pad: i32,
     tok_src: u64,
-    head_w: u64,
-    head_bytes: u64,
 }
 
 // SAFETY: as for PkStep.
@@ -136,9 +134,6 @@ pub(crate) struct Persistent {
     /// With wo folded into attention (`PkBuild::fold`): the accumulators' address and
     /// length in u64 words, inside `ll` (zeroed with it; the kernel zeroes them as it ends).
     pub(crate) fold: (u64, usize),
-    /// With the head outside the kernel: its matrix's address and bytes, which the kernel asks
-    /// of L2 during the last layer under `MOLLA_KDEFS=HEADL2` (an experiment), else (0, 0).
-    pub(crate) head_w: (u64, usize),
 }
 
 /// A wait longer than this is a hang: the kernel stops and reports it.
@@ -320,7 +315,6 @@ impl Persistent {
             l2_ahead: l2_ahead(),
             head_x: None,
             fold: (0, 0),
-            head_w: (0, 0),
         })
     }
 
@@ -420,8 +414,6 @@ impl Persistent {
                 Token::Id(_) => 0,
                 Token::Picked(a) => a,
             },
-            head_w: self.head_w.0,
-            head_bytes: self.head_w.1 as u64,
         };
         let f = match &self.short {
             Some((f, n)) if pos < *n => f,
@@ -482,8 +474,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(PkArgs, fold_acc), 128);
         assert_eq!(std::mem::offset_of!(PkArgs, fold_n), 136);
         assert_eq!(std::mem::offset_of!(PkArgs, tok_src), 144);
-        assert_eq!(std::mem::offset_of!(PkArgs, head_w), 152);
-        assert_eq!(size_of::<PkArgs>(), 168);
+        assert_eq!(size_of::<PkArgs>(), 152);
     }
 
     /// The positions the short-cache kernel takes: a whole tile when the keys and values fit

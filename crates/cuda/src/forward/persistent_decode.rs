@@ -379,9 +379,6 @@ impl CudaModel {
         let mut pk = Persistent::new(g, st, ll, &self.heads)?;
         pk.head_x = outside.then_some((x, tagged));
         pk.fold = (acc_base, acc_words);
-        if outside {
-            pk.head_w = (head.w.ptr, head.w.rows * head.w.row_bytes);
-        }
         Ok(pk)
     }
 
