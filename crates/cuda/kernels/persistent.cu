@@ -110,7 +110,9 @@ struct PkCursor {
 // The RMSNorm weights of step st into nw (none for a plain input) as one cp.async group of their
 // own, so that the input's preparation waits for them alone, not for rows as well. Each of the
 // first PK_NORM_THREADS threads copies the values it quantizes (quantize_trips: thread t takes
-// values 8t .. 8t + 8 of each run of 8 PK_NORM_THREADS), so that it needs no barrier to read them.
+// values 8t .. 8t + 8 of each run of 8 PK_NORM_THREADS), so that it needs no barrier to read them;
+// in a packed build (POLLFIRST) the stagers copy them all and wait for them before the input's
+// barrier, which publishes them.
 __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
 #if PK_POLL_FIRST  // the stagers copy them all
     if (st.prep != PK_PREP_PLAIN)

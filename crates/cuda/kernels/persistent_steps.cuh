@@ -53,7 +53,8 @@
 // issue the step's weight copies (pk_stage), so that a block whose input is already there when it
 // starts a step (the one that ended the step before last: the others wait for its values) does
 // not pay the staging and then a round trip one after the other (session 32: +0.7-2% tokens/s on
-// the SmolLM2 and Qwen shapes). The first 128 still copy the RMSNorm weights they quantize.
+// the SmolLM2 and Qwen shapes). In a chunked build the first 128 still copy the RMSNorm weights
+// they quantize; in a packed one the stagers copy them all (POLLFIRST below).
 // MOLLA_KDEFS=NOSPLIT (a measurement): every thread stages, then every thread polls.
 #ifndef MOLLA_X_NOSPLIT
 #define PK_POLLERS 128
