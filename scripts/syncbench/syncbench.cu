@@ -237,41 +237,10 @@ __device__ __forceinline__ bool load_ll_batch(const u64* src, float* x, int n, u
     }
 }
 
-// tagged_in's poll: tagged_batch's, four words a 16-byte load, each checked on its own.
-__device__ __forceinline__ bool load_in_batch(const u32* src, float* x, int n, u32 tag, int step, u32* err) {
-    const int nq = n >> 2;
-    constexpr int K = MAXN / 4 / NT;
-    const u32 t3 = tag3(tag);
-    u32 pend = 0;
-    for (int k = 0; k < K; k++)
-        if (threadIdx.x + k * NT < nq) pend |= 1u << k;
-    u64 t0 = 0;
-    for (u32 it = 1; pend; it++) {
-        uint4 v[K];
-#pragma unroll
-        for (int k = 0; k < K; k++)
-            if ((pend >> k) & 1) v[k] = ld2<TAGGED_BATCH>((const u64*)(src + 4 * (threadIdx.x + k * NT)));
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            const int i = threadIdx.x + k * NT;
-            if (((pend >> k) & 1) && (v[k].x & 3u) == t3 && (v[k].y & 3u) == t3 && (v[k].z & 3u) == t3 && (v[k].w & 3u) == t3) {
-                x[4 * i] = __uint_as_float(v[k].x & ~3u);
-                x[4 * i + 1] = __uint_as_float(v[k].y & ~3u);
-                x[4 * i + 2] = __uint_as_float(v[k].z & ~3u);
-                x[4 * i + 3] = __uint_as_float(v[k].w & ~3u);
-                pend &= ~(1u << k);
-            }
-        }
-        if (it == 1) t0 = global_ns();
-        if (pend && (it & 63) == 0 && give_up(err, t0, it, step)) return false;
-    }
-    return true;
-}
-
-// tagged3's poll: every word of the thread not yet tagged reloaded at once.
-__device__ __forceinline__ bool load3_batch(const uint4* src, float* x, int n, u32 tag, int step, u32* err) {
-    const int nw = (n + G3 - 1) / G3;
-    constexpr int K = (MAXN / G3 + NT) / NT;
+// Polls the thread's 16-byte words i = threadIdx.x + k * NT < nw of src (relaxed), every word
+// not yet taken reloaded at once (as tagged_batch), until take(word, i) took each.
+template <int K, typename Take>
+__device__ __forceinline__ bool poll_words(const uint4* src, int nw, int step, u32* err, Take take) {
     u32 pend = 0;
     for (int k = 0; k < K; k++)
         if (threadIdx.x + k * NT < nw) pend |= 1u << k;
@@ -282,19 +251,36 @@ __device__ __forceinline__ bool load3_batch(const uint4* src, float* x, int n, u
         for (int k = 0; k < K; k++)
             if ((pend >> k) & 1) v[k] = ld2<TAGGED_BATCH>((const u64*)(src + threadIdx.x + k * NT));
 #pragma unroll
-        for (int k = 0; k < K; k++) {
-            const int i = threadIdx.x + k * NT;
-            if (((pend >> k) & 1) && v[k].w == tag) {
-                x[G3 * i] = __uint_as_float(v[k].x);
-                if (G3 * i + 1 < n) x[G3 * i + 1] = __uint_as_float(v[k].y);
-                if (G3 * i + 2 < n) x[G3 * i + 2] = __uint_as_float(v[k].z);
-                pend &= ~(1u << k);
-            }
-        }
+        for (int k = 0; k < K; k++)
+            if (((pend >> k) & 1) && take(v[k], (int)threadIdx.x + k * NT)) pend &= ~(1u << k);
         if (it == 1) t0 = global_ns();
         if (pend && (it & 63) == 0 && give_up(err, t0, it, step)) return false;
     }
     return true;
+}
+
+// tagged_in's poll: four words a 16-byte load, each checked on its own.
+__device__ __forceinline__ bool load_in_batch(const u32* src, float* x, int n, u32 tag, int step, u32* err) {
+    const u32 t3 = tag3(tag);
+    return poll_words<MAXN / 4 / NT>((const uint4*)src, n >> 2, step, err, [&](const uint4& v, int i) {
+        if ((v.x & 3u) != t3 || (v.y & 3u) != t3 || (v.z & 3u) != t3 || (v.w & 3u) != t3) return false;
+        x[4 * i] = __uint_as_float(v.x & ~3u);
+        x[4 * i + 1] = __uint_as_float(v.y & ~3u);
+        x[4 * i + 2] = __uint_as_float(v.z & ~3u);
+        x[4 * i + 3] = __uint_as_float(v.w & ~3u);
+        return true;
+    });
+}
+
+// tagged3's poll: a word's three values once it carries the tag.
+__device__ __forceinline__ bool load3_batch(const uint4* src, float* x, int n, u32 tag, int step, u32* err) {
+    return poll_words<(MAXN / G3 + NT) / NT>(src, (n + G3 - 1) / G3, step, err, [&](const uint4& v, int i) {
+        if (v.w != tag) return false;
+        x[G3 * i] = __uint_as_float(v.x);
+        if (G3 * i + 1 < n) x[G3 * i + 1] = __uint_as_float(v.y);
+        if (G3 * i + 2 < n) x[G3 * i + 2] = __uint_as_float(v.z);
+        return true;
+    });
 }
 
 // The tagged vector into shared memory, as pk_load_ll was before c5d12f2: all of a thread's
