@@ -278,7 +278,8 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     scale = norm ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
 #ifndef PK_TYMASK
     if (norm) {
-        // Formats without q16 decoding read the f32 row: x * w, as load_input leaves it.
+        // Formats without q16 decoding read the f32 row: x * w, as load_input leaves it. (Rows
+        // read xs itself, so such builds keep the full barrier at a step's end: PK_STEP_END.)
         for (int i = threadIdx.x; i < n; i += PK_THREADS) xs[i] = __fmul_rn(xs[i], nw[i]);
         __syncthreads();
     }
