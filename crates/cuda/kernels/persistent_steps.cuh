@@ -90,14 +90,22 @@
 // the chunked path every thread copies rows), and only those for q16 types alone (PK_TYMASK):
 // rows of other formats read the f32 row in xs itself (pk_input), which the next step's poll
 // overwrites (the model suite's Q3_K model failed so, session 47).
+// A step in which the block has no work (`idle`: no head in an unfolded attention step, no rows
+// and no RMSNorm input in a matvec step) has no barrier of its own, so it ends with the full one:
+// else a poller could arrive twice on barrier 2 before the stagers' one sync, and read step
+// s + 1's record before the threads storing it had left step s - 1 (MOLLA_WO_FOLD=0 on the real
+// Qwen2.5 file timed out so, session 48).
 #if !defined(MOLLA_X_NOENDARRIVE) && defined(PK_PACKED_ONLY) && defined(PK_TYMASK) && !defined(MOLLA_X_NOSPLIT)
-#define PK_STEP_END()                                                                      \
+#define PK_STEP_END(idle)                                                                  \
     do {                                                                                  \
-        if (PK_STAGER(threadIdx.x)) asm volatile("bar.sync 2, %0;" ::"n"(PK_THREADS) : "memory"); \
+        if (idle) __syncthreads();                                                        \
+        else if (PK_STAGER(threadIdx.x)) asm volatile("bar.sync 2, %0;" ::"n"(PK_THREADS) : "memory"); \
         else asm volatile("bar.arrive 2, %0;" ::"n"(PK_THREADS) : "memory");                 \
     } while (0)
+#define PK_END_ARRIVES 1
 #else
-#define PK_STEP_END() __syncthreads()
+#define PK_STEP_END(idle) __syncthreads()
+#define PK_END_ARRIVES 0
 #endif
 // Threads that reduce an RMSNorm sum of squares: the decode matvec's block size, so the f64 sum
 // is added in the same order as there.
