@@ -745,9 +745,7 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         }
         // The step's end: its chunk buffers, input row and record are free, step s + 2's
         // record is visible (ENDARRIVE: see PK_STEP_END).
-        // (Such builds are packed: the table entry d holds the block's rows.)
-        PK_STEP_END(PK_END_ARRIVES && (st.op == PK_OP_MATVEC ? !pk_busy(st, d.r0, d.r1)
-                                                             : !PK_FOLD(st) && (int)blockIdx.x >= PK_A_NH(a)));
+        PK_STEP_END(PK_END_FULL(st));
         if (PK_TRACING(a)) {
             if (threadIdx.x == 0) {
                 u64* t = a.trace + 8 * ((size_t)s * gridDim.x + blockIdx.x);

@@ -90,22 +90,28 @@
 // the chunked path every thread copies rows), and only those for q16 types alone (PK_TYMASK):
 // rows of other formats read the f32 row in xs itself (pk_input), which the next step's poll
 // overwrites (the model suite's Q3_K model failed so, session 47).
-// A step in which the block has no work (`idle`: no head in an unfolded attention step, no rows
-// and no RMSNorm input in a matvec step) has no barrier of its own, so it ends with the full one:
-// else a poller could arrive twice on barrier 2 before the stagers' one sync, and read step
-// s + 1's record before the threads storing it had left step s - 1 (MOLLA_WO_FOLD=0 on the real
-// Qwen2.5 file timed out so, session 48).
+// A step in which a block has no work has no barrier of its own, so it ends with the full one
+// (`full`): else a poller could arrive twice on barrier 2 before the stagers' one sync, and read
+// the next step's record before the threads storing it (as the step before ended) had done so
+// (MOLLA_WO_FOLD=0 on the real Qwen2.5 file timed out so, and the persistent suite hung with it,
+// session 48). Every block has
+// rows in every matvec step (Persistent::new sizes the grid so) and a head in every folded
+// attention step, but an unfolded one leaves blocks n_head and up without one: in builds without
+// the fold, attention steps end with the full barrier (PK_END_FULL).
 #if !defined(MOLLA_X_NOENDARRIVE) && defined(PK_PACKED_ONLY) && defined(PK_TYMASK) && !defined(MOLLA_X_NOSPLIT)
-#define PK_STEP_END(idle)                                                                  \
+#define PK_STEP_END(full)                                                                  \
     do {                                                                                  \
-        if (idle) __syncthreads();                                                        \
+        if (full) __syncthreads();                                                        \
         else if (PK_STAGER(threadIdx.x)) asm volatile("bar.sync 2, %0;" ::"n"(PK_THREADS) : "memory"); \
         else asm volatile("bar.arrive 2, %0;" ::"n"(PK_THREADS) : "memory");                 \
     } while (0)
-#define PK_END_ARRIVES 1
 #else
-#define PK_STEP_END(idle) __syncthreads()
-#define PK_END_ARRIVES 0
+#define PK_STEP_END(full) __syncthreads()
+#endif
+#ifdef PK_FOLD_WO
+#define PK_END_FULL(st) false
+#else
+#define PK_END_FULL(st) ((st).op != PK_OP_MATVEC)
 #endif
 // Threads that reduce an RMSNorm sum of squares: the decode matvec's block size, so the f64 sum
 // is added in the same order as there.
