@@ -178,6 +178,14 @@ impl Persistent {
                 st.ty
             )));
         }
+        // A folded build ends attention steps with ENDARRIVE's split barrier, sound only when
+        // every block has a head there (kernels/persistent_steps.cuh `PK_END_FULL`).
+        if gpu.pk_build.fold && steps.list.iter().any(|s| s.op == steps::OP_ATTN) {
+            return Err(CudaError::Unsupported(
+                "persistent decode: an unfolded attention step, and a kernel built for folded ones"
+                    .into(),
+            ));
+        }
         let fused = |s: &steps::PkStep| {
             s.prep == steps::PREP_FUSED || s.ty[..2].contains(&crate::fused::T_W16)
         };
