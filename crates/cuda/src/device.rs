@@ -451,9 +451,11 @@ impl Gpu {
             None => {
                 drop(staging);
                 let mut v = vec![T::default(); n];
+                let w = crate::watchdog::wait("download");
                 self.stream
                     .memcpy_dtoh(&src.slice(..n), &mut v)
                     .map_err(drv("download"))?;
+                drop(w);
                 self.sync()?;
                 Ok(f(&v))
             }
@@ -462,6 +464,7 @@ impl Gpu {
 
     /// Waits for all queued work.
     pub(crate) fn sync(&self) -> Result<()> {
+        let _w = crate::watchdog::wait("kernel execution");
         self.stream.synchronize().map_err(drv("kernel execution"))
     }
 

@@ -23,6 +23,7 @@ mod mapped;
 mod pdl;
 mod persistent;
 pub mod testing;
+mod watchdog;
 mod weights;
 
 pub use device::{Gpu, is_available};
