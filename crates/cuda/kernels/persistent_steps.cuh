@@ -94,10 +94,9 @@
 // (`full`): else a poller could arrive twice on barrier 2 before the stagers' one sync, and read
 // the next step's record before the threads storing it (as the step before ended) had done so
 // (MOLLA_WO_FOLD=0 on the real Qwen2.5 file timed out so, and the persistent suite hung with it,
-// session 48). Every block has
-// rows in every matvec step (Persistent::new sizes the grid so) and a head in every folded
-// attention step, but an unfolded one leaves blocks n_head and up without one: in builds without
-// the fold, attention steps end with the full barrier (PK_END_FULL).
+// session 48). Every block has rows in every matvec step (Persistent::new sizes the grid so) and
+// a head in every folded attention step, but an unfolded one leaves blocks n_head and up without
+// one: in builds without the fold, attention steps end with the full barrier (PK_END_FULL).
 #if !defined(MOLLA_X_NOENDARRIVE) && defined(PK_PACKED_ONLY) && defined(PK_TYMASK) && !defined(MOLLA_X_NOSPLIT)
 #define PK_STEP_END(full)                                                                  \
     do {                                                                                  \
