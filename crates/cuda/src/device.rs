@@ -451,11 +451,10 @@ impl Gpu {
             None => {
                 drop(staging);
                 let mut v = vec![T::default(); n];
-                let w = crate::watchdog::wait("download");
-                self.stream
-                    .memcpy_dtoh(&src.slice(..n), &mut v)
-                    .map_err(drv("download"))?;
-                drop(w);
+                crate::watchdog::watched("download", || {
+                    self.stream.memcpy_dtoh(&src.slice(..n), &mut v)
+                })
+                .map_err(drv("download"))?;
                 self.sync()?;
                 Ok(f(&v))
             }
@@ -464,8 +463,8 @@ impl Gpu {
 
     /// Waits for all queued work.
     pub(crate) fn sync(&self) -> Result<()> {
-        let _w = crate::watchdog::wait("kernel execution");
-        self.stream.synchronize().map_err(drv("kernel execution"))
+        crate::watchdog::watched("kernel execution", || self.stream.synchronize())
+            .map_err(drv("kernel execution"))
     }
 
     /// Zeroes a buffer.

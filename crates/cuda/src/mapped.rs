@@ -136,9 +136,7 @@ impl HostWords {
 impl Drop for HostWords {
     fn drop(&mut self) {
         // No kernel or copy may still write the words when they are freed.
-        let w = crate::watchdog::wait("mapped words' last writer");
-        let _ = self.stream.synchronize();
-        drop(w);
+        let _ = crate::watchdog::watched("mapped words' last writer", || self.stream.synchronize());
         // SAFETY: allocated by cuMemHostAlloc above; the context outlives the stream we hold.
         let _ = unsafe { result::free_host(self.ptr.cast()) };
     }

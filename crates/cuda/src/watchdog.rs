@@ -107,11 +107,17 @@ fn watch(limit: Duration) {
 }
 
 /// A wait for the GPU in progress, watched until it is dropped.
-pub(crate) struct Wait(Option<u64>);
+struct Wait(Option<u64>);
 
 /// Starts watching a wait for `what` (named in the watchdog's message).
-pub(crate) fn wait(what: &'static str) -> Wait {
+fn wait(what: &'static str) -> Wait {
     Wait(dog().map(|d| d.waits().begin(Instant::now(), what)))
+}
+
+/// `f`, a wait for the GPU, watched for as long as it runs.
+pub(crate) fn watched<R>(what: &'static str, f: impl FnOnce() -> R) -> R {
+    let _w = wait(what);
+    f()
 }
 
 impl Drop for Wait {

@@ -91,9 +91,8 @@ impl Ring {
 
     /// Slot `i`'s words once its step is done.
     fn read(&self, i: usize) -> Result<[u32; PICK_WORDS]> {
-        let w = crate::watchdog::wait("pick download");
-        self.events[i].synchronize().map_err(drv("pick download"))?;
-        drop(w);
+        crate::watchdog::watched("pick download", || self.events[i].synchronize())
+            .map_err(drv("pick download"))?;
         // SAFETY: the slot's step (and its copy) is complete (its event), and nothing writes
         // the slot until it is queued again.
         Ok(unsafe { self.words.read::<PICK_WORDS>(i * PICK_WORDS) })
