@@ -1,11 +1,9 @@
 // The persistent decode kernel: matvec and attention steps, the step loop, the kernels (its step
 // list and hand-over: persistent_steps.cuh; its weight staging: persistent_chunks.cuh).
 
-// The model's head shape: compiled in (the host defines PK_HD, PK_HDV, PK_NH and PK_NKV for the
-// model it builds the kernel for, and Persistent::new refuses another; measured +4-7% tokens/s
-// on the H200, session 16: a fifth fewer instructions, known trip counts in attention), or read
-// from the arguments (MOLLA_PK_SHAPE=0). PK_HD_T / PK_HDV_T: the same as template arguments of
-// attend, 0 when not compiled in.
+// The model's head shape: compiled in (PK_HD, PK_HDV, PK_NH, PK_NKV; Persistent::new refuses
+// another; +4-7% tokens/s, session 16) or read from the arguments (MOLLA_PK_SHAPE=0). PK_HD_T /
+// PK_HDV_T: the same as attend's template arguments, 0 when not compiled in.
 #ifdef PK_HD
 #define PK_A_HD(a) PK_HD
 #define PK_A_HDV(a) PK_HDV
@@ -108,11 +106,9 @@ struct PkCursor {
 };
 
 // The RMSNorm weights of step st into nw (none for a plain input) as one cp.async group of their
-// own, so that the input's preparation waits for them alone, not for rows as well. Each of the
-// first PK_NORM_THREADS threads copies the values it quantizes (quantize_trips: thread t takes
-// values 8t .. 8t + 8 of each run of 8 PK_NORM_THREADS), so that it needs no barrier to read them;
-// in a packed build (POLLFIRST) the stagers copy them all and wait for them before the input's
-// barrier, which publishes them.
+// own, so that the input's preparation waits for them alone. Each of the first PK_NORM_THREADS
+// threads copies the values it quantizes (quantize_trips' order), so needs no barrier to read
+// them; in a packed build (POLLFIRST) the stagers copy them all before the input's barrier.
 __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
 #if PK_POLL_FIRST  // the stagers copy them all
     if (st.prep != PK_PREP_PLAIN)
@@ -316,24 +312,26 @@ __device__ void pk_skip_rows(const PkStep& st, const float* xraw, int r0, int r1
 // (33,200 instructions with every format, 10,432 with three).
 #define PK_IN_MASK(M, T) (((unsigned long long)(M) >> (T)) & 1ull)
 #define PK_TY_ON(T) PK_IN_MASK(PK_TYMASK, T)
-// Row code by role (the host's PkRoles, written in session 43 as MOLLA_KDEFS=ROLEMASK, the
-// default since session 45): the gate/up pairs' row code only for their types (PK_TYMASK_PAIR;
-// PK_PAIR_SAME: every pair's two matrices of one type, so no row-by-row path) and the folded
-// wo's for its types (PK_TYMASK_FOLD), not for every type of the kernel. The real Qwen2.5 file's
-// kernel (Q5_0, Q8_0, Q4_K, Q6_K) was 130 KB of code; adding 18 KB of code never run slowed a
-// step's rows by 0.3-0.4 us (SPREAD's trace, session 43).
+// Row code by role (the host's PkRoles, since session 45): the gate/up pairs' row code only for
+// their types (PK_TYMASK_PAIR; PK_PAIR_SAME: both matrices of a pair of one type, no row-by-row
+// path; PK_PAIR_HALF, which needs it: a pair a half-warp) and the folded wo's for its types
+// (PK_TYMASK_FOLD). Code never run slows a step (18 KB: 0.3-0.4 us, session 43).
+#if defined(PK_PAIR_HALF) && !defined(PK_PAIR_SAME)
+#error "PK_PAIR_HALF needs PK_PAIR_SAME"
+#endif
 #ifdef PK_TYMASK_PAIR
 #define PK_ROLE_ON(ROLE, T) ((ROLE) ? PK_IN_MASK(PK_TYMASK_PAIR, T) : PK_TY_ON(T))
 #else
 #define PK_ROLE_ON(ROLE, T) PK_TY_ON(T)
 #endif
-// ROLE 1: a gate/up pair's rows.
-template <int R, int ROLE = 0>
+// ROLE 1: a gate/up pair's rows. HALF: a half-warp's walk (rows_dot_q16_half; lane: 0..15).
+template <int R, int ROLE = 0, bool HALF = false>
 __device__ __forceinline__ void pk_rows_dot_masked(int ty, const u8* const* w, int nr, const Xq& xq, int cols, int lane,
                                                    float* acc) {
-#define PK_TY_CALL(T)                 \
-    if (!PK_ROLE_ON(ROLE, T)) break; \
-    rows_dot_q16<T, R>(w, nr, xq, cols, lane, 32, acc)
+#define PK_TY_CALL(T)                                                   \
+    if (!PK_ROLE_ON(ROLE, T)) break;                                   \
+    if constexpr (HALF) rows_dot_q16_half<T, R>(w, nr, xq, cols, lane, acc); \
+    else rows_dot_q16<T, R>(w, nr, xq, cols, lane, 32, acc)
     Q16_DISPATCH(ty, PK_TY_CALL)
 #undef PK_TY_CALL
 #pragma unroll
@@ -355,11 +353,9 @@ __device__ __forceinline__ float pk_row_dot_masked(int ty, const u8* w, const Xq
 #define pk_pair_dotn(ty, w, acc) pk_rows_dotn(2, ty, w, 2, acc)
 #define pk_pair_dot(ty, w) pk_row_dot(ty, w)
 #endif
-// PK_ROWS1 (the host's PkRoles::rows1, by default since session 45): a warp takes one
-// row at a time in every step but the gate/up pairs, and only the one-row walk is built (the real
-// Qwen2.5 file's kernel 96.1 -> 89.0 KB, 168 -> 154 registers, no spill). The host sets it when
-// no such step has more rows a block than warps on a typical grid and the head runs after the
-// kernel; a wider step stays correct, in more rounds.
+// PK_ROWS1 (the host's PkRoles::rows1, since session 45): a warp takes one row at a time in every
+// step but the gate/up pairs, only the one-row walk built (real Qwen2.5 kernel 96.1 -> 89.0 KB);
+// a step with more rows a block than warps stays correct, in more rounds.
 #ifdef PK_ROWS1
 #define PK_ONE_ROW 1
 #else
@@ -430,6 +426,21 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
         if (PK_SKIPS(a, PK_SKIP_DOT)) {
             pk_skip_chunk(st, c, xraw, tag);
         } else if (st.pair) {
+#ifdef PK_PAIR_HALF
+            // A pair a half-warp (rows_dot_q16_half; the host's PkRoles::half), warp_sum's bits:
+            // SmolLM2 Q8_0's 12 pairs a block in one round of eight warps, not two.
+            const int hl = lane & 15;
+            (void)ty1;
+            for (int r2 = c.ra + 2 * warp; r2 < c.rb; r2 += 2 * PK_WARPS) {
+                const int r = r2 + (lane >> 4), rr = r < c.rb ? r : r2;  // the warp stays whole
+                const u8* w2[2] = {base0 + (size_t)(rr - c.ra) * rb0, base1 + (size_t)(rr - c.ra) * rb1};
+                float gu[2];
+                pk_rows_dot_masked<2, 1, true>(ty0, w2, 2, xq, cols, hl, gu);
+                float g = mv_scaled(group_sum(gu[0], 16), scale);
+                float u = mv_scaled(group_sum(gu[1], 16), scale);
+                if (hl == 0 && r < c.rb) pk_out(st, y, r, silu_mul(g, u), tag);
+            }
+#else
             // Row r of gate and up share the input: one rows_dot_ty over both (when they have one
             // type).
             for (int r = c.ra + warp; r < c.rb; r += PK_WARPS) {
@@ -445,6 +456,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
                 float u = mv_scaled(warp_sum(gu[1]), scale);
                 if (lane == 0) pk_out(st, y, r, silu_mul(g, u), tag);
             }
+#endif
         }
 #ifdef PK_FUSEQKV
         else if (ty0 == PK_T_W16) {

@@ -127,6 +127,32 @@ __device__ __forceinline__ void rows_dot_q16(const u8* const* w, int nr, const X
 }
 
 
+// rows_dot_q16 for a half-warp (the persistent kernel's PK_PAIR_HALF gate/up pairs): lane h (0..15) of the half gets, for
+// each row, what lane h of a whole warp holds after warp_sum's first step (its own sum, units h,
+// h + 32, ..., plus lane h + 16's, units h + 16, h + 48, ...: the same adds in the same order),
+// so that group_sum(acc, 16) then gives warp_sum's bits. Its two units a trip are independent.
+template <int T, int R>
+__device__ __forceinline__ void rows_dot_q16_half(const u8* const* w, int nr, const Xq& x, int cols, int h, float* acc) {
+    int nu = q16_units<T>(cols);
+    float b[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = b[r] = 0.f;
+    for (int u = h; u < nu; u += 32) {
+        int4 xr[8], xs[8];
+        const bool two = u + 16 < nu;
+        load_xu<T>(x, u, xr);
+        if (two) load_xu<T>(x, u + 16, xs);
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (r < nr) {
+                acc[r] = __fadd_rn(acc[r], unit_q16<T>(w[r], xr, x, u));
+                if (two) b[r] = __fadd_rn(b[r], unit_q16<T>(w[r], xs, x, u + 16));
+            }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = __fadd_rn(acc[r], b[r]);
+}
+
 // One row's dot products with ng <= G inputs (xq[0 .. ng)), each with the bits row_dot_q16 gives
 // it alone (the same unit values, added in the same order), or row_dot_q16_fx's (A: FxAcc):
 // a unit's weights are read and decoded once for all inputs, and the inputs' sums are

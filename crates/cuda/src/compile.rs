@@ -113,6 +113,9 @@ pub(crate) struct PkRoles {
     /// Every step's input comes as tagged words (`PK_LL_ONLY`: the counter-fed input path not
     /// built): for models whose every output is at most `MOLLA_PK_LL_MAX` wide.
     pub(crate) ll_only: bool,
+    /// The gate/up pairs a half-warp each (`PK_PAIR_HALF`; needs `same`): two pairs a warp, so
+    /// that a block with more pairs than warps, up to twice as many, takes one round, not two.
+    pub(crate) half: bool,
 }
 
 impl PkBuild {
@@ -289,6 +292,7 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
                 (r.same, "PAIR_SAME"),
                 (r.rows1, "ROWS1"),
                 (r.ll_only, "LL_ONLY"),
+                (r.half, "PAIR_HALF"),
             ];
             opts.extend(
                 flags
@@ -577,18 +581,31 @@ mod tests {
             compiles(Program::Persistent(fused), &[]);
             // With the next fused down step's spans asked of L2 a step early (a measurement).
             compiles(Program::Persistent(fused), &["MOLLA_X_FUSEL2"]);
-            // Each role's row code for its own types, one row a warp (the default for such models).
+            // Each role's row code for its own types, one row a warp (the default for such
+            // models), and with the gate/up pairs a half-warp each (SmolLM2 Q8_0's build).
+            let roles = PkRoles {
+                pair: 1 << 3,
+                fold: 1 << 3,
+                same: true,
+                rows1: true,
+                ll_only: true,
+                half: false,
+            };
+            let by_role = PkBuild {
+                short: true,
+                roles: Some(roles),
+                ..twelve
+            };
+            compiles(Program::Persistent(by_role), &[]);
+            let half = PkRoles {
+                half: true,
+                ..roles
+            };
             compiles(
                 Program::Persistent(PkBuild {
-                    short: true,
-                    roles: Some(PkRoles {
-                        pair: 1 << 3,
-                        fold: 1 << 3,
-                        same: true,
-                        rows1: true,
-                        ll_only: true,
-                    }),
-                    ..twelve
+                    roles: Some(half),
+                    threads: 0,
+                    ..by_role
                 }),
                 &[],
             );
@@ -646,6 +663,7 @@ mod tests {
                     same: true,
                     rows1: true,
                     ll_only: true,
+                    half: true,
                 }),
                 fuse: true,
             }),
@@ -658,6 +676,7 @@ mod tests {
             "-DPK_PAIR_SAME",
             "-DPK_ROWS1",
             "-DPK_LL_ONLY",
+            "-DPK_PAIR_HALF",
             "-DPK_HD=64",
             "-DPK_HDV=64",
             "-DPK_NH=9",

@@ -280,7 +280,31 @@ fn role_types(model: &model::Model, warps: usize) -> Option<PkRoles> {
         same,
         rows1,
         ll_only,
+        half: same && pair_half(model, warps),
     })
+}
+
+/// Whether the gate/up pairs go a half-warp each (`PkRoles::half`): when a block's pairs on a
+/// typical grid are more than its warps but at most twice as many, so that the half-warps take
+/// them in one round where whole warps take two; `MOLLA_PK_PAIR_HALF=1` or `=0` says so
+/// whatever the shape (the suites run both). Measured (session 49, H100, SmolLM2 Q8_0's real
+/// file: 11.6 pairs a block on eight warps, four alternations) 2633, 2623, 2633, 2631 tok/s
+/// against 2617, 2608, 2614, 2613 (+0.65%); in the trace gate/up's rows 1.19 -> 0.93 us. Not
+/// for more rounds: Qwen2.5's 36.8 pairs on twelve warps, four rounds made two, measured 1.5%
+/// slower (session 46), as SmolLM2 Q4_1's, whose twelve warps take its pairs in one round.
+fn pair_half(model: &model::Model, warps: usize) -> bool {
+    match std::env::var("MOLLA_PK_PAIR_HALF").as_deref() {
+        Ok("1") => return true,
+        Ok("0") => return false,
+        _ => {}
+    }
+    let pairs = model
+        .layers
+        .iter()
+        .map(|l| l.w_gate.rows)
+        .max()
+        .unwrap_or(0);
+    pairs > warps * TYPICAL_SMS && pairs <= 2 * warps * TYPICAL_SMS
 }
 
 /// Whether step `st` keeps to the role masks of a kernel built with them (`role_types`): a
@@ -441,6 +465,7 @@ mod tests {
             same: true,
             rows1: false,
             ll_only: false,
+            half: false,
         };
         let pair = |t0, t1| PkStep {
             op: steps::OP_MATVEC,
@@ -542,6 +567,8 @@ mod tests {
                 b.describe().ends_with("384 threads a block"),
                 threads == 384
             );
+            // Pairs a half-warp only where that makes two rounds of warps one: SmolLM2 Q8_0's.
+            assert_eq!(b.roles.map(|r| r.half), Some(threads == 256));
         }
     }
 }
