@@ -54,7 +54,13 @@ struct KTrace {
             ktrace_t1[s] = 0;
             ktrace_grid[s] = ktrace_gridid();
             __threadfence();
-            atomicAdd(&ktrace_seq, 1u);
+            // The add's old value is used, so the add is done before this block goes on to let
+            // the next launch start: a bare reduction may still be on its way when that launch's
+            // block 0 reads the count, and both take one slot (session 49's trace: an empty slot
+            // every few steps, a step's launches out of order). A slot taken twice all the same
+            // is marked empty (kind 0), which graph_trace leaves out.
+            const unsigned prev = atomicAdd(&ktrace_seq, 1u);
+            if (prev % KTRACE_SLOTS != s) ktrace_kind[s] = 0;
         }
     }
     // Every return of the kernel passes here.
