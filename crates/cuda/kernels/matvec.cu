@@ -538,9 +538,11 @@ __device__ __forceinline__ void wide_rows_host(const MvArgs& a, const Xq& xq, fl
 
 // matvec_wide_glu's rows (gate and up, segments 0 and 1, as many rows) on the prepared input xq
 // whose RMSNorm scale is `scale`, with silu(gate) * up quantized into the q16 row at out + 4 *
-// rows; `glu`: 32 floats of shared memory.
+// rows; `glu`: 32 floats of shared memory. Q4_K rows on wide_rows' lean walk (the same bits).
 __device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, float scale, u8* out, float* glu) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = a.seg[0].rows;
+    bool lean;
+    const u32 xa = lean_xa(xq, lane, lean);
     for (int g = blockIdx.x; g < (n >> 5); g += gridDim.x) {
         for (int j = 0; j < 4; j++) {
             int r = 32 * g + 4 * warp + j;
@@ -548,15 +550,18 @@ __device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, flo
 #pragma unroll
             for (int si = 0; si < 2; si++) {
                 const MvSeg& s = a.seg[si];
+                const u8* row = s.w + (size_t)r * s.row_bytes;
                 float t = 0.f;
-                row_dot_one_ty(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, t);
+                if (lean && s.ty == T_Q4_K) t = row_dot_k4_lean(row, xq, a.cols, lane, xa);
+                else row_dot_one_ty(s.ty, row, xq, a.cols, lane, t);
                 acc[si] = mv_scaled(warp_sum(t), scale);
             }
             if (lane == 0) {
-                mv_store(a.seg[0], 0, r, acc[0]);
-                mv_store(a.seg[1], 0, r, acc[1]);
-                // What matvec_prep_wide's SwiGLU mode reads back from the two outputs.
-                glu[4 * warp + j] = silu_mul(a.seg[0].y[r], a.seg[1].y[r]);
+                // What matvec_prep_wide's SwiGLU mode reads back from the two outputs: the values
+                // stored, as mv_store returns them (session 49: no longer loaded back, a round
+                // trip to L2 for each of a warp's four rows).
+                const float gv = mv_store(a.seg[0], 0, r, acc[0]);
+                glu[4 * warp + j] = silu_mul(gv, mv_store(a.seg[1], 0, r, acc[1]));
             }
         }
         __syncthreads();

@@ -9,7 +9,9 @@
 //! - `MOLLA_GLU_PREP=1` (an experiment): `matvec_wide_glu` computes gate and up and quantizes
 //!   silu(gate) * up for down. Level with the default on the 8B file (session 26); a version that
 //!   walks `matvec_wide`'s rows and hands each group of 32 to the warp completing it by tickets
-//!   measured 5% slower (session 28; the code is in 1c63d6b).
+//!   measured 5% slower (session 28; the code is in 1c63d6b). Since session 49 its Q4_K rows take
+//!   `matvec_wide`'s lean walk and it no longer loads back the gate and up values it stored (not
+//!   yet measured).
 //!
 //! The other two, the RMSNorm inputs, need the whole row's sum of squares; preparing them in the
 //! last block of wo and down (session 25's `MOLLA_NORM_LAST`) measured 7% slower on the 8B file
