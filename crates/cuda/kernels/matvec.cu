@@ -176,20 +176,21 @@ __device__ __forceinline__ float gelu_mul(float g, float u) {
 __device__ __forceinline__ float glu_mul(int mode, float g, float u) { return mode == 4 ? gelu_mul(g, u) : silu_mul(g, u); }
 
 // dst[0..n) = src[0..n) through L2 (src was written by other blocks), by all threads of the block,
-// 16-byte loads four at a time when src is 16-byte aligned; no barrier.
+// 16-byte loads U at a time when src is 16-byte aligned; no barrier.
+template <int U = 4>
 __device__ void load_row(const float* src, float* dst, int n) {
     int T = blockDim.x;
     if (((size_t)src & 15) == 0 && (n & 3) == 0) {
         const float4* s4 = (const float4*)src;
         float4* d4 = (float4*)dst;
         int n4 = n >> 2;
-        for (int i = threadIdx.x; i < n4; i += 4 * T) {
-            float4 v[4];
+        for (int i = threadIdx.x; i < n4; i += U * T) {
+            float4 v[U];
 #pragma unroll
-            for (int u = 0; u < 4; u++)
+            for (int u = 0; u < U; u++)
                 if (i + u * T < n4) v[u] = __ldcg(s4 + i + u * T);
 #pragma unroll
-            for (int u = 0; u < 4; u++)
+            for (int u = 0; u < U; u++)
                 if (i + u * T < n4) d4[i + u * T] = v[u];
         }
     } else {
@@ -395,12 +396,18 @@ MOLLA_KERNEL void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* pr
     const bool norm = a.mode == 1 || a.mode == 3, sums = norm && blockIdx.x == 0;
     if (sums) {
         // (load_row keeps four 16-byte loads in flight a thread; a loop of single loads into
-        // shared memory waits for each one.)
+        // shared memory waits for each one.) MOLLA_KDEFS=PREPLOAD8 (an experiment, session 49):
+        // eight, so that the 8B's 4096-value row comes in one round trip, not two (this block
+        // is likely the launch's longest: the others load 8 values a thread; not yet measured).
         if (a.mode == 3) {
 #pragma unroll 8
             for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = at(i);
         } else {
+#ifdef MOLLA_X_PREPLOAD8
+            load_row<8>(a.x, xs, n);
+#else
             load_row(a.x, xs, n);
+#endif
         }
         __syncthreads();
         scale = rms_scale(xs, n, a.eps, blockDim.x);
