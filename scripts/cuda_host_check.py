@@ -6,7 +6,8 @@ single-row decoders (unit_q16: unit_legacy, unit_k45, unit_q6k) are kept whole b
 them changes the persistent kernel's register allocation. Both must give the same bits, as must
 the wide matvec's decoders (unit_q16<T, true>: aligned word loads for the 2-byte aligned formats)
 and unit_q16<T>, and its lean Q4_K row walk (q16_lean.cuh, matvec_wide's Q4_K rows) and
-row_dot_q16_one. This
+row_dot_q16_one, and the persistent kernel's half-warp pair walk (rows_dot_q16_half, then a
+16-lane butterfly) and rows_dot_q16 on a whole warp (then warp_sum's). This
 compiles q16.cuh for the host with a C++ compiler (PTX-only helpers replaced by exact C
 equivalents, no FMA contraction, as the kernels' _rn operations) and compares the two on random
 units of every format. Skipped (exit 0, with a message) when no C++ compiler is found.
@@ -195,9 +196,53 @@ int check_lean() {
     printf("Q4_K lean rows: %d differ\n", bad);
     return bad;
 }
+// rows_dot_q16_half (the persistent kernel's PK_PAIR_HALF gate/up pairs) then group_sum over 16
+// lanes against rows_dot_q16 on 32 lanes then warp_sum, both butterflies simulated as the
+// shuffles run (v[l] + v[l ^ off], every lane at once): lane 0's sums, bit for bit, on rows of
+// fewer units than the half-warp's lanes up to several units a lane.
+static float butterfly(float* v, int lanes) {
+    for (int off = lanes >> 1; off > 0; off >>= 1) {
+        float n[32];
+        for (int l = 0; l < lanes; l++) n[l] = v[l] + v[l ^ off];
+        memcpy(v, n, lanes * sizeof(float));
+    }
+    return v[0];
+}
+template <int T> int check_half(const char* name, std::initializer_list<int> widths) {
+    std::mt19937 rng(5);
+    int bad = 0, rows = 0;
+    for (int cols : widths) {
+        const int rb = q16_units<T>(cols) * (T == T_Q4_K ? 144 / 8 : legacy_bytes<T>());
+        static u8 w[2 * 5120 * 2] __attribute__((aligned(16)));
+        for (int i = 0; i < 2 * rb; i++) w[i] = rng() & 0xff;
+        Xq x = random_xq(rng, cols);
+        const u8* wr[2] = {w, w + rb};
+        float full[2][32], half[2][32];
+        for (int lane = 0; lane < 32; lane++) {
+            float acc[2];
+            rows_dot_q16<T, 2>(wr, 2, x, cols, lane, 32, acc);
+            full[0][lane] = acc[0], full[1][lane] = acc[1];
+        }
+        for (int h = 0; h < 16; h++) {
+            float acc[2];
+            rows_dot_q16_half<T, 2>(wr, 2, x, cols, h, acc);
+            half[0][h] = acc[0], half[1][h] = acc[1];
+        }
+        for (int r = 0; r < 2; r++, rows++) {
+            float a = butterfly(full[r], 32), b = butterfly(half[r], 16);
+            if (memcmp(&a, &b, 4) != 0 && !(std::isnan(a) && std::isnan(b))) { bad++; if (bad < 3) printf("%s half cols %d row %d: %g vs %g\n", name, cols, r, a, b); }
+        }
+    }
+    printf("%s pairs a half-warp: %d rows, %d differ\n", name, rows, bad);
+    return bad;
+}
 int main() {
     int bad = 0;
     bad += check_lean();
+    bad += check_half<T_Q8_0>("Q8_0", {256, 576, 896, 1536, 4864});
+    bad += check_half<T_Q4_1>("Q4_1", {576, 1024, 1536});
+    bad += check_half<T_Q5_0>("Q5_0", {896, 4864});
+    bad += check_half<T_Q4_K>("Q4_K", {256, 1024, 4096});
     bad += check<T_Q4_0>("Q4_0"); bad += check<T_Q4_1>("Q4_1"); bad += check<T_Q5_0>("Q5_0");
     bad += check<T_Q5_1>("Q5_1"); bad += check<T_Q8_0>("Q8_0"); bad += check<T_Q4_K>("Q4_K");
     bad += check<T_Q5_K>("Q5_K"); bad += check<T_Q6_K>("Q6_K");
