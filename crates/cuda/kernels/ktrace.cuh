@@ -62,6 +62,11 @@ struct KTrace {
             const unsigned prev = atomicAdd(&ktrace_seq, 1u);
             if (prev % KTRACE_SLOTS != s) ktrace_kind[s] = 0;
         }
+        // The rest of block 0 waits for its thread 0 to have taken the slot: any of its threads'
+        // pdl_trigger may count as the block's, and the next launch's block 0 would then read
+        // the count before this one's add (a guess at session 49's slots taken twice, not yet
+        // run).
+        if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) __syncthreads();
     }
     // Every return of the kernel passes here.
     __device__ ~KTrace() {
