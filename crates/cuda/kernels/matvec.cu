@@ -440,6 +440,16 @@ __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* d
     return xq_at((u8*)dst, a.cols);
 }
 
+// Row r of segment s dotted with the prepared input xq (in shared memory) into acc, as the wide
+// kernels walk it: Q4_K rows on the lean walk when lean_xa allowed it (`lean`, `xa`: the lane's
+// lean_xa), every other row on row_dot_one_ty. The same bits either way.
+__device__ __forceinline__ void wide_row_dot(const MvSeg& s, int r, const Xq& xq, int cols, int lane, bool lean, u32 xa,
+                                             float& acc) {
+    const u8* row = s.w + (size_t)r * s.row_bytes;
+    if (lean && s.ty == T_Q4_K) acc = row_dot_k4_lean(row, xq, cols, lane, xa);
+    else row_dot_one_ty(s.ty, row, xq, cols, lane, acc);
+}
+
 // matvec_wide's rows on the prepared input xq (in shared memory) whose RMSNorm scale is `scale`:
 // a warp a row, 32 lanes, the block's warps striding over the grid's rows. With PICK (one plain
 // segment: matvec_wide_pick), lane 0 of each warp keeps the greedy pick of the rows it stored in
@@ -467,9 +477,7 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
         float acc = 0.f;
         if (active) {
             const MvSeg& s = a.seg[si];
-            const u8* row = s.w + (size_t)r * s.row_bytes;
-            if (lean && s.ty == T_Q4_K) acc = row_dot_k4_lean(row, xq, a.cols, lane, xa);
-            else row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
+            wide_row_dot(s, r, xq, a.cols, lane, lean, xa, acc);
         }
         acc = warp_sum(acc);
         if (active && lane == 0) {
@@ -529,10 +537,8 @@ __device__ __forceinline__ void wide_rows_host(const MvArgs& a, const Xq& xq, fl
     bool lean;
     const u32 xa = lean_xa(xq, lane, lean);
     for (int r = r0; r < r1; r++) {
-        const u8* row = s.w + (size_t)r * s.row_bytes;
         float acc = 0.f;
-        if (lean && s.ty == T_Q4_K) acc = row_dot_k4_lean(row, xq, a.cols, lane, xa);
-        else row_dot_one_ty(s.ty, row, xq, a.cols, lane, acc);
+        wide_row_dot(s, r, xq, a.cols, lane, lean, xa, acc);
         acc = mv_scaled(warp_sum(acc), scale);
         const int k = (r - r0) & 31;
         if (k == lane) mine = acc;
@@ -557,10 +563,8 @@ __device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, flo
 #pragma unroll
             for (int si = 0; si < 2; si++) {
                 const MvSeg& s = a.seg[si];
-                const u8* row = s.w + (size_t)r * s.row_bytes;
                 float t = 0.f;
-                if (lean && s.ty == T_Q4_K) t = row_dot_k4_lean(row, xq, a.cols, lane, xa);
-                else row_dot_one_ty(s.ty, row, xq, a.cols, lane, t);
+                wide_row_dot(s, r, xq, a.cols, lane, lean, xa, t);
                 acc[si] = mv_scaled(warp_sum(t), scale);
             }
             if (lane == 0) {
