@@ -165,6 +165,42 @@ fn allow_dynamic_smem(f: &CudaFunction, optin: i32) -> Result<i32> {
     Ok(allow)
 }
 
+/// `MOLLA_CARVEOUT=P` (an experiment, session 50; unset: the driver's choice, kernel by kernel):
+/// every kernel of the main program prefers P percent of the SM's unified L1 for shared memory.
+/// An SM changes its split only when empty, so consecutive launches that ask for different splits
+/// (the 8B's graph: rope_attention's 128 KiB of staging, down's 28 KiB input four blocks an SM,
+/// the other matvecs' 8 KiB) may keep a dependent launch's blocks off an SM until it drains. One
+/// split large enough for all of them, unlike session 26's 100 (L1 down to ~28 KB: 3% slower),
+/// is what this measures.
+fn set_carveout(k: &Kernels) -> Result<()> {
+    let Some(p) = std::env::var("MOLLA_CARVEOUT")
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+        .filter(|p| (0..=100).contains(p))
+    else {
+        return Ok(());
+    };
+    for f in [
+        &k.matvec,
+        &k.matvec_prep,
+        &k.matvec_wide,
+        &k.matvec_wide_glu,
+        &k.matvec_prep_wide,
+        &k.matvec_wide_pick,
+        &k.matvec_wide_host,
+        &k.rope_attention,
+        &k.embed,
+        &k.pick_greedy,
+    ] {
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            p,
+        )
+        .map_err(drv("kernel attribute"))?;
+    }
+    Ok(())
+}
+
 impl Gpu {
     /// Opens device `ordinal`, compiles (or loads from the disk cache) the kernels for its
     /// architecture. A clear error, never a panic, when there is no driver or device.
