@@ -165,21 +165,47 @@ fn allow_dynamic_smem(f: &CudaFunction, optin: i32) -> Result<i32> {
     Ok(allow)
 }
 
-/// `MOLLA_CARVEOUT=P` (an experiment, session 50; unset: the driver's choice, kernel by kernel):
-/// every kernel of the main program prefers P percent of the SM's unified L1 for shared memory.
-/// An SM changes its split only when empty, so consecutive launches that ask for different splits
-/// (the 8B's graph: rope_attention's 128 KiB of staging, down's 28 KiB input four blocks an SM,
-/// the other matvecs' 8 KiB) may keep a dependent launch's blocks off an SM until it drains. One
-/// split large enough for all of them, unlike session 26's 100 (L1 down to ~28 KB: 3% slower),
-/// is what this measures.
-fn set_carveout(k: &Kernels) -> Result<()> {
-    let Some(p) = std::env::var("MOLLA_CARVEOUT")
-        .ok()
-        .and_then(|v| v.parse::<i32>().ok())
-        .filter(|p| (0..=100).contains(p))
-    else {
-        return Ok(());
-    };
+/// The shared-memory split every kernel of the main program asks for, in percent of the SM's
+/// unified L1 (`CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT`), or None for the driver's
+/// choice, kernel by kernel (`MOLLA_CARVEOUT=off`; `MOLLA_CARVEOUT=P` sets P). An SM changes its
+/// split only when empty, and the driver's choice follows each kernel's own need, so a decode
+/// step's launches asked for several (the 8B's graph: rope_attention's 128 KiB of staged keys and
+/// values, down's 28 KiB input four blocks an SM, the other matvecs' 8 KiB) and a dependent
+/// launch's blocks waited for SMs to drain. One split that holds the largest of them,
+/// rope_attention's block (`att_block` bytes with its static shared memory) plus the per-block
+/// reservation, out of `sm_smem`: 57% on Hopper (132 KiB). Measured on the H100 (session 50, the
+/// 8B Q4_K_M file, tg128 alternating three rounds): 58% 387.5-387.9 tok/s against 358.6-358.7 by
+/// the driver's choice; 65% 387.7; 50% 362 (too small: the driver takes more for some kernels);
+/// 86% and 100% 376 (the L1 shrinks); the small models' persistent path level.
+fn carveout_percent(att_block: usize, reserved: usize, sm_smem: usize) -> Option<i32> {
+    carveout_of(
+        std::env::var("MOLLA_CARVEOUT").ok().as_deref(),
+        att_block,
+        reserved,
+        sm_smem,
+    )
+}
+
+/// carveout_percent with `MOLLA_CARVEOUT`'s value `env`.
+fn carveout_of(
+    env: Option<&str>,
+    att_block: usize,
+    reserved: usize,
+    sm_smem: usize,
+) -> Option<i32> {
+    match env {
+        Some("off") => None,
+        Some(v) => v.parse::<i32>().ok().filter(|p| (0..=100).contains(p)),
+        None if sm_smem > 0 => {
+            Some(((att_block + reserved) * 100).div_ceil(sm_smem).min(100) as i32)
+        }
+        None => None,
+    }
+}
+
+/// Sets `percent` (carveout_percent) on every kernel of the main program a decode step launches.
+fn set_carveout(k: &Kernels, percent: Option<i32>) -> Result<()> {
+    let Some(p) = percent else { return Ok(()) };
     for f in [
         &k.matvec,
         &k.matvec_prep,
@@ -326,6 +352,19 @@ impl Gpu {
         // matvec_wide_pick's static shared memory (the pick's block reduction) exceeds matvec's.
         allow_dynamic_smem(&k.matvec_wide_pick, optin)?;
         let pk_max_smem = allow_dynamic_smem(&k.decode_persistent, optin)? as usize;
+        let att_block = crate::launch::att_stage_bytes(att_max_smem as usize)
+            + k.rope_attention
+                .shared_size_bytes()
+                .map_err(drv("kernel attribute"))? as usize;
+        let dev_attr = |a| ctx.attribute(a).map_err(drv("device attribute"));
+        let reserved =
+            dev_attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)?;
+        let sm_smem =
+            dev_attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?;
+        set_carveout(
+            &k,
+            carveout_percent(att_block, reserved.max(0) as usize, sm_smem.max(0) as usize),
+        )?;
         let pdl = compile::pdl(cc);
         let q6pad = !compile::experiment("Q6FILE");
         let sm_count = ctx
@@ -532,5 +571,24 @@ impl Gpu {
     pub(crate) fn ptr<T>(&self, s: &CudaSlice<T>) -> u64 {
         let (p, _sync) = s.device_ptr(&self.stream);
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::carveout_of;
+
+    #[test]
+    fn carveout_holds_the_staged_attention_block() {
+        // Hopper: 228 KiB an SM, 1 KiB reserved a block, 128 KiB staged plus static memory.
+        let (sm, res) = (228 * 1024, 1024);
+        assert_eq!(carveout_of(None, 128 * 1024 + 1536, res, sm), Some(58));
+        assert_eq!(carveout_of(None, 128 * 1024, 0, sm), Some(57));
+        assert_eq!(carveout_of(None, 400 * 1024, res, sm), Some(100));
+        assert_eq!(carveout_of(None, 1024, res, 0), None);
+        assert_eq!(carveout_of(Some("off"), 1024, res, sm), None);
+        assert_eq!(carveout_of(Some("65"), 1024, res, sm), Some(65));
+        assert_eq!(carveout_of(Some("101"), 1024, res, sm), None);
+        assert_eq!(carveout_of(Some("x"), 1024, res, sm), None);
     }
 }

@@ -13,7 +13,9 @@ mod fused;
 mod skip;
 mod split;
 pub use attention::Heads;
-pub(crate) use attention::{KvAt, KvRow, attention, rope_attention, rope_attention_on, rope_store};
+pub(crate) use attention::{
+    KvAt, KvRow, att_stage_bytes, attention, rope_attention, rope_attention_on, rope_store,
+};
 pub(crate) use elementwise::{add_branch, gather_rows, glu, scale_cap};
 pub(crate) use fused::{att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, prepare};
 pub(crate) use skip::Skip;

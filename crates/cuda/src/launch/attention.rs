@@ -207,9 +207,20 @@ pub(crate) unsafe fn rope_attention(
 /// or with `MOLLA_ATT_STAGE=0` (for comparison; read once), 0. Measured on the H200 (session 23,
 /// 8B shape at 4 layers, in process): graph-path tg128 +3%.
 fn att_stage_cap(gpu: &Gpu, h: &Heads) -> usize {
+    stage_cap(stage_on(), h.head_dim, h.head_dim_v, gpu.att_max_smem)
+}
+
+/// Whether rope_attention stages keys and values (unless `MOLLA_ATT_STAGE=0`; read once).
+fn stage_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("MOLLA_ATT_STAGE").map_or(true, |v| v != "0"));
-    stage_cap(on, h.head_dim, h.head_dim_v, gpu.att_max_smem)
+    *ON.get_or_init(|| std::env::var("MOLLA_ATT_STAGE").map_or(true, |v| v != "0"))
+}
+
+/// The dynamic shared memory `rope_attention` takes a block for heads of 128 key and value
+/// values (Llama's and Qwen's) out of an allowance of `smem` bytes: what the device's shared
+/// memory split is sized for (device.rs `carveout_percent`).
+pub(crate) fn att_stage_bytes(smem: usize) -> usize {
+    stage_cap(stage_on(), 128, 128, smem) * (128 + 128) * 2
 }
 
 fn stage_cap(on: bool, hd: usize, hdv: usize, smem: usize) -> usize {
