@@ -520,7 +520,6 @@ mod tests {
                 ],
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
-            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_PREPLOAD8"]);
         }
     }
 
