@@ -545,44 +545,6 @@ __device__ __forceinline__ void wide_rows_host(const MvArgs& a, const Xq& xq, fl
     }
 }
 
-// matvec_wide_glu's rows (gate and up, segments 0 and 1, as many rows) on the prepared input xq
-// whose RMSNorm scale is `scale`, with silu(gate) * up quantized into the q16 row at out + 4 *
-// rows; `glu`: 32 floats of shared memory. Q4_K rows on wide_rows' lean walk (the same bits).
-__device__ __forceinline__ void wide_glu_rows(const MvArgs& a, const Xq& xq, float scale, u8* out, float* glu) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = a.seg[0].rows;
-    bool lean;
-    const u32 xa = lean_xa(xq, lane, lean);
-    for (int g = blockIdx.x; g < (n >> 5); g += gridDim.x) {
-        for (int j = 0; j < 4; j++) {
-            int r = 32 * g + 4 * warp + j;
-            float acc[2];
-#pragma unroll
-            for (int si = 0; si < 2; si++) {
-                const MvSeg& s = a.seg[si];
-                float t = 0.f;
-                wide_row_dot(s, r, xq, a.cols, lane, lean, xa, t);
-                acc[si] = mv_scaled(warp_sum(t), scale);
-            }
-            if (lane == 0) {
-                // What matvec_prep_wide's SwiGLU mode reads back from the two outputs: the values
-                // stored, as mv_store returns them (session 49: no longer loaded back, a round
-                // trip to L2 for each of a warp's four rows).
-                const float gv = mv_store(a.seg[0], 0, r, acc[0]);
-                glu[4 * warp + j] = silu_mul(gv, mv_store(a.seg[1], 0, r, acc[1]));
-            }
-        }
-        __syncthreads();
-        if (warp == 0) {
-            int part = lane & 3;
-            float v[8];
-#pragma unroll
-            for (int i = 0; i < 8; i++) v[i] = glu[8 * part + i];
-            q16_block(v, g, part, lane < 4, n, out + (size_t)n * 4);
-        }
-        __syncthreads();  // glu is refilled for the block's next rows
-    }
-}
-
 // Decode matvec for big matrices, on an input `matvec_prep_wide` prepared once (prep: room for the
 // f32 row, then its q16 quantization): each block copies only the quantized row into shared memory, a warp
 // takes a row (lanes 32: the bits `matvec` gives), one unit a lane at a time in few registers so
@@ -609,21 +571,6 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_host(const MvArgs a, con
     pdl_wait();
     if (blockIdx.x == 0 && threadIdx.x == 0) *flag_dst = __ldcg(flag_src);
     wide_rows_host(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
-}
-
-// matvec_wide over a gate and an up matrix (segments 0 and 1, as many rows), with the SwiGLU of
-// their outputs quantized for the next matvec: each block takes 32 rows of both at a time (8
-// warps, 4 rows each, 32 lanes a row: the bits matvec_wide gives), stores them as matvec_wide
-// does, then quantizes silu(gate) * up of those 32 rows into the q16 row at out + 4 * rows (the
-// bits matvec_prep_wide's SwiGLU mode gives), so that the down matvec needs no preparation
-// launch. `out` must not overlap `prep` (blocks still copying their input would read it).
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_glu(const MvArgs a, const u8* prep, u8* out) {
-    KTRACE(6);
-    extern __shared__ float4 smem4[];
-    __shared__ float glu[32];
-    pdl_trigger();
-    pdl_wait();
-    wide_glu_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep), out, glu);
 }
 
 // Inputs a batched matvec block prepares at most (one token of each of several sequences).

@@ -38,8 +38,6 @@ pub(crate) struct Kernels {
     /// Decode matvec of big matrices on an input prepared once (by `matvec_prep_wide`).
     pub matvec_wide: CudaFunction,
     pub matvec_prep_wide: CudaFunction,
-    /// `matvec_wide` of gate and up, with silu(gate) * up quantized for down (launch/fused.rs).
-    pub matvec_wide_glu: CudaFunction,
     /// Rope, cache store and attention of one decode token in one launch.
     pub rope_attention: CudaFunction,
     /// Holds the stream for a while (the kernel timeline).
@@ -210,7 +208,6 @@ fn set_carveout(k: &Kernels, percent: Option<i32>) -> Result<()> {
         &k.matvec,
         &k.matvec_prep,
         &k.matvec_wide,
-        &k.matvec_wide_glu,
         &k.matvec_prep_wide,
         &k.matvec_wide_pick,
         &k.matvec_wide_host,
@@ -293,7 +290,6 @@ impl Gpu {
             matvec_fx: f("matvec_fx")?,
             matvec_prep: f("matvec_prep")?,
             matvec_wide: f("matvec_wide")?,
-            matvec_wide_glu: f("matvec_wide_glu")?,
             matvec_prep_wide: f("matvec_prep_wide")?,
             hold: f("hold")?,
             rope_attention: f("rope_attention")?,

@@ -678,7 +678,7 @@ impl CudaModel {
             up,
             ..
         } = s.ptrs(g);
-        let (eps, max_cols) = (hp.rms_eps, launch::max_cols(hp));
+        let eps = hp.rms_eps;
         let out =
             |w: &DevMatrix, y: u64, bias: u64, accumulate: bool| self.out(w, y, bias, accumulate);
         // A measurement (launch/skip.rs): kinds of launch left out, the logits then wrong.
@@ -727,25 +727,17 @@ impl CudaModel {
                 let (down, down_branch) = self.residual_out(&l.w_down, &l.post_ffn_norm, (x, h));
                 let down = [down];
                 let silu = hp.ffn_act == model::FfnAct::Silu;
-                let glu = (silu && down_branch.is_none() && launch::glu_prep_on())
-                    .then(|| launch::glu_buffer(&gu, hp.n_embd, &down, hp.n_ff, rows, max_cols))
-                    .flatten();
-                if let Some(second) = glu {
-                    launch::matvec_wide_glu(g, &gu, hp.n_embd, x, norm, rows.prep, second.prep)?;
-                    launch::matvec_rows(g, &down, hp.n_ff, gate, Prep::Ready, second)?;
+                if !skip.has(Skip::GATE_UP) {
+                    launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
+                }
+                let act = if silu {
+                    Prep::SwiGlu(up)
                 } else {
-                    if !skip.has(Skip::GATE_UP) {
-                        launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
-                    }
-                    let act = if silu {
-                        Prep::SwiGlu(up)
-                    } else {
-                        Prep::GeGlu(up)
-                    };
-                    let glu = skip.prep(Skip::SWIGLU, act, &down, hp.n_ff, rows);
-                    if !skip.has(Skip::DOWN) {
-                        launch::matvec_rows(g, &down, hp.n_ff, gate, glu, rows)?;
-                    }
+                    Prep::GeGlu(up)
+                };
+                let glu = skip.prep(Skip::SWIGLU, act, &down, hp.n_ff, rows);
+                if !skip.has(Skip::DOWN) {
+                    launch::matvec_rows(g, &down, hp.n_ff, gate, glu, rows)?;
                 }
                 self.join_branch((x, h), down_branch, n)?;
             }

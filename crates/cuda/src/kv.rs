@@ -102,8 +102,7 @@ pub struct CudaKvCache {
     /// Token ids of the current step.
     pub(crate) tokens: CudaSlice<u32>,
     pub(crate) decode: Scratch,
-    /// A decode step's matvec input, prepared once (launch::Rows::prep) for `matvec_wide`, and
-    /// room for a second (launch::glu_buffer).
+    /// A decode step's matvec input, prepared once (launch::Rows::prep) for `matvec_wide`.
     pub(crate) decode_prep: CudaSlice<u8>,
     pub(crate) prefill: Option<Scratch>,
     /// Logits of every token of a prefill chunk.
@@ -149,7 +148,7 @@ impl CudaKvCache {
             pos: gpu.zeros(1)?,
             tokens: gpu.zeros(CHUNK)?,
             decode: Scratch::new(gpu, hp, 1)?,
-            decode_prep: gpu.zeros(2 * launch::prep_stride(launch::max_cols(hp)))?,
+            decode_prep: gpu.zeros(launch::prep_stride(launch::max_cols(hp)))?,
             prefill: None,
             logits_all: None,
             graph: None,

@@ -17,7 +17,7 @@ pub(crate) use attention::{
     KvAt, KvRow, att_stage_bytes, attention, rope_attention, rope_attention_on, rope_store,
 };
 pub(crate) use elementwise::{add_branch, gather_rows, glu, scale_cap};
-pub(crate) use fused::{att_prep_on, glu_buffer, glu_prep_on, matvec_wide_glu, prepare};
+pub(crate) use fused::{att_prep_on, prepare};
 pub(crate) use skip::Skip;
 pub use split::att_tile;
 pub(crate) use split::{AttSplit, SplitScratch, split_blocks};

@@ -16,7 +16,7 @@ use gguf::GgmlType;
 use half::f16;
 
 mod fused;
-pub use fused::{matvec_glu, prep_q16};
+pub use fused::prep_q16;
 
 fn check(what: &'static str, got: usize, expected: usize) -> Result<()> {
     if got == expected {

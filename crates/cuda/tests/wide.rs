@@ -1,5 +1,4 @@
-//! The big-matrix decode matvecs (`matvec_wide`, the head's `matvec_wide_host` and
-//! `matvec_wide_glu`) give the bits of the plain `matvec` on random data of real shapes, odd row
+//! The big-matrix decode matvecs (`matvec_wide` and the head's `matvec_wide_host`) give the bits of the plain `matvec` on random data of real shapes, odd row
 //! counts included.
 
 mod common;
@@ -151,48 +150,4 @@ fn matvec_wide_gives_the_bits_of_matvec_on_many_rows_a_warp() {
     let kernels = [Kernel::Wide];
     segs_same_bits_as_matvec(&g, &kernels, &segs, cols, &x, Input::Plain, "many rows");
     println!("matvec_wide: the bits of matvec with several rows a warp");
-}
-
-/// `matvec_wide_glu` (MOLLA_GLU_PREP): gate and up with the bits `matvec_wide` gives them, and
-/// the q16 row of silu(gate) * up that `matvec_prep_wide` makes of those two for down.
-#[test]
-fn matvec_wide_glu_gives_the_bits_of_wide_then_its_preparation() {
-    let Some(g) = gpu() else { return };
-    let mut rng = Rng::new(23);
-    // (type, rows of gate and up: multiples of 32 but not of the block's 256 rows, widths); the
-    // last has more groups of 32 rows than the grid has blocks (at most four an SM), so that a
-    // block walks several.
-    for (ty, n, cols_list) in [
-        (GgmlType::Q4_K, 1536, widths(GgmlType::Q4_K)),
-        (GgmlType::Q6_K, 4864, widths(GgmlType::Q6_K)),
-        (GgmlType::Q5_K, 96, widths(GgmlType::Q5_K)),
-        (GgmlType::Q8_0, 1536, widths(GgmlType::Q8_0)),
-        (GgmlType::Q4_0, 64, widths(GgmlType::Q4_0)),
-        (GgmlType::Q5_1, 160, widths(GgmlType::Q5_1)),
-        (GgmlType::Q4_K, 545 * 32, vec![256]),
-    ] {
-        for cols in cols_list {
-            let (gate, _) = matrix(&mut rng, ty, n, cols);
-            let (up, _) = matrix(&mut rng, ty, n, cols);
-            let x = rng.vec(cols, 1.0);
-            let nw = rng.vec(cols, 1.0);
-            let seg = |w| Seg {
-                ty,
-                rows: n,
-                w,
-                bias: None,
-                acc: None,
-            };
-            let input = Input::RmsNorm { w: &nw, eps: 1e-5 };
-            let segs = [seg(&gate), seg(&up)];
-            let (gg, uu, q) = testing::matvec_glu(&g, &segs, cols, &x, input).unwrap();
-            let wide = testing::matvec(&g, Kernel::Wide, &segs, cols, &x, input).unwrap();
-            let tag = format!("{ty} {n}x{cols}");
-            assert_eq!(bits(&gg), bits(&wide[0]), "{tag}: gate");
-            assert_eq!(bits(&uu), bits(&wide[1]), "{tag}: up");
-            let want = testing::prep_q16(&g, &gg, Input::SwiGlu { up: &uu }).unwrap();
-            assert_eq!(want, q, "{tag}: q16 row of the SwiGLU");
-        }
-    }
-    println!("matvec_wide_glu: the bits of matvec_wide, then matvec_prep_wide's SwiGLU");
 }

@@ -40,8 +40,7 @@ impl BatchBufs {
     fn new(g: &Gpu, hp: &HParams, n: usize, nl: usize, max_cols: usize) -> Result<BatchBufs> {
         Ok(BatchBufs {
             nl,
-            // Two rows at least: one-row steps may use a second buffer (launch::glu_buffer).
-            prep: g.zeros(n.max(2) * prep_stride(max_cols))?,
+            prep: g.zeros(n * prep_stride(max_cols))?,
             n,
             s: Scratch::new(g, hp, n)?,
             tokens: g.zeros(n)?,
