@@ -560,6 +560,72 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
 }
 
+#ifdef MOLLA_X_WIDEPREP
+// MOLLA_KDEFS=WIDEPREP (an experiment, session 50; session 21's matvec_wide_norm, measured
+// slower then, while consecutive launches still asked SMs for different shared-memory splits):
+// matvec_wide on an RMSNorm input (mode 1) that every block prepares itself, so that no
+// matvec_prep_wide launch comes before: the block loads the row into shared memory, its threads
+// quantize x * w into the q16 row after it (the norm weights of up to two trips loaded before the
+// PDL wait: they depend on no kernel), and threads [128, 256) sum the squares in the order of
+// matvec_prep_wide's block 0 (128 threads). The same bits as matvec_prep_wide + matvec_wide.
+// Shared memory: cols floats, then xq_bytes(cols).
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_norm(const MvArgs a) {
+    KTRACE(6);
+    extern __shared__ float4 smem4[];
+    pdl_trigger();
+    float* xs = (float*)smem4;
+    u8* xqb = (u8*)(xs + a.cols);
+    const int n = a.cols, nb = n >> 5, part = threadIdx.x & 3, per = blockDim.x >> 2;
+    const int trips = (nb + per - 1) / per;
+    // Values 8 part .. 8 part + 8 of the q16 block trip `it` gives this thread (block 0 past the
+    // row's end: computed, not stored).
+    auto at = [&](int it, bool& live) {
+        const int b0 = it * per + (threadIdx.x >> 2);
+        live = b0 < nb;
+        return 32 * (live ? b0 : 0) + 8 * part;
+    };
+    auto load_w = [&](int i, float* w) {
+        const float* wp = a.norm_w + i;
+        if (((size_t)wp & 15) == 0) {
+            const float4 wa = ((const float4*)wp)[0], wb = ((const float4*)wp)[1];
+            w[0] = wa.x, w[1] = wa.y, w[2] = wa.z, w[3] = wa.w, w[4] = wb.x, w[5] = wb.y, w[6] = wb.z, w[7] = wb.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) w[j] = wp[j];
+        }
+    };
+    float w0[8], w1[8];
+    bool live;
+    if (trips <= 2) {
+        load_w(at(0, live), w0);
+        if (trips == 2) load_w(at(1, live), w1);
+    }
+    pdl_wait();
+    load_row<8>(a.x, xs, n);
+    __syncthreads();
+    rms_part(xs, n, 128, 128);
+    auto trip = [&](int it, const float* w) {
+        const int i = at(it, live);
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = __fmul_rn(xs[i + j], w[j]);
+        q16_block(v, i >> 5, part, live, n, xqb);
+    };
+    if (trips <= 2) {
+        trip(0, w0);
+        if (trips == 2) trip(1, w1);
+    } else {
+        for (int it = 0; it < trips; it++) {
+            float w[8];
+            load_w(at(it, live), w);
+            trip(it, w);
+        }
+    }
+    __syncthreads();
+    wide_rows(a, xq_at(xqb, n), rms_total(n, a.eps, 128));
+}
+#endif
+
 // matvec_wide of a head (one plain segment) into mapped host memory, its rows in coalesced runs
 // (wide_rows_host); block 0 also copies the word at flag_src (the persistent kernel's error flag)
 // to flag_dst, after the logits (forward/persistent_decode.rs `mapped_logits`), so that no copy

@@ -520,6 +520,7 @@ mod tests {
                 ],
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
         }
     }
 

@@ -38,6 +38,9 @@ pub(crate) struct Kernels {
     /// Decode matvec of big matrices on an input prepared once (by `matvec_prep_wide`).
     pub matvec_wide: CudaFunction,
     pub matvec_prep_wide: CudaFunction,
+    /// `matvec_wide` preparing its own RMSNorm input: built only under `MOLLA_KDEFS=WIDEPREP`
+    /// (an experiment, launch.rs `matvec_wide_flag`).
+    pub matvec_wide_norm: Option<CudaFunction>,
     /// Rope, cache store and attention of one decode token in one launch.
     pub rope_attention: CudaFunction,
     /// Holds the stream for a while (the kernel timeline).
@@ -214,7 +217,10 @@ fn set_carveout(k: &Kernels, percent: Option<i32>) -> Result<()> {
         &k.rope_attention,
         &k.embed,
         &k.pick_greedy,
-    ] {
+    ]
+    .into_iter()
+    .chain(&k.matvec_wide_norm)
+    {
         f.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
             p,
@@ -291,6 +297,11 @@ impl Gpu {
             matvec_prep: f("matvec_prep")?,
             matvec_wide: f("matvec_wide")?,
             matvec_prep_wide: f("matvec_prep_wide")?,
+            matvec_wide_norm: if compile::experiment("WIDEPREP") {
+                Some(f("matvec_wide_norm")?)
+            } else {
+                None
+            },
             hold: f("hold")?,
             rope_attention: f("rope_attention")?,
             matmul: f("matmul")?,
@@ -336,7 +347,10 @@ impl Gpu {
             &k.matvec_wide,
             &k.matvec_wide_host,
             &k.matvec_prep_wide,
-        ] {
+        ]
+        .into_iter()
+        .chain(&k.matvec_wide_norm)
+        {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 max_smem as i32,

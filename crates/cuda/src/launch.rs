@@ -368,6 +368,20 @@ pub(crate) unsafe fn matvec_wide_flag(
             "wide matvec of a format without q16 decoding".into(),
         ));
     }
+    if let (None, Some(f), Prep::RmsNorm(..)) = (flag, &gpu.k.matvec_wide_norm, input.prep) {
+        // MOLLA_KDEFS=WIDEPREP: every block prepares the input (kernels/matvec.cu
+        // matvec_wide_norm), no preparation launch.
+        let smem = cols * 4 + xq_bytes(cols);
+        if smem <= gpu.max_smem {
+            let (a, total) = mv_args(outs, cols, input.x, input.prep);
+            let blocks = total
+                .div_ceil(WIDE_THREADS as usize / 32)
+                .clamp(1, wide_max_blocks(gpu)) as u32;
+            let cfg = cfg((blocks, 1, 1), WIDE_THREADS, smem as u32);
+            // SAFETY: the caller guarantees the addresses; the argument layout matches.
+            return unsafe { launch_dep!(gpu, f, cfg, "matvec launch"; &a) };
+        }
+    }
     // SAFETY: as the caller guarantees.
     let (a, blocks) = unsafe { wide_setup(gpu, outs, input) }?;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);

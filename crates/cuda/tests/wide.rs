@@ -105,6 +105,36 @@ fn matvec_wide_gives_the_bits_of_matvec() {
     println!("matvec_wide: the bits of matvec on every q16 format and input preparation");
 }
 
+/// `matvec_wide` on RMSNorm inputs one, two and more quantization trips wide (a trip is 2048
+/// values of a 256-thread block: 1536, the 8B's 4096, and 8448 with a partial trip): `matvec`'s
+/// bits, whether `matvec_prep_wide` prepares the input or, under `MOLLA_KDEFS=WIDEPREP`, every
+/// block of `matvec_wide_norm` does.
+#[test]
+fn matvec_wide_on_rmsnorm_inputs_of_several_trips_gives_the_bits_of_matvec() {
+    let Some(g) = gpu() else { return };
+    let mut rng = Rng::new(29);
+    for (ty, cols) in [
+        (GgmlType::Q4_K, 1536),
+        (GgmlType::Q4_K, 4096),
+        (GgmlType::Q6_K, 8448),
+    ] {
+        let (w, _) = matrix(&mut rng, ty, 97, cols);
+        let x = rng.vec(cols, 2.0);
+        let nw = rng.vec(cols, 1.0);
+        let seg = Seg {
+            ty,
+            rows: 97,
+            w: &w,
+            bias: None,
+            acc: None,
+        };
+        let input = Input::RmsNorm { w: &nw, eps: 1e-5 };
+        let what = format!("RMSNorm input, {ty} x {cols}");
+        segs_same_bits_as_matvec(&g, &[Kernel::Wide], &[seg], cols, &x, input, &what);
+    }
+    println!("matvec_wide: the bits of matvec on RMSNorm inputs of 1536, 4096 and 8448 values");
+}
+
 /// `matvec_wide_host` (a head after the persistent kernel: runs of rows a warp, the legacy
 /// formats two rows at a time) gives `matvec`'s bits: every q16 format, SmolLM2's and Qwen's
 /// head widths, odd and even row counts (a warp's last row alone), more rows than warps.

@@ -23,6 +23,7 @@ pub fn kind_name(kind: u32) -> &'static str {
         3 => "matvec_fx",
         4 => "matvec_prep_wide",
         5 => "matvec_wide",
+        6 => "matvec_wide_norm",
         7 => "rope_attention",
         8 => "attention",
         9 => "rope_store",
