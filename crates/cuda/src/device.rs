@@ -171,7 +171,7 @@ fn allow_dynamic_smem(f: &CudaFunction, optin: i32) -> Result<i32> {
 /// choice, kernel by kernel (`MOLLA_CARVEOUT=off`; `MOLLA_CARVEOUT=P` sets P). An SM changes its
 /// split only when empty, and the driver's choice follows each kernel's own need, so a decode
 /// step's launches asked for several (the 8B's graph: rope_attention's 128 KiB of staged keys and
-/// values, down's 28 KiB input four blocks an SM, the other matvecs' 8 KiB) and a dependent
+/// values, down's 35 KiB input four blocks an SM, the other matvecs' 8.5 KiB) and a dependent
 /// launch's blocks waited for SMs to drain. One split that holds the largest of them,
 /// rope_attention's block (`att_block` bytes with its static shared memory) plus the per-block
 /// reservation, out of `sm_smem`: 57% on Hopper (132 KiB). Measured on the H100 (session 50, the

@@ -374,10 +374,7 @@ pub(crate) unsafe fn matvec_wide_flag(
         let smem = cols * 4 + xq_bytes(cols);
         if smem <= gpu.max_smem {
             let (a, total) = mv_args(outs, cols, input.x, input.prep);
-            let blocks = total
-                .div_ceil(WIDE_THREADS as usize / 32)
-                .clamp(1, wide_max_blocks(gpu)) as u32;
-            let cfg = cfg((blocks, 1, 1), WIDE_THREADS, smem as u32);
+            let cfg = cfg((wide_blocks(gpu, total), 1, 1), WIDE_THREADS, smem as u32);
             // SAFETY: the caller guarantees the addresses; the argument layout matches.
             return unsafe { launch_dep!(gpu, f, cfg, "matvec launch"; &a) };
         }
@@ -411,6 +408,14 @@ pub(crate) fn wide_max_blocks(gpu: &Gpu) -> usize {
     4 * gpu.sm_count
 }
 
+/// The grid of a `matvec_wide`-shaped launch over `total` rows: a warp a row, four blocks an SM
+/// at most.
+fn wide_blocks(gpu: &Gpu, total: usize) -> u32 {
+    total
+        .div_ceil(WIDE_THREADS as usize / 32)
+        .clamp(1, wide_max_blocks(gpu)) as u32
+}
+
 /// The arguments and grid of a `matvec_wide`-shaped launch over `outs` (a warp a row, four
 /// blocks an SM at most), with the input's preparation launched first unless it is ready.
 ///
@@ -419,9 +424,7 @@ pub(crate) fn wide_max_blocks(gpu: &Gpu) -> usize {
 pub(crate) unsafe fn wide_setup(gpu: &Gpu, outs: &[Out], input: WideIn) -> Result<(MvArgs, u32)> {
     let WideIn { cols, x, prep, buf } = input;
     let (a, total) = mv_args(outs, cols, x, prep);
-    let blocks = total
-        .div_ceil(WIDE_THREADS as usize / 32)
-        .clamp(1, wide_max_blocks(gpu)) as u32;
+    let blocks = wide_blocks(gpu, total);
     if !prep.is_ready() {
         // SAFETY: the caller guarantees the addresses and the buffer's size.
         unsafe { prep_wide(gpu, &a, cols, buf) }?;
