@@ -168,7 +168,7 @@ fn allow_dynamic_smem(f: &CudaFunction, optin: i32) -> Result<i32> {
 
 /// The shared-memory split every kernel of the main program asks for, in percent of the SM's
 /// unified L1 (`CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT`), or None for the driver's
-/// choice, kernel by kernel (`MOLLA_CARVEOUT=off`; `MOLLA_CARVEOUT=P` sets P). An SM changes its
+/// choice, kernel by kernel (`MOLLA_CARVEOUT=off`; `MOLLA_CARVEOUT=P` sets P, 0-100). An SM changes its
 /// split only when empty, and the driver's choice follows each kernel's own need, so a decode
 /// step's launches asked for several (the 8B's graph: rope_attention's 128 KiB of staged keys and
 /// values, down's 35 KiB input four blocks an SM, the other matvecs' 8.5 KiB) and a dependent
@@ -194,14 +194,14 @@ fn carveout_of(
     reserved: usize,
     sm_smem: usize,
 ) -> Option<i32> {
-    match env {
-        Some("off") => None,
-        Some(v) => v.parse::<i32>().ok().filter(|p| (0..=100).contains(p)),
-        None if sm_smem > 0 => {
-            Some(((att_block + reserved) * 100).div_ceil(sm_smem).min(100) as i32)
-        }
-        None => None,
+    if env == Some("off") {
+        return None;
     }
+    // A value that is not a percentage is ignored: the computed split, as when unset.
+    let set = env.and_then(|v| v.parse::<i32>().ok().filter(|p| (0..=100).contains(p)));
+    let computed =
+        (sm_smem > 0).then(|| ((att_block + reserved) * 100).div_ceil(sm_smem).min(100) as i32);
+    set.or(computed)
 }
 
 /// Sets `percent` (carveout_percent) on every kernel of the main program a decode step launches.
@@ -598,7 +598,8 @@ mod tests {
         assert_eq!(carveout_of(None, 1024, res, 0), None);
         assert_eq!(carveout_of(Some("off"), 1024, res, sm), None);
         assert_eq!(carveout_of(Some("65"), 1024, res, sm), Some(65));
-        assert_eq!(carveout_of(Some("101"), 1024, res, sm), None);
-        assert_eq!(carveout_of(Some("x"), 1024, res, sm), None);
+        assert_eq!(carveout_of(Some("101"), 128 * 1024, 0, sm), Some(57));
+        assert_eq!(carveout_of(Some("x"), 128 * 1024, 0, sm), Some(57));
+        assert_eq!(carveout_of(Some("x"), 1024, res, 0), None);
     }
 }
