@@ -198,6 +198,18 @@ __device__ void load_row(const float* src, float* dst, int n) {
     }
 }
 
+// w[0..8) = p[0..8): two 16-byte loads when p is 16-byte aligned (the wide kernels' RMSNorm
+// weights, loaded before their PDL wait).
+__device__ __forceinline__ void load8(const float* p, float* w) {
+    if (((size_t)p & 15) == 0) {
+        const float4 wa = ((const float4*)p)[0], wb = ((const float4*)p)[1];
+        w[0] = wa.x, w[1] = wa.y, w[2] = wa.z, w[3] = wa.w, w[4] = wb.x, w[5] = wb.y, w[6] = wb.z, w[7] = wb.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[j] = p[j];
+    }
+}
+
 // Where a prepared row (f32 row, then its q16 quantization) keeps its RMSNorm scale: after both.
 __host__ __device__ __forceinline__ int prep_scale_off(int cols) { return cols * 4 + xq_bytes(cols); }
 
@@ -377,16 +389,7 @@ MOLLA_KERNEL void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* pr
     // The norm weights first: they depend on no kernel before, and their loads then overlap the
     // row's instead of following the sum.
     float w[8];
-    if (a.mode == 1 || a.mode == 3) {
-        const float* wp = a.norm_w + 32 * b + 8 * part;
-        if (((size_t)wp & 15) == 0) {
-            float4 wa = ((const float4*)wp)[0], wb = ((const float4*)wp)[1];
-            w[0] = wa.x, w[1] = wa.y, w[2] = wa.z, w[3] = wa.w, w[4] = wb.x, w[5] = wb.y, w[6] = wb.z, w[7] = wb.w;
-        } else {
-#pragma unroll
-            for (int j = 0; j < 8; j++) w[j] = wp[j];
-        }
-    }
+    if (a.mode == 1 || a.mode == 3) load8(a.norm_w + 32 * b + 8 * part, w);
     pdl_wait();
     // The persistent kernel's tagged words (mode 3): the value in the low half of each.
     auto at = [&](int i) { return a.mode == 3 ? __uint_as_float((u32)__ldcg((const u64*)a.x + i)) : __ldcg(a.x + i); };
@@ -584,21 +587,11 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_norm(const MvArgs a) {
         live = b0 < nb;
         return 32 * (live ? b0 : 0) + 8 * part;
     };
-    auto load_w = [&](int i, float* w) {
-        const float* wp = a.norm_w + i;
-        if (((size_t)wp & 15) == 0) {
-            const float4 wa = ((const float4*)wp)[0], wb = ((const float4*)wp)[1];
-            w[0] = wa.x, w[1] = wa.y, w[2] = wa.z, w[3] = wa.w, w[4] = wb.x, w[5] = wb.y, w[6] = wb.z, w[7] = wb.w;
-        } else {
-#pragma unroll
-            for (int j = 0; j < 8; j++) w[j] = wp[j];
-        }
-    };
     float w0[8], w1[8];
     bool live;
     if (trips <= 2) {
-        load_w(at(0, live), w0);
-        if (trips == 2) load_w(at(1, live), w1);
+        load8(a.norm_w + at(0, live), w0);
+        if (trips == 2) load8(a.norm_w + at(1, live), w1);
     }
     pdl_wait();
     load_row<8>(a.x, xs, n);
@@ -617,7 +610,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_norm(const MvArgs a) {
     } else {
         for (int it = 0; it < trips; it++) {
             float w[8];
-            load_w(at(it, live), w);
+            load8(a.norm_w + at(it, live), w);
             trip(it, w);
         }
     }

@@ -1,5 +1,5 @@
-//! The big-matrix decode matvecs (`matvec_wide` and the head's `matvec_wide_host`) give the bits of the plain `matvec` on random data of real shapes, odd row
-//! counts included.
+//! The big-matrix decode matvecs (`matvec_wide` and the head's `matvec_wide_host`) give the
+//! bits of the plain `matvec` on random data of real shapes, odd row counts included.
 
 mod common;
 

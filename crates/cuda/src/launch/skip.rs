@@ -4,7 +4,8 @@
 //! launch's tail; by its gaps the SwiGLU preparation cost about 7.6 us a layer of the 8B, yet
 //! leaving it out changed tg128 by -1%: docs/cuda-persistent.md, session 28.) The logits are
 //! then wrong; a skipped preparation leaves its matvec reading whatever its buffer holds, and a
-//! skipped matvec takes its preparation launch with it. `scripts/cuda-tests graph-ladder` runs the ladder.
+//! skipped matvec takes its preparation launch with it. `scripts/cuda-tests graph-ladder` runs
+//! the ladder.
 
 use super::{Out, Prep, Rows, goes_wide};
 
