@@ -563,7 +563,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
 }
 
-#ifdef MOLLA_X_WIDEPREP
+#if defined(MOLLA_X_WIDEPREP) && !defined(MOLLA_X_WIDEPREPC)
 // MOLLA_KDEFS=WIDEPREP (an experiment, session 50; session 21's matvec_wide_norm, measured
 // slower then, while consecutive launches still asked SMs for different shared-memory splits):
 // matvec_wide on an RMSNorm input (mode 1) that every block prepares itself, so that no

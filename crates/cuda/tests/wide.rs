@@ -106,14 +106,16 @@ fn matvec_wide_gives_the_bits_of_matvec() {
 }
 
 /// `matvec_wide` on RMSNorm inputs one, two and more quantization trips wide (a trip is 2048
-/// values of a 256-thread block: 1536, the 8B's 4096, and 8448 with a partial trip): `matvec`'s
-/// bits, whether `matvec_prep_wide` prepares the input or, under `MOLLA_KDEFS=WIDEPREP`, every
-/// block of `matvec_wide_norm` does.
+/// values of a 256-thread block: 576 and 1536, the 8B's 4096, and 8448 with a partial trip):
+/// `matvec`'s bits, whether `matvec_prep_wide` prepares the input or, under
+/// `MOLLA_KDEFS=WIDEPREP`, every block of `matvec_wide_norm` does (under `WIDEPREPC` every
+/// cluster of four: 576's 18 blocks of 32 split 5, 5, 4, 4 over the ranks).
 #[test]
 fn matvec_wide_on_rmsnorm_inputs_of_several_trips_gives_the_bits_of_matvec() {
     let Some(g) = gpu() else { return };
     let mut rng = Rng::new(29);
     for (ty, cols) in [
+        (GgmlType::Q8_0, 576),
         (GgmlType::Q4_K, 1536),
         (GgmlType::Q4_K, 4096),
         (GgmlType::Q6_K, 8448),
@@ -132,7 +134,7 @@ fn matvec_wide_on_rmsnorm_inputs_of_several_trips_gives_the_bits_of_matvec() {
         let what = format!("RMSNorm input, {ty} x {cols}");
         segs_same_bits_as_matvec(&g, &[Kernel::Wide], &[seg], cols, &x, input, &what);
     }
-    println!("matvec_wide: the bits of matvec on RMSNorm inputs of 1536, 4096 and 8448 values");
+    println!("matvec_wide: the bits of matvec on RMSNorm inputs of 576, 1536, 4096 and 8448 values");
 }
 
 /// `matvec_wide_host` (a head after the persistent kernel: runs of rows a warp, the legacy
