@@ -432,9 +432,30 @@ __device__ __forceinline__ float prep_scale(const MvArgs& a, const u8* prep) {
 
 // The q16 row matvec_prep_wide prepared at `prep`, copied by the block into shared memory at
 // `dst` (followed by a barrier).
+// Experiments (session 51): the default loop waits for each 16-byte load before the next (the
+// SASS: LDG, STS, branch), so the 8B's down block copies its 35 KiB row in nine round trips to
+// L2, a 4096-value row in three. XQASYNC: every piece as a cp.async, all in flight at once;
+// XQLOAD8: eight loads in flight a thread, then their stores.
 __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* dst) {
     const int4* src = (const int4*)(prep + (size_t)a.cols * 4);
+#if defined(MOLLA_X_XQASYNC)
+    for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) cp_async16(smem_u32(dst + i), src + i);
+    cp_commit();
+    cp_wait<0>();
+#elif defined(MOLLA_X_XQLOAD8)
+    const int n = xq_bytes(a.cols) >> 4, T = blockDim.x;
+    for (int i = threadIdx.x; i < n; i += 8 * T) {
+        int4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (i + u * T < n) v[u] = __ldcg(src + i + u * T);
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (i + u * T < n) ((int4*)dst)[i + u * T] = v[u];
+    }
+#else
     for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) ((int4*)dst)[i] = __ldcg(src + i);
+#endif
     __syncthreads();
     return xq_at((u8*)dst, a.cols);
 }
