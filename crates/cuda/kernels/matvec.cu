@@ -740,7 +740,14 @@ __device__ __forceinline__ void matvec_multi_body(const MvArgs& a, int n, int pe
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.y * per_block, ng = min(per_block, n - t0);
     const int4* src = (const int4*)(prep + (size_t)t0 * stride);
+#ifdef MOLLA_X_XQASYNC
+    // As prep_xq under XQASYNC: every piece in flight at once.
+    for (int i = threadIdx.x; i < ng * (stride >> 4); i += blockDim.x) cp_async16(smem_u32(smem4 + i), src + i);
+    cp_commit();
+    cp_wait<0>();
+#else
     for (int i = threadIdx.x; i < ng * (stride >> 4); i += blockDim.x) smem4[i] = *(const float4*)(src + i);
+#endif
     float* xs[MV_MULTI];
     Xq xq[MV_MULTI];
     float scale[MV_MULTI];
