@@ -134,7 +134,9 @@ fn matvec_wide_on_rmsnorm_inputs_of_several_trips_gives_the_bits_of_matvec() {
         let what = format!("RMSNorm input, {ty} x {cols}");
         segs_same_bits_as_matvec(&g, &[Kernel::Wide], &[seg], cols, &x, input, &what);
     }
-    println!("matvec_wide: the bits of matvec on RMSNorm inputs of 576, 1536, 4096 and 8448 values");
+    println!(
+        "matvec_wide: the bits of matvec on RMSNorm inputs of 576, 1536, 4096 and 8448 values"
+    );
 }
 
 /// `matvec_wide_host` (a head after the persistent kernel: runs of rows a warp, the legacy
