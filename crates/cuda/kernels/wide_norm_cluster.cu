@@ -9,7 +9,7 @@
 // rms_total adds them in the same order: the same bits as matvec_prep_wide + matvec_wide.
 // Shared memory: xq_bytes(cols), then 128 bytes a block of 32 of the rank (a quarter of the row,
 // f32) for the sum's transpose. The grid must be a multiple of four (the launch rounds it up).
-#ifdef MOLLA_X_WIDEPREPC
+#if defined(MOLLA_X_WIDEPREPC) || defined(MOLLA_X_WIDECL)
 
 // This block's rank in its cluster.
 __device__ __forceinline__ u32 cluster_rank() {
@@ -52,6 +52,8 @@ __device__ __forceinline__ void cluster_share4(const void* p, u32 me) {
     for (u32 r = 1; r < 4; r++) cluster_st4(cluster_map(a, (me + r) & 3), v);
 }
 
+#endif
+#ifdef MOLLA_X_WIDEPREPC
 MOLLA_KERNEL void __cluster_dims__(4, 1, 1) __launch_bounds__(256, 4) matvec_wide_norm(const MvArgs a) {
     KTRACE(6);
     extern __shared__ float4 smem4[];
@@ -140,5 +142,43 @@ MOLLA_KERNEL void __cluster_dims__(4, 1, 1) __launch_bounds__(256, 4) matvec_wid
     cluster_arrive();
     cluster_wait();
     wide_rows(a, xq_at(xqb, n), rms_total(n, a.eps, 128));
+}
+#endif
+
+// MOLLA_KDEFS=WIDECL (an experiment, session 51): matvec_wide in clusters of four, rank c copying
+// the prepared q16 row's 16-byte pieces i with (i / 256) % 4 == c from L2 (four in flight a
+// thread) into its own shared memory and its three partners': a quarter of the L2 reads of
+// matvec_wide's copy (the 8B's down row, 35 KiB: 4.6 MB a launch instead of 18.5), then one
+// cluster barrier. The same rows and walk: the same bits. The grid must be whole clusters.
+#ifdef MOLLA_X_WIDECL
+MOLLA_KERNEL void __cluster_dims__(4, 1, 1) __launch_bounds__(256, 4) matvec_wide_cl(const MvArgs a, const u8* prep) {
+    KTRACE(5);
+    extern __shared__ float4 smem4[];
+    pdl_trigger();
+    cluster_arrive_relaxed();
+    const u32 me = cluster_rank();
+    const int n = xq_bytes(a.cols) >> 4, T = blockDim.x;
+    const int4* src = (const int4*)(prep + (size_t)a.cols * 4);
+    pdl_wait();
+    cluster_wait();
+    for (int i0 = (int)me * T + threadIdx.x; i0 < n; i0 += 16 * T) {
+        int4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (i0 + 4 * u * T < n) v[u] = __ldcg(src + i0 + 4 * u * T);
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int i = i0 + 4 * u * T;
+            if (i < n) {
+                ((int4*)smem4)[i] = v[u];
+                const u32 sa = smem_u32((int4*)smem4 + i);
+#pragma unroll
+                for (u32 r = 1; r < 4; r++) cluster_st16(cluster_map(sa, (me + r) & 3), v[u]);
+            }
+        }
+    }
+    cluster_arrive();
+    cluster_wait();
+    wide_rows(a, xq_at((u8*)smem4, a.cols), prep_scale(a, prep));
 }
 #endif

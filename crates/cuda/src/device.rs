@@ -41,6 +41,9 @@ pub(crate) struct Kernels {
     /// `matvec_wide` preparing its own RMSNorm input: built only under `MOLLA_KDEFS=WIDEPREP`
     /// (an experiment, launch.rs `matvec_wide_flag`).
     pub matvec_wide_norm: Option<CudaFunction>,
+    /// `matvec_wide` in clusters of four sharing the prepared row's copy: built only under
+    /// `MOLLA_KDEFS=WIDECL` (kernels/wide_norm_cluster.cu; an experiment).
+    pub matvec_wide_cl: Option<CudaFunction>,
     /// Rope, cache store and attention of one decode token in one launch.
     pub rope_attention: CudaFunction,
     /// Holds the stream for a while (the kernel timeline).
@@ -220,6 +223,7 @@ fn set_carveout(k: &Kernels, percent: Option<i32>) -> Result<()> {
     ]
     .into_iter()
     .chain(&k.matvec_wide_norm)
+    .chain(&k.matvec_wide_cl)
     {
         f.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
@@ -303,6 +307,11 @@ impl Gpu {
             } else {
                 None
             },
+            matvec_wide_cl: if compile::experiment("WIDECL") {
+                Some(f("matvec_wide_cl")?)
+            } else {
+                None
+            },
             hold: f("hold")?,
             rope_attention: f("rope_attention")?,
             matmul: f("matmul")?,
@@ -351,6 +360,7 @@ impl Gpu {
         ]
         .into_iter()
         .chain(&k.matvec_wide_norm)
+        .chain(&k.matvec_wide_cl)
         {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -401,7 +401,17 @@ pub(crate) unsafe fn matvec_wide_flag(
             Some((src, dst)) => {
                 launch_dep!(gpu, &gpu.k.matvec_wide_host, cfg, "matvec launch"; &a, &buf, &src, &dst)
             }
-            None => launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf),
+            None => match &gpu.k.matvec_wide_cl {
+                // MOLLA_KDEFS=WIDECL: clusters of four (kernels/wide_norm_cluster.cu).
+                Some(f) => {
+                    let cfg = LaunchConfig {
+                        grid_dim: (blocks.next_multiple_of(4), 1, 1),
+                        ..cfg
+                    };
+                    launch_dep!(gpu, f, cfg, "matvec launch"; &a, &buf)
+                }
+                None => launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf),
+            },
         }
     }
 }
