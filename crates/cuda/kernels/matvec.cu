@@ -431,31 +431,15 @@ __device__ __forceinline__ float prep_scale(const MvArgs& a, const u8* prep) {
 }
 
 // The q16 row matvec_prep_wide prepared at `prep`, copied by the block into shared memory at
-// `dst` (followed by a barrier).
-// Experiments (session 51): the default loop waits for each 16-byte load before the next (the
-// SASS: LDG, STS, branch), so the 8B's down block copies its 35 KiB row in nine round trips to
-// L2, a 4096-value row in three. XQASYNC: every piece as a cp.async, all in flight at once;
-// XQLOAD8: eight loads in flight a thread, then their stores.
+// `dst` (followed by a barrier): every 16-byte piece a cp.async, all in flight at once, then one wait (session 51: a loop of
+// loads and stores waited for each load before the next, its SASS LDG, STS, branch, so the 8B's
+// down block copied its 35 KiB row in nine round trips to L2 and a 4096-value row in three; the
+// real 8B file, H100, tg128: 407.6-407.8 tok/s against 393.7-393.9).
 __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* dst) {
     const int4* src = (const int4*)(prep + (size_t)a.cols * 4);
-#if defined(MOLLA_X_XQASYNC)
     for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) cp_async16(smem_u32(dst + i), src + i);
     cp_commit();
     cp_wait<0>();
-#elif defined(MOLLA_X_XQLOAD8)
-    const int n = xq_bytes(a.cols) >> 4, T = blockDim.x;
-    for (int i = threadIdx.x; i < n; i += 8 * T) {
-        int4 v[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++)
-            if (i + u * T < n) v[u] = __ldcg(src + i + u * T);
-#pragma unroll
-        for (int u = 0; u < 8; u++)
-            if (i + u * T < n) ((int4*)dst)[i + u * T] = v[u];
-    }
-#else
-    for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) ((int4*)dst)[i] = __ldcg(src + i);
-#endif
     __syncthreads();
     return xq_at((u8*)dst, a.cols);
 }
@@ -589,7 +573,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
 }
 
-#if defined(MOLLA_X_WIDEPREP) && !defined(MOLLA_X_WIDEPREPC)
+#ifdef MOLLA_X_WIDEPREP
 // MOLLA_KDEFS=WIDEPREP (an experiment, session 50; session 21's matvec_wide_norm, measured
 // slower then, while consecutive launches still asked SMs for different shared-memory splits):
 // matvec_wide on an RMSNorm input (mode 1) that every block prepares itself, so that no
@@ -740,14 +724,7 @@ __device__ __forceinline__ void matvec_multi_body(const MvArgs& a, int n, int pe
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.y * per_block, ng = min(per_block, n - t0);
     const int4* src = (const int4*)(prep + (size_t)t0 * stride);
-#ifdef MOLLA_X_XQASYNC
-    // As prep_xq under XQASYNC: every piece in flight at once.
-    for (int i = threadIdx.x; i < ng * (stride >> 4); i += blockDim.x) cp_async16(smem_u32(smem4 + i), src + i);
-    cp_commit();
-    cp_wait<0>();
-#else
     for (int i = threadIdx.x; i < ng * (stride >> 4); i += blockDim.x) smem4[i] = *(const float4*)(src + i);
-#endif
     float* xs[MV_MULTI];
     Xq xq[MV_MULTI];
     float scale[MV_MULTI];

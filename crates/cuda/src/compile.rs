@@ -17,10 +17,6 @@ const SOURCES: &[(&str, &str)] = &[
     ("cp_async.cuh", include_str!("../kernels/cp_async.cuh")),
     ("q16_lean.cuh", include_str!("../kernels/q16_lean.cuh")),
     ("matvec.cu", include_str!("../kernels/matvec.cu")),
-    (
-        "wide_norm_cluster.cu",
-        include_str!("../kernels/wide_norm_cluster.cu"),
-    ),
     ("matmul.cu", include_str!("../kernels/matmul.cu")),
     ("norm.cu", include_str!("../kernels/norm.cu")),
     ("rope.cu", include_str!("../kernels/rope.cu")),

@@ -41,9 +41,6 @@ pub(crate) struct Kernels {
     /// `matvec_wide` preparing its own RMSNorm input: built only under `MOLLA_KDEFS=WIDEPREP`
     /// (an experiment, launch.rs `matvec_wide_flag`).
     pub matvec_wide_norm: Option<CudaFunction>,
-    /// `matvec_wide` in clusters of four sharing the prepared row's copy: built only under
-    /// `MOLLA_KDEFS=WIDECL` (kernels/wide_norm_cluster.cu; an experiment).
-    pub matvec_wide_cl: Option<CudaFunction>,
     /// Rope, cache store and attention of one decode token in one launch.
     pub rope_attention: CudaFunction,
     /// Holds the stream for a while (the kernel timeline).
@@ -223,7 +220,6 @@ fn set_carveout(k: &Kernels, percent: Option<i32>) -> Result<()> {
     ]
     .into_iter()
     .chain(&k.matvec_wide_norm)
-    .chain(&k.matvec_wide_cl)
     {
         f.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
@@ -301,14 +297,8 @@ impl Gpu {
             matvec_prep: f("matvec_prep")?,
             matvec_wide: f("matvec_wide")?,
             matvec_prep_wide: f("matvec_prep_wide")?,
-            matvec_wide_norm: if compile::experiment("WIDEPREP") || compile::experiment("WIDEPREPC")
-            {
+            matvec_wide_norm: if compile::experiment("WIDEPREP") {
                 Some(f("matvec_wide_norm")?)
-            } else {
-                None
-            },
-            matvec_wide_cl: if compile::experiment("WIDECL") {
-                Some(f("matvec_wide_cl")?)
             } else {
                 None
             },
@@ -360,7 +350,6 @@ impl Gpu {
         ]
         .into_iter()
         .chain(&k.matvec_wide_norm)
-        .chain(&k.matvec_wide_cl)
         {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

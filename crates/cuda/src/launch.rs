@@ -371,23 +371,10 @@ pub(crate) unsafe fn matvec_wide_flag(
     if let (None, Some(f), Prep::RmsNorm(..)) = (flag, &gpu.k.matvec_wide_norm, input.prep) {
         // MOLLA_KDEFS=WIDEPREP: every block prepares the input (kernels/matvec.cu
         // matvec_wide_norm), no preparation launch.
-        // MOLLA_KDEFS=WIDEPREPC: prepared once a cluster of four blocks (kernels/
-        // wide_norm_cluster.cu): the q16 row, then a quarter of the f32 row; whole clusters.
-        let cluster = wide_norm_cluster();
-        let smem = if cluster {
-            xq_bytes(cols) + (cols / 32).div_ceil(4) * 128
-        } else {
-            cols * 4 + xq_bytes(cols)
-        };
+        let smem = cols * 4 + xq_bytes(cols);
         if smem <= gpu.max_smem {
             let (a, total) = mv_args(outs, cols, input.x, input.prep);
-            let blocks = wide_blocks(gpu, total);
-            let blocks = if cluster {
-                blocks.next_multiple_of(4)
-            } else {
-                blocks
-            };
-            let cfg = cfg((blocks, 1, 1), WIDE_THREADS, smem as u32);
+            let cfg = cfg((wide_blocks(gpu, total), 1, 1), WIDE_THREADS, smem as u32);
             // SAFETY: the caller guarantees the addresses; the argument layout matches.
             return unsafe { launch_dep!(gpu, f, cfg, "matvec launch"; &a) };
         }
@@ -401,25 +388,9 @@ pub(crate) unsafe fn matvec_wide_flag(
             Some((src, dst)) => {
                 launch_dep!(gpu, &gpu.k.matvec_wide_host, cfg, "matvec launch"; &a, &buf, &src, &dst)
             }
-            None => match &gpu.k.matvec_wide_cl {
-                // MOLLA_KDEFS=WIDECL: clusters of four (kernels/wide_norm_cluster.cu).
-                Some(f) => {
-                    let cfg = LaunchConfig {
-                        grid_dim: (blocks.next_multiple_of(4), 1, 1),
-                        ..cfg
-                    };
-                    launch_dep!(gpu, f, cfg, "matvec launch"; &a, &buf)
-                }
-                None => launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf),
-            },
+            None => launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf),
         }
     }
-}
-
-/// Whether `matvec_wide_norm` is built in its cluster form (`MOLLA_KDEFS=WIDEPREPC`; read once).
-fn wide_norm_cluster() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| crate::compile::experiment("WIDEPREPC"))
 }
 
 /// The input of a `matvec_wide`-shaped launch: `cols` values at `x`, prepared by `prep` into

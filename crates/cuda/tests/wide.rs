@@ -108,8 +108,7 @@ fn matvec_wide_gives_the_bits_of_matvec() {
 /// `matvec_wide` on RMSNorm inputs one, two and more quantization trips wide (a trip is 2048
 /// values of a 256-thread block: 576 and 1536, the 8B's 4096, and 8448 with a partial trip):
 /// `matvec`'s bits, whether `matvec_prep_wide` prepares the input or, under
-/// `MOLLA_KDEFS=WIDEPREP`, every block of `matvec_wide_norm` does (under `WIDEPREPC` every
-/// cluster of four: 576's 18 blocks of 32 split 5, 5, 4, 4 over the ranks).
+/// `MOLLA_KDEFS=WIDEPREP`, every block of `matvec_wide_norm` does.
 #[test]
 fn matvec_wide_on_rmsnorm_inputs_of_several_trips_gives_the_bits_of_matvec() {
     let Some(g) = gpu() else { return };
