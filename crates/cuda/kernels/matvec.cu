@@ -431,10 +431,10 @@ __device__ __forceinline__ float prep_scale(const MvArgs& a, const u8* prep) {
 }
 
 // The q16 row matvec_prep_wide prepared at `prep`, copied by the block into shared memory at
-// `dst` (followed by a barrier): every 16-byte piece a cp.async, all in flight at once, then one wait (session 51: a loop of
-// loads and stores waited for each load before the next, its SASS LDG, STS, branch, so the 8B's
-// down block copied its 35 KiB row in nine round trips to L2 and a 4096-value row in three; the
-// real 8B file, H100, tg128: 407.6-407.8 tok/s against 393.7-393.9).
+// `dst` (followed by a barrier): every 16-byte piece a cp.async, all in flight at once, then one
+// wait. (Session 51: a loop of loads and stores waited for each load before the next, its SASS
+// LDG, STS, branch, so the 8B's down block copied its 35 KiB row in nine round trips to L2 and a
+// 4096-value row in three; the real 8B file, H100, tg128: 407.6-407.8 tok/s against 393.7-393.9.)
 __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* dst) {
     const int4* src = (const int4*)(prep + (size_t)a.cols * 4);
     for (int i = threadIdx.x; i < (xq_bytes(a.cols) >> 4); i += blockDim.x) cp_async16(smem_u32(dst + i), src + i);
