@@ -228,7 +228,26 @@ __device__ void load_input(const MvArgs& a, float* xs, int t) {
         load_row(x, xs, n);
         __syncthreads();
         scale = rms_scale(xs, n, a.eps, blockDim.x);
+#ifdef MOLLA_X_NORMW8
+        // MOLLA_KDEFS=NORMW8 (an experiment, session 52): the norm weights loaded eight a thread
+        // before the products are stored (the plain loop's SASS waits for each load: five trips
+        // for 576 values at 128 threads). The same products, so the same bits.
+        for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
+            float w[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int i = i0 + u * blockDim.x;
+                w[u] = i < n ? __ldg(a.norm_w + i) : 0.f;
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int i = i0 + u * blockDim.x;
+                if (i < n) xs[i] = __fmul_rn(xs[i], w[u]);
+            }
+        }
+#else
         for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = __fmul_rn(xs[i], a.norm_w[i]);
+#endif
     } else if (a.mode == 2 || a.mode == 4) {
         const float* x2 = a.x2 + (size_t)t * n;
         for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = glu_mul(a.mode, x[i], x2[i]);
@@ -724,7 +743,15 @@ __device__ __forceinline__ void matvec_multi_body(const MvArgs& a, int n, int pe
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.y * per_block, ng = min(per_block, n - t0);
     const int4* src = (const int4*)(prep + (size_t)t0 * stride);
+#ifdef MOLLA_X_MULTIASYNC
+    // MOLLA_KDEFS=MULTIASYNC (an experiment, session 52): the copy as prep_xq's, every piece a
+    // cp.async in flight at once (the loop below waits for each load).
+    for (int i = threadIdx.x; i < ng * (stride >> 4); i += blockDim.x) cp_async16(smem_u32(smem4 + i), src + i);
+    cp_commit();
+    cp_wait<0>();
+#else
     for (int i = threadIdx.x; i < ng * (stride >> 4); i += blockDim.x) smem4[i] = *(const float4*)(src + i);
+#endif
     float* xs[MV_MULTI];
     Xq xq[MV_MULTI];
     float scale[MV_MULTI];

@@ -521,6 +521,10 @@ mod tests {
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
+            compiles(
+                Program::Main,
+                &["MOLLA_PDL", "MOLLA_X_NORMW8", "MOLLA_X_MULTIASYNC"],
+            );
         }
     }
 
