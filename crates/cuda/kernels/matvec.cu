@@ -467,9 +467,9 @@ __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* d
 // kernels walk it: Q4_K rows on the lean walk when lean_xa allowed it (`lean`, `xa`: the lane's
 // lean_xa), every other row on row_dot_one_ty. The same bits either way.
 __device__ __forceinline__ void wide_row_dot(const MvSeg& s, int r, const Xq& xq, int cols, int lane, bool lean, u32 xa,
-                                             float& acc, bool p64 = false) {
+                                             float& acc) {
     const u8* row = s.w + (size_t)r * s.row_bytes;
-    if (lean && s.ty == T_Q4_K) acc = row_dot_k4_lean(row, xq, cols, lane, xa, p64);
+    if (lean && s.ty == T_Q4_K) acc = row_dot_k4_lean(row, xq, cols, lane, xa);
     else row_dot_one_ty(s.ty, row, xq, cols, lane, acc);
 }
 
@@ -486,11 +486,6 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
     const bool fx = mv_fx(a);
     bool lean;
     const u32 xa = lean_xa(xq, lane, lean);
-#ifdef MOLLA_X_PAIR64
-    const bool p64 = MOLLA_X_PAIR64 == 1 || total <= 2 * (int)gridDim.x * warps;
-#else
-    const bool p64 = false;
-#endif
     for (int rb = blockIdx.x * warps; rb < total; rb += gridDim.x * warps) {
         int si, r;
         bool active = mv_row(a, rb, 32, si, r);
@@ -505,7 +500,7 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
         float acc = 0.f;
         if (active) {
             const MvSeg& s = a.seg[si];
-            wide_row_dot(s, r, xq, a.cols, lane, lean, xa, acc, p64);
+            wide_row_dot(s, r, xq, a.cols, lane, lean, xa, acc);
         }
         acc = warp_sum(acc);
         if (active && lane == 0) {

@@ -77,25 +77,14 @@ __device__ __forceinline__ float k4_lean_unit(uint4 h, uint4 qa, uint4 qb, u32 x
 // lane at a time, both units' bytes asked for before either is computed, the same sum in the
 // same order (session 30, on the real 8B file: +0.7% tg128, 447.6 against 444.3 tok/s over three
 // rounds; two at a time for every row measured 1-2% slower).
-// MOLLA_KDEFS=PAIR64 (an experiment, session 51): rows of exactly 64 units (4096 values: the 8B's
-// q/k/v, wo and gate/up) also two at a time when `p64` (=1: every launch; =2: launches of at most
-// two rows a warp, q/k/v and wo, whose lanes wait on HBM two or four times a launch one unit at a
-// time); the same sum in the same order. Session 30 measured it for every row 1-2% slower, while
-// launches still switched the SMs' shared-memory split.
-#ifdef MOLLA_X_PAIR64
-#define K4_TWO_AT_A_TIME(nu, p64) ((nu) > 64 || ((p64) && (nu) == 64))
-#else
-#define K4_TWO_AT_A_TIME(nu, p64) ((nu) > 64)
-#endif
-__device__ __forceinline__ float row_dot_k4_lean(const u8* __restrict__ w, const Xq& x, int cols, int lane, u32 xa,
-                                                 bool p64 = false) {
+__device__ __forceinline__ float row_dot_k4_lean(const u8* __restrict__ w, const Xq& x, int cols, int lane, u32 xa) {
     const int nu = cols >> 6, j = lane & 3;
     const u8* p = w + 144 * (lane >> 2);
     // 6-bit scales and mins of sub-blocks 2j, 2j + 1 (scale_min_k4): shifts and layout per lane.
     const int sl0 = 8 * ((2 * j) & 3), sl1 = 8 * ((2 * j + 1) & 3);
     const bool hi = j >= 2;
     float acc = 0.f;
-    if (K4_TWO_AT_A_TIME(nu, p64)) {
+    if (nu > 64) {
         for (int u = lane; u < nu; u += 64, p += 2304, xa += 8192u) {
             const bool two = u + 32 < nu;
             const u8* p1 = two ? p + 1152 : p;
