@@ -517,24 +517,34 @@ impl CudaModel {
         }
         g.write(&[token], &mut kv.tokens)?;
         g.write(&[kv.len as i32], &mut kv.pos)?;
-        if self.graphs.load(Ordering::Relaxed) && kv.graph.is_none() {
-            match self.capture(kv) {
-                Ok(graph) => kv.graph = Some(graph),
+        let bucket = att_bucket(kv.len);
+        let have = |kv: &CudaKvCache| match bucket {
+            0 => kv.graph.is_some(),
+            b => kv.graphs_short.iter().any(|(s, _)| *s == b),
+        };
+        if self.graphs.load(Ordering::Relaxed) && !have(kv) {
+            match self.capture(kv, bucket) {
+                Ok(graph) if bucket == 0 => kv.graph = Some(graph),
+                Ok(graph) => kv.graphs_short.push((bucket, graph)),
                 // Capture unsupported here: fall back to plain launches from now on.
                 Err(_) => self.graphs.store(false, Ordering::Relaxed),
             }
         }
-        if let Some(graph) = kv
-            .graph
-            .as_ref()
-            .filter(|_| self.graphs.load(Ordering::Relaxed))
-        {
+        let graph = match bucket {
+            0 => kv.graph.as_ref(),
+            b => kv
+                .graphs_short
+                .iter()
+                .find(|(s, _)| *s == b)
+                .map(|(_, g)| g),
+        };
+        if let Some(graph) = graph.filter(|_| self.graphs.load(Ordering::Relaxed)) {
             launch::count_launch();
             graph.exec.launch().map_err(drv("graph launch"))?;
         } else {
             // SAFETY: every address comes from this model's or this cache's live buffers, sized
             // for one token (checked against the model at cache creation).
-            unsafe { self.decode_launches(kv)? };
+            unsafe { self.decode_launches(kv, bucket)? };
         }
         // SAFETY: the step above wrote this cache's logits.
         let (buf, words) = unsafe { self.step_result(kv, false)? };
@@ -576,10 +586,11 @@ impl CudaModel {
     }
 
     /// Captures the decode launches into a graph (the step's token and position are read from
-    /// device memory, so one graph serves every step of this cache).
-    fn capture(&self, kv: &CudaKvCache) -> Result<Graph> {
+    /// device memory, so one graph serves every step of this cache; with `stage_max`, not 0,
+    /// `rope_attention` stages at most that many positions: [`att_bucket`]).
+    fn capture(&self, kv: &CudaKvCache, stage_max: usize) -> Result<Graph> {
         // SAFETY: captured, not run; when replayed, as in `decode`.
-        self.capture_with(|| unsafe { self.decode_launches(kv) })
+        self.capture_with(|| unsafe { self.decode_launches(kv, stage_max) })
     }
 
     /// The launches `launches` makes on the stream, captured into a graph instead of run.
@@ -625,10 +636,13 @@ impl CudaModel {
 
     /// # Safety
     /// `kv` was made by this model (its buffers are sized for it).
-    unsafe fn decode_launches(&self, kv: &CudaKvCache) -> Result<()> {
+    unsafe fn decode_launches(&self, kv: &CudaKvCache, stage_max: usize) -> Result<()> {
         let g = &self.gpu;
         let pos = g.ptr(&kv.pos);
-        let split = kv.split(g);
+        let split = launch::AttSplit {
+            stage_max: stage_max as u32,
+            ..kv.split(g)
+        };
         let at = |li: usize| KvAt::One {
             cache: self.cache_ptrs(kv, li),
             pos,
@@ -767,4 +781,19 @@ impl CudaModel {
             self.finish_logits(logits, n_out)
         }
     }
+}
+
+/// `MOLLA_ATT_BUCKETS=1` (an experiment, session 52): the positions `rope_attention` stages in
+/// the decode step of a cache holding `len` positions, when fewer than the device allows: the
+/// smallest of 64 and 128 that holds them and this one, each with a graph of its own (0: the
+/// device's cap, the one graph of every other step). Its dynamic shared memory (the 8B's 128 KiB
+/// a block at 256 positions) then fits an SM beside the q/k/v launch's last blocks, where a
+/// block of 128 KiB waits for the SM to drain. The kernel reads from the cache in global memory
+/// whatever does not fit, so the bits are the same.
+fn att_bucket(len: usize) -> usize {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*ON.get_or_init(|| std::env::var("MOLLA_ATT_BUCKETS").is_ok_and(|v| v == "1")) {
+        return 0;
+    }
+    [64, 128].into_iter().find(|&b| len < b).unwrap_or(0)
 }

@@ -108,6 +108,9 @@ pub struct CudaKvCache {
     /// Logits of every token of a prefill chunk.
     pub(crate) logits_all: Option<CudaSlice<f32>>,
     pub(crate) graph: Option<Graph>,
+    /// `MOLLA_ATT_BUCKETS=1` (an experiment): the decode graphs for short caches, each with
+    /// `rope_attention` staging at most that many positions (forward.rs `att_bucket`).
+    pub(crate) graphs_short: Vec<(usize, Graph)>,
     /// The persistent decode kernel's step list for this cache.
     pub(crate) pk: Option<Persistent>,
     /// What a decode step returns: the logits, or the greedy pick or top-k logits made on the
@@ -152,6 +155,7 @@ impl CudaKvCache {
             prefill: None,
             logits_all: None,
             graph: None,
+            graphs_short: Vec::new(),
             pk: None,
             reduce: Default::default(),
             pick: gpu.zeros(

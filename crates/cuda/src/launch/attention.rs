@@ -190,7 +190,10 @@ pub(crate) unsafe fn rope_attention(
     };
     let (nh, nkv, hd, hdv, nrot, neox) = h.kernel_args();
     let (scale, window, cap) = (h.scale, h.window as i32, h.softcap);
-    let stage = att_stage_cap(gpu, h);
+    let stage = match sp.stage_max {
+        0 => att_stage_cap(gpu, h),
+        m => att_stage_cap(gpu, h).min(m as usize),
+    };
     let smem = stage * (h.head_dim + h.head_dim_v) * 2;
     let cfg = cfg((h.n_head as u32, 1, sp.blocks), 256, smem as u32);
     let stage = stage as i32;

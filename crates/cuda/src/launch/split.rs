@@ -32,6 +32,9 @@ pub(crate) struct AttSplit {
     pub count: u64,
     pub blocks: u32,
     pub max_tiles: i32,
+    /// At most this many positions staged by `rope_attention` (0: as many as the device allows):
+    /// `MOLLA_ATT_BUCKETS=1`'s graphs for short caches (forward.rs `att_bucket`).
+    pub stage_max: u32,
 }
 
 impl AttSplit {
@@ -41,6 +44,7 @@ impl AttSplit {
         count: 0,
         blocks: 1,
         max_tiles: 0,
+        stage_max: 0,
     };
 }
 
@@ -83,6 +87,7 @@ impl SplitScratch {
             count: gpu.ptr(&self.count),
             blocks: self.blocks,
             max_tiles: self.max_tiles as i32,
+            stage_max: 0,
         }
     }
 }
