@@ -789,7 +789,8 @@ impl CudaModel {
 /// device's cap, the one graph of every other step). Its dynamic shared memory (the 8B's 128 KiB
 /// a block at 256 positions) then fits an SM beside the q/k/v launch's last blocks, where a
 /// block of 128 KiB waits for the SM to drain. The kernel reads from the cache in global memory
-/// whatever does not fit, so the bits are the same.
+/// whatever does not fit, so the bits are the same. Measured on the H100's real 8B file: +0.24%
+/// tg128 (403.5-404.2 against 402.5-403.2 tok/s), not worth two more graph captures a cache.
 fn att_bucket(len: usize) -> usize {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if !*ON.get_or_init(|| std::env::var("MOLLA_ATT_BUCKETS").is_ok_and(|v| v == "1")) {
