@@ -43,8 +43,36 @@ __device__ __forceinline__ void kv_ld8(const float* p, float* e) {
 }
 
 // Dot of q (shared, f32) with a key row of hd values.
+__device__ __forceinline__ float key_dot8(const float* q, const float* e, float s);
 __device__ __forceinline__ float key_dot(const float* qs, const u16* kr, int hd) {
     float s = 0.f;
+#ifdef MOLLA_X_KEYU8
+    // MOLLA_KDEFS=KEYU8 (an experiment, session 52): the row's 16-byte units loaded eight at a
+    // time before they are summed. Without it (hd known only at run time in the main program)
+    // each unit's load waits for the sum of the one before: 16 round trips a 128-wide key row in
+    // the unstaged tiles of long caches. key_dot_swz's products in its order: the same bits.
+    if ((hd & 7) == 0) {
+        for (int d0 = 0; d0 < hd; d0 += 64) {
+            uint4 u[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (d0 + 8 * k < hd) u[k] = *(const uint4*)(kr + d0 + 8 * k);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (d0 + 8 * k < hd) {
+                    const u32 w[4] = {u[k].x, u[k].y, u[k].z, u[k].w};
+                    float e[8];
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        e[2 * j] = h2f((u16)(w[j] & 0xffff));
+                        e[2 * j + 1] = h2f((u16)(w[j] >> 16));
+                    }
+                    s = key_dot8(qs + d0 + 8 * k, e, s);
+                }
+        }
+        return s;
+    }
+#endif
     if ((hd & 7) == 0) {
         for (int d = 0; d < hd; d += 8) {
             uint4 u = *(const uint4*)(kr + d);

@@ -523,7 +523,12 @@ mod tests {
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
             compiles(
                 Program::Main,
-                &["MOLLA_PDL", "MOLLA_X_NORMW8", "MOLLA_X_MULTIASYNC"],
+                &[
+                    "MOLLA_PDL",
+                    "MOLLA_X_NORMW8",
+                    "MOLLA_X_MULTIASYNC",
+                    "MOLLA_X_KEYU8",
+                ],
             );
         }
     }
