@@ -42,15 +42,37 @@ __device__ __forceinline__ void kv_ld8(const float* p, float* e) {
     e[0] = a.x, e[1] = a.y, e[2] = a.z, e[3] = a.w, e[4] = b.x, e[5] = b.y, e[6] = b.z, e[7] = b.w;
 }
 
+// Elements 0..8 of a key row's 16-byte f16 unit u, as f32.
+__device__ __forceinline__ void key_unit_of(uint4 u, float* e) {
+    u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        e[2 * j] = h2f((u16)(w[j] & 0xffff));
+        e[2 * j + 1] = h2f((u16)(w[j] >> 16));
+    }
+}
+
+// Elements 0..8 of a key row's 16-byte (f16) or 32-byte (f32) unit at r, as f32.
+__device__ __forceinline__ void key_unit(const u16* r, float* e) { key_unit_of(*(const uint4*)r, e); }
+__device__ __forceinline__ void key_unit(const float* r, float* e) { kv_ld8(r, e); }
+
+// s plus q[0..8) (shared) against a key unit's 8 elements e, in key_dot's order (key_dot_swz;
+// key_dot spells the same sum out, and its code is left as measured).
+__device__ __forceinline__ float key_dot8(const float* q, const float* e, float s) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) s += q[2 * j] * e[2 * j] + q[2 * j + 1] * e[2 * j + 1];
+    return s;
+}
+
 // Dot of q (shared, f32) with a key row of hd values.
-__device__ __forceinline__ float key_dot8(const float* q, const float* e, float s);
 __device__ __forceinline__ float key_dot(const float* qs, const u16* kr, int hd) {
     float s = 0.f;
 #ifdef MOLLA_X_KEYU8
     // MOLLA_KDEFS=KEYU8 (an experiment, session 52): the row's 16-byte units loaded eight at a
     // time before they are summed. Without it (hd known only at run time in the main program)
-    // each unit's load waits for the sum of the one before: 16 round trips a 128-wide key row in
-    // the unstaged tiles of long caches. key_dot_swz's products in its order: the same bits.
+    // the loop below loads two units a trip, each trip waiting for the sums of the one before:
+    // eight round trips a 128-wide key row in the unstaged tiles of long caches. key_dot_swz's
+    // products in its order: the same bits.
     if ((hd & 7) == 0) {
         for (int d0 = 0; d0 < hd; d0 += 64) {
             uint4 u[8];
@@ -60,13 +82,8 @@ __device__ __forceinline__ float key_dot(const float* qs, const u16* kr, int hd)
 #pragma unroll
             for (int k = 0; k < 8; k++)
                 if (d0 + 8 * k < hd) {
-                    const u32 w[4] = {u[k].x, u[k].y, u[k].z, u[k].w};
                     float e[8];
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        e[2 * j] = h2f((u16)(w[j] & 0xffff));
-                        e[2 * j + 1] = h2f((u16)(w[j] >> 16));
-                    }
+                    key_unit_of(u[k], e);
                     s = key_dot8(qs + d0 + 8 * k, e, s);
                 }
         }
@@ -84,26 +101,6 @@ __device__ __forceinline__ float key_dot(const float* qs, const u16* kr, int hd)
     } else {
         for (int d = 0; d < hd; d++) s += qs[d] * h2f(kr[d]);
     }
-    return s;
-}
-
-// Elements 0..8 of a key row's 16-byte (f16) or 32-byte (f32) unit at r, as f32.
-__device__ __forceinline__ void key_unit(const u16* r, float* e) {
-    uint4 u = *(const uint4*)r;
-    u32 w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        e[2 * j] = h2f((u16)(w[j] & 0xffff));
-        e[2 * j + 1] = h2f((u16)(w[j] >> 16));
-    }
-}
-__device__ __forceinline__ void key_unit(const float* r, float* e) { kv_ld8(r, e); }
-
-// s plus q[0..8) (shared) against a key unit's 8 elements e, in key_dot's order (key_dot_swz;
-// key_dot spells the same sum out, and its code is left as measured).
-__device__ __forceinline__ float key_dot8(const float* q, const float* e, float s) {
-#pragma unroll
-    for (int j = 0; j < 4; j++) s += q[2 * j] * e[2 * j] + q[2 * j + 1] * e[2 * j + 1];
     return s;
 }
 

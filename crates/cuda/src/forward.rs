@@ -518,11 +518,7 @@ impl CudaModel {
         g.write(&[token], &mut kv.tokens)?;
         g.write(&[kv.len as i32], &mut kv.pos)?;
         let bucket = att_bucket(kv.len);
-        let have = |kv: &CudaKvCache| match bucket {
-            0 => kv.graph.is_some(),
-            b => kv.graphs_short.iter().any(|(s, _)| *s == b),
-        };
-        if self.graphs.load(Ordering::Relaxed) && !have(kv) {
+        if self.graphs.load(Ordering::Relaxed) && kv.decode_graph(bucket).is_none() {
             match self.capture(kv, bucket) {
                 Ok(graph) if bucket == 0 => kv.graph = Some(graph),
                 Ok(graph) => kv.graphs_short.push((bucket, graph)),
@@ -530,15 +526,10 @@ impl CudaModel {
                 Err(_) => self.graphs.store(false, Ordering::Relaxed),
             }
         }
-        let graph = match bucket {
-            0 => kv.graph.as_ref(),
-            b => kv
-                .graphs_short
-                .iter()
-                .find(|(s, _)| *s == b)
-                .map(|(_, g)| g),
-        };
-        if let Some(graph) = graph.filter(|_| self.graphs.load(Ordering::Relaxed)) {
+        if let Some(graph) = kv
+            .decode_graph(bucket)
+            .filter(|_| self.graphs.load(Ordering::Relaxed))
+        {
             launch::count_launch();
             graph.exec.launch().map_err(drv("graph launch"))?;
         } else {

@@ -174,6 +174,19 @@ impl CudaKvCache {
         })
     }
 
+    /// The decode graph captured for `bucket` (forward.rs `att_bucket`; 0: the one graph of every
+    /// step outside the experiment's short caches).
+    pub(crate) fn decode_graph(&self, bucket: usize) -> Option<&Graph> {
+        match bucket {
+            0 => self.graph.as_ref(),
+            b => self
+                .graphs_short
+                .iter()
+                .find(|(s, _)| *s == b)
+                .map(|(_, g)| g),
+        }
+    }
+
     /// The split decode attention runs with on this cache.
     pub(crate) fn split(&self, gpu: &Gpu) -> launch::AttSplit {
         self.att_split
