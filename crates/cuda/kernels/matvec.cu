@@ -578,7 +578,7 @@ __device__ __forceinline__ void wide_rows_host(const MvArgs& a, const Xq& xq, fl
 // that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
 // in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
 // 3.0 TB/s; scripts/mvbench).
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
+MOLLA_KERNEL void WIDE_BOUNDS matvec_wide(const MvArgs a, const u8* prep) {
     KTRACE(5);
     extern __shared__ float4 smem4[];
     pdl_trigger();
@@ -647,8 +647,8 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_norm(const MvArgs a) {
 // (wide_rows_host); block 0 also copies the word at flag_src (the persistent kernel's error flag)
 // to flag_dst, after the logits (forward/persistent_decode.rs `mapped_logits`), so that no copy
 // from the device follows the step.
-MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_host(const MvArgs a, const u8* prep, const u32* flag_src,
-                                                             u32* flag_dst) {
+MOLLA_KERNEL void WIDE_BOUNDS matvec_wide_host(const MvArgs a, const u8* prep, const u32* flag_src,
+                                                u32* flag_dst) {
     extern __shared__ float4 smem4[];
     pdl_trigger();
     pdl_wait();

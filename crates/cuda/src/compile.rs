@@ -530,6 +530,7 @@ mod tests {
                     "MOLLA_X_KEYU8",
                 ],
             );
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDET=1024"]);
         }
     }
 
