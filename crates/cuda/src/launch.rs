@@ -377,13 +377,20 @@ pub(crate) unsafe fn matvec_wide_flag(
             "wide matvec of a format without q16 decoding".into(),
         ));
     }
-    if let (None, Some(f), Prep::RmsNorm(..), 256) =
-        (flag, &gpu.k.matvec_wide_norm, input.prep, wide_threads())
-    {
-        // MOLLA_KDEFS=WIDEPREP: every block prepares the input (kernels/matvec.cu
-        // matvec_wide_norm, 256 threads a block: not with WIDET), no preparation launch.
-        let smem = cols * 4 + xq_bytes(cols);
-        if smem <= gpu.max_smem {
+    if let (None, Some(f)) = (flag, &gpu.k.matvec_wide_norm) {
+        // MOLLA_KDEFS=WIDEPREP (RMSNorm inputs), WIDEGLU (gated inputs): every block prepares the
+        // input (kernels/matvec.cu matvec_wide_norm, blocks of at least 256 threads), no
+        // preparation launch.
+        let smem = match input.prep {
+            Prep::RmsNorm(..) if crate::compile::experiment("WIDEPREP") => {
+                cols * 4 + xq_bytes(cols)
+            }
+            Prep::SwiGlu(_) | Prep::GeGlu(_) if crate::compile::experiment("WIDEGLU") => {
+                xq_bytes(cols)
+            }
+            _ => usize::MAX,
+        };
+        if smem <= gpu.max_smem && wide_threads() >= 256 {
             let (a, total) = mv_args(outs, cols, input.x, input.prep);
             let cfg = cfg((wide_blocks(gpu, total), 1, 1), wide_threads(), smem as u32);
             // SAFETY: the caller guarantees the addresses; the argument layout matches.
