@@ -41,19 +41,6 @@ typedef unsigned long long u64;
 #define Q6K_BYTES 224
 #endif
 
-// Threads a block of the matvec_wide-shaped kernels (matvec_wide, matvec_wide_host,
-// matvec_wide_pick): 256, four blocks an SM (64 registers a thread). MOLLA_KDEFS=WIDET=N (an
-// experiment, session 53: 512 or 1024) keeps the 32 warps an SM in fewer, larger blocks, so
-// that an SM copies the prepared input row into shared memory 1024 / N times instead of four
-// (the 8B's down row, 36 KB: 19 MB of L2 reads a launch at four blocks an SM, of which only
-// three fit beside the 58% split) with the same rows and arithmetic: the same bits.
-#ifdef MOLLA_X_WIDET
-#define WIDE_T MOLLA_X_WIDET
-#else
-#define WIDE_T 256
-#endif
-#define WIDE_BOUNDS __launch_bounds__(WIDE_T, 1024 / WIDE_T)
-
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));

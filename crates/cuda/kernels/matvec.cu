@@ -578,7 +578,7 @@ __device__ __forceinline__ void wide_rows_host(const MvArgs& a, const Xq& xq, fl
 // that four blocks share an SM and their weight loads keep HBM busy (`matvec` prepares the input
 // in every block and holds two to six blocks an SM: 1.3 TB/s on the 8B's gate/up rows, this
 // 3.0 TB/s; scripts/mvbench).
-MOLLA_KERNEL void WIDE_BOUNDS matvec_wide(const MvArgs a, const u8* prep) {
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8* prep) {
     KTRACE(5);
     extern __shared__ float4 smem4[];
     pdl_trigger();
@@ -587,7 +587,7 @@ MOLLA_KERNEL void WIDE_BOUNDS matvec_wide(const MvArgs a, const u8* prep) {
     wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
 }
 
-#if defined(MOLLA_X_WIDEPREP) || defined(MOLLA_X_WIDEGLU)
+#ifdef MOLLA_X_WIDEPREP
 // MOLLA_KDEFS=WIDEPREP (an experiment, session 50; session 21's matvec_wide_norm, measured
 // slower then, while consecutive launches still asked SMs for different shared-memory splits):
 // matvec_wide on an RMSNorm input (mode 1) that every block prepares itself, so that no
@@ -596,17 +596,12 @@ MOLLA_KERNEL void WIDE_BOUNDS matvec_wide(const MvArgs a, const u8* prep) {
 // PDL wait: they depend on no kernel), and threads [128, 256) sum the squares in the order of
 // matvec_prep_wide's block 0 (128 threads). The same bits as matvec_prep_wide + matvec_wide.
 // Shared memory: cols floats, then xq_bytes(cols).
-// MOLLA_KDEFS=WIDEGLU (session 53): the same for a gated input (mode 2, 4: down's), each thread
-// quantizing the products of the gate and up values it loads, with matvec_prep_wide's
-// arithmetic; shared memory: xq_bytes(cols) only. Both meant for WIDET=1024, where 132 blocks
-// prepare the row, not 528 (blocks of at least 256 threads: the sum takes [128, 256)).
-MOLLA_KERNEL void WIDE_BOUNDS matvec_wide_norm(const MvArgs a) {
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_norm(const MvArgs a) {
     KTRACE(6);
     extern __shared__ float4 smem4[];
     pdl_trigger();
-    const bool glu = a.mode == 2 || a.mode == 4;
     float* xs = (float*)smem4;
-    u8* xqb = glu ? (u8*)smem4 : (u8*)(xs + a.cols);
+    u8* xqb = (u8*)(xs + a.cols);
     const int n = a.cols, nb = n >> 5, part = threadIdx.x & 3, per = blockDim.x >> 2;
     const int trips = (nb + per - 1) / per;
     // Values 8 part .. 8 part + 8 of the q16 block trip `it` gives this thread (block 0 past the
@@ -616,23 +611,8 @@ MOLLA_KERNEL void WIDE_BOUNDS matvec_wide_norm(const MvArgs a) {
         live = b0 < nb;
         return 32 * (live ? b0 : 0) + 8 * part;
     };
-    bool live;
-    if (glu) {
-        pdl_wait();
-        for (int it = 0; it < trips; it++) {
-            const int i = at(it, live);
-            float g[8], u[8], v[8];
-            load8(a.x + i, g);
-            load8(a.x2 + i, u);
-#pragma unroll
-            for (int j = 0; j < 8; j++) v[j] = glu_mul(a.mode, g[j], u[j]);
-            q16_block(v, i >> 5, part, live, n, xqb);
-        }
-        __syncthreads();
-        wide_rows(a, xq_at(xqb, n), 1.f);
-        return;
-    }
     float w0[8], w1[8];
+    bool live;
     if (trips <= 2) {
         load8(a.norm_w + at(0, live), w0);
         if (trips == 2) load8(a.norm_w + at(1, live), w1);
@@ -667,8 +647,8 @@ MOLLA_KERNEL void WIDE_BOUNDS matvec_wide_norm(const MvArgs a) {
 // (wide_rows_host); block 0 also copies the word at flag_src (the persistent kernel's error flag)
 // to flag_dst, after the logits (forward/persistent_decode.rs `mapped_logits`), so that no copy
 // from the device follows the step.
-MOLLA_KERNEL void WIDE_BOUNDS matvec_wide_host(const MvArgs a, const u8* prep, const u32* flag_src,
-                                                u32* flag_dst) {
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_host(const MvArgs a, const u8* prep, const u32* flag_src,
+                                                             u32* flag_dst) {
     extern __shared__ float4 smem4[];
     pdl_trigger();
     pdl_wait();

@@ -117,7 +117,7 @@ MOLLA_KERNEL void __launch_bounds__(PICK_THREADS) pick_greedy(const float* __res
 // leaves it; `flag`: the word after the row, the persistent kernel's error flag, goes with it),
 // so that a decode step's pick costs no launch of its own. The rows' bits are matvec_wide's. `out`
 // holds 5 + 3 * gridDim.x words, its ticket zero.
-MOLLA_KERNEL void WIDE_BOUNDS matvec_wide_pick(const MvArgs a, const u8* prep, int flag, u32* out, u32* host) {
+MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_pick(const MvArgs a, const u8* prep, int flag, u32* out, u32* host) {
     KTRACE(11);
     extern __shared__ float4 smem4[];
     pdl_trigger();

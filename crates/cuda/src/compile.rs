@@ -530,15 +530,6 @@ mod tests {
                     "MOLLA_X_KEYU8",
                 ],
             );
-            compiles(
-                Program::Main,
-                &[
-                    "MOLLA_PDL",
-                    "MOLLA_X_WIDET=1024",
-                    "MOLLA_X_WIDEPREP",
-                    "MOLLA_X_WIDEGLU",
-                ],
-            );
         }
     }
 

@@ -297,7 +297,7 @@ impl Gpu {
             matvec_prep: f("matvec_prep")?,
             matvec_wide: f("matvec_wide")?,
             matvec_prep_wide: f("matvec_prep_wide")?,
-            matvec_wide_norm: if compile::experiment("WIDEPREP") || compile::experiment("WIDEGLU") {
+            matvec_wide_norm: if compile::experiment("WIDEPREP") {
                 Some(f("matvec_wide_norm")?)
             } else {
                 None

@@ -185,17 +185,8 @@ pub(crate) fn even_lanes(cols: usize) -> i32 {
 
 const MV_THREADS: u32 = 128;
 
-/// Threads of a `matvec_wide`-shaped block (kernels/common.cuh `WIDE_T`: 256, four blocks an SM;
-/// `MOLLA_KDEFS=WIDET=N`, an experiment: 128, 512 or 1024, the same 32 warps an SM). Read once.
-fn wide_threads() -> u32 {
-    static T: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *T.get_or_init(|| {
-        crate::compile::experiment_value("WIDET")
-            .and_then(|v| v.parse().ok())
-            .filter(|t| matches!(t, 128 | 256 | 512 | 1024))
-            .unwrap_or(256)
-    })
-}
+/// Threads of a `matvec_wide` block (kernels/matvec.cu: launch bounds 256, four blocks an SM).
+const WIDE_THREADS: u32 = 256;
 
 /// Whether a single-row decode matvec over `outs` goes through `matvec_wide`: every matrix in a
 /// format q16.cuh decodes, and at least `MOLLA_MV_WIDE` bytes in all (default 4 MiB: below that
@@ -377,29 +368,20 @@ pub(crate) unsafe fn matvec_wide_flag(
             "wide matvec of a format without q16 decoding".into(),
         ));
     }
-    if let (None, Some(f)) = (flag, &gpu.k.matvec_wide_norm) {
-        // MOLLA_KDEFS=WIDEPREP (RMSNorm inputs), WIDEGLU (gated inputs): every block prepares the
-        // input (kernels/matvec.cu matvec_wide_norm, blocks of at least 256 threads), no
-        // preparation launch.
-        let smem = match input.prep {
-            Prep::RmsNorm(..) if crate::compile::experiment("WIDEPREP") => {
-                cols * 4 + xq_bytes(cols)
-            }
-            Prep::SwiGlu(_) | Prep::GeGlu(_) if crate::compile::experiment("WIDEGLU") => {
-                xq_bytes(cols)
-            }
-            _ => usize::MAX,
-        };
-        if smem <= gpu.max_smem && wide_threads() >= 256 {
+    if let (None, Some(f), Prep::RmsNorm(..)) = (flag, &gpu.k.matvec_wide_norm, input.prep) {
+        // MOLLA_KDEFS=WIDEPREP: every block prepares the input (kernels/matvec.cu
+        // matvec_wide_norm), no preparation launch.
+        let smem = cols * 4 + xq_bytes(cols);
+        if smem <= gpu.max_smem {
             let (a, total) = mv_args(outs, cols, input.x, input.prep);
-            let cfg = cfg((wide_blocks(gpu, total), 1, 1), wide_threads(), smem as u32);
+            let cfg = cfg((wide_blocks(gpu, total), 1, 1), WIDE_THREADS, smem as u32);
             // SAFETY: the caller guarantees the addresses; the argument layout matches.
             return unsafe { launch_dep!(gpu, f, cfg, "matvec launch"; &a) };
         }
     }
     // SAFETY: as the caller guarantees.
     let (a, blocks) = unsafe { wide_setup(gpu, outs, input) }?;
-    let cfg = cfg((blocks, 1, 1), wide_threads(), xq_bytes(cols) as u32);
+    let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
     // SAFETY: the caller guarantees the addresses; the argument layouts match the kernels.
     unsafe {
         match flag {
@@ -421,17 +403,16 @@ pub(crate) struct WideIn {
     pub buf: u64,
 }
 
-/// The most blocks a `matvec_wide`-shaped launch takes: 32 warps an SM (four blocks of 256
-/// threads), all their registers allow.
+/// The most blocks a `matvec_wide`-shaped launch takes: four an SM, all its registers allow.
 pub(crate) fn wide_max_blocks(gpu: &Gpu) -> usize {
-    (1024 / wide_threads() as usize) * gpu.sm_count
+    4 * gpu.sm_count
 }
 
 /// The grid of a `matvec_wide`-shaped launch over `total` rows: a warp a row, four blocks an SM
 /// at most.
 fn wide_blocks(gpu: &Gpu, total: usize) -> u32 {
     total
-        .div_ceil(wide_threads() as usize / 32)
+        .div_ceil(WIDE_THREADS as usize / 32)
         .clamp(1, wide_max_blocks(gpu)) as u32
 }
 
@@ -485,7 +466,7 @@ pub(crate) unsafe fn matvec_wide_pick(
     }
     // SAFETY: as the caller guarantees.
     let (a, blocks) = unsafe { wide_setup(gpu, &[out], input) }?;
-    let cfg = cfg((blocks, 1, 1), wide_threads(), xq_bytes(cols) as u32);
+    let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
     let (flag, pick) = (i32::from(flag), gpu.ptr(pick));
     // SAFETY: the caller guarantees the addresses; the argument layout matches the kernel; the
     // pick buffer holds the grid's words (checked above).
