@@ -67,12 +67,14 @@ __device__ __forceinline__ float key_dot8(const float* q, const float* e, float 
 // Dot of q (shared, f32) with a key row of hd values.
 __device__ __forceinline__ float key_dot(const float* qs, const u16* kr, int hd) {
     float s = 0.f;
-#ifdef MOLLA_X_KEYU8
-    // MOLLA_KDEFS=KEYU8 (an experiment, session 52): the row's 16-byte units loaded eight at a
-    // time before they are summed. Without it (hd known only at run time in the main program)
-    // the loop below loads two units a trip, each trip waiting for the sums of the one before:
-    // eight round trips a 128-wide key row in the unstaged tiles of long caches. key_dot_swz's
-    // products in its order: the same bits.
+#if !defined(MOLLA_PK_ONLY) || defined(MOLLA_X_KEYU8)
+    // The row's 16-byte units loaded eight at a time before they are summed. Without it (hd
+    // known only at run time in the main program) the loop below loads two units a trip, each
+    // trip waiting for the sums of the one before: eight round trips a 128-wide key row in the
+    // unstaged tiles of long caches. key_dot_swz's products in its order: the same bits.
+    // Session 53 (was MOLLA_KDEFS=KEYU8), H100: SmolLM2 Q4_1 tg128 at d4096 802.9, 802.9 tok/s
+    // against 792.3, 789.0. The main program's only: the persistent kernel (hd known when built
+    // for the model's shape) keeps the loop below unless MOLLA_KDEFS=KEYU8 (not measured there).
     if ((hd & 7) == 0) {
         for (int d0 = 0; d0 < hd; d0 += 64) {
             uint4 u[8];

@@ -228,10 +228,11 @@ __device__ void load_input(const MvArgs& a, float* xs, int t) {
         load_row(x, xs, n);
         __syncthreads();
         scale = rms_scale(xs, n, a.eps, blockDim.x);
-#ifdef MOLLA_X_NORMW8
-        // MOLLA_KDEFS=NORMW8 (an experiment, session 52): the norm weights loaded eight a thread
-        // before the products are stored (the plain loop's SASS waits for each load: five trips
-        // for 576 values at 128 threads). The same products, so the same bits.
+        // The norm weights loaded eight a thread before the products are stored (a plain loop's
+        // SASS waited for each load: five round trips for 576 values at 128 threads). Session 53
+        // (was MOLLA_KDEFS=NORMW8), H100: SmolLM2 Q4_1 tg128 at d1024 (the graph path past the
+        // persistent kernel's 768 positions) 1021.3, 1021.9 tok/s against 948.6, 948.1;
+        // batch_speed at 16 / 64 sequences +2.5% / +1.1%. The same products: the same bits.
         for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
             float w[8];
 #pragma unroll
@@ -245,12 +246,30 @@ __device__ void load_input(const MvArgs& a, float* xs, int t) {
                 if (i < n) xs[i] = __fmul_rn(xs[i], w[u]);
             }
         }
-#else
-        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = __fmul_rn(xs[i], a.norm_w[i]);
-#endif
     } else if (a.mode == 2 || a.mode == 4) {
         const float* x2 = a.x2 + (size_t)t * n;
+#ifdef MOLLA_X_GLU8
+        // MOLLA_KDEFS=GLU8 (an experiment, session 53): the gate and up values loaded eight a
+        // thread before the products, as the norm weights above (the loop below waits for each
+        // pair of loads: twelve round trips for SmolLM2's 1536 values at 128 threads). The same
+        // products: the same bits.
+        for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
+            float g[8], u[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                int i = i0 + k * blockDim.x;
+                g[k] = i < n ? x[i] : 0.f;
+                u[k] = i < n ? x2[i] : 0.f;
+            }
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                int i = i0 + k * blockDim.x;
+                if (i < n) xs[i] = glu_mul(a.mode, g[k], u[k]);
+            }
+        }
+#else
         for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = glu_mul(a.mode, x[i], x2[i]);
+#endif
     } else {
         load_row(x, xs, n);
     }
@@ -738,15 +757,12 @@ __device__ __forceinline__ void matvec_multi_body(const MvArgs& a, int n, int pe
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.y * per_block, ng = min(per_block, n - t0);
     const int4* src = (const int4*)(prep + (size_t)t0 * stride);
-#ifdef MOLLA_X_MULTIASYNC
-    // MOLLA_KDEFS=MULTIASYNC (an experiment, session 52): the copy as prep_xq's, every piece a
-    // cp.async in flight at once (the loop below waits for each load).
+    // The copy as prep_xq's, every piece a cp.async in flight at once (a loop of loads and stores
+    // waited for each load). Session 53 (was MOLLA_KDEFS=MULTIASYNC), H100, batch_speed (SmolLM2
+    // Q4_1, graph): 16 sequences 6936 tok/s against 5828, 64: 11853 against 10723.
     for (int i = threadIdx.x; i < ng * (stride >> 4); i += blockDim.x) cp_async16(smem_u32(smem4 + i), src + i);
     cp_commit();
     cp_wait<0>();
-#else
-    for (int i = threadIdx.x; i < ng * (stride >> 4); i += blockDim.x) smem4[i] = *(const float4*)(src + i);
-#endif
     float* xs[MV_MULTI];
     Xq xq[MV_MULTI];
     float scale[MV_MULTI];

@@ -521,15 +521,7 @@ mod tests {
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
-            compiles(
-                Program::Main,
-                &[
-                    "MOLLA_PDL",
-                    "MOLLA_X_NORMW8",
-                    "MOLLA_X_MULTIASYNC",
-                    "MOLLA_X_KEYU8",
-                ],
-            );
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_GLU8"]);
         }
     }
 
