@@ -248,11 +248,14 @@ __device__ void load_input(const MvArgs& a, float* xs, int t) {
         }
     } else if (a.mode == 2 || a.mode == 4) {
         const float* x2 = a.x2 + (size_t)t * n;
-#ifdef MOLLA_X_GLU8
-        // MOLLA_KDEFS=GLU8 (an experiment, session 53): the gate and up values loaded eight a
-        // thread before the products, as the norm weights above (the loop below waits for each
-        // pair of loads: twelve round trips for SmolLM2's 1536 values at 128 threads). The same
-        // products: the same bits.
+        // The gate and up values loaded eight a thread before the products, as the norm weights
+        // above (a plain loop waited for each pair of loads: twelve round trips for SmolLM2's
+        // 1536 values at 128 threads). Session 54 (was MOLLA_KDEFS=GLU8), H200: tg128 at d768
+        // (the graph path) SmolLM2 Q4_1 1104.8, 1105.1 tok/s against 1041.7, 1040.7, Qwen2.5
+        // Q4_K_M 898.0, 898.4 against 810.0, 810.4; batch_speed at 16 / 64 sequences +2.6% /
+        // +1.1%. The same products: the same bits. (The two loops as one template taking the loads
+        // and stores as lambdas: the same arithmetic, but ptxas chose other instructions for
+        // matvec_fx, so the measured code is kept as it ran.)
         for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
             float g[8], u[8];
 #pragma unroll
@@ -267,9 +270,6 @@ __device__ void load_input(const MvArgs& a, float* xs, int t) {
                 if (i < n) xs[i] = glu_mul(a.mode, g[k], u[k]);
             }
         }
-#else
-        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = glu_mul(a.mode, x[i], x2[i]);
-#endif
     } else {
         load_row(x, xs, n);
     }

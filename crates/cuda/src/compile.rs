@@ -521,7 +521,6 @@ mod tests {
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
-            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_GLU8"]);
         }
     }
 

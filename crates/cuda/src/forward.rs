@@ -16,11 +16,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Position from which one-token decode leaves the persistent kernel for the graph path by
 /// default. The persistent kernel attends with one block a head, the graph path splits a long
-/// cache over several (launch/split.rs). Measured on the H200 with attention tiles of 256
-/// (session 12, `molla bench -d D -n 128`, tg tok/s persistent / graph): SmolLM2 Q4_1 1105 / 933
-/// at D = 256, 985 / 926 at 512, 716 / 927 at 1024; Qwen2.5-0.5B Q4_K_M 977 / 776 at 512, 791 /
-/// 782 at 1024, 681 / 776 at 1536. They cross between 640 and 1024 positions.
-pub const PK_MAX_POS: usize = 768;
+/// cache over several (launch/split.rs), so the persistent kernel's step grows faster with the
+/// cache. Session 54 on the H200 (`molla bench -d D -p 0 -n 128`, positions D .. D + 127, tg tok/s
+/// persistent / graph): SmolLM2 Q4_1 1292 / 1103 at D = 768, 1121 / 1099 at 1024, 990 / 1096 at
+/// 1280; Q8_0 1100 / 1031 at 1024, 979 / 1027 at 1280; Qwen2.5-0.5B Q4_K_M 1308 / 898 at 768,
+/// 1174 / 897 at 1024, 1065 / 896 at 1280, 975 / 929 at 1536, 832 / 905 at 2048. They cross at
+/// about 1130 (SmolLM2 Q4_1), 1240 (Q8_0) and 1800 positions (Qwen2.5): 1024 is under all three.
+/// (768 from session 12 to 53, when the graph path was slower: SmolLM2 Q4_1 716 / 927 at 1024.)
+pub const PK_MAX_POS: usize = 1024;
 
 /// Largest head width the attention kernel handles.
 pub(crate) const MAX_HEAD_DIM: usize = 256;
