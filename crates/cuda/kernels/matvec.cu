@@ -251,7 +251,7 @@ __device__ void load_input(const MvArgs& a, float* xs, int t) {
         // The gate and up values loaded eight a thread before the products, as the norm weights
         // above (a plain loop waited for each pair of loads: twelve round trips for SmolLM2's
         // 1536 values at 128 threads). Session 54 (was MOLLA_KDEFS=GLU8), H200: tg128 at d768
-        // (the graph path) SmolLM2 Q4_1 1104.8, 1105.1 tok/s against 1041.7, 1040.7, Qwen2.5
+        // (then on the graph path) SmolLM2 Q4_1 1104.8, 1105.1 tok/s against 1041.7, 1040.7, Qwen2.5
         // Q4_K_M 898.0, 898.4 against 810.0, 810.4; batch_speed at 16 / 64 sequences +2.6% /
         // +1.1%. The same products: the same bits. (The two loops as one template taking the loads
         // and stores as lambdas: the same arithmetic, but ptxas chose other instructions for
