@@ -521,6 +521,7 @@ mod tests {
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_HEADPREP"]);
         }
     }
 
