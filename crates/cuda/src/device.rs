@@ -346,6 +346,8 @@ impl Gpu {
             &k.matvec_prep,
             &k.matvec_wide,
             &k.matvec_wide_host,
+            // (Its default launch takes a q16 row only; MOLLA_KDEFS=HEADPREP's, the f32 row too.)
+            &k.matvec_wide_pick,
             &k.matvec_prep_wide,
         ]
         .into_iter()
