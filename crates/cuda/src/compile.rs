@@ -17,6 +17,10 @@ const SOURCES: &[(&str, &str)] = &[
     ("cp_async.cuh", include_str!("../kernels/cp_async.cuh")),
     ("q16_lean.cuh", include_str!("../kernels/q16_lean.cuh")),
     ("matvec.cu", include_str!("../kernels/matvec.cu")),
+    (
+        "matvec_multi.cu",
+        include_str!("../kernels/matvec_multi.cu"),
+    ),
     ("matmul.cu", include_str!("../kernels/matmul.cu")),
     ("norm.cu", include_str!("../kernels/norm.cu")),
     ("rope.cu", include_str!("../kernels/rope.cu")),
