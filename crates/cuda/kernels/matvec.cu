@@ -408,6 +408,10 @@ __device__ __forceinline__ void row_dot_one_ty(int ty, const u8* __restrict__ w,
 #undef ONE_Q16
 }
 
+// Value i of a row held as the persistent kernel's tagged words (8 bytes a value, the value in
+// the low half), through L2 (other blocks wrote it).
+__device__ __forceinline__ float tagged_value(const float* x, int i) { return __uint_as_float((u32)__ldcg((const u64*)x + i)); }
+
 // matvec_wide's input, prepared in parallel: block b takes values [1024 b, 1024 b + 1024) of the
 // row (four threads a block of 32), prepared as load_input prepares them (RMSNorm: x * w; block 0
 // sums the whole row with 128 threads, so the scale has load_input's bits, and stores it at
@@ -430,7 +434,7 @@ MOLLA_KERNEL void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* pr
     if (a.mode == 1 || a.mode == 3) load8(a.norm_w + 32 * b + 8 * part, w);
     pdl_wait();
     // The persistent kernel's tagged words (mode 3): the value in the low half of each.
-    auto at = [&](int i) { return a.mode == 3 ? __uint_as_float((u32)__ldcg((const u64*)a.x + i)) : __ldcg(a.x + i); };
+    auto at = [&](int i) { return a.mode == 3 ? tagged_value(a.x, i) : __ldcg(a.x + i); };
     // Block 0 sums the row for the scale (as load_input: 128 threads) and stores it after the
     // quantized row, where matvec_wide reads it; the other blocks need not wait for the sum.
     float scale = 1.f;
@@ -637,7 +641,7 @@ __device__ __forceinline__ Xq wide_prep_block(const MvArgs& a, float4* smem4, fl
     pdl_wait();
     if (TAGGED && a.mode == 3) {
 #pragma unroll 8
-        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = __uint_as_float((u32)__ldcg((const u64*)a.x + i));
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = tagged_value(a.x, i);
     } else {
         load_row<8>(a.x, xs, n);
     }
