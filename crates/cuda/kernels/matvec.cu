@@ -349,6 +349,22 @@ __device__ __forceinline__ int mv_total(const MvArgs& a) {
     return total;
 }
 
+// The block's row trips over a's rows, `a.lanes` lanes a row: row(si, r, active, lane, lanes) for
+// row r of segment si (active: the thread's group has a row). The grid may be smaller than the
+// row count (the input is prepared once per block): blocks stride over rows. The trip start is
+// uniform across the block, so whole warps take the same trips.
+template <class Row>
+__device__ __forceinline__ void mv_row_trips(const MvArgs& a, Row row) {
+    int lanes = a.lanes;
+    int lane = threadIdx.x & (lanes - 1);
+    int groups = blockDim.x / lanes, total = mv_total(a);
+    for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
+        int si, r;
+        bool active = mv_row(a, rb, lanes, si, r);
+        row(si, r, active, lane, lanes);
+    }
+}
+
 // FX: fixed-point rows (MvSeg::accumulate 2), a kernel of their own (matvec_fx), so that the
 // f32 kernel keeps its registers (82, against 100 with both paths in one: six blocks an SM,
 // not five).
@@ -361,14 +377,7 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
     // (Fixed-point rows never have an RMSNorm input: the scale is 1 for them.)
     load_input(a, xs, 0);
     const Xq xq = xq_at((u8*)(xs + a.cols), a.cols);
-    int lanes = a.lanes;
-    int lane = threadIdx.x & (lanes - 1);
-    int groups = blockDim.x / lanes, total = mv_total(a);
-    // The grid may be smaller than the row count (the input is prepared once per block): blocks
-    // stride over rows. `rb` is uniform across the block, so whole warps take the same trips.
-    for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
-        int si, r;
-        bool active = mv_row(a, rb, lanes, si, r);
+    mv_row_trips(a, [&](int si, int r, bool active, int lane, int lanes) {
         if (FX) {
             const MvSeg& s = a.seg[0];
             FxAcc f{};
@@ -376,7 +385,7 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
             __syncwarp();
             f = group_sum(f, lanes);
             if (active && lane == 0) mv_store_fx(s, 0, r, f);
-            continue;
+            return;
         }
         float acc = 0.f;
         if (active) {
@@ -386,7 +395,7 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
         __syncwarp();
         acc = group_sum(acc, lanes);
         if (active && lane == 0) mv_store(a.seg[si], 0, r, mv_scaled(acc, mv_scale));
-    }
+    });
 }
 
 MOLLA_KERNEL void matvec(const MvArgs a) {

@@ -101,15 +101,10 @@ __device__ __forceinline__ void matvec_multi_body(const MvArgs& a, int n, int pe
         xq[g] = xq_at((u8*)(xs[g] + a.cols), a.cols);
         scale[g] = *(const float*)((const u8*)xs[g] + prep_scale_off(a.cols));
     }
-    int lanes = a.lanes;
-    int lane = threadIdx.x & (lanes - 1);
-    int groups = blockDim.x / lanes, total = mv_total(a);
-    for (int rb = blockIdx.x * groups; rb < total; rb += gridDim.x * groups) {
-        int si, r;
-        bool active = mv_row(a, rb, lanes, si, r);
+    mv_row_trips(a, [&](int si, int r, bool active, int lane, int lanes) {
         if (FX) mv_multi_row<FxAcc>(a, si, r, active, xs, xq, scale, ng, t0, lane, lanes);
         else mv_multi_row<float>(a, si, r, active, xs, xq, scale, ng, t0, lane, lanes);
-    }
+    });
 }
 
 MOLLA_KERNEL void matvec_multi(const MvArgs a, int n, int per_block, const u8* prep, int stride) {
