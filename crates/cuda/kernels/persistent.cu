@@ -51,13 +51,6 @@ __device__ __forceinline__ const u8* pk_fold_row(const PkStep& st, int r, int u0
     return st.w[0] + (size_t)r * st.row_bytes[0] + (size_t)u0 * ub;
 }
 
-// Asks L2 for the lines of the first and last bytes of [p, p + len): the whole span of a folded
-// row (two units, at most 68 bytes).
-__device__ __forceinline__ void pk_l2_span(const u8* p, int len) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + len - 1));
-}
-
 // PK_LL_ONLY (the host's PkRoles::ll_only, by default since session 45): every step's input comes
 // as tagged words, so the counter-fed path (pk_wait and a plain row's load) is not built
 // (Persistent::new refuses a list that needs it).
@@ -142,7 +135,7 @@ __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
 // step copies all of the block's rows as its table entry d says, in one group. Attention steps
 // stage their cached keys and values instead (pk_stage_kv). POLLFIRST: the pollers stage
 // nothing (a packed step's cursor still comes from the table).
-__device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, float* nw, u8* bufs) {
+__device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, float* nw, u8* bufs, bool own) {
     PkCursor k = {};
     const bool stager = !PK_POLL_FIRST || PK_STAGER(threadIdx.x);
     if (st.op == PK_OP_ATTN || st.op == PK_OP_ATTN_WO) {
@@ -166,16 +159,17 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
         k.r1 = d.r1;
         if (!pk_busy(st, k.r0, k.r1)) return k;
         if (stager) {
-            pk_stage_norm(st, nw);
-            if (!PK_SKIPS(a, PK_SKIP_ROWS) && !PK_SKIPS(a, PK_SKIP_FETCH)) {
-                const u32 dst = smem_u32(bufs);
-                const int n = d.end[2];
-                for (int i = (int)threadIdx.x - PK_STAGE_T0; PK_STAGE_OK(i) && i < n; i += PK_THREADS - PK_STAGE_T0) {
-                    const u8* src = i < d.end[0] ? d.src[0] : i < d.end[1] ? d.src[1] : d.src[2];
-                    cp_async16(dst + 16 * i, src + 16 * (size_t)i);
-                }
+            if (PK_WAHEAD && own) {
+                // WAHEAD: the launch's first step copies its own weights, before its norm weights
+                // (every later step's were copied the step before).
+                pk_copy_packed(d, a, bufs);
+                cp_commit();
             }
-            cp_commit();
+            pk_stage_norm(st, nw);
+            if (!PK_WAHEAD) {
+                pk_copy_packed(d, a, bufs);
+                cp_commit();
+            }
         }
         k.issued = 1;
         k.ahead = k.l2 = k.r1;
@@ -269,7 +263,8 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         quantize_q16_unsynced<PK_THREADS>(xs, n, xq);
     }
     // The first chunk's copies (pk_matvec reads it after this barrier without another).
-    cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
+    // (WAHEAD: the group after the norm weights' is the next step's copy; this step's came before.)
+    cp_wait_n(PK_WAHEAD ? after_norm : after_norm > 0 ? after_norm - 1 : 0);
     __syncthreads();
     scale = norm ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
 #ifndef PK_TYMASK
@@ -672,7 +667,7 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
                 }
             }
         }
-        if (staged) cp_wait<0>();
+        if (staged) cp_wait<PK_WAHEAD>();  // (WAHEAD: the next step's copy after them)
         __syncthreads();
         pk_stamp(a, 1);
         pk_stamp(a, 2);
@@ -730,7 +725,11 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         u64 g0 = PK_TRACING(a) ? global_ns() : 0;
         pk_stamp(a, 4);
 #endif
-        PkCursor staged = pk_stage(st, d, a, nw, bufs);
+        u8* bs = bufs + (PK_WAHEAD ? (s & 1) * pk_half(a) : 0);  // this step's chunk buffers
+        PkCursor staged = pk_stage(st, d, a, nw, bs, s == 0);
+#if PK_WAHEAD
+        pk_stage_ahead(sts[(s + 1) & 3], blks[(s + 1) & 3], a, bufs + ((s + 1) & 1) * pk_half(a), s + 1 < a.nsteps);
+#endif
 #if defined(PK_FUSEQKV) && defined(MOLLA_X_FUSEL2)
         if (s + 1 < a.nsteps) pk_fused_l2(sts[(s + 1) & 3], blks[(s + 1) & 3]);
 #endif
@@ -744,8 +743,8 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp_arrive(a);
         pk_stamp_m(a, 5);
         pk_stamp_m(a, 7);
-        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, d, a, sm, nw, xraw, bufs, staged, s)
-                                        : pk_attention(st, d, a, sm, xraw, cs, bufs, s);
+        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, d, a, sm, nw, xraw, bs, staged, s)
+                                        : pk_attention(st, d, a, sm, xraw, cs, bs, s);
         if (!ok) {
             cp_wait<0>();
             return;

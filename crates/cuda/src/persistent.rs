@@ -261,11 +261,34 @@ impl Persistent {
         } else {
             0
         };
-        mark_packed(
-            &mut steps.list,
-            grid as usize,
-            stages * (chunk + 64) - overread,
-        );
+        // MOLLA_KDEFS=WAHEAD (an experiment): each packed step's weights copied a step ahead into
+        // one of two halves of the buffers (kernels/persistent_chunks.cuh `pk_half`), passed as
+        // one stage of half the bytes; when a step does not fit a half, the usual layout.
+        let half = (stages * (chunk + 64) / 2) & !15;
+        let wahead = crate::compile::experiment("WAHEAD");
+        let halves = wahead && half > 64 && {
+            mark_packed(&mut steps.list, grid as usize, half - overread);
+            steps
+                .list
+                .iter()
+                .all(|s| s.op != OP_MATVEC || s.packed != 0)
+        };
+        if wahead && !halves {
+            // (Its packed kernel would index past the buffers.)
+            return Err(CudaError::Unsupported(
+                "persistent decode: WAHEAD needs every matvec step in half the buffers".into(),
+            ));
+        }
+        let (stages, chunk) = if halves {
+            (1, half - 64)
+        } else {
+            mark_packed(
+                &mut steps.list,
+                grid as usize,
+                stages * (chunk + 64) - overread,
+            );
+            (stages, chunk)
+        };
         // A kernel variant that fits as many blocks on an SM.
         let fits = |p: &&CudaFunction| {
             p.occupancy_max_active_blocks_per_multiprocessor(threads, smem, None)
