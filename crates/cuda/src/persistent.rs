@@ -273,12 +273,6 @@ impl Persistent {
                 .iter()
                 .all(|s| s.op != OP_MATVEC || s.packed != 0)
         };
-        if wahead && !halves {
-            // (Its packed kernel would index past the buffers.)
-            return Err(CudaError::Unsupported(
-                "persistent decode: WAHEAD needs every matvec step in half the buffers".into(),
-            ));
-        }
         let (stages, chunk) = if halves {
             (1, half - 64)
         } else {
@@ -289,6 +283,17 @@ impl Persistent {
             );
             (stages, chunk)
         };
+        let all_packed = steps
+            .list
+            .iter()
+            .all(|s| s.op != OP_MATVEC || s.packed != 0);
+        if wahead && !halves && all_packed {
+            // WAHEAD's packed kernel would index past the buffers (a list with a step that does
+            // not pack runs the chunked kernel, which has no WAHEAD).
+            return Err(CudaError::Unsupported(
+                "persistent decode: WAHEAD needs every matvec step in half the buffers".into(),
+            ));
+        }
         // A kernel variant that fits as many blocks on an SM.
         let fits = |p: &&CudaFunction| {
             p.occupancy_max_active_blocks_per_multiprocessor(threads, smem, None)
@@ -296,10 +301,7 @@ impl Persistent {
         };
         // Every matvec step packed: the kernel without the chunked pipeline, when it loads and
         // fits as many blocks on an SM.
-        let packed = steps
-            .list
-            .iter()
-            .all(|s| s.op != OP_MATVEC || s.packed != 0)
+        let packed = all_packed
             .then(|| gpu.persistent_packed())
             .flatten()
             .filter(fits);
