@@ -346,8 +346,6 @@ impl Gpu {
             &k.matvec_prep,
             &k.matvec_wide,
             &k.matvec_wide_host,
-            // (Its default launch takes a q16 row only; MOLLA_KDEFS=HEADPREP's, the f32 row too.)
-            &k.matvec_wide_pick,
             &k.matvec_prep_wide,
         ]
         .into_iter()
@@ -361,7 +359,10 @@ impl Gpu {
         }
         // rope_attention's allowance (it stages a head's keys and values: att_stage_cap).
         let att_max_smem = allow_dynamic_smem(&k.rope_attention, optin)?;
-        // matvec_wide_pick's static shared memory (the pick's block reduction) exceeds matvec's.
+        // matvec_wide_pick's static shared memory (the pick's block reduction) exceeds matvec's,
+        // so its allowance is its own (the opt-in limit less that; in the list above it asked
+        // for more than the limit, and every device open failed: 310be3b, mended in session 55).
+        // Its default launch takes a q16 row only; MOLLA_KDEFS=HEADPREP's, the f32 row too.
         allow_dynamic_smem(&k.matvec_wide_pick, optin)?;
         let pk_max_smem = allow_dynamic_smem(&k.decode_persistent, optin)? as usize;
         let att_block = crate::launch::att_stage_bytes(att_max_smem as usize)
