@@ -332,13 +332,11 @@ impl Gpu {
         let optin = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(drv("device attribute"))?;
-        // The dynamic allowance is what the opt-in limit leaves beside the kernel's static shared memory.
-        let static_smem = k
-            .matvec
-            .shared_size_bytes()
-            .map_err(drv("kernel attribute"))?;
-        let max_smem = (optin - static_smem).max(48 * 1024 - static_smem).max(0) as usize;
-        for f in [
+        // The dynamic allowance is what the opt-in limit leaves beside a kernel's static shared
+        // memory: one for all of these (launches size their inputs by it), the least any of them
+        // can take, so that no kernel is asked for more than the limit (a kernel added with a
+        // larger static block failed every device open: 310be3b).
+        let shared: Vec<&CudaFunction> = [
             &k.matvec,
             &k.matvec_fx,
             &k.matvec_multi,
@@ -350,13 +348,20 @@ impl Gpu {
         ]
         .into_iter()
         .chain(&k.matvec_wide_norm)
-        {
+        .collect();
+        let mut max_smem = i32::MAX;
+        for f in &shared {
+            let st = f.shared_size_bytes().map_err(drv("kernel attribute"))?;
+            max_smem = max_smem.min((optin - st).max(48 * 1024 - st).max(0));
+        }
+        for f in shared {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                max_smem as i32,
+                max_smem,
             )
             .map_err(drv("kernel attribute"))?;
         }
+        let max_smem = max_smem as usize;
         // rope_attention's allowance (it stages a head's keys and values: att_stage_cap).
         let att_max_smem = allow_dynamic_smem(&k.rope_attention, optin)?;
         // matvec_wide_pick's static shared memory (the pick's block reduction) exceeds matvec's,
