@@ -562,6 +562,11 @@ mod tests {
             );
             // The quantization's trips skipped by warps with no block of the row (an experiment).
             compiles(Program::Persistent(packed), &["MOLLA_X_QSKIP"]);
+            // Each step's weights copied a step ahead (WAHEAD, an experiment), with the skips.
+            compiles(
+                Program::Persistent(packed),
+                &["MOLLA_X_WAHEAD", "MOLLA_X_PKMEASURE"],
+            );
             // For short caches (PK_SHORT).
             compiles(
                 Program::Persistent(PkBuild {
