@@ -179,7 +179,6 @@ __device__ __forceinline__ void pk_stage_ahead(const PkStep& next, const PkBlk& 
 }
 #endif
 
-
 // stage_rows16_at (the same copies) with its loop not unrolled: the persistent kernel keeps code
 // off a step's critical path small (persistent.cu, session 42).
 __device__ __forceinline__ void pk_stage_rows(u32 dst, const u16* src, size_t stride, int u, int n, bool swz, int threads,
