@@ -266,27 +266,18 @@ impl Persistent {
         // one stage of half the bytes; when a step does not fit a half, the usual layout.
         let half = (stages * (chunk + 64) / 2) & !15;
         let wahead = crate::compile::experiment("WAHEAD");
-        let halves = wahead && half > 64 && {
-            mark_packed(&mut steps.list, grid as usize, half - overread);
-            steps
-                .list
-                .iter()
-                .all(|s| s.op != OP_MATVEC || s.packed != 0)
-        };
-        let (stages, chunk) = if halves {
-            (1, half - 64)
+        let halves =
+            wahead && half > 64 && mark_packed(&mut steps.list, grid as usize, half - overread);
+        let (stages, chunk, all_packed) = if halves {
+            (1, half - 64, true)
         } else {
-            mark_packed(
+            let all = mark_packed(
                 &mut steps.list,
                 grid as usize,
                 stages * (chunk + 64) - overread,
             );
-            (stages, chunk)
+            (stages, chunk, all)
         };
-        let all_packed = steps
-            .list
-            .iter()
-            .all(|s| s.op != OP_MATVEC || s.packed != 0);
         if wahead && !halves && all_packed {
             // WAHEAD's packed kernel would index past the buffers (a list with a step that does
             // not pack runs the chunked kernel, which has no WAHEAD).

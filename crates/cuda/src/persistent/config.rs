@@ -87,10 +87,12 @@ fn delay_bits(v: &str) -> i32 {
 /// (`PkStep::packed`): then a block copies all of them as the step begins, each segment's share
 /// (as kernels/persistent.cu `pk_span` lays it out: whole 16-byte units, at most 32 bytes more
 /// than its rows) after the last, and computes them with no further wait. Block b of `grid` owns
-/// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`.
-pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
+/// rows total * b / grid .. total * (b + 1) / grid, as `pk_rows`. Returns whether every matvec
+/// step is packed (the list can run on the kernel built for packed steps only).
+pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) -> bool {
     let on = std::env::var("MOLLA_PK_PACKED").map_or(true, |v| v != "0");
-    for st in list.iter_mut().filter(|s| s.op == 0) {
+    let mut all = true;
+    for st in list.iter_mut().filter(|s| s.op == steps::OP_MATVEC) {
         let total = st.total.max(0) as usize;
         let fits = (0..grid).all(|b| {
             let (r0, r1) = super::blocks::block_rows(total, b, grid);
@@ -114,7 +116,9 @@ pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) {
             bytes <= room
         });
         st.packed = (on && fits) as i32;
+        all &= on && fits;
     }
+    all
 }
 
 /// Whether `MOLLA_PK_TYMASK=0` asks for the generic persistent kernel (every weight and

@@ -521,14 +521,14 @@ mod tests {
         // up to two segments: 24 * 68 + 2 * 32 = 1696 bytes at most. gate/up: 256 pairs, 64 a
         // block: 2 * (64 * 68 + 32) = 8768. The head: 100 rows, 25 a block: 1732.
         let mut st = layer(2048, 256);
-        mark_packed(&mut st.list, 4, 1700);
+        assert!(!mark_packed(&mut st.list, 4, 1700));
         let packed: Vec<i32> = st.list.iter().map(|s| s.packed).collect();
         // wo and down: 16 rows a block (1120 bytes) fit; attention is never packed.
         assert_eq!(packed, [1, 0, 1, 0, 1, 0]);
-        mark_packed(&mut st.list, 4, 8768);
+        assert!(mark_packed(&mut st.list, 4, 8768));
         let packed: Vec<i32> = st.list.iter().map(|s| s.packed).collect();
         assert_eq!(packed, [1, 0, 1, 1, 1, 1]);
-        mark_packed(&mut st.list, 4, 1000);
+        assert!(!mark_packed(&mut st.list, 4, 1000));
         assert!(st.list.iter().all(|s| s.packed == 0));
     }
 
