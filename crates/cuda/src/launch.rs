@@ -379,7 +379,9 @@ pub(crate) unsafe fn matvec_wide_flag(
             return unsafe { launch_dep!(gpu, f, cfg, "matvec launch"; &a) };
         }
     }
-    if let (Some((src, dst)), Some((a, blocks, smem))) = (flag, head_prep_self(gpu, outs, input)) {
+    if let (Some((src, dst)), Some((a, blocks, smem))) =
+        (flag, head_prep_self(gpu, outs, input, gpu.max_smem))
+    {
         let (cfg, none) = (cfg((blocks, 1, 1), WIDE_THREADS, smem), 0u64);
         // SAFETY: the caller guarantees the addresses; a null prepared row makes every block
         // prepare the input (MOLLA_KDEFS=HEADPREP, kernels/matvec.cu wide_prep_block).
@@ -405,15 +407,17 @@ pub(crate) unsafe fn matvec_wide_flag(
 /// `matvec_wide_pick`) whose blocks each prepare its RMSNorm input (plain or the persistent
 /// kernel's tagged words) with no preparation launch before it: the arguments, grid and shared
 /// memory of such a launch, or None where it does not apply (the experiment off, another input, a
-/// row whose f32 copy and q16 row do not fit in shared memory).
-fn head_prep_self(gpu: &Gpu, outs: &[Out], input: WideIn) -> Option<(MvArgs, u32, u32)> {
+/// row whose f32 copy and q16 row do not fit in the launch's `limit` bytes of shared memory).
+fn head_prep_self(
+    gpu: &Gpu,
+    outs: &[Out],
+    input: WideIn,
+    limit: usize,
+) -> Option<(MvArgs, u32, u32)> {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *ON.get_or_init(|| crate::compile::experiment("HEADPREP"));
     let smem = input.cols * 4 + xq_bytes(input.cols);
-    if !on
-        || !matches!(input.prep, Prep::RmsNorm(..) | Prep::RmsNormTagged(..))
-        || smem > gpu.max_smem
-    {
+    if !on || !matches!(input.prep, Prep::RmsNorm(..) | Prep::RmsNormTagged(..)) || smem > limit {
         return None;
     }
     let (a, total) = mv_args(outs, input.cols, input.x, input.prep);
@@ -492,7 +496,7 @@ pub(crate) unsafe fn matvec_wide_pick(
         });
     }
     let (flag, pick) = (i32::from(flag), gpu.ptr(pick));
-    if let Some((a, blocks, smem)) = head_prep_self(gpu, &[out], input) {
+    if let Some((a, blocks, smem)) = head_prep_self(gpu, &[out], input, gpu.pick_max_smem) {
         let (cfg, none) = (cfg((blocks, 1, 1), WIDE_THREADS, smem), 0u64);
         // SAFETY: as below; a null prepared row makes every block prepare the input
         // (MOLLA_KDEFS=HEADPREP).
