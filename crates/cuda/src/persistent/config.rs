@@ -115,8 +115,9 @@ pub(super) fn mark_packed(list: &mut [PkStep], grid: usize, room: usize) -> bool
             }
             bytes <= room
         });
-        st.packed = (on && fits) as i32;
-        all &= on && fits;
+        let packed = on && fits;
+        st.packed = packed as i32;
+        all &= packed;
     }
     all
 }
