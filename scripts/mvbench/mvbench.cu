@@ -347,6 +347,73 @@ __global__ void __launch_bounds__(NT, MINB) mv_rows_g(const u8* __restrict__ w, 
     }
 }
 
+// Q8_0 heads (`./mvbench q8`): the engine's head walk (matvec_wide_host's legacy branch: warp g
+// takes a run of consecutive rows, two at a time, row_dot_q16_two) on the file's 34-byte blocks,
+// against the same walk on a repacked copy of each row whose quants are 16-byte aligned:
+// L = 0: unit u's 32 quant bytes at 32 u, the rows' f16 scales after them (2 u);
+// L = 1: unit u's first 16 quant bytes at 16 u, its second at 16 (nu + u), then the scales;
+// each row padded to 16 bytes (q8r_bytes). A unit then takes two 16-byte loads and one 2-byte
+// load where the file's layout takes 11 (ldg_a2's ten aligned words and the scale), each of
+// which touches the whole of the warp's 34-byte stride. R rows a warp at a time. The same
+// arithmetic as unit_legacy<T_Q8_0>: the same bits.
+__host__ __device__ static int q8r_bytes(int cols) { return ((cols / 32) * 34 + 15) / 16 * 16; }
+
+template <int L>
+__device__ __forceinline__ float unit_q8r(const u8* __restrict__ row, int nu, const int4* xr, const Xq& x, int u) {
+    const float d = h2f(__ldg((const unsigned short*)(row + 32 * nu) + u));
+    const uint4 a = __ldg((const uint4*)(row + (L == 0 ? 32 * u : 16 * u)));
+    const uint4 b = __ldg((const uint4*)(row + (L == 0 ? 32 * u + 16 : 16 * (nu + u))));
+    const u32 w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    return mul3(d, x.dx[u], (float)idot<8>(w, xr));
+}
+
+__global__ void repack_q8(const u8* __restrict__ src, u8* __restrict__ dst, int rows, int cols, int L) {
+    const int nu = cols / 32, rb = nu * 34, rb2 = q8r_bytes(cols);
+    const size_t n = (size_t)rows * nu;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / nu;
+        const int u = (int)(i % nu);
+        const u8* b = src + r * rb + 34 * u;
+        u8* o = dst + r * rb2;
+        o[32 * nu + 2 * u] = b[0];
+        o[32 * nu + 2 * u + 1] = b[1];
+        for (int k = 0; k < 32; k++) o[L == 0 ? 32 * u + k : k < 16 ? 16 * u + k : 16 * (nu + u) + k - 16] = b[2 + k];
+    }
+}
+
+// P = -1: the file's layout (row_dot_q16_two, the engine's walk); P = 0 / 1: the repacked
+// layouts, R rows at a time.
+template <int P, int R, int NT, int MINB>
+__global__ void __launch_bounds__(NT, MINB) mv_q8_head(const u8* __restrict__ w, int rows, int rb, int cols,
+                                                       const u8* __restrict__ xqg, float* y) {
+    const Xq x = xq_to_smem(xqg, cols, NT);
+    const int lane = threadIdx.x & 31, g = blockIdx.x * (NT / 32) + (threadIdx.x >> 5), nw = gridDim.x * (NT / 32);
+    const int n = (rows + nw - 1) / nw, r0 = g * n, r1 = min(rows, r0 + n), nu = cols / 32;
+    for (int r = r0; r < r1; r += R) {
+        float acc[R];
+#pragma unroll
+        for (int k = 0; k < R; k++) acc[k] = 0.f;
+        if constexpr (P < 0) {
+            row_dot_q16_two<T_Q8_0>(w + (size_t)r * rb, w + (size_t)min(r + 1, r1 - 1) * rb, x, cols, lane, acc[0], acc[1]);
+        } else {
+            for (int u = lane; u < nu; u += 32) {
+                int4 xr[8];
+                load_xu<T_Q8_0>(x, u, xr);
+                float v[R];
+#pragma unroll
+                for (int k = 0; k < R; k++) v[k] = unit_q8r<P>(w + (size_t)min(r + k, r1 - 1) * rb, nu, xr, x, u);
+#pragma unroll
+                for (int k = 0; k < R; k++) acc[k] = __fadd_rn(acc[k], v[k]);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < R; k++) {
+            const float s = warp_sum(acc[k]);
+            if (lane == 0 && r + k < r1) y[r + k] = s;
+        }
+    }
+}
+
 typedef void (*Kern)(const u8*, int, int, int, const u8*, float*);
 
 struct Shape {
@@ -363,6 +430,8 @@ int main(int argc, char** argv) {
     // `repack`: the Q4_K matrices only, the lean walk and its read pattern on the file's layout
     // against the repacked one (a second pool holds the repacked copy of the first).
     const bool repack = argc > 1 && strcmp(argv[1], "repack") == 0;
+    // `q8`: the small models' Q8_0 heads on the file's layout against the repacked ones (mv_q8_head).
+    const bool q8 = argc > 1 && strcmp(argv[1], "q8") == 0;
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     int sms = prop.multiProcessorCount;
@@ -404,6 +473,90 @@ int main(int argc, char** argv) {
         float ms;
         CK(cudaEventElapsedTime(&ms, e0, e1));
         printf("peak read: %.0f GB/s\n", pool / (ms * 1e-3) / 1e9);
+    }
+    if (q8) {
+        // Each head's matrices cycled through the pool on the file's layout and (a second pool)
+        // repacked, both layouts; outputs checked against matvec's bits on the first matrix.
+        u8* qpool;
+        CK(cudaMalloc(&qpool, pool + 256));
+        const Shape heads[] = {{"qwen head 151936x896", T_Q8_0, 151936, 896}, {"smol head 49152x576", T_Q8_0, 49152, 576}};
+        for (const Shape& sh : heads) {
+            const int rb = row_bytes(T_Q8_0, sh.cols), rb2 = q8r_bytes(sh.cols);
+            const size_t mb = (size_t)sh.rows * rb, mb2 = (size_t)sh.rows * rb2;
+            const int nbuf = (int)(pool / mb2);
+            bench_prep_xq<<<1, 128, sh.cols * 4 + xq_bytes(sh.cols)>>>(x, sh.cols, xq);
+            MvArgs a;
+            memset(&a, 0, sizeof a);
+            a.seg[0] = MvSeg{};
+            a.seg[0].rows = sh.rows;
+            a.seg[0].row_bytes = rb;
+            a.seg[0].ty = T_Q8_0;
+            a.seg[0].y = yref;
+            a.seg[0].w = wpool;
+            a.nseg = 1;
+            a.cols = sh.cols;
+            a.x = x;
+            a.lanes = 32;
+            const int smem = sh.cols * 4 + xq_bytes(sh.cols);
+            CK(cudaFuncSetAttribute(matvec, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            matvec<<<std::min((sh.rows + 3) / 4, sms * 6), 128, smem>>>(a);
+            CK(cudaDeviceSynchronize());
+            std::vector<float> href(sh.rows), hy(sh.rows);
+            CK(cudaMemcpy(href.data(), yref, sh.rows * 4, cudaMemcpyDeviceToHost));
+            auto time = [&](const char* name, Kern k, const void* fn, const u8* base, size_t stride, int rbk, bool check) {
+                int per;
+                CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, 256, xq_bytes(sh.cols)));
+                per = std::min(per, 4);
+                const int grid = sms * per;
+                bool same = true;
+                if (check) {
+                    k<<<grid, 256, xq_bytes(sh.cols)>>>(base, sh.rows, rbk, sh.cols, xq, y);
+                    CK(cudaDeviceSynchronize());
+                    CK(cudaMemcpy(hy.data(), y, sh.rows * 4, cudaMemcpyDeviceToHost));
+                    same = memcmp(hy.data(), href.data(), sh.rows * 4) == 0;
+                }
+                CK(cudaEventRecord(e0));
+                for (int i = 0; i < iters; i++) k<<<grid, 256, xq_bytes(sh.cols)>>>(base + (size_t)((i + 1) % nbuf) * stride, sh.rows, rbk, sh.cols, xq, y);
+                CK(cudaEventRecord(e1));
+                CK(cudaEventSynchronize(e1));
+                float ms;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                cudaFuncAttributes fa;
+                CK(cudaFuncGetAttributes(&fa, fn));
+                printf("%-22s %-28s regs %3d %d/SM  %7.2f us  %6.0f GB/s (file bytes)  %s\n", sh.name, name, fa.numRegs, per,
+                       ms * 1e3 / iters, mb * iters / (ms * 1e-3) / 1e9, !check ? "" : same ? "same bits" : "DIFFERENT BITS");
+            };
+            auto read = [&](const char* name, const u8* base, size_t bytes, size_t stride) {
+                CK(cudaEventRecord(e0));
+                for (int i = 0; i < iters; i++) peak_read<<<sms * 8, 256>>>((const int4*)(base + (size_t)((i + 1) % nbuf) * stride), bytes / 16, sink);
+                CK(cudaEventRecord(e1));
+                CK(cudaEventSynchronize(e1));
+                float ms;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                printf("%-22s %-28s                 %7.2f us\n", sh.name, name, ms * 1e3 / iters);
+            };
+#define Q8K(P, R) (Kern)(mv_q8_head<P, R, 256, 4>), (const void*)(mv_q8_head<P, R, 256, 4>)
+            for (int L = 0; L < 2; L++) {
+                for (int i = 0; i < nbuf; i++)
+                    repack_q8<<<sms * 8, 256>>>(wpool + (size_t)i * mb2, qpool + (size_t)i * mb2, sh.rows, sh.cols, L);
+                CK(cudaDeviceSynchronize());
+                if (L == 0) {
+                    read("read, file bytes", wpool, mb, mb2);
+                    time("file layout (engine)", Q8K(-1, 2), wpool, mb2, rb, true);
+                    time("split32 R2", Q8K(0, 2), qpool, mb2, rb2, true);
+                    time("split32 R1", Q8K(0, 1), qpool, mb2, rb2, true);
+                    time("split32 R4", Q8K(0, 4), qpool, mb2, rb2, true);
+                } else {
+                    time("split16 R2", Q8K(1, 2), qpool, mb2, rb2, true);
+                    time("split16 R1", Q8K(1, 1), qpool, mb2, rb2, true);
+                    time("split16 R4", Q8K(1, 4), qpool, mb2, rb2, true);
+                    time("file layout (again)", Q8K(-1, 2), wpool, mb2, rb, true);
+                    read("read, repacked bytes", qpool, mb2, mb2);
+                }
+            }
+#undef Q8K
+        }
+        return 0;
     }
     Shape shapes[] = {{"qkv 6144x4096 Q4_K", T_Q4_K, 6144, 4096}, {"gate+up 28672x4096 Q4_K", T_Q4_K, 28672, 4096}, {"gate 14336x4096 Q4_K", T_Q4_K, 14336, 4096}, {"down 4096x14336 Q4_K", T_Q4_K, 4096, 14336},
                       {"wo 4096x4096 Q4_K", T_Q4_K, 4096, 4096},       {"down 4096x14336 Q6_K", T_Q6_K, 4096, 14336},
