@@ -526,6 +526,10 @@ mod tests {
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_HEADPREP"]);
+            compiles(
+                Program::Main,
+                &["MOLLA_PDL", "MOLLA_X_Q8R", "MOLLA_X_HEADPREP"],
+            );
         }
     }
 
