@@ -134,7 +134,7 @@ pub(crate) fn repack_q8r(bytes: &[u8], cols: usize) -> Vec<u8> {
 /// not Q8_0. [`DevMatrix::r`] gives it as Q8_0; its launches pass [`T_Q8R`] instead.
 pub(crate) fn head_q8r(gpu: &Gpu, model: &model::Model) -> Result<Option<DevMatrix>> {
     let w = &model.output;
-    if !crate::compile::experiment("Q8R") || w.ty != GgmlType::Q8_0 || w.cols % 32 != 0 {
+    if !crate::compile::experiment("Q8R") || w.ty != GgmlType::Q8_0 || !w.cols.is_multiple_of(32) {
         return Ok(None);
     }
     let packed = repack_q8r(w.bytes(&model.file), w.cols);
