@@ -631,16 +631,13 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
     wide_rows(a, prep_xq(a, prep, smem4), prep_scale(a, prep));
 }
 
-#if defined(MOLLA_X_WIDEPREP) || defined(MOLLA_X_HEADPREP)
-// A matvec_wide-shaped block's RMSNorm input (mode 1, or mode 3: the persistent kernel's tagged
-// words, the value in each word's low half) prepared by the block itself into shared memory at
+#ifdef MOLLA_X_WIDEPREP
+// A matvec_wide-shaped block's RMSNorm input (mode 1) prepared by the block itself into shared memory at
 // smem4 (cols floats, then the q16 row), so that no matvec_prep_wide launch comes before: the
 // block loads the row, its threads quantize x * w into the q16 row after it (the norm weights of
 // up to two trips loaded before the PDL wait: they depend on no kernel), and threads [128, 256)
 // sum the squares in the order of matvec_prep_wide's block 0 (128 threads). The same bits as
-// matvec_prep_wide. Returns the q16 row and sets `scale`; calls pdl_wait. TAGGED: mode 3 is
-// built in (the heads after the persistent kernel).
-template <bool TAGGED>
+// matvec_prep_wide. Returns the q16 row and sets `scale`; calls pdl_wait.
 __device__ __forceinline__ Xq wide_prep_block(const MvArgs& a, float4* smem4, float& scale) {
     float* xs = (float*)smem4;
     u8* xqb = (u8*)(xs + a.cols);
@@ -660,12 +657,7 @@ __device__ __forceinline__ Xq wide_prep_block(const MvArgs& a, float4* smem4, fl
         if (trips == 2) load8(a.norm_w + at(1, live), w1);
     }
     pdl_wait();
-    if (TAGGED && a.mode == 3) {
-#pragma unroll 8
-        for (int i = threadIdx.x; i < n; i += blockDim.x) xs[i] = tagged_value(a.x, i);
-    } else {
-        load_row<8>(a.x, xs, n);
-    }
+    load_row<8>(a.x, xs, n);
     __syncthreads();
     rms_part(xs, n, 128, 128);
     auto trip = [&](int it, const float* w) {
@@ -689,9 +681,7 @@ __device__ __forceinline__ Xq wide_prep_block(const MvArgs& a, float4* smem4, fl
     scale = rms_total(n, a.eps, 128);
     return xq_at(xqb, n);
 }
-#endif
 
-#ifdef MOLLA_X_WIDEPREP
 // MOLLA_KDEFS=WIDEPREP (an experiment, session 50; session 21's matvec_wide_norm, measured
 // slower then, while consecutive launches still asked SMs for different shared-memory splits;
 // sessions 51-54 level or slower): matvec_wide on an RMSNorm input (mode 1) that every block
@@ -702,7 +692,7 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_norm(const MvArgs a) {
     extern __shared__ float4 smem4[];
     pdl_trigger();
     float scale;
-    const Xq xq = wide_prep_block<false>(a, smem4, scale);
+    const Xq xq = wide_prep_block(a, smem4, scale);
     wide_rows(a, xq, scale);
 }
 #endif
@@ -715,19 +705,6 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_host(const MvArgs a, con
                                                              u32* flag_dst) {
     extern __shared__ float4 smem4[];
     pdl_trigger();
-#ifdef MOLLA_X_HEADPREP
-    // MOLLA_KDEFS=HEADPREP (an experiment, session 54): with no prepared row (prep null), every
-    // block prepares the head's RMSNorm input itself (shared memory: cols floats, then
-    // xq_bytes(cols)), so that no matvec_prep_wide launch comes between the persistent kernel
-    // and its head. The same bits.
-    if (!prep) {
-        float scale;
-        const Xq xq = wide_prep_block<true>(a, smem4, scale);
-        if (blockIdx.x == 0 && threadIdx.x == 0) *flag_dst = __ldcg(flag_src);
-        wide_rows_host(a, xq, scale);
-        return;
-    }
-#endif
     pdl_wait();
     if (blockIdx.x == 0 && threadIdx.x == 0) *flag_dst = __ldcg(flag_src);
     wide_rows_host(a, prep_xq(a, prep, smem4), prep_scale(a, prep));

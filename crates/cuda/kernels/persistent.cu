@@ -135,7 +135,7 @@ __device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
 // step copies all of the block's rows as its table entry d says, in one group. Attention steps
 // stage their cached keys and values instead (pk_stage_kv). POLLFIRST: the pollers stage
 // nothing (a packed step's cursor still comes from the table).
-__device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, float* nw, u8* bufs, bool own) {
+__device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, float* nw, u8* bufs) {
     PkCursor k = {};
     const bool stager = !PK_POLL_FIRST || PK_STAGER(threadIdx.x);
     if (st.op == PK_OP_ATTN || st.op == PK_OP_ATTN_WO) {
@@ -159,17 +159,9 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
         k.r1 = d.r1;
         if (!pk_busy(st, k.r0, k.r1)) return k;
         if (stager) {
-            if (PK_WAHEAD && own) {
-                // WAHEAD: the launch's first step copies its own weights, before its norm weights
-                // (every later step's were copied the step before).
-                pk_copy_packed(d, a, bufs);
-                cp_commit();
-            }
             pk_stage_norm(st, nw);
-            if (!PK_WAHEAD) {
-                pk_copy_packed(d, a, bufs);
-                cp_commit();
-            }
+            pk_copy_packed(d, a, bufs);
+            cp_commit();
         }
         k.issued = 1;
         k.ahead = k.l2 = k.r1;
@@ -263,8 +255,7 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
         quantize_q16_unsynced<PK_THREADS>(xs, n, xq);
     }
     // The first chunk's copies (pk_matvec reads it after this barrier without another).
-    // (WAHEAD: the group after the norm weights' is the next step's copy; this step's came before.)
-    cp_wait_n(PK_WAHEAD ? after_norm : after_norm > 0 ? after_norm - 1 : 0);
+    cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
     __syncthreads();
     scale = norm ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
 #ifndef PK_TYMASK
@@ -667,7 +658,7 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
                 }
             }
         }
-        if (staged) cp_wait<PK_WAHEAD>();  // (WAHEAD: the next step's copy after them)
+        if (staged) cp_wait<0>();
         __syncthreads();
         pk_stamp(a, 1);
         pk_stamp(a, 2);
@@ -725,11 +716,7 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         u64 g0 = PK_TRACING(a) ? global_ns() : 0;
         pk_stamp(a, 4);
 #endif
-        u8* bs = bufs + (PK_WAHEAD ? (s & 1) * pk_half(a) : 0);  // this step's chunk buffers
-        PkCursor staged = pk_stage(st, d, a, nw, bs, s == 0);
-#if PK_WAHEAD
-        pk_stage_ahead(sts[(s + 1) & 3], blks[(s + 1) & 3], a, bufs + ((s + 1) & 1) * pk_half(a), s + 1 < a.nsteps);
-#endif
+        PkCursor staged = pk_stage(st, d, a, nw, bufs);
 #if defined(PK_FUSEQKV) && defined(MOLLA_X_FUSEL2)
         if (s + 1 < a.nsteps) pk_fused_l2(sts[(s + 1) & 3], blks[(s + 1) & 3]);
 #endif
@@ -743,8 +730,8 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp_arrive(a);
         pk_stamp_m(a, 5);
         pk_stamp_m(a, 7);
-        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, d, a, sm, nw, xraw, bs, staged, s)
-                                        : pk_attention(st, d, a, sm, xraw, cs, bs, s);
+        bool ok = st.op == PK_OP_MATVEC ? pk_matvec(st, d, a, sm, nw, xraw, bufs, staged, s)
+                                        : pk_attention(st, d, a, sm, xraw, cs, bufs, s);
         if (!ok) {
             cp_wait<0>();
             return;

@@ -145,17 +145,6 @@ __device__ __forceinline__ void pk_l2_span(const u8* p, int len) {
 // Chunk buffer k (of a.stages, cycled).
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
 
-// MOLLA_KDEFS=WAHEAD (an experiment, session 55; packed builds only): a packed step's weights are
-// copied one step ahead, the chunk buffers split in two halves of pk_half bytes (the host passes
-// one stage of half the buffers' bytes), step s using half s & 1, so that a step's weights land
-// during the step before and not after its own input arrived.
-#if defined(MOLLA_X_WAHEAD) && defined(PK_PACKED_ONLY)
-#define PK_WAHEAD 1
-#else
-#define PK_WAHEAD 0
-#endif
-__device__ __forceinline__ int pk_half(const PkArgs& a) { return a.stages * (a.chunk + 64); }
-
 // A packed step's weights as block entry d says, copied into bufs by the stagers (no commit).
 __device__ __forceinline__ void pk_copy_packed(const PkBlk& d, const PkArgs& a, u8* bufs) {
     if (PK_SKIPS(a, PK_SKIP_ROWS) || PK_SKIPS(a, PK_SKIP_FETCH)) return;
@@ -166,18 +155,6 @@ __device__ __forceinline__ void pk_copy_packed(const PkBlk& d, const PkArgs& a, 
         cp_async16(dst + 16 * i, src + 16 * (size_t)i);
     }
 }
-
-#if PK_WAHEAD
-// WAHEAD: as step s begins, the stagers copy step s + 1's weights (when it is a matvec step) into
-// the other half of the chunk buffers (pk_half), which step s - 1 used and every thread has left,
-// as one cp.async group of its own (empty otherwise), so that they land while step s runs.
-__device__ __forceinline__ void pk_stage_ahead(const PkStep& next, const PkBlk& nd, const PkArgs& a, u8* buf,
-                                               bool any) {
-    if (PK_POLL_FIRST && !PK_STAGER(threadIdx.x)) return;
-    if (any && next.op == PK_OP_MATVEC && pk_busy(next, nd.r0, nd.r1)) pk_copy_packed(nd, a, buf);
-    cp_commit();
-}
-#endif
 
 // stage_rows16_at (the same copies) with its loop not unrolled: the persistent kernel keeps code
 // off a step's critical path small (persistent.cu, session 42).

@@ -121,22 +121,9 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide_pick(const MvArgs a, con
     KTRACE(11);
     extern __shared__ float4 smem4[];
     pdl_trigger();
-    float scale;
-    Xq xq;
-#ifdef MOLLA_X_HEADPREP
-    // MOLLA_KDEFS=HEADPREP: with prep null every block prepares the input itself, as
-    // matvec_wide_host's (kernels/matvec.cu wide_prep_block).
-    if (!prep)
-        xq = wide_prep_block<true>(a, smem4, scale);
-    else
-#endif
-    {
-        pdl_wait();
-        xq = prep_xq(a, prep, smem4);
-        scale = prep_scale(a, prep);
-    }
+    pdl_wait();
     PickAcc p = pick_acc();
-    wide_rows<true>(a, xq, scale, &p);
+    wide_rows<true>(a, prep_xq(a, prep, smem4), prep_scale(a, prep), &p);
     // The rows this block stored are visible before its ticket (the last block may read one).
     __threadfence();
     pick_finish(a.seg[0].y, a.seg[0].rows, flag, out, host, p.best, p.bi, p.bad);

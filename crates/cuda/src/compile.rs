@@ -525,11 +525,7 @@ mod tests {
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
-            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_HEADPREP"]);
-            compiles(
-                Program::Main,
-                &["MOLLA_PDL", "MOLLA_X_Q8R", "MOLLA_X_HEADPREP"],
-            );
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_Q8R"]);
         }
     }
 
@@ -566,11 +562,6 @@ mod tests {
             );
             // The quantization's trips skipped by warps with no block of the row (an experiment).
             compiles(Program::Persistent(packed), &["MOLLA_X_QSKIP"]);
-            // Each step's weights copied a step ahead (WAHEAD, an experiment), with the skips.
-            compiles(
-                Program::Persistent(packed),
-                &["MOLLA_X_WAHEAD", "MOLLA_X_PKMEASURE"],
-            );
             // For short caches (PK_SHORT).
             compiles(
                 Program::Persistent(PkBuild {

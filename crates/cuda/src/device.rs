@@ -134,9 +134,6 @@ pub struct Gpu {
     pub(crate) pk_max_smem: usize,
     /// Dynamic shared memory `rope_attention` may take.
     pub(crate) att_max_smem: usize,
-    /// Dynamic shared memory `matvec_wide_pick` may take (its static block is larger than
-    /// the other matvec kernels').
-    pub(crate) pick_max_smem: usize,
     /// Decode kernels launch as programmatic dependents of the kernel before them (crate::pdl):
     /// compute capability 9.0 and up unless `MOLLA_PDL=0`.
     pub(crate) pdl: bool,
@@ -370,8 +367,8 @@ impl Gpu {
         // matvec_wide_pick's static shared memory (the pick's block reduction) exceeds matvec's,
         // so its allowance is its own (the opt-in limit less that; in the list above it asked
         // for more than the limit, and every device open failed: 310be3b, mended in session 55).
-        // Its default launch takes a q16 row only; MOLLA_KDEFS=HEADPREP's, the f32 row too.
-        let pick_max_smem = allow_dynamic_smem(&k.matvec_wide_pick, optin)? as usize;
+        // Its launch takes a q16 row.
+        allow_dynamic_smem(&k.matvec_wide_pick, optin)?;
         let pk_max_smem = allow_dynamic_smem(&k.decode_persistent, optin)? as usize;
         let att_block = crate::launch::att_stage_bytes(att_max_smem as usize)
             + k.rope_attention
@@ -404,7 +401,6 @@ impl Gpu {
             name,
             max_smem,
             att_max_smem: att_max_smem as usize,
-            pick_max_smem,
             pk_max_smem,
             pdl,
             q6pad,

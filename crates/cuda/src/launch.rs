@@ -379,16 +379,6 @@ pub(crate) unsafe fn matvec_wide_flag(
             return unsafe { launch_dep!(gpu, f, cfg, "matvec launch"; &a) };
         }
     }
-    if let (Some((src, dst)), Some((a, blocks, smem))) =
-        (flag, head_prep_self(gpu, outs, input, gpu.max_smem))
-    {
-        let (cfg, none) = (cfg((blocks, 1, 1), WIDE_THREADS, smem), 0u64);
-        // SAFETY: the caller guarantees the addresses; a null prepared row makes every block
-        // prepare the input (MOLLA_KDEFS=HEADPREP, kernels/matvec.cu wide_prep_block).
-        return unsafe {
-            launch_dep!(gpu, &gpu.k.matvec_wide_host, cfg, "matvec launch"; &a, &none, &src, &dst)
-        };
-    }
     // SAFETY: as the caller guarantees.
     let (a, blocks) = unsafe { wide_setup(gpu, outs, input) }?;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
@@ -401,27 +391,6 @@ pub(crate) unsafe fn matvec_wide_flag(
             None => launch_dep!(gpu, &gpu.k.matvec_wide, cfg, "matvec launch"; &a, &buf),
         }
     }
-}
-
-/// `MOLLA_KDEFS=HEADPREP` (an experiment, session 54): a head's launch (`matvec_wide_host`,
-/// `matvec_wide_pick`) whose blocks each prepare its RMSNorm input (plain or the persistent
-/// kernel's tagged words) with no preparation launch before it: the arguments, grid and shared
-/// memory of such a launch, or None where it does not apply (the experiment off, another input, a
-/// row whose f32 copy and q16 row do not fit in the launch's `limit` bytes of shared memory).
-fn head_prep_self(
-    gpu: &Gpu,
-    outs: &[Out],
-    input: WideIn,
-    limit: usize,
-) -> Option<(MvArgs, u32, u32)> {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| crate::compile::experiment("HEADPREP"));
-    let smem = input.cols * 4 + xq_bytes(input.cols);
-    if !on || !matches!(input.prep, Prep::RmsNorm(..) | Prep::RmsNormTagged(..)) || smem > limit {
-        return None;
-    }
-    let (a, total) = mv_args(outs, input.cols, input.x, input.prep);
-    Some((a, wide_blocks(gpu, total), smem as u32))
 }
 
 /// The input of a `matvec_wide`-shaped launch: `cols` values at `x`, prepared by `prep` into
@@ -496,14 +465,6 @@ pub(crate) unsafe fn matvec_wide_pick(
         });
     }
     let (flag, pick) = (i32::from(flag), gpu.ptr(pick));
-    if let Some((a, blocks, smem)) = head_prep_self(gpu, &[out], input, gpu.pick_max_smem) {
-        let (cfg, none) = (cfg((blocks, 1, 1), WIDE_THREADS, smem), 0u64);
-        // SAFETY: as below; a null prepared row makes every block prepare the input
-        // (MOLLA_KDEFS=HEADPREP).
-        return unsafe {
-            launch_dep!(gpu, &gpu.k.matvec_wide_pick, cfg, "matvec launch"; &a, &none, &flag, &pick, &host)
-        };
-    }
     // SAFETY: as the caller guarantees.
     let (a, blocks) = unsafe { wide_setup(gpu, &[out], input) }?;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);

@@ -261,30 +261,11 @@ impl Persistent {
         } else {
             0
         };
-        // MOLLA_KDEFS=WAHEAD (an experiment): each packed step's weights copied a step ahead into
-        // one of two halves of the buffers (kernels/persistent_chunks.cuh `pk_half`), passed as
-        // one stage of half the bytes; when a step does not fit a half, the usual layout.
-        let half = (stages * (chunk + 64) / 2) & !15;
-        let wahead = crate::compile::experiment("WAHEAD");
-        let halves =
-            wahead && half > 64 && mark_packed(&mut steps.list, grid as usize, half - overread);
-        let (stages, chunk, all_packed) = if halves {
-            (1, half - 64, true)
-        } else {
-            let all = mark_packed(
-                &mut steps.list,
-                grid as usize,
-                stages * (chunk + 64) - overread,
-            );
-            (stages, chunk, all)
-        };
-        if wahead && !halves && all_packed {
-            // WAHEAD's packed kernel would index past the buffers (a list with a step that does
-            // not pack runs the chunked kernel, which has no WAHEAD).
-            return Err(CudaError::Unsupported(
-                "persistent decode: WAHEAD needs every matvec step in half the buffers".into(),
-            ));
-        }
+        let all_packed = mark_packed(
+            &mut steps.list,
+            grid as usize,
+            stages * (chunk + 64) - overread,
+        );
         // A kernel variant that fits as many blocks on an SM.
         let fits = |p: &&CudaFunction| {
             p.occupancy_max_active_blocks_per_multiprocessor(threads, smem, None)
