@@ -18,9 +18,6 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-// The engine's repacked Q8_0 head walk (q16_rows.cuh unit_q8r, MOLLA_KDEFS=Q8R), for `./mvbench q8`.
-#define MOLLA_X_Q8R
-
 #include "../../crates/cuda/kernels/common.cuh"
 #include "../../crates/cuda/kernels/ktrace.cuh"
 #include "../../crates/cuda/kernels/dequant.cuh"
@@ -361,12 +358,11 @@ __global__ void __launch_bounds__(NT, MINB) mv_rows_g(const u8* __restrict__ w, 
 // arithmetic as unit_legacy<T_Q8_0>: the same bits.
 __host__ __device__ static int q8r_bytes(int cols) { return ((cols / 32) * 34 + 15) / 16 * 16; }
 
-// L = 0: the engine's unit_q8r; L = 1: the halves apart.
 template <int L>
-__device__ __forceinline__ float unit_q8r_l(const u8* __restrict__ row, int nu, const int4* xr, const Xq& x, int u) {
-    if constexpr (L == 0) return unit_q8r(row, nu, xr, x, u);
+__device__ __forceinline__ float unit_q8r(const u8* __restrict__ row, int nu, const int4* xr, const Xq& x, int u) {
     const float d = h2f(__ldg((const unsigned short*)(row + 32 * nu) + u));
-    const uint4 a = __ldg((const uint4*)(row + 16 * u)), b = __ldg((const uint4*)(row + 16 * (nu + u)));
+    const uint4 a = __ldg((const uint4*)(row + (L == 0 ? 32 * u : 16 * u)));
+    const uint4 b = __ldg((const uint4*)(row + (L == 0 ? 32 * u + 16 : 16 * (nu + u))));
     const u32 w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
     return mul3(d, x.dx[u], (float)idot<8>(w, xr));
 }
@@ -405,7 +401,7 @@ __global__ void __launch_bounds__(NT, MINB) mv_q8_head(const u8* __restrict__ w,
                 load_xu<T_Q8_0>(x, u, xr);
                 float v[R];
 #pragma unroll
-                for (int k = 0; k < R; k++) v[k] = unit_q8r_l<P>(w + (size_t)min(r + k, r1 - 1) * rb, nu, xr, x, u);
+                for (int k = 0; k < R; k++) v[k] = unit_q8r<P>(w + (size_t)min(r + k, r1 - 1) * rb, nu, xr, x, u);
 #pragma unroll
                 for (int k = 0; k < R; k++) acc[k] = __fadd_rn(acc[k], v[k]);
             }

@@ -31,9 +31,6 @@ typedef unsigned long long u64;
 #define T_Q5_K 13
 #define T_Q6_K 14
 #define T_BF16 30
-// Not a ggml type: Q8_0 rows repacked on upload for a head after the persistent kernel
-// (MOLLA_KDEFS=Q8R, an experiment; q16_rows.cuh unit_q8r).
-#define T_Q8R 64
 
 // Bytes of a Q6_K block in device memory: 224, the file's 210 and zero padding (weights.rs pads
 // every block on upload, so that its fields sit at 16-, 8- and 2-byte aligned offsets and are read

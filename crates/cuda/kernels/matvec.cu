@@ -501,12 +501,6 @@ __device__ __forceinline__ Xq prep_xq(const MvArgs& a, const u8* prep, float4* d
 __device__ __forceinline__ void wide_row_dot(const MvSeg& s, int r, const Xq& xq, int cols, int lane, bool lean, u32 xa,
                                              float& acc) {
     const u8* row = s.w + (size_t)r * s.row_bytes;
-#ifdef MOLLA_X_Q8R
-    if (s.ty == T_Q8R) {
-        acc = row_dot_q8r_one(row, xq, cols, lane);
-        return;
-    }
-#endif
     if (lean && s.ty == T_Q4_K) acc = row_dot_k4_lean(row, xq, cols, lane, xa);
     else row_dot_one_ty(s.ty, row, xq, cols, lane, acc);
 }
@@ -553,12 +547,6 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
 __device__ __forceinline__ void row_dot_two_ty(int ty, const u8* __restrict__ w0, const u8* __restrict__ w1,
                                                const Xq& xq, int cols, int lane, float& a0, float& a1) {
     a0 = a1 = __int_as_float(0x7fc00000);
-#ifdef MOLLA_X_Q8R
-    if (ty == T_Q8R) {
-        row_dot_q8r_two(w0, w1, xq, cols, lane, a0, a1);
-        return;
-    }
-#endif
 #define TWO_Q16(T) row_dot_q16_two<T>(w0, w1, xq, cols, lane, a0, a1)
     switch (ty) {
         Q16_LEGACY_CASES(TWO_Q16)

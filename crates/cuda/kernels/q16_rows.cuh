@@ -60,48 +60,6 @@ __device__ __forceinline__ void row_dot_q16_two(const u8* __restrict__ w0, const
     }
 }
 
-#ifdef MOLLA_X_Q8R
-// MOLLA_KDEFS=Q8R (an experiment): a head's Q8_0 rows repacked on upload (weights.rs
-// `repack_q8r`) so that a unit's quants are 16-byte aligned: unit u's 32 quant bytes at 32 u,
-// then the row's nu f16 scales, the row padded to 16 bytes. A unit is then two 16-byte loads and a
-// 2-byte one, where the file's 34-byte blocks take eleven (ldg_a2's ten aligned words and the
-// scale), each spanning the warp's whole stride of 34 bytes a lane. The same arithmetic as
-// unit_legacy<T_Q8_0> on the same bytes: the same bits.
-__device__ __forceinline__ float unit_q8r(const u8* __restrict__ row, int nu, const int4* xr, const Xq& x, int u) {
-    const float d = h2f(__ldg((const unsigned short*)(row + 32 * nu) + u));
-    const uint4 a = __ldg((const uint4*)(row + 32 * u)), b = __ldg((const uint4*)(row + 32 * u + 16));
-    const u32 w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    return mul3(d, x.dx[u], (float)idot<8>(w, xr));
-}
-
-// row_dot_q16_two (and with w0 == w1, row_dot_q16_one) on T_Q8R rows: the same bits as on the
-// file's Q8_0 rows.
-__device__ __forceinline__ void row_dot_q8r_two(const u8* __restrict__ w0, const u8* __restrict__ w1, const Xq& x,
-                                                int cols, int lane, float& a0, float& a1) {
-    const int nu = cols >> 5;
-    a0 = 0.f;
-    a1 = 0.f;
-    for (int u = lane; u < nu; u += 32) {
-        int4 xr[8];
-        load_xu<T_Q8_0>(x, u, xr);
-        const float v0 = unit_q8r(w0, nu, xr, x, u), v1 = unit_q8r(w1, nu, xr, x, u);
-        a0 = __fadd_rn(a0, v0);
-        a1 = __fadd_rn(a1, v1);
-    }
-}
-
-__device__ __forceinline__ float row_dot_q8r_one(const u8* __restrict__ w, const Xq& x, int cols, int lane) {
-    const int nu = cols >> 5;
-    float acc = 0.f;
-    for (int u = lane; u < nu; u += 32) {
-        int4 xr[8];
-        load_xu<T_Q8_0>(x, u, xr);
-        acc = __fadd_rn(acc, unit_q8r(w, nu, xr, x, u));
-    }
-    return acc;
-}
-#endif
-
 // Fixed-point rows (MvSeg::accumulate 2; the persistent kernel's wo folded into attention,
 // PK_OP_ATTN_WO): a row's unit products are each rounded to a multiple of 2^-32 and summed as
 // 64-bit integers, exactly, so that the sum has the same bits whatever adds them in whatever

@@ -525,7 +525,6 @@ mod tests {
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
-            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_Q8R"]);
         }
     }
 

@@ -87,8 +87,6 @@ pub struct CudaModel {
     embd: DevMatrix,
     /// `None` when the output head is tied to the embedding.
     output: Option<DevMatrix>,
-    /// The head repacked for the launches after the persistent kernel (`MOLLA_KDEFS=Q8R`).
-    head_q8r: Option<DevMatrix>,
     output_norm: CudaSlice<f32>,
     /// Rope angular frequencies (f64), as `cpu::ops::Rope` computes them.
     freqs: CudaSlice<f64>,
@@ -272,7 +270,6 @@ impl CudaModel {
             } else {
                 Some(m(&model.output)?)
             },
-            head_q8r: crate::weights::head_q8r(&gpu, model)?,
             output_norm: v(&model.output_norm)?,
             freqs: gpu.upload(&rope.freqs)?,
             freqs_swa,

@@ -205,7 +205,7 @@ fn wide(outs: &[Out]) -> bool {
 
 /// The ggml types the q16 row decoders cover (kernels/q16.cuh).
 pub(crate) fn is_q16(ty: i32) -> bool {
-    is_q16_legacy(ty) || matches!(ty, 12..=14) || ty == crate::weights::T_Q8R
+    is_q16_legacy(ty) || matches!(ty, 12..=14)
 }
 
 /// The q16 types whose unit is one self-contained block of 32 weights (Q4_0, Q4_1, Q5_0, Q5_1,

@@ -98,57 +98,6 @@ impl DevMatrix {
     }
 }
 
-/// Not a ggml type: the id of Q8_0 rows repacked by [`repack_q8r`] (kernels/common.cuh `T_Q8R`).
-pub(crate) const T_Q8R: i32 = 64;
-
-/// Bytes of a Q8_0 block: an f16 scale and 32 quants.
-const Q8_0_BLOCK: usize = 34;
-
-/// Bytes of a row of `cols` Q8_0 weights repacked by [`repack_q8r`]: the file's, padded to 16.
-pub(crate) fn q8r_row_bytes(cols: usize) -> usize {
-    (cols / 32 * Q8_0_BLOCK).next_multiple_of(16)
-}
-
-/// `MOLLA_KDEFS=Q8R` (an experiment): Q8_0 rows of `cols` weights (whole blocks) laid out so
-/// that each block's 32 quants are 16-byte aligned: block u's quants at 32 u of the row, then the
-/// row's f16 scales in order, then zeros to [`q8r_row_bytes`] (kernels/q16_rows.cuh
-/// `unit_q8r`).
-pub(crate) fn repack_q8r(bytes: &[u8], cols: usize) -> Vec<u8> {
-    let nu = cols / 32;
-    let (rb, rb2) = (nu * Q8_0_BLOCK, q8r_row_bytes(cols));
-    let rows = bytes.len() / rb.max(1);
-    let mut out = vec![0u8; rows * rb2];
-    for (src, dst) in bytes.chunks_exact(rb).zip(out.chunks_exact_mut(rb2)) {
-        let (quants, scales) = dst.split_at_mut(32 * nu);
-        for (u, b) in src.chunks_exact(Q8_0_BLOCK).enumerate() {
-            scales[2 * u..2 * u + 2].copy_from_slice(&b[..2]);
-            quants[32 * u..32 * u + 32].copy_from_slice(&b[2..]);
-        }
-    }
-    out
-}
-
-/// `MOLLA_KDEFS=Q8R` (an experiment): the output head (the embedding when the file ties them)
-/// repacked by [`repack_q8r`] on the device, with the persistent kernel's 16 bytes of slack, for
-/// the head launches after the persistent kernel; None when the experiment is off or the head is
-/// not Q8_0. [`DevMatrix::r`] gives it as Q8_0; its launches pass [`T_Q8R`] instead.
-pub(crate) fn head_q8r(gpu: &Gpu, model: &model::Model) -> Result<Option<DevMatrix>> {
-    let w = &model.output;
-    if !crate::compile::experiment("Q8R") || w.ty != GgmlType::Q8_0 || !w.cols.is_multiple_of(32) {
-        return Ok(None);
-    }
-    let packed = repack_q8r(w.bytes(&model.file), w.cols);
-    let mut buf = gpu.zeros(packed.len() + 16)?;
-    gpu.write(&packed, &mut buf)?;
-    Ok(Some(DevMatrix {
-        ty: w.ty,
-        rows: w.rows,
-        cols: w.cols,
-        row_bytes: q8r_row_bytes(w.cols),
-        buf,
-    }))
-}
-
 /// Bytes of a padded Q6_K block on the device (kernels/common.cuh `Q6K_BYTES`); in the file,
 /// `GgmlType::Q6_K.type_size()`.
 const Q6K_PADDED: usize = 224;
@@ -173,25 +122,6 @@ fn pad_q6k(bytes: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn q8r_repack_puts_quants_then_scales_in_padded_rows() {
-        // Two rows of 96 columns (three blocks): 102 bytes a row, 112 repacked.
-        let cols = 96;
-        let bytes: Vec<u8> = (0..2 * 3 * Q8_0_BLOCK).map(|i| (i % 253) as u8).collect();
-        let p = repack_q8r(&bytes, cols);
-        assert_eq!(q8r_row_bytes(cols), 112);
-        assert_eq!(p.len(), 2 * 112);
-        for r in 0..2 {
-            let (src, dst) = (&bytes[r * 102..(r + 1) * 102], &p[r * 112..(r + 1) * 112]);
-            for u in 0..3 {
-                let b = &src[u * Q8_0_BLOCK..(u + 1) * Q8_0_BLOCK];
-                assert_eq!(&dst[32 * u..32 * u + 32], &b[2..]);
-                assert_eq!(&dst[96 + 2 * u..96 + 2 * u + 2], &b[..2]);
-            }
-            assert!(dst[102..].iter().all(|&x| x == 0));
-        }
-    }
 
     #[test]
     fn q6k_padding_keeps_every_block_at_its_slot() {

@@ -365,13 +365,10 @@ impl CudaModel {
                 None => st.residual(&down, hp.n_ff, Input::Plain(gate)),
             }
         }
+        let head = self.head_out(logits);
         // A head after the kernel runs at four blocks an SM (matvec_wide) instead of the
-        // kernel's one; one inside reads the file's layout.
+        // kernel's one.
         if !outside {
-            let head = Out {
-                w: self.output(),
-                ..self.head_out(logits)
-            };
             st.matvec_plain(
                 &[head],
                 hp.n_embd,
@@ -385,18 +382,10 @@ impl CudaModel {
         Ok(pk)
     }
 
-    /// The head's matvec into `logits` after the kernel (on the repacked rows under
-    /// `MOLLA_KDEFS=Q8R`).
+    /// The head's matvec into `logits`.
     fn head_out(&self, logits: u64) -> Out {
-        let w = self.head_q8r.as_ref().map_or_else(
-            || self.output(),
-            |m| launch::WeightRef {
-                ty: crate::weights::T_Q8R,
-                ..m.r(&self.gpu)
-            },
-        );
         Out {
-            w,
+            w: self.output(),
             y: logits,
             bias: 0,
             accumulate: false,
