@@ -317,6 +317,33 @@ __global__ void __launch_bounds__(NT, MINB) rd_repacked(const u8* __restrict__ w
     (void)xqg;
 }
 
+// R rows' sums a warp, unit by unit (lane u takes units u, u + 32, ...): unit(k, xr, u) is row
+// k's value of unit u on the quants xr, each added in turn as row_dot_q16_one adds them (its bits).
+template <int T, int R, class Unit>
+__device__ __forceinline__ void rows_units(const Xq& x, int nu, int lane, float* acc, Unit unit) {
+#pragma unroll
+    for (int k = 0; k < R; k++) acc[k] = 0.f;
+    for (int u = lane; u < nu; u += 32) {
+        int4 xr[8];
+        load_xu<T>(x, u, xr);
+        float v[R];
+#pragma unroll
+        for (int k = 0; k < R; k++) v[k] = unit(k, xr, u);
+#pragma unroll
+        for (int k = 0; k < R; k++) acc[k] = __fadd_rn(acc[k], v[k]);
+    }
+}
+
+// Rows r .. r + R (those below end) summed across the warp and stored by lane 0.
+template <int R>
+__device__ __forceinline__ void rows_store(const float* acc, int r, int end, int lane, float* y) {
+#pragma unroll
+    for (int k = 0; k < R; k++) {
+        const float s = warp_sum(acc[k]);
+        if (lane == 0 && r + k < end) y[r + k] = s;
+    }
+}
+
 // R consecutive rows a warp straight from global memory (unit_q16's global-memory loads),
 // their units side by side a lane so that every row's loads are in flight at once; each row
 // summed as row_dot_q16_one sums it alone (the same bits). For short rows (the Qwen head's
@@ -328,22 +355,10 @@ __global__ void __launch_bounds__(NT, MINB) mv_rows_g(const u8* __restrict__ w, 
     const int lane = threadIdx.x & 31, nw = gridDim.x * (NT / 32), nu = q16_units<T>(cols);
     for (int r = (blockIdx.x * (NT / 32) + (threadIdx.x >> 5)) * R; r < rows; r += nw * R) {
         float acc[R];
-#pragma unroll
-        for (int k = 0; k < R; k++) acc[k] = 0.f;
-        for (int u = lane; u < nu; u += 32) {
-            int4 xr[8];
-            load_xu<T>(x, u, xr);
-            float v[R];
-#pragma unroll
-            for (int k = 0; k < R; k++) v[k] = unit_q16<T, true>(w + (size_t)min(r + k, rows - 1) * rb, xr, x, u);
-#pragma unroll
-            for (int k = 0; k < R; k++) acc[k] = __fadd_rn(acc[k], v[k]);
-        }
-#pragma unroll
-        for (int k = 0; k < R; k++) {
-            const float s = warp_sum(acc[k]);
-            if (lane == 0 && r + k < rows) y[r + k] = s;
-        }
+        rows_units<T, R>(x, nu, lane, acc, [&](int k, const int4* xr, int u) {
+            return unit_q16<T, true>(w + (size_t)min(r + k, rows - 1) * rb, xr, x, u);
+        });
+        rows_store<R>(acc, r, rows, lane, y);
     }
 }
 
@@ -391,26 +406,14 @@ __global__ void __launch_bounds__(NT, MINB) mv_q8_head(const u8* __restrict__ w,
     const int n = (rows + nw - 1) / nw, r0 = g * n, r1 = min(rows, r0 + n), nu = cols / 32;
     for (int r = r0; r < r1; r += R) {
         float acc[R];
-#pragma unroll
-        for (int k = 0; k < R; k++) acc[k] = 0.f;
         if constexpr (P < 0) {
             row_dot_q16_two<T_Q8_0>(w + (size_t)r * rb, w + (size_t)min(r + 1, r1 - 1) * rb, x, cols, lane, acc[0], acc[1]);
         } else {
-            for (int u = lane; u < nu; u += 32) {
-                int4 xr[8];
-                load_xu<T_Q8_0>(x, u, xr);
-                float v[R];
-#pragma unroll
-                for (int k = 0; k < R; k++) v[k] = unit_q8r<P>(w + (size_t)min(r + k, r1 - 1) * rb, nu, xr, x, u);
-#pragma unroll
-                for (int k = 0; k < R; k++) acc[k] = __fadd_rn(acc[k], v[k]);
-            }
+            rows_units<T_Q8_0, R>(x, nu, lane, acc, [&](int k, const int4* xr, int u) {
+                return unit_q8r<P>(w + (size_t)min(r + k, r1 - 1) * rb, nu, xr, x, u);
+            });
         }
-#pragma unroll
-        for (int k = 0; k < R; k++) {
-            const float s = warp_sum(acc[k]);
-            if (lane == 0 && r + k < r1) y[r + k] = s;
-        }
+        rows_store<R>(acc, r, r1, lane, y);
     }
 }
 
@@ -474,6 +477,16 @@ int main(int argc, char** argv) {
         CK(cudaEventElapsedTime(&ms, e0, e1));
         printf("peak read: %.0f GB/s\n", pool / (ms * 1e-3) / 1e9);
     }
+    // Milliseconds the launches `body` queues take, by events around them.
+    auto timed = [&](auto&& body) {
+        CK(cudaEventRecord(e0));
+        body();
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        return ms;
+    };
     if (q8) {
         // Each head's matrices cycled through the pool on the file's layout and (a second pool)
         // repacked, both layouts; outputs checked against matvec's bits on the first matrix.
@@ -515,24 +528,20 @@ int main(int argc, char** argv) {
                     CK(cudaMemcpy(hy.data(), y, sh.rows * 4, cudaMemcpyDeviceToHost));
                     same = memcmp(hy.data(), href.data(), sh.rows * 4) == 0;
                 }
-                CK(cudaEventRecord(e0));
-                for (int i = 0; i < iters; i++) k<<<grid, 256, xq_bytes(sh.cols)>>>(base + (size_t)((i + 1) % nbuf) * stride, sh.rows, rbk, sh.cols, xq, y);
-                CK(cudaEventRecord(e1));
-                CK(cudaEventSynchronize(e1));
-                float ms;
-                CK(cudaEventElapsedTime(&ms, e0, e1));
+                const float ms = timed([&] {
+                    for (int i = 0; i < iters; i++)
+                        k<<<grid, 256, xq_bytes(sh.cols)>>>(base + (size_t)((i + 1) % nbuf) * stride, sh.rows, rbk, sh.cols, xq, y);
+                });
                 cudaFuncAttributes fa;
                 CK(cudaFuncGetAttributes(&fa, fn));
                 printf("%-22s %-28s regs %3d %d/SM  %7.2f us  %6.0f GB/s (file bytes)  %s\n", sh.name, name, fa.numRegs, per,
                        ms * 1e3 / iters, mb * iters / (ms * 1e-3) / 1e9, !check ? "" : same ? "same bits" : "DIFFERENT BITS");
             };
             auto read = [&](const char* name, const u8* base, size_t bytes, size_t stride) {
-                CK(cudaEventRecord(e0));
-                for (int i = 0; i < iters; i++) peak_read<<<sms * 8, 256>>>((const int4*)(base + (size_t)((i + 1) % nbuf) * stride), bytes / 16, sink);
-                CK(cudaEventRecord(e1));
-                CK(cudaEventSynchronize(e1));
-                float ms;
-                CK(cudaEventElapsedTime(&ms, e0, e1));
+                const float ms = timed([&] {
+                    for (int i = 0; i < iters; i++)
+                        peak_read<<<sms * 8, 256>>>((const int4*)(base + (size_t)((i + 1) % nbuf) * stride), bytes / 16, sink);
+                });
                 printf("%-22s %-28s                 %7.2f us\n", sh.name, name, ms * 1e3 / iters);
             };
 #define Q8K(P, R) (Kern)(mv_q8_head<P, R, 256, 4>), (const void*)(mv_q8_head<P, R, 256, 4>)
