@@ -620,12 +620,12 @@ MOLLA_KERNEL void __launch_bounds__(256, 4) matvec_wide(const MvArgs a, const u8
 }
 
 #ifdef MOLLA_X_WIDEPREP
-// A matvec_wide-shaped block's RMSNorm input (mode 1) prepared by the block itself into shared memory at
-// smem4 (cols floats, then the q16 row), so that no matvec_prep_wide launch comes before: the
-// block loads the row, its threads quantize x * w into the q16 row after it (the norm weights of
-// up to two trips loaded before the PDL wait: they depend on no kernel), and threads [128, 256)
-// sum the squares in the order of matvec_prep_wide's block 0 (128 threads). The same bits as
-// matvec_prep_wide. Returns the q16 row and sets `scale`; calls pdl_wait.
+// A matvec_wide-shaped block's RMSNorm input (mode 1) prepared by the block itself into shared
+// memory at smem4 (cols floats, then the q16 row), so that no matvec_prep_wide launch comes
+// before: the block loads the row, its threads quantize x * w into the q16 row after it (the norm
+// weights of up to two trips loaded before the PDL wait: they depend on no kernel), and threads
+// [128, 256) sum the squares in the order of matvec_prep_wide's block 0 (128 threads). The same
+// bits as matvec_prep_wide. Returns the q16 row and sets `scale`; calls pdl_wait.
 __device__ __forceinline__ Xq wide_prep_block(const MvArgs& a, float4* smem4, float& scale) {
     float* xs = (float*)smem4;
     u8* xqb = (u8*)(xs + a.cols);
