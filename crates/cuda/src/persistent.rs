@@ -427,6 +427,7 @@ impl Persistent {
         let mut b = gpu.stream.launch_builder(f);
         b.arg(&a);
         launch::count_launch();
+        launch::timeline_mark(gpu, "gpu.k.decode_persistent", "persistent launch");
         let cfg = LaunchConfig {
             grid_dim: (self.grid, 1, 1),
             block_dim: (self.threads, 1, 1),

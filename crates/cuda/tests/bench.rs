@@ -444,6 +444,80 @@ fn kernel_timeline() {
     }
 }
 
+/// Where a persistent decode step's time goes between the device and the host
+/// (`scripts/cuda-tests gaps`): for each of `MOLLA_GAP_FILES` (GGUF paths; else the shapes of
+/// `MOLLA_BENCH_SHAPES`, default "smol:Q4_1 qwen:Q5_0"), 64 steps at positions 16-79 as `molla
+/// bench` decodes them (logits read in place on the host), under testing::timeline without a
+/// hold. Each entry runs from its launch's mark to the next mark: the persistent kernel's from the
+/// host's launch (its launch latency and ramp included) to its end, the head's and its
+/// preparation's their own time, and `idle` from the step's end on the device to the next step's
+/// launch (the host's wake-up, return and launch call). Prints each kind's mean a step beside the
+/// host's wall time a step.
+#[test]
+#[ignore]
+fn decode_gaps() {
+    let Some(_) = gpu() else { return };
+    let models: Vec<(String, Model)> = match std::env::var("MOLLA_GAP_FILES") {
+        Ok(files) => files
+            .split_whitespace()
+            .map(|f| {
+                (
+                    f.to_string(),
+                    Model::from_file(GgufFile::open(f).unwrap()).unwrap(),
+                )
+            })
+            .collect(),
+        Err(_) => std::env::var("MOLLA_BENCH_SHAPES")
+            .unwrap_or_else(|_| "smol:Q4_1 qwen:Q5_0".into())
+            .split_whitespace()
+            .map(|item| {
+                let (name, ty) = item.split_once(':').unwrap_or((item, "Q8_0"));
+                let spec = shape(name, GgmlType::from_name(ty).expect("a ggml type name"));
+                let bytes = build(&spec).unwrap();
+                (
+                    item.to_string(),
+                    Model::from_file(GgufFile::from_bytes(bytes).unwrap()).unwrap(),
+                )
+            })
+            .collect(),
+    };
+    for (name, m) in &models {
+        let cuda = CudaModel::new(m, 0).unwrap();
+        let vocab = m.hp.n_vocab as u32;
+        let mut kv = cuda.new_cache(256).unwrap();
+        for t in 0..16 {
+            cuda.forward_with(&[t % vocab], &mut kv, Logits::Last, |_| ())
+                .unwrap();
+        }
+        const STEPS: u32 = 64;
+        let t0 = Instant::now();
+        let (r, tl) = cuda::testing::timeline(cuda.gpu(), 0, || {
+            (0..STEPS).try_for_each(|t| {
+                cuda.forward_with(&[(t * 7) % vocab], &mut kv, Logits::Last, |_| ())
+            })
+        })
+        .unwrap();
+        let wall = t0.elapsed().as_secs_f64() * 1e6 / f64::from(STEPS);
+        r.unwrap();
+        println!(
+            "{name}: {}; {wall:.1} us a step on the host's clock",
+            cuda.decode_path()
+        );
+        let mut by: Vec<(&str, f64)> = Vec::new();
+        for e in &tl {
+            match by.iter_mut().find(|b| b.0 == e.kernel) {
+                Some(b) => b.1 += e.us,
+                None => by.push((e.kernel, e.us)),
+            }
+        }
+        println!("| entry | us a step |");
+        println!("| --- | --- |");
+        for (k, us) in &by {
+            println!("| {k} | {:.1} |", us / f64::from(STEPS));
+        }
+    }
+}
+
 /// A graph replay's decode step seen from the device (`MOLLA_KDEFS=KTRACE`, kernels/ktrace.cuh):
 /// each launch's time from its work's start (its first block past `pdl_wait`) to its last block's
 /// end, the gap before it, and how long its first block was resident before its work (PDL). The

@@ -49,6 +49,26 @@ impl CudaModel {
         pick: Option<u64>,
         mapped: u64,
     ) -> Result<Option<Head>> {
+        // SAFETY: as the caller guarantees.
+        let head = unsafe { self.queue_persistent_step(token, pos, kv, pick, mapped) };
+        // A timeline's mark after the step (testing::timeline): its entry is the time until the
+        // next launch, the device idle between tokens.
+        launch::timeline_mark(&self.gpu, "idle", "idle");
+        head
+    }
+
+    /// [`queue_persistent`](Self::queue_persistent)'s launches.
+    ///
+    /// # Safety
+    /// As [`queue_persistent`](Self::queue_persistent).
+    unsafe fn queue_persistent_step(
+        &self,
+        token: Token,
+        pos: usize,
+        kv: &mut CudaKvCache,
+        pick: Option<u64>,
+        mapped: u64,
+    ) -> Result<Option<Head>> {
         let (g, vocab) = (&self.gpu, self.hp.n_vocab);
         if kv.pk.is_none() {
             match self.build_persistent(kv) {
