@@ -49,26 +49,6 @@ impl CudaModel {
         pick: Option<u64>,
         mapped: u64,
     ) -> Result<Option<Head>> {
-        // SAFETY: as the caller guarantees.
-        let head = unsafe { self.queue_persistent_step(token, pos, kv, pick, mapped) };
-        // A timeline's mark after the step (testing::timeline): its entry is the time until the
-        // next launch, the device idle between tokens.
-        launch::timeline_mark(&self.gpu, "idle", "idle");
-        head
-    }
-
-    /// [`queue_persistent`](Self::queue_persistent)'s launches.
-    ///
-    /// # Safety
-    /// As [`queue_persistent`](Self::queue_persistent).
-    unsafe fn queue_persistent_step(
-        &self,
-        token: Token,
-        pos: usize,
-        kv: &mut CudaKvCache,
-        pick: Option<u64>,
-        mapped: u64,
-    ) -> Result<Option<Head>> {
         let (g, vocab) = (&self.gpu, self.hp.n_vocab);
         if kv.pk.is_none() {
             match self.build_persistent(kv) {
@@ -194,6 +174,9 @@ impl CudaModel {
         else {
             return Ok(Err(f));
         };
+        // A timeline's mark after the step (testing::timeline, tests/bench.rs decode_gaps): its
+        // entry is the time until the next launch, the device idle between tokens.
+        launch::timeline_mark(g, "idle", "idle");
         let t1 = std::time::Instant::now();
         let got = if let (Head::Mapped, Some(h)) = (head, kv.host_logits.as_ref()) {
             // The head wrote the logits and the flag into mapped host memory: no copy, only the
