@@ -333,11 +333,33 @@ fn first_shape(default: &str) -> (String, SynthSpec, CudaModel) {
         .next()
         .unwrap_or(default)
         .to_string();
-    let (name, ty) = item.split_once(':').unwrap_or((&item, "Q8_0"));
-    let spec = shape(name, GgmlType::from_name(ty).expect("a ggml type name"));
-    let m = Model::from_file(GgufFile::from_bytes(build(&spec).unwrap()).unwrap()).unwrap();
+    let (spec, m) = shape_model(&item);
     let cuda = CudaModel::new(&m, 0).unwrap();
     (item, spec, cuda)
+}
+
+/// The synthetic model of a `MOLLA_BENCH_SHAPES` item ("name:TYPE", the type Q8_0 when left
+/// out) and its spec.
+fn shape_model(item: &str) -> (SynthSpec, Model) {
+    let (name, ty) = item.split_once(':').unwrap_or((item, "Q8_0"));
+    let spec = shape(name, GgmlType::from_name(ty).expect("a ggml type name"));
+    let m = Model::from_file(GgufFile::from_bytes(build(&spec).unwrap()).unwrap()).unwrap();
+    (spec, m)
+}
+
+/// A timeline's entries summed by kernel, in the order each first appears: (kernel, entries, us).
+fn by_kernel(tl: &[cuda::testing::TimelineEntry]) -> Vec<(&'static str, usize, f64)> {
+    let mut by: Vec<(&'static str, usize, f64)> = Vec::new();
+    for e in tl {
+        match by.iter_mut().find(|b| b.0 == e.kernel) {
+            Some(b) => {
+                b.1 += 1;
+                b.2 += e.us;
+            }
+            None => by.push((e.kernel, 1, e.us)),
+        }
+    }
+    by
 }
 
 /// Decode steps with plain launches, for a profiler (`scripts/cuda-tests profile`): the first
@@ -409,15 +431,7 @@ fn kernel_timeline() {
          download (graph path: {graph_us:.1} us a step, host included)",
         tl.len()
     );
-    let mut by: Vec<(&str, usize, f64)> = Vec::new();
-    for e in &tl {
-        if let Some(b) = by.iter_mut().find(|b| b.0 == e.kernel) {
-            b.1 += 1;
-            b.2 += e.us;
-        } else {
-            by.push((e.kernel, 1, e.us));
-        }
-    }
+    let mut by = by_kernel(&tl);
     by.sort_by(|a, b| b.2.total_cmp(&a.2));
     println!("| kernel | count | us a step | us each | share |");
     println!("| --- | --- | --- | --- | --- |");
@@ -470,15 +484,7 @@ fn decode_gaps() {
         Err(_) => std::env::var("MOLLA_BENCH_SHAPES")
             .unwrap_or_else(|_| "smol:Q4_1 qwen:Q5_0".into())
             .split_whitespace()
-            .map(|item| {
-                let (name, ty) = item.split_once(':').unwrap_or((item, "Q8_0"));
-                let spec = shape(name, GgmlType::from_name(ty).expect("a ggml type name"));
-                let bytes = build(&spec).unwrap();
-                (
-                    item.to_string(),
-                    Model::from_file(GgufFile::from_bytes(bytes).unwrap()).unwrap(),
-                )
-            })
+            .map(|item| (item.to_string(), shape_model(item).1))
             .collect(),
     };
     for (name, m) in &models {
@@ -503,16 +509,9 @@ fn decode_gaps() {
             "{name}: {}; {wall:.1} us a step on the host's clock",
             cuda.decode_path()
         );
-        let mut by: Vec<(&str, f64)> = Vec::new();
-        for e in &tl {
-            match by.iter_mut().find(|b| b.0 == e.kernel) {
-                Some(b) => b.1 += e.us,
-                None => by.push((e.kernel, e.us)),
-            }
-        }
         println!("| entry | us a step |");
         println!("| --- | --- |");
-        for (k, us) in &by {
+        for (k, _, us) in by_kernel(&tl) {
             println!("| {k} | {:.1} |", us / f64::from(STEPS));
         }
     }
