@@ -136,15 +136,20 @@ __device__ __forceinline__ void rms_part(const float* x, int n, int v0, int nt) 
 __device__ __forceinline__ float rms_total(int n, float eps, int nt) {
     double t = 0.0;
     for (int i = 0; i < (nt >> 5); i++) t += rms_red[i];
-#ifdef MOLLA_X_RSQRT
-    // Experiment (MOLLA_KDEFS=RSQRT, every program alike): f64 rsqrt (a hardware estimate and
-    // Newton steps, 1 ulp) of mean + eps with the mean as a product by 1 / n, which does not wait
-    // for the sum, instead of a division, a square root and a division in a row (each an
-    // iteration of dependent f64 instructions on the step's critical path). The f32 scale can
-    // differ from the correctly rounded one only within an f64 ulp of an f32 rounding boundary.
-    return (float)rsqrt(fma(t, 1.0 / n, (double)eps));
-#else
+#ifdef MOLLA_X_DIVSQRT
+    // The form before session 58 (MOLLA_KDEFS=DIVSQRT, every program alike): a division, a
+    // square root and a division in a row, each an iteration of dependent f64 instructions on
+    // the step's critical path.
     return (float)(1.0 / sqrt(t / n + (double)eps));
+#else
+    // f64 rsqrt (a hardware estimate and Newton steps, 1 ulp) of mean + eps, the mean as a
+    // product by 1 / n, which does not wait for the sum. The f32 scale can differ from the
+    // correctly rounded one only within an f64 ulp of an f32 rounding boundary. Session 58 (was
+    // MOLLA_KDEFS=RSQRT; H100, real files, tg128, two rounds): SmolLM2 Q4_1 2835.6, 2839.8
+    // tok/s against 2805.2, 2800.0; Q8_0 2683.0, 2677.7 against 2644.2, 2655.6; Qwen2.5 Q4_K_M
+    // 2156.5, 2159.8 against 2138.4, 2140.1 (+0.9-1.2%; level in session 19, on steps twice as
+    // long).
+    return (float)rsqrt(fma(t, 1.0 / n, (double)eps));
 #endif
 }
 

@@ -143,7 +143,7 @@ __device__ __forceinline__ void pk_l2_span(const u8* p, int len) {
 }
 
 #ifdef MOLLA_X_NEXTL2
-// Experiment (MOLLA_KDEFS=NEXTL2=1 or 2, session 58): the block's packed weights of step s + 1
+// Experiment (MOLLA_KDEFS=NEXTL2=1 or 2 [,NEXTL2MIN=bytes], session 58): the block's packed weights of step s + 1
 // asked of L2 (three bulk prefetches by one stager thread) while step s runs, so that step s +
 // 1's copies into shared memory read L2 rather than wait on HBM. st and d are step s's slots of
 // pk_body's rings of four, where step s + 1's record and table entry already are (stored as
@@ -156,6 +156,11 @@ __device__ __forceinline__ void pk_next_l2(const PkStep& st, const PkBlk& d, int
     const PkStep& nx = (&st)[o];
     const PkBlk& nd = (&d)[o];
     if (nx.op != PK_OP_MATVEC || !nx.packed || !pk_busy(nx, nd.r0, nd.r1)) return;
+#ifdef MOLLA_X_NEXTL2MIN
+    // Only a share of at least NEXTL2MIN bytes (SmolLM2 Q4_1's are 2.6-8.4 KB a block, Q8_0's
+    // 4.4-14 KB, Qwen2.5's FFN shares 25-37 KB).
+    if (16 * nd.end[2] < MOLLA_X_NEXTL2MIN) return;
+#endif
     for (int k = 0; k < 3; k++) {
         const int u0 = k ? nd.end[k - 1] : 0, n = nd.end[k] - u0;
         if (n > 0) pk_l2_bulk(nd.src[k] + 16 * (size_t)u0, 16u * (u32)n);

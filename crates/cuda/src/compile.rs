@@ -518,7 +518,7 @@ mod tests {
                 &[
                     "MOLLA_PDL",
                     "MOLLA_X_Q6FILE",
-                    "MOLLA_X_RSQRT",
+                    "MOLLA_X_DIVSQRT",
                     "MOLLA_X_A2WORDS",
                     "MOLLA_X_QSKIP",
                 ],
@@ -538,7 +538,13 @@ mod tests {
         if compiles(Program::Persistent(SMOL), &[]) {
             compiles(
                 Program::Persistent(SMOL),
-                &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL", "MOLLA_X_RSQRT"],
+                &[
+                    "MOLLA_X_PKMEASURE",
+                    "MOLLA_X_LLVOL",
+                    "MOLLA_X_DIVSQRT",
+                    "MOLLA_X_NEXTL2=2",
+                    "MOLLA_X_NEXTL2MIN=12288",
+                ],
             );
             let packed = PkBuild {
                 packed: true,
