@@ -12,7 +12,7 @@ PK_PACKED=1 for the one for packed step lists only (PK_PACKED_ONLY), PK_SHORT=1 
 for short caches (PK_SHORT), PK_FOLD=1 for one that folds wo into attention (PK_FOLD_WO),
 PK_EMBTY=<type> for one whose embedding lookup decodes that ggml type only, PK_NTHREADS=<n> for
 one of n threads a block, PK_TYMASK_PAIR / PK_TYMASK_FOLD=<mask>, PK_PAIR_SAME=1, PK_ROWS1=1
-PK_LL_ONLY=1 and PK_PAIR_HALF=1 for the role masks (PkRoles, the default since session 45), PK_FUSEQKV=1 for the fused q/k/v
+PK_LL_ONLY=1 and PK_PAIR_HALF=1 for the role masks (PkRoles, the default since session 45), PK_NEXT_L2=1 for one asking L2 for the next step's weights, PK_FUSEQKV=1 for the fused q/k/v
 build (MOLLA_KDEFS=FUSEQKV; add bit 63 to PK_TYMASK as the engine does),
 LINEINFO=1 adds line information (nvdisasm -g then names each instruction's source line).
 PROGRAM=main compiles the main program (every kernel but the persistent one), else the
@@ -74,7 +74,7 @@ def main():
     for name in ("PK_TYMASK_PAIR", "PK_TYMASK_FOLD"):
         if not main_prog and re.fullmatch(r"\d+", os.environ.get(name, "")):
             opts.append(f"-D{name}={os.environ[name]}ull")
-    for name in ("PK_PAIR_SAME", "PK_ROWS1", "PK_LL_ONLY", "PK_PAIR_HALF", "PK_FUSEQKV"):
+    for name in ("PK_PAIR_SAME", "PK_ROWS1", "PK_LL_ONLY", "PK_PAIR_HALF", "PK_FUSEQKV", "PK_NEXT_L2"):
         if not main_prog and os.environ.get(name) == "1":
             opts.append(f"-D{name}")
     for name in ("PK_EMBTY", "PK_NTHREADS"):

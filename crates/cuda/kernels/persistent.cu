@@ -366,7 +366,7 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
     float scale;
     if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
-    PK_NEXT_L2(2, st, d, step, a.nsteps);
+    pk_next_l2(st, d, step, a.nsteps);
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
@@ -624,7 +624,7 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
             pk_stamp_arrive(a);
             pk_stamp_m(a, 5);
             pk_delay(a, st, step, PK_DELAY_IN);
-            PK_NEXT_L2(2, st, blk, step, a.nsteps);
+            pk_next_l2(st, blk, step, a.nsteps);
         }
 #ifdef PK_FUSEQKV
         if (st.prep == PK_PREP_FUSED) pk_fused_qkv(st, xraw, rq, rk, rv, at, hd, hdv);
@@ -719,7 +719,6 @@ __device__ __forceinline__ void pk_body(const PkArgs& a) {
         pk_stamp(a, 4);
 #endif
         PkCursor staged = pk_stage(st, d, a, nw, bufs);
-        PK_NEXT_L2(1, st, d, s, a.nsteps);
 #if defined(PK_FUSEQKV) && defined(MOLLA_X_FUSEL2)
         if (s + 1 < a.nsteps) pk_fused_l2(sts[(s + 1) & 3], blks[(s + 1) & 3]);
 #endif

@@ -142,34 +142,26 @@ __device__ __forceinline__ void pk_l2_span(const u8* p, int len) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + len - 1));
 }
 
-#ifdef MOLLA_X_NEXTL2
-// Experiment (MOLLA_KDEFS=NEXTL2=1 or 2 [,NEXTL2MIN=bytes], session 58): the block's packed weights of step s + 1
-// asked of L2 (three bulk prefetches by one stager thread) while step s runs, so that step s +
-// 1's copies into shared memory read L2 rather than wait on HBM. st and d are step s's slots of
-// pk_body's rings of four, where step s + 1's record and table entry already are (stored as
-// step s - 1 ended). =1: as step s begins (session 18's PKL2NEXT, measured then on slower steps:
-// no gain); =2: once step s's input has arrived and its own weights have landed, so that the
-// two steps' copies do not contend for HBM at once.
+#ifdef PK_NEXT_L2
+// A kernel built for models with large steps (PkBuild::next_l2): once step s's input has arrived
+// and its own weights have landed, the block's packed weights of step s + 1 are asked of L2
+// (three bulk prefetches by one thread), so that step s + 1's copies into shared memory read L2
+// rather than wait on HBM. st and d are step s's slots of pk_body's rings of four, where step
+// s + 1's record and table entry already are (stored as step s - 1 ended). Session 58: see
+// persistent/config.rs `next_l2` for what it is worth and where.
 __device__ __forceinline__ void pk_next_l2(const PkStep& st, const PkBlk& d, int s, int nsteps) {
     if (threadIdx.x != PK_THREADS - 1 || s + 1 >= nsteps) return;
     const int o = ((s + 1) & 3) - (s & 3);
     const PkStep& nx = (&st)[o];
     const PkBlk& nd = (&d)[o];
     if (nx.op != PK_OP_MATVEC || !nx.packed || !pk_busy(nx, nd.r0, nd.r1)) return;
-#ifdef MOLLA_X_NEXTL2MIN
-    // Only a share of at least NEXTL2MIN bytes (SmolLM2 Q4_1's are 2.6-8.4 KB a block, Q8_0's
-    // 4.4-14 KB, Qwen2.5's FFN shares 25-37 KB).
-    if (16 * nd.end[2] < MOLLA_X_NEXTL2MIN) return;
-#endif
     for (int k = 0; k < 3; k++) {
         const int u0 = k ? nd.end[k - 1] : 0, n = nd.end[k] - u0;
         if (n > 0) pk_l2_bulk(nd.src[k] + 16 * (size_t)u0, 16u * (u32)n);
     }
 }
-#define PK_NEXT_L2(when, st, d, s, n) \
-    if (MOLLA_X_NEXTL2 == (when)) pk_next_l2(st, d, s, n)
 #else
-#define PK_NEXT_L2(when, st, d, s, n) ((void)0)
+#define pk_next_l2(st, d, s, n) ((void)0)
 #endif
 
 // Chunk buffer k (of a.stages, cycled).

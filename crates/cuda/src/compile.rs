@@ -98,6 +98,9 @@ pub(crate) struct PkBuild {
     /// made in the down step before (`PK_FUSEQKV`: the W16 row walk and the attention step that
     /// normalises its input), for a model whose every step hands over tagged words and folds wo.
     pub(crate) fuse: bool,
+    /// Each packed step's weights asked of L2 a step ahead (`PK_NEXT_L2`; `persistent::pk_build`
+    /// `next_l2`): for models whose steps' shares of weights land later than their inputs.
+    pub(crate) next_l2: bool,
 }
 
 /// The persistent kernel's row code by role (written as `MOLLA_KDEFS=ROLEMASK`, the default since
@@ -160,6 +163,9 @@ impl PkBuild {
         }
         if self.fuse {
             parts.push("fused q/k/v".into());
+        }
+        if self.next_l2 {
+            parts.push("next weights to L2".into());
         }
         if self.threads != 0 {
             parts.push(format!("{} threads a block", self.threads));
@@ -288,6 +294,9 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
         }
         if pk.fuse {
             opts.push("-DPK_FUSEQKV".to_string());
+        }
+        if pk.next_l2 {
+            opts.push("-DPK_NEXT_L2".to_string());
         }
         if let Some(r) = pk.roles {
             opts.push(format!("-DPK_TYMASK_PAIR={}ull", r.pair));
@@ -508,6 +517,7 @@ mod tests {
         short: false,
         roles: None,
         fuse: false,
+        next_l2: false,
     };
 
     #[test]
@@ -538,13 +548,7 @@ mod tests {
         if compiles(Program::Persistent(SMOL), &[]) {
             compiles(
                 Program::Persistent(SMOL),
-                &[
-                    "MOLLA_X_PKMEASURE",
-                    "MOLLA_X_LLVOL",
-                    "MOLLA_X_DIVSQRT",
-                    "MOLLA_X_NEXTL2=2",
-                    "MOLLA_X_NEXTL2MIN=12288",
-                ],
+                &["MOLLA_X_PKMEASURE", "MOLLA_X_LLVOL", "MOLLA_X_DIVSQRT"],
             );
             let packed = PkBuild {
                 packed: true,
@@ -581,6 +585,14 @@ mod tests {
                 ..packed
             };
             compiles(Program::Persistent(twelve), &[]);
+            // Each step's weights asked of L2 a step ahead (Qwen2.5-0.5B's and SmolLM2 Q8_0's).
+            compiles(
+                Program::Persistent(PkBuild {
+                    next_l2: true,
+                    ..twelve
+                }),
+                &[],
+            );
             // q/k/v made in the down step before (FUSEQKV, an experiment; the W16 type's bit in
             // the mask as the host sets it).
             let fused = PkBuild {
@@ -677,10 +689,12 @@ mod tests {
                     half: true,
                 }),
                 fuse: true,
+                next_l2: true,
             }),
         );
         for o in [
             "-DPK_FUSEQKV",
+            "-DPK_NEXT_L2",
             "-DPK_TYMASK=8ull",
             "-DPK_TYMASK_PAIR=8ull",
             "-DPK_TYMASK_FOLD=8ull",

@@ -194,6 +194,7 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         short: false,
         roles: None,
         fuse: false,
+        next_l2: next_l2(model),
     };
     let fuse = fuses(model, &build);
     PkBuild {
@@ -208,6 +209,41 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         fuse,
         ..build
     }
+}
+
+/// A packed step's share of weights a block, in bytes, from which the persistent kernel asks L2
+/// for each step's weights a step ahead (`next_l2`).
+const NEXT_L2_BYTES: usize = 12 << 10;
+
+/// Whether the persistent kernel asks L2 for each packed step's weights while the step before
+/// runs (`PkBuild::next_l2`, kernels/persistent_chunks.cuh `pk_next_l2`): for a model whose
+/// widest matvec step (q/k/v, gate/up or down) gives a block of a typical grid at least
+/// `NEXT_L2_BYTES`, unless `MOLLA_PK_NEXT_L2=0` (`=1` asks for it on any model). Such a share
+/// lands in shared memory later than the step's input; a smaller one does not, and the kernel
+/// built with the prefetch is slower there. Session 58 (H100, real files, tg128, two rounds
+/// each, tok/s): Qwen2.5 Q4_K_M (FFN shares ~37 KB) 2194.4, 2195.6 against 2108.2, 2128.7 and
+/// in a second call 2194.0, 2184.2 against 2138.4, 2140.1 (+2.6-3.6%); SmolLM2 Q8_0 (gate/up
+/// ~14 KB) 2698.0, 2696.9 against 2659.7, 2667.4 (+1.3%); SmolLM2 Q4_1 (at most ~8.4 KB)
+/// 2750.9, 2738.4 against 2829.2, 2804.3 (-2.6%), and as slow with the prefetch built in but
+/// never issued.
+fn next_l2(model: &model::Model) -> bool {
+    match std::env::var("MOLLA_PK_NEXT_L2").as_deref() {
+        Ok("0") => return false,
+        Ok("1") => return true,
+        _ => {}
+    }
+    let bytes = |ms: &[&model::Matrix]| ms.iter().map(|m| m.rows * m.row_bytes).sum::<usize>();
+    model
+        .layers
+        .iter()
+        .flat_map(|l| {
+            [
+                bytes(&[&l.wq, &l.wk, &l.wv]),
+                bytes(&[&l.w_gate, &l.w_up]),
+                bytes(&[&l.w_down]),
+            ]
+        })
+        .any(|b| b.div_ceil(TYPICAL_SMS) >= NEXT_L2_BYTES)
 }
 
 /// Whether the persistent kernel makes each layer's q/k/v in the down step before
@@ -553,6 +589,21 @@ mod tests {
         assert_eq!(delay_bits("1:0:100000") as u32 >> 24, 255);
         for bad in ["", "4:1", "a:1:100", "4:1:100:2"] {
             assert_eq!(delay_bits(bad), 0, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_next_steps_weights_go_to_l2_where_a_blocks_share_is_large() {
+        // Widest step a block of 132: SmolLM2 Q4_1's gate/up ~8.4 KB, Q8_0's ~14 KB, Qwen2.5's
+        // Q5_0 gate/up ~45 KB.
+        for (spec, on) in [
+            (SynthSpec::smollm2(GgmlType::Q4_1), false),
+            (SynthSpec::smollm2(GgmlType::Q8_0), true),
+            (SynthSpec::qwen2_0_5b(GgmlType::Q5_0), true),
+        ] {
+            let b = pk_build(&one_layer(spec));
+            assert_eq!(b.next_l2, on);
+            assert_eq!(b.describe().contains("next weights to L2"), on);
         }
     }
 
