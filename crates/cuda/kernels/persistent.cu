@@ -194,8 +194,8 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
 // quantized to 16 bits at xq (q16.cuh) and the first chunk in shared memory; `scale`: the factor
 // of every output row (RMSNorm's scale, else 1: matvec.cu load_input). False when the kernel must
 // stop.
-__device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int after_norm,
-                         u8* xq, int step, float& scale) {
+__device__ bool pk_input(const PkStep& st, const PkBlk& d, const PkArgs& a, float* xs, const float* nw, float* xraw,
+                         int after_norm, u8* xq, int step, float& scale) {
     int n = st.cols;
     scale = 1.f;
 #if PK_POLL_FIRST
@@ -256,6 +256,14 @@ __device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const flo
     }
     // The first chunk's copies (pk_matvec reads it after this barrier without another).
     cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
+#ifdef MOLLA_X_NEXTL2PRE
+    // Experiment (with PK_NEXT_L2): the next step's weights asked of L2 here, by the last
+    // thread once its own copies of this step landed, before the input's barrier (where the
+    // stagers wait for the quantizing pollers), not after it in a warp that may have rows.
+    pk_next_l2(st, d, step, a.nsteps);
+#else
+    (void)d;
+#endif
     __syncthreads();
     scale = norm ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
 #ifndef PK_TYMASK
@@ -365,8 +373,10 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     // chunk into L2. A packed step's chunks all landed in pk_input, where its table entry says.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
     float scale;
-    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
+    if (!pk_input(st, d, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
+#ifndef MOLLA_X_NEXTL2PRE
     pk_next_l2(st, d, step, a.nsteps);
+#endif
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);

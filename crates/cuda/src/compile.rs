@@ -586,13 +586,13 @@ mod tests {
             };
             compiles(Program::Persistent(twelve), &[]);
             // Each step's weights asked of L2 a step ahead (Qwen2.5-0.5B's and SmolLM2 Q8_0's).
-            compiles(
-                Program::Persistent(PkBuild {
-                    next_l2: true,
-                    ..twelve
-                }),
-                &[],
-            );
+            let next = PkBuild {
+                next_l2: true,
+                ..twelve
+            };
+            compiles(Program::Persistent(next), &[]);
+            // With the prefetch before the input's barrier (an experiment).
+            compiles(Program::Persistent(next), &["MOLLA_X_NEXTL2PRE"]);
             // q/k/v made in the down step before (FUSEQKV, an experiment; the W16 type's bit in
             // the mask as the host sets it).
             let fused = PkBuild {
