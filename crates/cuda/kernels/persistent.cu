@@ -45,12 +45,6 @@ __device__ __forceinline__ int pk_att_head(const PkStep& st, int nh) {
     return PK_FOLD(st) ? (int)blockIdx.x % nh : (int)blockIdx.x;
 }
 
-// Where row r of a folded wo starts its span of 32-column units from unit u0 (ub bytes each), in
-// global memory.
-__device__ __forceinline__ const u8* pk_fold_row(const PkStep& st, int r, int u0, int ub) {
-    return st.w[0] + (size_t)r * st.row_bytes[0] + (size_t)u0 * ub;
-}
-
 // PK_LL_ONLY (the host's PkRoles::ll_only, by default since session 45): every step's input comes
 // as tagged words, so the counter-fed path (pk_wait and a plain row's load) is not built
 // (Persistent::new refuses a list that needs it).
@@ -536,6 +530,7 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, const PkArgs& a, const float* rq, u8* xqh,
                                            int h, int step) {
     const int hdv = PK_A_HDV(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5), r0 = d.r0, r1 = d.r1;
+    pk_fold_l1(st, r0, r1, h * uh, uh, ub);
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
     __syncthreads();
     const Xq xq = xq_at(xqh, hdv);

@@ -571,6 +571,9 @@ mod tests {
             );
             // The quantization's trips skipped by warps with no block of the row (an experiment).
             compiles(Program::Persistent(packed), &["MOLLA_X_QSKIP"]);
+            // The folded wo's units asked of L1 at the stage or after the attention (experiments).
+            compiles(Program::Persistent(packed), &["MOLLA_X_FOLDL1=1"]);
+            compiles(Program::Persistent(packed), &["MOLLA_X_FOLDL1=2"]);
             // For short caches (PK_SHORT).
             compiles(
                 Program::Persistent(PkBuild {
