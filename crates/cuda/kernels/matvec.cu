@@ -386,7 +386,11 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
         if (FX) {
             const MvSeg& s = a.seg[0];
             FxAcc f{};
+#ifdef MOLLA_X_FOLDF32
+            if (active) f = row_dot_fx_f32_ty(s.ty, s.w + (size_t)r * s.row_bytes, xs, a.cols, lane, lanes);
+#else
             if (active) row_dot_fx_ty<false>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, lanes, f);
+#endif
             __syncwarp();
             f = group_sum(f, lanes);
             if (active && lane == 0) mv_store_fx(s, 0, r, f);
@@ -529,7 +533,12 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
         if (fx) {
             const MvSeg& s = a.seg[0];
             FxAcc f{};
+#ifdef MOLLA_X_FOLDF32
+            // The f32 input from the caller's row (a plain input: fixed-point rows have no other).
+            if (active) f = row_dot_fx_f32_ty(s.ty, s.w + (size_t)r * s.row_bytes, a.x, a.cols, lane, 32);
+#else
             if (active) row_dot_fx_ty<true>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, 32, f);
+#endif
             f = group_sum(f, 32);
             if (active && lane == 0) mv_store_fx(s, 0, r, f);
             continue;

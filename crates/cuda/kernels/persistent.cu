@@ -92,27 +92,6 @@ struct PkCursor {
     int l2;
 };
 
-// The RMSNorm weights of step st into nw (none for a plain input) as one cp.async group of their
-// own, so that the input's preparation waits for them alone. Each of the first PK_NORM_THREADS
-// threads copies the values it quantizes (quantize_trips' order), so needs no barrier to read
-// them; in a packed build (POLLFIRST) the stagers copy them all before the input's barrier.
-__device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
-#if PK_POLL_FIRST  // the stagers copy them all
-    if (st.prep != PK_PREP_PLAIN)
-        for (int i = (int)threadIdx.x - PK_STAGE_T0; PK_STAGE_OK(i) && i < (st.cols >> 2); i += PK_THREADS - PK_STAGE_T0)
-            cp_async16(smem_u32(nw) + 16 * i, st.norm_w + 4 * i);
-#else
-    if (st.prep != PK_PREP_PLAIN && threadIdx.x < PK_NORM_THREADS) {
-        u32 dst = smem_u32(nw);
-        for (int i = 2 * threadIdx.x; i < (st.cols >> 2); i += 2 * PK_NORM_THREADS) {
-            cp_async16(dst + 16 * i, st.norm_w + 4 * i);
-            cp_async16(dst + 16 * (i + 1), st.norm_w + 4 * (i + 1));  // cols: whole blocks of 32
-        }
-    }
-#endif
-    cp_commit();
-}
-
 // Whether step st is packed (PkStep::packed). In a kernel built with PK_PACKED_ONLY every matvec
 // step is (Persistent::new uses it only for such a list), so the chunked path is not compiled:
 // measured +2.5% tokens/s on the SmolLM2 Q4_1 shape (session 17).
@@ -523,6 +502,25 @@ __device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq
 #undef PK_FOLD_CALL
 }
 
+#ifdef MOLLA_X_FOLDF32
+// Experiment (MOLLA_KDEFS=FOLDF32): the unit at `unit` against the head's f32 output at x
+// (q16_rows.cuh unit_f32), for the kernel's folded types only.
+__device__ __forceinline__ void pk_fold_unit_f32_ty(int ty, const u8* unit, const float* x, float& v) {
+    v = __int_as_float(0x7fc00000);
+    UnitW uw;
+#define PK_F32_CALL(T)                   \
+    if (PK_FOLD_ON(T)) {                 \
+        unit_load_legacy<T>(unit, uw);   \
+        v = unit_f32<T>(uw, x);          \
+    }
+    switch (ty) {
+        Q16_LEGACY_CASES(PK_F32_CALL)
+        default: break;
+    }
+#undef PK_F32_CALL
+}
+#endif
+
 // The folded wo of head h (PK_OP_ATTN_WO): its output rq (hdv values, shared) quantized to 16
 // bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
 // unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
@@ -531,9 +529,13 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, con
                                            int h, int step) {
     const int hdv = PK_A_HDV(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5), r0 = d.r0, r1 = d.r1;
     pk_fold_l1(st, r0, r1, h * uh, uh, ub);
+#ifdef MOLLA_X_FOLDF32
+    (void)xqh;  // the units read rq itself (visible since attend's barrier)
+#else
     quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
     __syncthreads();
     const Xq xq = xq_at(xqh, hdv);
+#endif
     u64* acc = (u64*)st.y[0];
     const int ty = st.ty[0], n = (r1 - r0) * uh;
     // A row's uh units lie on uh consecutive lanes (uh a power of two up to 32: item i is lane i
@@ -546,7 +548,11 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, con
     for (int i = threadIdx.x; i < lim; i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
         float v = 0.f;
+#ifdef MOLLA_X_FOLDF32
+        if (i < n) pk_fold_unit_f32_ty(ty, pk_fold_row(st, r, h * uh, ub) + (size_t)k * ub, rq + 32 * k, v);
+#else
         if (i < n) pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
+#endif
         if (!lanes) {
             pk_acc_add(a, step, acc + r, v);
             continue;

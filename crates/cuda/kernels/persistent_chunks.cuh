@@ -191,6 +191,27 @@ __device__ __forceinline__ void pk_next_l2(const PkStep& st, const PkBlk& d, int
 #define pk_next_l2(st, d, s, n) ((void)0)
 #endif
 
+// The RMSNorm weights of step st into nw (none for a plain input) as one cp.async group of their
+// own, so that the input's preparation waits for them alone. Each of the first PK_NORM_THREADS
+// threads copies the values it quantizes (quantize_trips' order), so needs no barrier to read
+// them; in a packed build (POLLFIRST) the stagers copy them all before the input's barrier.
+__device__ __forceinline__ void pk_stage_norm(const PkStep& st, float* nw) {
+#if PK_POLL_FIRST  // the stagers copy them all
+    if (st.prep != PK_PREP_PLAIN)
+        for (int i = (int)threadIdx.x - PK_STAGE_T0; PK_STAGE_OK(i) && i < (st.cols >> 2); i += PK_THREADS - PK_STAGE_T0)
+            cp_async16(smem_u32(nw) + 16 * i, st.norm_w + 4 * i);
+#else
+    if (st.prep != PK_PREP_PLAIN && threadIdx.x < PK_NORM_THREADS) {
+        u32 dst = smem_u32(nw);
+        for (int i = 2 * threadIdx.x; i < (st.cols >> 2); i += 2 * PK_NORM_THREADS) {
+            cp_async16(dst + 16 * i, st.norm_w + 4 * i);
+            cp_async16(dst + 16 * (i + 1), st.norm_w + 4 * (i + 1));  // cols: whole blocks of 32
+        }
+    }
+#endif
+    cp_commit();
+}
+
 // Chunk buffer k (of a.stages, cycled).
 __device__ __forceinline__ u8* pk_buf(const PkArgs& a, u8* bufs, int k) { return bufs + (size_t)(k % a.stages) * (a.chunk + 64); }
 

@@ -176,3 +176,93 @@ __device__ __forceinline__ void row_dot_q16_multi(const u8* __restrict__ w, cons
         }
     }
 }
+
+#ifdef MOLLA_X_FOLDF32
+// Experiment (MOLLA_KDEFS=FOLDF32, every program alike): fixed-point rows (the folded wo and the
+// graph path's rows that must give its bits) dotted with the f32 input, not with its q16
+// quantization, so that the persistent kernel's attention step folds wo with no quantization of
+// the head's output and no barrier after it. A legacy unit's weights (unit_load_legacy's: byte i
+// of word k is weight 4k + i) against its 32 inputs at x (16-byte aligned): d * sum((q - o) x),
+// plus m * sum(x) for Q4_1 and Q5_1, each sum in four chains (weight j in chain j % 4) added in a
+// fixed order, every operation rounded alone: the same bits in every kernel.
+template <int T>
+__device__ __forceinline__ float unit_f32(const UnitW& uw, const float* x) {
+    constexpr int O = T == T_Q4_0 ? 8 : T == T_Q5_0 ? 16 : 0;
+    constexpr bool M = T == T_Q4_1 || T == T_Q5_1;
+    float c[4] = {0.f, 0.f, 0.f, 0.f}, s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const float4 v = ((const float4*)x)[k];
+        const float e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const u32 b = (uw.w[k] >> (8 * i)) & 0xffu;
+            const int q = T == T_Q8_0 ? (int)(signed char)b : (int)b - O;
+            c[i] = __fmaf_rn((float)q, e[i], c[i]);
+            if constexpr (M) s[i] = __fadd_rn(s[i], e[i]);
+        }
+    }
+    float r = __fmul_rn(uw.f[0], __fadd_rn(__fadd_rn(c[0], c[1]), __fadd_rn(c[2], c[3])));
+    if constexpr (M) r = __fadd_rn(r, __fmul_rn(uw.f[1], __fadd_rn(__fadd_rn(s[0], s[1]), __fadd_rn(s[2], s[3]))));
+    return r;
+}
+
+// unit_f32 of the legacy block at b (ty a legacy q16 format; NaN for any other).
+__device__ __forceinline__ float unit_f32_ty(int ty, const u8* __restrict__ b, const float* x) {
+    UnitW uw;
+#define UNIT_F32(T)               \
+    case T:                       \
+        unit_load_legacy<T>(b, uw); \
+        return unit_f32<T>(uw, x);
+    switch (ty) {
+        UNIT_F32(T_Q4_0)
+        UNIT_F32(T_Q4_1)
+        UNIT_F32(T_Q5_0)
+        UNIT_F32(T_Q5_1)
+        UNIT_F32(T_Q8_0)
+        default: return __int_as_float(0x7fc00000);
+    }
+#undef UNIT_F32
+}
+
+// A fixed-point row of format T against the f32 input x, lanes lanes a row.
+template <int T>
+__device__ __forceinline__ FxAcc row_dot_f32_fx(const u8* __restrict__ w, const float* x, int cols, int lane, int lanes) {
+    FxAcc acc{};
+    for (int u = lane; u < (cols >> 5); u += lanes) {
+        UnitW uw;
+        unit_load_legacy<T>(w + (size_t)u * legacy_bytes<T>(), uw);
+        unit_add(acc, unit_f32<T>(uw, x + 32 * u));
+    }
+    return acc;
+}
+
+// row_dot_f32_fx for ng <= G inputs xs[0 .. ng) (row_dot_q16_multi's order: each unit decoded
+// once for all inputs).
+template <int T, int G>
+__device__ __forceinline__ void row_dot_f32_fx_multi(const u8* __restrict__ w, float* const* xs, int ng, int cols,
+                                                     int lane, int lanes, FxAcc* acc) {
+#pragma unroll
+    for (int g = 0; g < G; g++) acc[g] = FxAcc{};
+    for (int u = lane; u < (cols >> 5); u += lanes) {
+        UnitW uw;
+        unit_load_legacy<T>(w + (size_t)u * legacy_bytes<T>(), uw);
+#pragma unroll
+        for (int g = 0; g < G; g++)
+            if (g < ng) unit_add(acc[g], unit_f32<T>(uw, xs[g] + 32 * u));
+    }
+}
+
+// row_dot_f32_fx by weight type: the legacy formats (a NaN row, FxAcc::bad, for any other).
+__device__ __forceinline__ FxAcc row_dot_fx_f32_ty(int ty, const u8* __restrict__ w, const float* x, int cols,
+                                                   int lane, int lanes) {
+    switch (ty) {
+        case T_Q4_0: return row_dot_f32_fx<T_Q4_0>(w, x, cols, lane, lanes);
+        case T_Q4_1: return row_dot_f32_fx<T_Q4_1>(w, x, cols, lane, lanes);
+        case T_Q5_0: return row_dot_f32_fx<T_Q5_0>(w, x, cols, lane, lanes);
+        case T_Q5_1: return row_dot_f32_fx<T_Q5_1>(w, x, cols, lane, lanes);
+        case T_Q8_0: return row_dot_f32_fx<T_Q8_0>(w, x, cols, lane, lanes);
+        default: return FxAcc{0, 1};
+    }
+}
+#endif

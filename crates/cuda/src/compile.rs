@@ -535,6 +535,8 @@ mod tests {
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
+            // Fixed-point rows on the f32 input (an experiment, with the persistent kernel's).
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_FOLDF32"]);
         }
     }
 
@@ -574,6 +576,10 @@ mod tests {
             // The folded wo's units asked of L1 at the stage or after the attention (experiments).
             compiles(Program::Persistent(packed), &["MOLLA_X_FOLDL1=1"]);
             compiles(Program::Persistent(packed), &["MOLLA_X_FOLDL1=2"]);
+            compiles(
+                Program::Persistent(packed),
+                &["MOLLA_X_FOLDF32", "MOLLA_X_FOLDL1=1"],
+            );
             // For short caches (PK_SHORT).
             compiles(
                 Program::Persistent(PkBuild {
