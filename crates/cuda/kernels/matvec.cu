@@ -348,6 +348,21 @@ __device__ __forceinline__ void row_dot_fx_ty(int ty, const u8* __restrict__ w, 
 #undef FX_ROW
 }
 
+#ifdef MOLLA_X_FOLDF32
+// acc = row_dot_f32_fx by weight type (MOLLA_KDEFS=FOLDF32, q16_rows.cuh): fixed-point rows on
+// the f32 input x, as row_dot_fx_ty's on its quantization.
+__device__ __forceinline__ void row_dot_fx_f32_ty(int ty, const u8* __restrict__ w, const float* x, int cols, int lane,
+                                                  int lanes, FxAcc& acc) {
+    acc = FxAcc{0, 1};
+#define FX_F32_ROW(T) acc = row_dot_f32_fx<T>(w, x, cols, lane, lanes)
+    switch (ty) {
+        Q16_LEGACY_CASES(FX_F32_ROW)
+        default: break;
+    }
+#undef FX_F32_ROW
+}
+#endif
+
 __device__ __forceinline__ int mv_total(const MvArgs& a) {
     int total = 0;
     for (int i = 0; i < a.nseg; i++) total += a.seg[i].rows;
@@ -387,7 +402,7 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
             const MvSeg& s = a.seg[0];
             FxAcc f{};
 #ifdef MOLLA_X_FOLDF32
-            if (active) f = row_dot_fx_f32_ty(s.ty, s.w + (size_t)r * s.row_bytes, xs, a.cols, lane, lanes);
+            if (active) row_dot_fx_f32_ty(s.ty, s.w + (size_t)r * s.row_bytes, xs, a.cols, lane, lanes, f);
 #else
             if (active) row_dot_fx_ty<false>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, lanes, f);
 #endif
@@ -535,7 +550,7 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
             FxAcc f{};
 #ifdef MOLLA_X_FOLDF32
             // The f32 input from the caller's row (a plain input: fixed-point rows have no other).
-            if (active) f = row_dot_fx_f32_ty(s.ty, s.w + (size_t)r * s.row_bytes, a.x, a.cols, lane, 32);
+            if (active) row_dot_fx_f32_ty(s.ty, s.w + (size_t)r * s.row_bytes, a.x, a.cols, lane, 32, f);
 #else
             if (active) row_dot_fx_ty<true>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, 32, f);
 #endif

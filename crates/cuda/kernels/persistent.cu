@@ -510,7 +510,7 @@ __device__ __forceinline__ void pk_fold_unit_f32_ty(int ty, const u8* unit, cons
     UnitW uw;
 #define PK_F32_CALL(T)                   \
     if (PK_FOLD_ON(T)) {                 \
-        unit_load_legacy_g<T>(unit, uw); \
+        unit_load_legacy<T, true>(unit, uw); \
         v = unit_f32<T>(uw, x);          \
     }
     switch (ty) {

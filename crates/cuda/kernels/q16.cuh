@@ -549,25 +549,42 @@ struct UnitW {
     float f[4];
 };
 
-// unit_legacy's decode of the block at b, for row_dot_q16_multi.
-template <int T>
+// unit_legacy's decode of the block at b, for row_dot_q16_multi. G: the block is in global
+// memory and its 2-byte aligned runs are read as unit_legacy<T, true> reads them (ldg_a2's
+// aligned words through the read-only path; the same bytes): MOLLA_KDEFS=FOLDF32's rows.
+template <int T, bool G = false>
 __device__ __forceinline__ void unit_load_legacy(const u8* __restrict__ b, UnitW& uw) {
     uw.f[0] = h2f(ld16(b));
     if constexpr (T == T_Q8_0) {
-        ld16a2(b + 2, uw.w);
-        ld16a2(b + 18, uw.w + 4);
+        if constexpr (G) {
+            ldg_a2<4>(b + 2, uw.w);
+            ldg_a2<4>(b + 18, uw.w + 4);
+        } else {
+            ld16a2(b + 2, uw.w);
+            ld16a2(b + 18, uw.w + 4);
+        }
     } else {
         u32 qs[4], qh = 0;
         uw.f[1] = 0.f;
-        if constexpr (T == T_Q4_0) ld16a2(b + 2, qs);
+        if constexpr (T == T_Q4_0) {
+            if constexpr (G) ldg_a2<4>(b + 2, qs);
+            else ld16a2(b + 2, qs);
+        }
         if constexpr (T == T_Q4_1) {
             uw.f[1] = h2f(ld16(b + 2));
 #pragma unroll
             for (int k = 0; k < 4; k++) qs[k] = ld32(b + 4 + 4 * k);
         }
         if constexpr (T == T_Q5_0) {
-            qh = ld32a2(b + 2);
-            ld16a2(b + 6, qs);
+            if constexpr (G) {
+                u32 h1[1];
+                ldg_a2<1>(b + 2, h1);
+                qh = h1[0];
+                ldg_a2<4>(b + 6, qs);
+            } else {
+                qh = ld32a2(b + 2);
+                ld16a2(b + 6, qs);
+            }
         }
         if constexpr (T == T_Q5_1) {
             uw.f[1] = h2f(ld16(b + 2));

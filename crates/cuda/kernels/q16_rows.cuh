@@ -207,46 +207,13 @@ __device__ __forceinline__ float unit_f32(const UnitW& uw, const float* x) {
     return r;
 }
 
-// unit_load_legacy's weights of the block at b in global memory, read as unit_legacy<T, true>
-// reads them (aligned words through the read-only path, where unit_load_legacy takes 2-byte
-// loads): the same bytes, fewer loads on the fold's path.
-template <int T>
-__device__ __forceinline__ void unit_load_legacy_g(const u8* __restrict__ b, UnitW& uw) {
-    uw.f[0] = h2f(ld16(b));
-    uw.f[1] = 0.f;
-    if constexpr (T == T_Q8_0) {
-        ldg_a2<4>(b + 2, uw.w);
-        ldg_a2<4>(b + 18, uw.w + 4);
-    } else {
-        u32 qs[4], qh = 0;
-        if constexpr (T == T_Q4_0) ldg_a2<4>(b + 2, qs);
-        if constexpr (T == T_Q4_1 || T == T_Q5_1) uw.f[1] = h2f(ld16(b + 2));
-        if constexpr (T == T_Q4_1) {
-#pragma unroll
-            for (int k = 0; k < 4; k++) qs[k] = ld32(b + 4 + 4 * k);
-        }
-        if constexpr (T == T_Q5_0) {
-            u32 h1[1];
-            ldg_a2<1>(b + 2, h1);
-            qh = h1[0];
-            ldg_a2<4>(b + 6, qs);
-        }
-        if constexpr (T == T_Q5_1) {
-            qh = ld32(b + 4);
-#pragma unroll
-            for (int k = 0; k < 4; k++) qs[k] = ld32(b + 8 + 4 * k);
-        }
-        legacy_quant_words<T>(qs, qh, uw.w);
-    }
-}
-
 // A fixed-point row of format T against the f32 input x, lanes lanes a row.
 template <int T>
 __device__ __forceinline__ FxAcc row_dot_f32_fx(const u8* __restrict__ w, const float* x, int cols, int lane, int lanes) {
     FxAcc acc{};
     for (int u = lane; u < (cols >> 5); u += lanes) {
         UnitW uw;
-        unit_load_legacy_g<T>(w + (size_t)u * legacy_bytes<T>(), uw);
+        unit_load_legacy<T, true>(w + (size_t)u * legacy_bytes<T>(), uw);
         unit_add(acc, unit_f32<T>(uw, x + 32 * u));
     }
     return acc;
@@ -261,23 +228,11 @@ __device__ __forceinline__ void row_dot_f32_fx_multi(const u8* __restrict__ w, f
     for (int g = 0; g < G; g++) acc[g] = FxAcc{};
     for (int u = lane; u < (cols >> 5); u += lanes) {
         UnitW uw;
-        unit_load_legacy_g<T>(w + (size_t)u * legacy_bytes<T>(), uw);
+        unit_load_legacy<T, true>(w + (size_t)u * legacy_bytes<T>(), uw);
 #pragma unroll
         for (int g = 0; g < G; g++)
             if (g < ng) unit_add(acc[g], unit_f32<T>(uw, xs[g] + 32 * u));
     }
 }
 
-// row_dot_f32_fx by weight type: the legacy formats (a NaN row, FxAcc::bad, for any other).
-__device__ __forceinline__ FxAcc row_dot_fx_f32_ty(int ty, const u8* __restrict__ w, const float* x, int cols,
-                                                   int lane, int lanes) {
-    switch (ty) {
-        case T_Q4_0: return row_dot_f32_fx<T_Q4_0>(w, x, cols, lane, lanes);
-        case T_Q4_1: return row_dot_f32_fx<T_Q4_1>(w, x, cols, lane, lanes);
-        case T_Q5_0: return row_dot_f32_fx<T_Q5_0>(w, x, cols, lane, lanes);
-        case T_Q5_1: return row_dot_f32_fx<T_Q5_1>(w, x, cols, lane, lanes);
-        case T_Q8_0: return row_dot_f32_fx<T_Q8_0>(w, x, cols, lane, lanes);
-        default: return FxAcc{0, 1};
-    }
-}
 #endif
