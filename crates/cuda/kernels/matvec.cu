@@ -334,23 +334,9 @@ __device__ __forceinline__ void mv_store_fx(const MvSeg& s, int t, int r, FxAcc 
 // Whether the launch's rows are fixed-point ones (uniform over the grid: one segment).
 __device__ __forceinline__ bool mv_fx(const MvArgs& a) { return a.nseg == 1 && a.seg[0].accumulate == 2; }
 
-// acc = row_dot_q16_fx by weight type: the legacy q16 formats, which the host alone sets
-// fixed-point rows for (a NaN row, FxAcc::bad, for any other).
-template <bool G>
-__device__ __forceinline__ void row_dot_fx_ty(int ty, const u8* __restrict__ w, const Xq& xq, int cols, int lane,
-                                              int lanes, FxAcc& acc) {
-    acc = FxAcc{0, 1};
-#define FX_ROW(T) acc = row_dot_q16_fx<T, G>(w, xq, cols, lane, lanes)
-    switch (ty) {
-        Q16_LEGACY_CASES(FX_ROW)
-        default: break;
-    }
-#undef FX_ROW
-}
-
-#ifdef MOLLA_X_FOLDF32
-// acc = row_dot_f32_fx by weight type (MOLLA_KDEFS=FOLDF32, q16_rows.cuh): fixed-point rows on
-// the f32 input x, as row_dot_fx_ty's on its quantization.
+// acc = row_dot_f32_fx by weight type (q16_rows.cuh): fixed-point rows on the f32 input x, for
+// the legacy q16 formats, which the host alone sets fixed-point rows for (a NaN row, FxAcc::bad,
+// for any other).
 __device__ __forceinline__ void row_dot_fx_f32_ty(int ty, const u8* __restrict__ w, const float* x, int cols, int lane,
                                                   int lanes, FxAcc& acc) {
     acc = FxAcc{0, 1};
@@ -361,7 +347,6 @@ __device__ __forceinline__ void row_dot_fx_f32_ty(int ty, const u8* __restrict__
     }
 #undef FX_F32_ROW
 }
-#endif
 
 __device__ __forceinline__ int mv_total(const MvArgs& a) {
     int total = 0;
@@ -401,11 +386,7 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
         if (FX) {
             const MvSeg& s = a.seg[0];
             FxAcc f{};
-#ifdef MOLLA_X_FOLDF32
             if (active) row_dot_fx_f32_ty(s.ty, s.w + (size_t)r * s.row_bytes, xs, a.cols, lane, lanes, f);
-#else
-            if (active) row_dot_fx_ty<false>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, lanes, f);
-#endif
             __syncwarp();
             f = group_sum(f, lanes);
             if (active && lane == 0) mv_store_fx(s, 0, r, f);
@@ -548,12 +529,8 @@ __device__ __forceinline__ void wide_rows(const MvArgs& a, const Xq& xq, float s
         if (fx) {
             const MvSeg& s = a.seg[0];
             FxAcc f{};
-#ifdef MOLLA_X_FOLDF32
             // The f32 input from the caller's row (a plain input: fixed-point rows have no other).
             if (active) row_dot_fx_f32_ty(s.ty, s.w + (size_t)r * s.row_bytes, a.x, a.cols, lane, 32, f);
-#else
-            if (active) row_dot_fx_ty<true>(s.ty, s.w + (size_t)r * s.row_bytes, xq, a.cols, lane, 32, f);
-#endif
             f = group_sum(f, 32);
             if (active && lane == 0) mv_store_fx(s, 0, r, f);
             continue;

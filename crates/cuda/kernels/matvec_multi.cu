@@ -17,15 +17,12 @@ __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, 
     for (int g = 0; g < MV_MULTI; g++) acc[g] = g < ng ? row_dot_ty(ty, w, xs[g], xq[g], cols, lane, lanes) : 0.f;
 }
 
-// row_dot_multi's fixed-point rows (the legacy q16 formats; zeros for any other).
+// row_dot_multi's fixed-point rows on the f32 inputs (the legacy q16 formats; NaN rows,
+// FxAcc::bad, for any other).
 __device__ __forceinline__ void row_dot_multi(int ty, const u8* __restrict__ w, float* const* xs, const Xq* xq, int ng,
                                               int cols, int lane, int lanes, FxAcc* acc) {
-#ifdef MOLLA_X_FOLDF32
+    (void)xq;
 #define MULTI_FX(T) row_dot_f32_fx_multi<T, MV_MULTI>(w, xs, ng, cols, lane, lanes, acc)
-#else
-    (void)xs;
-#define MULTI_FX(T) row_dot_q16_multi<T, MV_MULTI>(w, xq, ng, cols, lane, lanes, acc)
-#endif
     switch (ty) {
         Q16_LEGACY_CASES(MULTI_FX)
         default: break;

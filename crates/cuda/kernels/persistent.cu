@@ -167,8 +167,8 @@ __device__ PkCursor pk_stage(const PkStep& st, const PkBlk& d, const PkArgs& a, 
 // quantized to 16 bits at xq (q16.cuh) and the first chunk in shared memory; `scale`: the factor
 // of every output row (RMSNorm's scale, else 1: matvec.cu load_input). False when the kernel must
 // stop.
-__device__ bool pk_input(const PkStep& st, const PkBlk& d, const PkArgs& a, float* xs, const float* nw, float* xraw,
-                         int after_norm, u8* xq, int step, float& scale) {
+__device__ bool pk_input(const PkStep& st, const PkArgs& a, float* xs, const float* nw, float* xraw, int after_norm,
+                         u8* xq, int step, float& scale) {
     int n = st.cols;
     scale = 1.f;
 #if PK_POLL_FIRST
@@ -229,14 +229,6 @@ __device__ bool pk_input(const PkStep& st, const PkBlk& d, const PkArgs& a, floa
     }
     // The first chunk's copies (pk_matvec reads it after this barrier without another).
     cp_wait_n(after_norm > 0 ? after_norm - 1 : 0);
-#ifdef MOLLA_X_NEXTL2PRE
-    // Experiment (with PK_NEXT_L2): the next step's weights asked of L2 here, by the last
-    // thread once its own copies of this step landed, before the input's barrier (where the
-    // stagers wait for the quantizing pollers), not after it in a warp that may have rows.
-    pk_next_l2(st, d, step, a.nsteps);
-#else
-    (void)d;
-#endif
     __syncthreads();
     scale = norm ? rms_total(n, st.eps, PK_NORM_THREADS) : 1.f;
 #ifndef PK_TYMASK
@@ -346,10 +338,8 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
     // chunk into L2. A packed step's chunks all landed in pk_input, where its table entry says.
     int cur = r0, ahead = staged.ahead, l2 = staged.l2, issued = staged.issued;
     float scale;
-    if (!pk_input(st, d, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
-#ifndef MOLLA_X_NEXTL2PRE
+    if (!pk_input(st, a, xs, nw, xraw, issued, (u8*)xs + a.xq_off, step, scale)) return false;
     pk_next_l2(st, d, step, a.nsteps);
-#endif
     const Xq xq = xq_at((u8*)xs + a.xq_off, st.cols);
     const u32 tag = pk_tag(a, step);
     pk_stamp(a, 1);
@@ -472,16 +462,6 @@ __device__ __forceinline__ bool pk_matvec(const PkStep& st, const PkBlk& d, cons
 }
 
 #ifdef PK_FOLD_WO
-// A legacy-format unit of a folded wo row (PK_OP_ATTN_WO): unit k of the row's span over the
-// block's head at `span` (global memory) against unit k of the head's quantized output xq.
-template <int T>
-__device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int k) {
-    constexpr int BYTES = legacy_bytes<T>();
-    int4 xr[8];
-    load_xu<T>(xq, k, xr);
-    return unit_legacy<T, true>(span + (size_t)k * BYTES, xr, xq, k);
-}
-
 #if defined(PK_TYMASK) && defined(PK_TYMASK_FOLD)
 #define PK_FOLD_ON(T) PK_IN_MASK(PK_TYMASK_FOLD, T)
 #elif defined(PK_TYMASK)
@@ -490,22 +470,10 @@ __device__ __forceinline__ float pk_fold_unit(const u8* span, const Xq& xq, int 
 #define PK_FOLD_ON(T) true
 #endif
 
-// v = pk_fold_unit by weight type (NaN for a format not folded, or not in the kernel's build).
-__device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* span, const Xq& xq, int k, float& v) {
-    v = __int_as_float(0x7fc00000);
-#define PK_FOLD_CALL(T) \
-    if (PK_FOLD_ON(T)) v = pk_fold_unit<T>(span, xq, k)
-    switch (ty) {
-        Q16_LEGACY_CASES(PK_FOLD_CALL)
-        default: break;
-    }
-#undef PK_FOLD_CALL
-}
-
-#ifdef MOLLA_X_FOLDF32
-// Experiment (MOLLA_KDEFS=FOLDF32): the unit at `unit` against the head's f32 output at x
-// (q16_rows.cuh unit_f32), for the kernel's folded types only.
-__device__ __forceinline__ void pk_fold_unit_f32_ty(int ty, const u8* unit, const float* x, float& v) {
+// A legacy-format unit of a folded wo row (PK_OP_ATTN_WO) at `unit` (global memory) against its
+// 32 columns of the head's f32 output at x (q16_rows.cuh unit_f32); NaN for a format not folded,
+// or not in the kernel's build.
+__device__ __forceinline__ void pk_fold_unit_ty(int ty, const u8* unit, const float* x, float& v) {
     v = __int_as_float(0x7fc00000);
     UnitW uw;
 #define PK_F32_CALL(T)                   \
@@ -519,23 +487,14 @@ __device__ __forceinline__ void pk_fold_unit_f32_ty(int ty, const u8* unit, cons
     }
 #undef PK_F32_CALL
 }
-#endif
 
-// The folded wo of head h (PK_OP_ATTN_WO): its output rq (hdv values, shared) quantized to 16
-// bits at xqh, then each unit of the block's share of wo's rows over the head's columns (one
-// unit a thread) added into the accumulator row st.y[0] (pk_acc_add: the value in fixed point
-// and a count the reader polls). Ends with a barrier before the adds.
-__device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, const PkArgs& a, const float* rq, u8* xqh,
-                                           int h, int step) {
+// The folded wo of head h (PK_OP_ATTN_WO): each unit of the block's share of wo's rows over the
+// head's columns (one unit a thread) against the head's output rq (hdv f32 values, shared, visible
+// since attend's barrier: no quantization and no barrier of its own), added into the accumulator
+// row st.y[0] (pk_acc_add: the value in fixed point and a count the reader polls).
+__device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, const PkArgs& a, const float* rq, int h,
+                                           int step) {
     const int hdv = PK_A_HDV(a), uh = hdv >> 5, ub = st.row_bytes[0] / (st.cols >> 5), r0 = d.r0, r1 = d.r1;
-    pk_fold_l1(st, r0, r1, h * uh, uh, ub);
-#ifdef MOLLA_X_FOLDF32
-    (void)xqh;  // the units read rq itself (visible since attend's barrier)
-#else
-    quantize_q16_unsynced<PK_THREADS>(rq, hdv, xqh);
-    __syncthreads();
-    const Xq xq = xq_at(xqh, hdv);
-#endif
     u64* acc = (u64*)st.y[0];
     const int ty = st.ty[0], n = (r1 - r0) * uh;
     // A row's uh units lie on uh consecutive lanes (uh a power of two up to 32: item i is lane i
@@ -548,11 +507,7 @@ __device__ __forceinline__ void pk_fold_wo(const PkStep& st, const PkBlk& d, con
     for (int i = threadIdx.x; i < lim; i += PK_THREADS) {
         const int r = r0 + i / uh, k = i % uh;
         float v = 0.f;
-#ifdef MOLLA_X_FOLDF32
-        if (i < n) pk_fold_unit_f32_ty(ty, pk_fold_row(st, r, h * uh, ub) + (size_t)k * ub, rq + 32 * k, v);
-#else
-        if (i < n) pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub), xq, k, v);
-#endif
+        if (i < n) pk_fold_unit_ty(ty, pk_fold_row(st, r, h * uh, ub) + (size_t)k * ub, rq + 32 * k, v);
         if (!lanes) {
             pk_acc_add(a, step, acc + r, v);
             continue;
@@ -675,16 +630,25 @@ __device__ bool pk_attention(const PkStep& st, const PkBlk& blk, const PkArgs& a
         __syncthreads();
         pk_stamp(a, 1);
         pk_stamp(a, 2);
+        // The head's output: rq, or for the fold the quantized row's place (xq_off, at least 4 KB
+        // up: above this step's scratch, and written by the next step only after the full barrier
+        // that ends its input, which waits for every thread of the block and so for the fold's
+        // last read here; the next step's pollers write its input from sm itself as it arrives,
+        // while this block's last warps may still be folding: PK_STEP_END).
+        float* ro = rq;
+#ifdef PK_FOLD_WO
+        if (fold) ro = (float*)((u8*)sm + a.xq_off);
+#endif
         if (threadIdx.x < ATT_THREADS) {
             // The same arithmetic on the staged copy (rows of one kv head) or on the cache.
-            pk_attend(st, a, qs, ks, vs, staged, kvh, kv_dim, v_dim, rq);
+            pk_attend(st, a, qs, ks, vs, staged, kvh, kv_dim, v_dim, ro);
         }
         __syncthreads();
         pk_stamp_m(a, 7);
 #ifdef PK_FOLD_WO
         if (fold) {
             pk_delay(a, st, step, PK_DELAY_FOLD);
-            pk_fold_wo(st, blk, a, rq, (u8*)sm + a.xq_off, h, step);
+            pk_fold_wo(st, blk, a, ro, h, step);
             break;
         }
 #endif

@@ -141,36 +141,11 @@ __device__ __forceinline__ const u8* pk_fold_row(const PkStep& st, int r, int u0
     return st.w[0] + (size_t)r * st.row_bytes[0] + (size_t)u0 * ub;
 }
 
-// Asks L1 (and so L2) for the lines of the first and last bytes of [p, p + len): MOLLA_KDEFS=FOLDL1's
-// prefetches of a folded row's units.
-__device__ __forceinline__ void pk_l1_span(const u8* p, int len) {
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(p + len - 1));
-}
-
-// Experiment (MOLLA_KDEFS=FOLDL1=2): the units of a folded wo's rows [r0, r1) (uh a row, ub
-// bytes each, from unit u0), each thread's asked of L1 while the head's output is quantized, so
-// that their loads after the barrier hit L1.
-__device__ __forceinline__ void pk_fold_l1(const PkStep& st, int r0, int r1, int u0, int uh, int ub) {
-#if defined(MOLLA_X_FOLDL1) && MOLLA_X_FOLDL1 == 2
-    for (int i = threadIdx.x; i < (r1 - r0) * uh; i += PK_THREADS) {
-        pk_l1_span(pk_fold_row(st, r0 + i / uh, u0, ub) + (size_t)(i % uh) * ub, ub);
-    }
-#endif
-}
-
 // Asks L2 for the lines of the first and last bytes of [p, p + len): the whole span of a folded
 // row (two units, at most 68 bytes).
 __device__ __forceinline__ void pk_l2_span(const u8* p, int len) {
-#if defined(MOLLA_X_FOLDL1) && MOLLA_X_FOLDL1 == 1
-    // Experiment (MOLLA_KDEFS=FOLDL1=1): into the SM's L1 as well, so that the fold's unit loads
-    // after the attention hit L1 rather than wait on an L2 round trip (the same instructions'
-    // count and place).
-    pk_l1_span(p, len);
-#else
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + len - 1));
-#endif
 }
 
 #ifdef PK_NEXT_L2

@@ -551,7 +551,8 @@ struct UnitW {
 
 // unit_legacy's decode of the block at b, for row_dot_q16_multi. G: the block is in global
 // memory and its 2-byte aligned runs are read as unit_legacy<T, true> reads them (ldg_a2's
-// aligned words through the read-only path; the same bytes): MOLLA_KDEFS=FOLDF32's rows.
+// aligned words through the read-only path; the same bytes): the fixed-point rows (q16_rows.cuh
+// unit_f32).
 template <int T, bool G = false>
 __device__ __forceinline__ void unit_load_legacy(const u8* __restrict__ b, UnitW& uw) {
     uw.f[0] = h2f(ld16(b));

@@ -88,24 +88,11 @@ __device__ __forceinline__ FxAcc group_sum(FxAcc v, int lanes) {
 }
 
 // A unit's product added to a row's sum: in f32 (the bits row_dot_q16 gives), or in fixed point
-// (row_dot_q16_fx's).
+// (row_dot_f32_fx's).
 __device__ __forceinline__ void unit_add(float& acc, float v) { acc = __fadd_rn(acc, v); }
 __device__ __forceinline__ void unit_add(FxAcc& acc, float v) {
     if (fx_ok(v)) acc.s += fx_of(v);
     else acc.bad = 1;
-}
-
-// row_dot_q16's units summed in fixed point (G: the row read as row_dot_q16_one reads it).
-template <int T, bool G>
-__device__ __forceinline__ FxAcc row_dot_q16_fx(const u8* __restrict__ w, const Xq& x, int cols, int lane, int lanes) {
-    int nu = q16_units<T>(cols);
-    FxAcc acc{};
-    for (int u = lane; u < nu; u += lanes) {
-        int4 xr[8];
-        load_xu<T>(x, u, xr);
-        unit_add(acc, unit_q16<T, G>(w, xr, x, u));
-    }
-    return acc;
 }
 
 // R rows' dot products with the same input (rows w[0 .. nr), nr <= R): each unit's quants are
@@ -154,9 +141,8 @@ __device__ __forceinline__ void rows_dot_q16_half(const u8* const* w, int nr, co
 }
 
 // One row's dot products with ng <= G inputs (xq[0 .. ng)), each with the bits row_dot_q16 gives
-// it alone (the same unit values, added in the same order), or row_dot_q16_fx's (A: FxAcc):
-// a unit's weights are read and decoded once for all inputs, and the inputs' sums are
-// independent chains.
+// it alone (the same unit values, added in the same order): a unit's weights are read and
+// decoded once for all inputs, and the inputs' sums are independent chains.
 template <int T, int G, class A>
 __device__ __forceinline__ void row_dot_q16_multi(const u8* __restrict__ w, const Xq* xq, int ng, int cols, int lane,
                                                   int lanes, A* acc) {
@@ -177,14 +163,14 @@ __device__ __forceinline__ void row_dot_q16_multi(const u8* __restrict__ w, cons
     }
 }
 
-#ifdef MOLLA_X_FOLDF32
-// Experiment (MOLLA_KDEFS=FOLDF32, every program alike): fixed-point rows (the folded wo and the
-// graph path's rows that must give its bits) dotted with the f32 input, not with its q16
-// quantization, so that the persistent kernel's attention step folds wo with no quantization of
-// the head's output and no barrier after it. A legacy unit's weights (unit_load_legacy's: byte i
-// of word k is weight 4k + i) against its 32 inputs at x (16-byte aligned): d * sum((q - o) x),
-// plus m * sum(x) for Q4_1 and Q5_1, each sum in four chains (weight j in chain j % 4) added in a
-// fixed order, every operation rounded alone: the same bits in every kernel.
+// Fixed-point rows (the folded wo and the graph path's rows that must give its bits) are dotted
+// with the f32 input, not with its q16 quantization (session 59; q16 before), so that the
+// persistent kernel's attention step folds wo with no quantization of the head's output and no
+// barrier after it (SmolLM2 Q4_1 +2%, Q8_0 +0.6%, Qwen2.5 +0.5% on an H100). A legacy unit's
+// weights (unit_load_legacy's: byte i of word k is weight 4k + i) against its 32 inputs at x
+// (16-byte aligned): d * sum((q - o) x), plus m * sum(x) for Q4_1 and Q5_1, each sum in four
+// chains (weight j in chain j % 4) added in a fixed order, every operation rounded alone: the
+// same bits in every kernel.
 template <int T>
 __device__ __forceinline__ float unit_f32(const UnitW& uw, const float* x) {
     constexpr int O = T == T_Q4_0 ? 8 : T == T_Q5_0 ? 16 : 0;
@@ -234,5 +220,3 @@ __device__ __forceinline__ void row_dot_f32_fx_multi(const u8* __restrict__ w, f
             if (g < ng) unit_add(acc[g], unit_f32<T>(uw, xs[g] + 32 * u));
     }
 }
-
-#endif

@@ -535,8 +535,6 @@ mod tests {
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
-            // Fixed-point rows on the f32 input (an experiment, with the persistent kernel's).
-            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_FOLDF32"]);
         }
     }
 
@@ -573,13 +571,6 @@ mod tests {
             );
             // The quantization's trips skipped by warps with no block of the row (an experiment).
             compiles(Program::Persistent(packed), &["MOLLA_X_QSKIP"]);
-            // The folded wo's units asked of L1 at the stage or after the attention (experiments).
-            compiles(Program::Persistent(packed), &["MOLLA_X_FOLDL1=1"]);
-            compiles(Program::Persistent(packed), &["MOLLA_X_FOLDL1=2"]);
-            compiles(
-                Program::Persistent(packed),
-                &["MOLLA_X_FOLDF32", "MOLLA_X_FOLDL1=1"],
-            );
             // For short caches (PK_SHORT).
             compiles(
                 Program::Persistent(PkBuild {
@@ -600,8 +591,6 @@ mod tests {
                 ..twelve
             };
             compiles(Program::Persistent(next), &[]);
-            // With the prefetch before the input's barrier (an experiment).
-            compiles(Program::Persistent(next), &["MOLLA_X_NEXTL2PRE"]);
             // q/k/v made in the down step before (FUSEQKV, an experiment; the W16 type's bit in
             // the mask as the host sets it).
             let fused = PkBuild {
