@@ -77,6 +77,7 @@ static float canon(float r) { unsigned u = 0x7fffffffu; if (r != r) memcpy(&r, &
 static float __fmul_rn(float a, float b) { volatile float r = a * b; return canon(r); }
 static float __fadd_rn(float a, float b) { volatile float r = a + b; return canon(r); }
 static float __fsub_rn(float a, float b) { volatile float r = a - b; return canon(r); }
+static float __fmaf_rn(float a, float b, float c) { volatile float r = fmaf(a, b, c); return canon(r); }
 static int __float2int_rn(float x) { return x != x ? 0 : x >= 2147483648.f ? 2147483647 : x < -2147483648.f ? (-2147483647 - 1) : (int)nearbyintf(x); }
 static long long __double2ll_rn(double x) { return llrint(x); }
 static float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
