@@ -160,19 +160,6 @@ __device__ __forceinline__ void pk_next_l2(const PkStep& st, const PkBlk& d, int
     const int o = ((s + 1) & 3) - (s & 3);
     const PkStep& nx = (&st)[o];
     const PkBlk& nd = (&d)[o];
-#ifdef MOLLA_X_NEXTL2ATT
-    // Experiment: a folded attention step's entry holds the spans of the packed step after it
-    // (blocks.rs `table` with `ahead`), asked of L2 here, two steps ahead, as step s's input is
-    // in; the attention step then asks nothing.
-    if (nx.op == PK_OP_ATTN_WO) {
-        for (int k = 0; k < 3; k++) {
-            const int u0 = k ? nd.end[k - 1] : 0, n = nd.end[k] - u0;
-            if (n > 0) pk_l2_bulk(nd.src[k] + 16 * (size_t)u0, 16u * (u32)n);
-        }
-        return;
-    }
-    if (st.op == PK_OP_ATTN_WO && d.end[2] > 0) return;
-#endif
     if (nx.op != PK_OP_MATVEC || !nx.packed || !pk_busy(nx, nd.r0, nd.r1)) return;
     for (int k = 0; k < 3; k++) {
         const int u0 = k ? nd.end[k - 1] : 0, n = nd.end[k] - u0;

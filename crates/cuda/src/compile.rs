@@ -591,8 +591,6 @@ mod tests {
                 ..twelve
             };
             compiles(Program::Persistent(next), &[]);
-            // With the step after a folded attention step asked of L2 a step earlier.
-            compiles(Program::Persistent(next), &["MOLLA_X_NEXTL2ATT"]);
             // q/k/v made in the down step before (FUSEQKV, an experiment; the W16 type's bit in
             // the mask as the host sets it).
             let fused = PkBuild {

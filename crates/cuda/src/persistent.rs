@@ -304,12 +304,7 @@ impl Persistent {
             ops: steps.list.iter().map(|s| s.op).collect(),
             ll,
             counters: gpu.zeros(steps.list.len())?,
-            blks: gpu.upload(&blocks::table(
-                &steps.list,
-                grid as usize,
-                h.n_head,
-                crate::compile::experiment("NEXTL2ATT"),
-            ))?,
+            blks: gpu.upload(&blocks::table(&steps.list, grid as usize, h.n_head))?,
             steps: gpu.upload(&steps.list)?,
             nsteps: steps.list.len(),
             epoch: 0,

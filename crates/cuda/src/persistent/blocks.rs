@@ -50,28 +50,17 @@ pub(super) fn fold_rows(rows: usize, b: usize, grid: usize, n_head: usize) -> (u
 }
 
 /// The table for `list` run by `grid` blocks over `n_head` query heads: step-major (step s,
-/// block b at s * grid + b); a folded attention step's entries hold its wo rows (r0, r1:
-/// [`fold_rows`]), and with `ahead` the spans of the packed step after it (src, end: what the
-/// step before asks of L2 for it, `MOLLA_KDEFS=NEXTL2ATT`); other steps' that are not packed
-/// matvec steps are zero.
-pub(super) fn table(list: &[PkStep], grid: usize, n_head: usize, ahead: bool) -> Vec<PkBlk> {
+/// block b at s * grid + b); a folded attention step's entries hold only its wo rows (r0, r1:
+/// [`fold_rows`]), other steps' that are not packed matvec steps are zero.
+pub(super) fn table(list: &[PkStep], grid: usize, n_head: usize) -> Vec<PkBlk> {
     let mut t = Vec::with_capacity(list.len() * grid);
-    for (i, st) in list.iter().enumerate() {
-        let next = list
-            .get(i + 1)
-            .filter(|n| ahead && n.op == OP_MATVEC && n.packed != 0);
+    for st in list {
         for b in 0..grid {
             t.push(if st.op == OP_MATVEC && st.packed != 0 {
                 entry(st, b, grid)
             } else if st.op == OP_ATTN_WO && n_head > 0 {
                 let (r0, r1) = fold_rows(st.rows[0].max(0) as usize, b, grid, n_head);
-                let (src, end) = next.map_or(([0; 3], [0; 3]), |n| {
-                    let e = entry(n, b, grid);
-                    (e.src, e.end)
-                });
                 PkBlk {
-                    src,
-                    end,
                     r0: r0 as i32,
                     r1: r1 as i32,
                     ..PkBlk::default()
@@ -241,7 +230,7 @@ mod tests {
             op: 1,
             ..PkStep::default()
         };
-        let t = table(&[st, attn, step(&[64], &[68], false)], 4, 2, false);
+        let t = table(&[st, attn, step(&[64], &[68], false)], 4, 2);
         assert_eq!(t.len(), 12);
         assert!(t[..8].iter().all(|e| *e == PkBlk::default()));
         assert!(t[8..].iter().all(|e| e.nch == 1));
@@ -257,7 +246,7 @@ mod tests {
                 rows: [rows as i32, 0, 0],
                 ..PkStep::default()
             };
-            let t = table(&[attn], grid, heads, false);
+            let t = table(&[attn], grid, heads);
             for h in 0..heads {
                 let mut next = 0;
                 for b in (h..grid).step_by(heads) {
@@ -269,26 +258,6 @@ mod tests {
                 assert_eq!(next, rows, "head {h}");
             }
         }
-    }
-
-    /// With `ahead`, a folded attention step's entries also hold the spans of the packed step
-    /// after it (each block's own), and nothing else of it.
-    #[test]
-    fn folded_attention_entries_ahead_hold_the_next_step_s_spans() {
-        let attn = PkStep {
-            op: OP_ATTN_WO,
-            rows: [64, 0, 0],
-            ..PkStep::default()
-        };
-        let next = step(&[96, 96], &[68, 68], true);
-        let t = table(&[attn, next], 4, 2, true);
-        for b in 0..4 {
-            let (a, n) = (t[b], t[4 + b]);
-            assert_eq!((a.src, a.end), (n.src, n.end), "block {b}");
-            assert!(a.end[2] > 0);
-            assert_eq!((a.nch, a.ra, a.rb), (0, [0; 3], [0; 3]));
-        }
-        assert_eq!(table(&[attn, next], 4, 2, false)[0].end, [0; 3]);
     }
 
     #[test]
