@@ -45,6 +45,7 @@ common = (KERNELS / "common.cuh").read_text()
 q16 = (KERNELS / "q16.cuh").read_text()
 rows = (KERNELS / "q16_rows.cuh").read_text()
 lean = (KERNELS / "q16_lean.cuh").read_text()
+dequant = (KERNELS / "dequant.cuh").read_text()
 for n in ["float h2f(u16 h)", "u16 f2h(float f)"]:
     common = drop_fn(common, n)
 for n in ["int dp2a_lo(int a, u32 b, int c)", "int dp2a_hi(int a, u32 b, int c)", "int f2i16_rn(float x)"]:
@@ -277,6 +278,61 @@ int main() {
 }
 '''
 
+# The legacy formats MOLLA_KDEFS=LEGPAD pads (Q8_0, Q4_0, Q5_0): the same random blocks in the
+# file's layout, or padded as weights.rs `pad_legacy` pads them (the f16 scale as an f32, then the
+# rest), through every decoder of them (unit_q16 from shared and global memory, unit_load +
+# unit_apply, the fixed-point rows' unit_f32, dq8's eight values a chunk). Built with and without
+# LEGPAD, the two dumps must be the same lines, and each line's decoders agree.
+legdump=r'''
+template <int T> void dump_legacy(std::mt19937& rng) {
+    const int cols = 4096, nb = cols / 32, file = T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : 22;
+    const int size = legacy_bytes<T>();
+    static u8 raw[128 * 34], w[128 * 36 + 16] __attribute__((aligned(16)));
+    for (int i = 0; i < nb * file; i++) raw[i] = rng() & 0xff;
+    // Scales of ordinary size (random f16 bits would make infinities and NaNs of most).
+    for (int b = 0; b < nb; b++) { u16 d = (u16)(0x2000 + rng() % 0x2000) | (rng() & 1 ? 0x8000 : 0); memcpy(raw + b * file, &d, 2); }
+    for (int b = 0; b < nb; b++) {
+        if (legacy_padded<T>()) {
+            float d = h2f((u16)(raw[b * file] | raw[b * file + 1] << 8));
+            memcpy(w + b * size, &d, 4);
+            memcpy(w + b * size + 4, raw + b * file + 2, file - 2);
+        } else {
+            memcpy(w + b * size, raw + b * file, file);
+        }
+    }
+    Xq x = random_xq(rng);
+    static float xf[4096] __attribute__((aligned(16)));
+    for (int i = 0; i < cols; i++) xf[i] = (float)((int)(rng() % 2001) - 1000) * 1e-3f;
+    for (int u = 0; u < nb; u++) {
+        int4 xr[8];
+        load_xu<T>(x, u, xr);
+        float v[4];
+        v[0] = unit_q16<T>(w, xr, x, u);
+        v[1] = unit_q16<T, true>(w, xr, x, u);
+        UnitW uw;
+        unit_load<T>(w, u, uw);
+        v[2] = unit_apply<T>(uw, xr, x, u);
+        unit_load_legacy<T, true>(w + (size_t)u * size, uw);
+        v[3] = unit_f32<T>(uw, xf + 32 * u);
+        u32 h[4];
+        memcpy(h, v, 16);
+        printf("%d %d %08x %08x %08x | %08x |", T, u, h[0], h[1], h[2], h[3]);
+        for (int c = 0; c < 4; c++) {
+            float o[8];
+            dq8<T>(w, 4 * u + c, o);
+            for (float f : o) { u32 b; memcpy(&b, &f, 4); printf(" %08x", b); }
+        }
+        printf("\n");
+    }
+}
+int main() {
+    std::mt19937 rng(5);
+    dump_legacy<T_Q8_0>(rng);
+    dump_legacy<T_Q4_0>(rng);
+    dump_legacy<T_Q5_0>(rng);
+}
+'''
+
 # q16_block (the input row's quantization) against a plain reference of its power-of-two scale
 # (session 46): d = 2^(E - 14) for the largest magnitude in [2^E, 2^(E+1)), found here with frexp,
 # quants v / d rounded to nearest even and clamped to i16, d = 0 and zero quants under 1e-30, d
@@ -361,6 +417,18 @@ with tempfile.TemporaryDirectory() as d:
     print(f"Q6_K padded to 224 bytes: {len(dumps[0]) - 1} units, {differ} differ from 210-byte blocks"
           + ("" if same else ", decoders disagree"))
     rc |= int(differ != 0 or not same)
+    legs = []
+    for defs in [[], ["-DMOLLA_X_LEGPAD"]]:
+        cpp, exe = Path(d) / "leg.cpp", Path(d) / f"leg{len(legs)}"
+        cpp.write_text(shim + common + post_common + q16 + rows + dequant + xq_rand + legdump)
+        subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", *defs, "-o", str(exe), str(cpp)], check=True)
+        legs.append(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n"))
+    # Within a line: unit_q16 from shared and global memory and unit_apply agree.
+    agree = all(len(set(line.split("|")[0].split()[2:])) == 1 for line in legs[0] if line)
+    differ = sum(a != b for a, b in zip(*legs)) + abs(len(legs[0]) - len(legs[1]))
+    print(f"Q8_0, Q4_0, Q5_0 padded (LEGPAD): {len(legs[0]) - 1} units, {differ} differ from the file's blocks"
+          + ("" if agree else ", decoders disagree"))
+    rc |= int(differ != 0 or not agree or len(legs[0]) < 300)
     cpp, exe = Path(d) / "qdump.cpp", Path(d) / "qdump"
     cpp.write_text(shim + common + post_common + q16 + qdump)
     subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", "-o", str(exe), str(cpp)], check=True)

@@ -41,6 +41,16 @@ typedef unsigned long long u64;
 #define Q6K_BYTES 224
 #endif
 
+// Experiment (MOLLA_KDEFS=LEGPAD): Q8_0, Q4_0 and Q5_0 blocks padded on upload (weights.rs
+// `pad_legacy`) to 36, 20 and 24 bytes: the scale as an f32 in the first word (the file's f16,
+// converted exactly), Q5_0's qh in the second, then the quants, so that every field is read with
+// aligned 4-byte loads instead of 2-byte ones and joins (q16.cuh `legacy_padded`).
+#ifdef MOLLA_X_LEGPAD
+#define LEGPAD true
+#else
+#define LEGPAD false
+#endif
+
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));

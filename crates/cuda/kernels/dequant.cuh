@@ -44,6 +44,30 @@ __device__ __forceinline__ void dq8(const u8* __restrict__ row, int c, float* o)
                 o[2 * j + 1] = bf2f((u16)(w[j] >> 16));
             }
         }
+    } else if constexpr (LEGPAD && (T == T_Q4_0 || T == T_Q5_0 || T == T_Q8_0)) {
+        // Padded blocks (MOLLA_KDEFS=LEGPAD, common.cuh): the f32 scale, (Q5_0) qh, the quants.
+        constexpr int BYTES = T == T_Q8_0 ? 36 : T == T_Q4_0 ? 20 : 24;
+        const u8* b = row + (size_t)(c >> 2) * BYTES;
+        int k = c & 3;
+        float d = *(const float*)b;
+        if constexpr (T == T_Q8_0) {
+            u32 lo = ld32(b + 4 + 8 * k), hi = ld32(b + 8 + 8 * k);
+#pragma unroll
+            for (int j = 0; j < 8; j++) o[j] = (float)(i8)byte_of(lo, hi, j) * d;
+        } else {
+            const int qo = T == T_Q5_0 ? 8 : 4;
+            u32 qh = T == T_Q5_0 ? ld32(b + 4) >> (8 * k) : 0;
+            const u8* q = b + qo + 8 * (k & 1);
+            u32 lo = ld32(q), hi = ld32(q + 4);
+            int sh = (k >> 1) * 4;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                int v = (int)((byte_of(lo, hi, j) >> sh) & 15);
+                if constexpr (T == T_Q5_0) v = (v | (int)(((qh >> j) & 1) << 4)) - 16;
+                else v -= 8;
+                o[j] = (float)v * d;
+            }
+        }
     } else if constexpr (T == T_Q4_0) {
         const u8* b = row + (size_t)(c >> 2) * 18;
         int k = c & 3;

@@ -253,10 +253,33 @@ __device__ __forceinline__ void ld16al(const u8* p, u32* w) {
 }
 #endif
 
-// Bytes of a legacy format's block of 32 weights (Q8_0, Q4_0, Q4_1, Q5_0; else Q5_1).
+// Bytes of a legacy format's block of 32 weights (Q8_0, Q4_0, Q4_1, Q5_0; else Q5_1), as the
+// device holds it (LEGPAD: padded).
 template <int T>
 __device__ constexpr int legacy_bytes() {
+    if (LEGPAD && T == T_Q8_0) return 36;
+    if (LEGPAD && T == T_Q4_0) return 20;
+    if (LEGPAD && T == T_Q5_0) return 24;
     return T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
+}
+
+// Whether the device holds format T's blocks padded (LEGPAD): d as an f32 in the block's first
+// word, then (Q5_0) qh, then the quants, every word 4-byte aligned.
+template <int T>
+__device__ constexpr bool legacy_padded() {
+    return LEGPAD && (T == T_Q8_0 || T == T_Q4_0 || T == T_Q5_0);
+}
+
+// A padded block's words: the f32 scale at b and N words from b + 4 (G: global memory, through
+// the read-only path).
+template <bool G>
+__device__ __forceinline__ float pad_d(const u8* b) {
+    return G ? __ldg((const float*)b) : *(const float*)b;
+}
+template <int N, bool G>
+__device__ __forceinline__ void pad_words(const u8* p, u32* w) {
+#pragma unroll
+    for (int k = 0; k < N; k++) w[k] = G ? __ldg((const u32*)p + k) : ((const u32*)p)[k];
 }
 
 // A unit's bytes as loaded from its row, before any arithmetic on them (raw_k45, raw_q6k).
@@ -291,7 +314,27 @@ __device__ __forceinline__ void legacy_quant_words(const u32* qs, u32 qh, u32* w
 template <int T, bool G = false>
 __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const int4* xr, const Xq& x, int u) {
     u32 w[8];
-    if constexpr (T == T_Q8_0) {
+    if constexpr (legacy_padded<T>()) {
+        // LEGPAD: the f32 scale, then (Q5_0) qh, then the quants, in aligned words.
+        const float d = pad_d<G>(b);
+        if constexpr (T == T_Q8_0) {
+            pad_words<8, G>(b + 4, w);
+            return mul3(d, x.dx[u], (float)idot<8>(w, xr));
+        } else {
+            u32 qs[4], qh = 0;
+            if constexpr (T == T_Q5_0) {
+                pad_words<1, G>(b + 4, &qh);
+                pad_words<4, G>(b + 8, qs);
+            } else {
+                pad_words<4, G>(b + 4, qs);
+            }
+            legacy_quant_words<T>(qs, qh, w);
+            int s = idot<8>(w, xr);
+            if constexpr (T == T_Q4_0) s -= 8 * (x.s16[2 * u] + x.s16[2 * u + 1]);
+            if constexpr (T == T_Q5_0) s -= 16 * (x.s16[2 * u] + x.s16[2 * u + 1]);
+            return mul3(d, x.dx[u], (float)s);
+        }
+    } else if constexpr (T == T_Q8_0) {
         float d = h2f(ld16(b));
         if constexpr (G) {
             ldg_a2<4>(b + 2, w);
@@ -555,6 +598,24 @@ struct UnitW {
 // unit_f32).
 template <int T, bool G = false>
 __device__ __forceinline__ void unit_load_legacy(const u8* __restrict__ b, UnitW& uw) {
+    if constexpr (legacy_padded<T>()) {
+        // LEGPAD, as unit_legacy reads it.
+        uw.f[0] = pad_d<G>(b);
+        uw.f[1] = 0.f;
+        if constexpr (T == T_Q8_0) {
+            pad_words<8, G>(b + 4, uw.w);
+        } else {
+            u32 qs[4], qh = 0;
+            if constexpr (T == T_Q5_0) {
+                pad_words<1, G>(b + 4, &qh);
+                pad_words<4, G>(b + 8, qs);
+            } else {
+                pad_words<4, G>(b + 4, qs);
+            }
+            legacy_quant_words<T>(qs, qh, uw.w);
+        }
+        return;
+    }
     uw.f[0] = h2f(ld16(b));
     if constexpr (T == T_Q8_0) {
         if constexpr (G) {

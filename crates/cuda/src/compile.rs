@@ -535,6 +535,8 @@ mod tests {
             );
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
+            // Q8_0, Q4_0 and Q5_0 blocks padded on upload (an experiment).
+            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_LEGPAD"]);
         }
     }
 
@@ -591,6 +593,7 @@ mod tests {
                 ..twelve
             };
             compiles(Program::Persistent(next), &[]);
+            compiles(Program::Persistent(next), &["MOLLA_X_LEGPAD"]);
             // q/k/v made in the down step before (FUSEQKV, an experiment; the W16 type's bit in
             // the mask as the host sets it).
             let fused = PkBuild {

@@ -140,6 +140,9 @@ pub struct Gpu {
     /// Q6_K blocks are padded to 224 bytes on the device (kernels/common.cuh `Q6K_BYTES`), unless
     /// `MOLLA_KDEFS` names `Q6FILE` (the file's 210-byte blocks, for comparison).
     pub(crate) q6pad: bool,
+    /// Q8_0, Q4_0 and Q5_0 blocks padded on the device (weights.rs `pad_legacy`, kernels/
+    /// common.cuh `LEGPAD`): only under `MOLLA_KDEFS=LEGPAD` (an experiment).
+    pub(crate) legpad: bool,
     /// Streaming multiprocessors.
     pub(crate) sm_count: usize,
     /// What the persistent kernel was built for (weight types, head shape).
@@ -385,6 +388,7 @@ impl Gpu {
         )?;
         let pdl = compile::pdl(cc);
         let q6pad = !compile::experiment("Q6FILE");
+        let legpad = compile::experiment("LEGPAD");
         let sm_count = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(drv("device attribute"))?
@@ -404,6 +408,7 @@ impl Gpu {
             pk_max_smem,
             pdl,
             q6pad,
+            legpad,
             sm_count,
             pk_build,
             pk_packed: OnceLock::new(),

@@ -66,6 +66,9 @@ impl DevMatrix {
         let (bytes, row_bytes) = if gpu.q6pad && ty == GgmlType::Q6_K {
             padded = pad_q6k(bytes);
             (&padded[..], row_bytes / q6k_file_bytes() * Q6K_PADDED)
+        } else if let Some(size) = legacy_padded(ty).filter(|_| gpu.legpad) {
+            padded = pad_legacy(ty, bytes);
+            (&padded[..], row_bytes / ty.type_size() as usize * size)
         } else {
             (bytes, row_bytes)
         };
@@ -119,9 +122,65 @@ fn pad_q6k(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The bytes of a block of `ty` padded on the device under `MOLLA_KDEFS=LEGPAD` (an
+/// experiment; kernels/common.cuh `LEGPAD`): Q8_0 36, Q4_0 20, Q5_0 24; None for other types.
+fn legacy_padded(ty: GgmlType) -> Option<usize> {
+    match ty {
+        GgmlType::Q8_0 => Some(36),
+        GgmlType::Q4_0 => Some(20),
+        GgmlType::Q5_0 => Some(24),
+        _ => None,
+    }
+}
+
+/// Blocks of `ty` (Q8_0, Q4_0 or Q5_0) padded: the f16 scale d as an f32 (exact) in the first
+/// word, then the block's other bytes (Q5_0's qh, then the quants) as they were, so that every
+/// field starts 4-byte aligned.
+fn pad_legacy(ty: GgmlType, bytes: &[u8]) -> Vec<u8> {
+    let (file, size) = (ty.type_size() as usize, legacy_padded(ty).unwrap_or(0));
+    let mut out = vec![0u8; bytes.len() / file * size];
+    for (src, dst) in bytes.chunks_exact(file).zip(out.chunks_exact_mut(size)) {
+        let d = half::f16::from_le_bytes([src[0], src[1]]).to_f32();
+        dst[..4].copy_from_slice(&d.to_le_bytes());
+        dst[4..4 + file - 2].copy_from_slice(&src[2..]);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// LEGPAD's blocks: the f32 scale equals the f16 one, the rest follows unchanged.
+    #[test]
+    fn legacy_padding_keeps_every_field() {
+        for (ty, file, size) in [
+            (GgmlType::Q8_0, 34, 36),
+            (GgmlType::Q4_0, 18, 20),
+            (GgmlType::Q5_0, 22, 24),
+        ] {
+            assert_eq!(ty.type_size() as usize, file);
+            assert_eq!(legacy_padded(ty), Some(size));
+            let mut bytes: Vec<u8> = (0..3 * file).map(|i| (i * 7 % 251) as u8).collect();
+            // Scales 1.5, -0.25 and a subnormal.
+            for (b, d) in [0x3e00u16, 0xb400, 0x0003].iter().enumerate() {
+                bytes[b * file..b * file + 2].copy_from_slice(&d.to_le_bytes());
+            }
+            let p = pad_legacy(ty, &bytes);
+            assert_eq!(p.len(), 3 * size);
+            for b in 0..3 {
+                let (src, dst) = (
+                    &bytes[b * file..(b + 1) * file],
+                    &p[b * size..(b + 1) * size],
+                );
+                let d = f32::from_le_bytes(dst[..4].try_into().unwrap());
+                let h = half::f16::from_le_bytes([src[0], src[1]]);
+                assert_eq!(d, h.to_f32(), "{ty} block {b}");
+                assert_eq!(&dst[4..4 + file - 2], &src[2..], "{ty} block {b}");
+            }
+        }
+        assert_eq!(legacy_padded(GgmlType::Q4_1), None);
+    }
 
     #[test]
     fn q6k_padding_keeps_every_block_at_its_slot() {
