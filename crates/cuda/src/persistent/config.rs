@@ -413,6 +413,9 @@ fn wo_folds(model: &model::Model) -> bool {
         && model.hp.head_dim_v.is_multiple_of(32)
         // A word counts at most 255 adds: one a 32-column unit of the heads' output.
         && model.hp.n_head * model.hp.head_dim_v / 32 < 256
+        // The fold reads a head's output from the quantized input row's place (xq_off), which
+        // holds at least a gate/up input's (n_embd values).
+        && 4 * model.hp.head_dim_v <= launch::xq_bytes(model.hp.n_embd)
         && !model.layers.is_empty()
         && model
             .layers
