@@ -308,6 +308,24 @@ __device__ __forceinline__ void legacy_quant_words(const u32* qs, u32 qh, u32* w
     }
 }
 
+// A padded block's quants (LEGPAD, legacy_padded) as idot's eight words: Q8_0's bytes, or a 4- or
+// 5-bit format's as legacy_quant_words makes them (Q5_0's qh in the word after the scale).
+template <int T, bool G>
+__device__ __forceinline__ void pad_quant_words(const u8* b, u32* w) {
+    if constexpr (T == T_Q8_0) {
+        pad_words<8, G>(b + 4, w);
+    } else {
+        u32 qs[4], qh = 0;
+        if constexpr (T == T_Q5_0) {
+            pad_words<1, G>(b + 4, &qh);
+            pad_words<4, G>(b + 8, qs);
+        } else {
+            pad_words<4, G>(b + 4, qs);
+        }
+        legacy_quant_words<T>(qs, qh, w);
+    }
+}
+
 // One 32-weight block of a legacy format: the block's contribution to the row's dot product. G: the
 // row is in global memory, and the 2-byte aligned runs (Q8_0, Q4_0, Q5_0) are read with ldg_a2's
 // aligned words (the same bytes, so the same bits; else 2-byte loads, which shared memory needs).
@@ -316,24 +334,11 @@ __device__ __forceinline__ float unit_legacy(const u8* __restrict__ b, const int
     u32 w[8];
     if constexpr (legacy_padded<T>()) {
         // LEGPAD: the f32 scale, then (Q5_0) qh, then the quants, in aligned words.
-        const float d = pad_d<G>(b);
-        if constexpr (T == T_Q8_0) {
-            pad_words<8, G>(b + 4, w);
-            return mul3(d, x.dx[u], (float)idot<8>(w, xr));
-        } else {
-            u32 qs[4], qh = 0;
-            if constexpr (T == T_Q5_0) {
-                pad_words<1, G>(b + 4, &qh);
-                pad_words<4, G>(b + 8, qs);
-            } else {
-                pad_words<4, G>(b + 4, qs);
-            }
-            legacy_quant_words<T>(qs, qh, w);
-            int s = idot<8>(w, xr);
-            if constexpr (T == T_Q4_0) s -= 8 * (x.s16[2 * u] + x.s16[2 * u + 1]);
-            if constexpr (T == T_Q5_0) s -= 16 * (x.s16[2 * u] + x.s16[2 * u + 1]);
-            return mul3(d, x.dx[u], (float)s);
-        }
+        pad_quant_words<T, G>(b, w);
+        int s = idot<8>(w, xr);
+        if constexpr (T == T_Q4_0) s -= 8 * (x.s16[2 * u] + x.s16[2 * u + 1]);
+        if constexpr (T == T_Q5_0) s -= 16 * (x.s16[2 * u] + x.s16[2 * u + 1]);
+        return mul3(pad_d<G>(b), x.dx[u], (float)s);
     } else if constexpr (T == T_Q8_0) {
         float d = h2f(ld16(b));
         if constexpr (G) {
@@ -602,18 +607,7 @@ __device__ __forceinline__ void unit_load_legacy(const u8* __restrict__ b, UnitW
         // LEGPAD, as unit_legacy reads it.
         uw.f[0] = pad_d<G>(b);
         uw.f[1] = 0.f;
-        if constexpr (T == T_Q8_0) {
-            pad_words<8, G>(b + 4, uw.w);
-        } else {
-            u32 qs[4], qh = 0;
-            if constexpr (T == T_Q5_0) {
-                pad_words<1, G>(b + 4, &qh);
-                pad_words<4, G>(b + 8, qs);
-            } else {
-                pad_words<4, G>(b + 4, qs);
-            }
-            legacy_quant_words<T>(qs, qh, uw.w);
-        }
+        pad_quant_words<T, G>(b, uw.w);
         return;
     }
     uw.f[0] = h2f(ld16(b));
