@@ -280,7 +280,7 @@ int main() {
 
 # The legacy formats MOLLA_KDEFS=LEGPAD pads (Q8_0, Q4_0, Q5_0): the same random blocks in the
 # file's layout, or padded as weights.rs `pad_legacy` pads them (the f16 scale as an f32, then the
-# rest), through every decoder of them (unit_q16 from shared and global memory, unit_load +
+# rest, Q5_0's qh permuted), through every decoder of them (unit_q16 from shared and global memory, unit_load +
 # unit_apply, the fixed-point rows' unit_f32, dq8's eight values a chunk). Built with and without
 # LEGPAD, the two dumps must be the same lines, and each line's decoders agree.
 legdump=r'''
@@ -296,6 +296,13 @@ template <int T> void dump_legacy(std::mt19937& rng) {
             float d = h2f((u16)(raw[b * file] | raw[b * file + 1] << 8));
             memcpy(w + b * size, &d, 4);
             memcpy(w + b * size + 4, raw + b * file + 2, file - 2);
+            if (T == T_Q5_0) {
+                // qh permuted: quant q's bit at 8 (q % 4) + q / 4.
+                u32 qh, p = 0;
+                memcpy(&qh, raw + b * file + 2, 4);
+                for (int q = 0; q < 32; q++) p |= ((qh >> q) & 1u) << (8 * (q % 4) + q / 4);
+                memcpy(w + b * size + 4, &p, 4);
+            }
         } else {
             memcpy(w + b * size, raw + b * file, file);
         }

@@ -55,15 +55,17 @@ __device__ __forceinline__ void dq8(const u8* __restrict__ row, int c, float* o)
 #pragma unroll
             for (int j = 0; j < 8; j++) o[j] = (float)(i8)byte_of(lo, hi, j) * d;
         } else {
+            // Q5_0's qh permuted (q16.cuh pad_quant_words): quant q's fifth bit at 8 (q % 4) + q / 4.
             const int qo = T == T_Q5_0 ? 8 : 4;
-            u32 qh = T == T_Q5_0 ? ld32(b + 4) >> (8 * k) : 0;
+            const u32 qh = T == T_Q5_0 ? ld32(b + 4) : 0;
             const u8* q = b + qo + 8 * (k & 1);
             u32 lo = ld32(q), hi = ld32(q + 4);
             int sh = (k >> 1) * 4;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 int v = (int)((byte_of(lo, hi, j) >> sh) & 15);
-                if constexpr (T == T_Q5_0) v = (v | (int)(((qh >> j) & 1) << 4)) - 16;
+                const int e = 8 * k + j;
+                if constexpr (T == T_Q5_0) v = (v | (int)(((qh >> (8 * (e & 3) + (e >> 2))) & 1) << 4)) - 16;
                 else v -= 8;
                 o[j] = (float)v * d;
             }

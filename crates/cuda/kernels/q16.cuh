@@ -308,21 +308,28 @@ __device__ __forceinline__ void legacy_quant_words(const u32* qs, u32 qh, u32* w
     }
 }
 
-// A padded block's quants (LEGPAD, legacy_padded) as idot's eight words: Q8_0's bytes, or a 4- or
-// 5-bit format's as legacy_quant_words makes them (Q5_0's qh in the word after the scale).
+// A padded block's quants (LEGPAD, legacy_padded) as idot's eight words: Q8_0's bytes, Q4_0's
+// as legacy_quant_words makes them, Q5_0's likewise with the fifth bits from its qh word, which
+// the host stores permuted (weights.rs `pad_legacy`): bit 8i + k holds quant 4k + i's, so that
+// word k's four fifth bits are one shift and mask away (bits 4, 12, 20, 28 of qh << 4 >> k), not
+// spread4's four operations.
 template <int T, bool G>
 __device__ __forceinline__ void pad_quant_words(const u8* b, u32* w) {
     if constexpr (T == T_Q8_0) {
         pad_words<8, G>(b + 4, w);
-    } else {
-        u32 qs[4], qh = 0;
-        if constexpr (T == T_Q5_0) {
-            pad_words<1, G>(b + 4, &qh);
-            pad_words<4, G>(b + 8, qs);
-        } else {
-            pad_words<4, G>(b + 4, qs);
+    } else if constexpr (T == T_Q5_0) {
+        u32 qs[4], qh;
+        pad_words<1, G>(b + 4, &qh);
+        pad_words<4, G>(b + 8, qs);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            w[k] = (qs[k] & 0x0f0f0f0fu) | ((qh << (4 - k)) & 0x10101010u);
+            w[k + 4] = ((qs[k] >> 4) & 0x0f0f0f0fu) | ((qh >> k) & 0x10101010u);
         }
-        legacy_quant_words<T>(qs, qh, w);
+    } else {
+        u32 qs[4];
+        pad_words<4, G>(b + 4, qs);
+        legacy_quant_words<T>(qs, 0, w);
     }
 }
 

@@ -134,8 +134,8 @@ fn legacy_padded(ty: GgmlType) -> Option<usize> {
 }
 
 /// Blocks of `ty` (Q8_0, Q4_0 or Q5_0) padded: the f16 scale d as an f32 (exact) in the first
-/// word, then the block's other bytes (Q5_0's qh, then the quants) as they were, so that every
-/// field starts 4-byte aligned.
+/// word, then the block's other bytes (Q5_0's qh, then the quants), so that every field starts
+/// 4-byte aligned. Q5_0's qh is stored permuted ([`permute_qh`]).
 fn pad_legacy(ty: GgmlType, bytes: &[u8]) -> Vec<u8> {
     let (file, size) = (ty.type_size() as usize, legacy_padded(ty).unwrap_or(0));
     let mut out = vec![0u8; bytes.len() / file * size];
@@ -143,8 +143,19 @@ fn pad_legacy(ty: GgmlType, bytes: &[u8]) -> Vec<u8> {
         let d = half::f16::from_le_bytes([src[0], src[1]]).to_f32();
         dst[..4].copy_from_slice(&d.to_le_bytes());
         dst[4..4 + file - 2].copy_from_slice(&src[2..]);
+        if ty == GgmlType::Q5_0 {
+            let qh = u32::from_le_bytes([src[2], src[3], src[4], src[5]]);
+            dst[4..8].copy_from_slice(&permute_qh(qh).to_le_bytes());
+        }
     }
     out
+}
+
+/// Q5_0's fifth bits (bit q for quant q) as the padded kernels read them (kernels/q16.cuh
+/// `pad_quant_words`): bit 8 (q % 4) + q / 4, so that the four quants of a 32-bit word of bytes
+/// (4k .. 4k + 4) have theirs at bit k of each byte.
+fn permute_qh(qh: u32) -> u32 {
+    (0..32).fold(0, |acc, q| acc | ((qh >> q) & 1) << (8 * (q % 4) + q / 4))
 }
 
 #[cfg(test)]
@@ -176,7 +187,19 @@ mod tests {
                 let d = f32::from_le_bytes(dst[..4].try_into().unwrap());
                 let h = half::f16::from_le_bytes([src[0], src[1]]);
                 assert_eq!(d, h.to_f32(), "{ty} block {b}");
-                assert_eq!(&dst[4..4 + file - 2], &src[2..], "{ty} block {b}");
+                let rest = if ty == GgmlType::Q5_0 { 6 } else { 2 };
+                assert_eq!(
+                    &dst[4 + rest - 2..4 + file - 2],
+                    &src[rest..],
+                    "{ty} block {b}"
+                );
+                if ty == GgmlType::Q5_0 {
+                    let (qh, p) = (&src[2..6], &dst[4..8]);
+                    for q in 0..32 {
+                        let (s, t) = (q, 8 * (q % 4) + q / 4);
+                        assert_eq!(qh[s / 8] >> (s % 8) & 1, p[t / 8] >> (t % 8) & 1, "bit {q}");
+                    }
+                }
             }
         }
         assert_eq!(legacy_padded(GgmlType::Q4_1), None);
