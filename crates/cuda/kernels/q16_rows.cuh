@@ -193,20 +193,8 @@ __device__ __forceinline__ float unit_f32(const UnitW& uw, const float* x) {
     return r;
 }
 
-// A fixed-point row of format T against the f32 input x, lanes lanes a row.
-template <int T>
-__device__ __forceinline__ FxAcc row_dot_f32_fx(const u8* __restrict__ w, const float* x, int cols, int lane, int lanes) {
-    FxAcc acc{};
-    for (int u = lane; u < (cols >> 5); u += lanes) {
-        UnitW uw;
-        unit_load_legacy<T, true>(w + (size_t)u * legacy_bytes<T>(), uw);
-        unit_add(acc, unit_f32<T>(uw, x + 32 * u));
-    }
-    return acc;
-}
-
-// row_dot_f32_fx for ng <= G inputs xs[0 .. ng) (row_dot_q16_multi's order: each unit decoded
-// once for all inputs).
+// Fixed-point rows of format T against ng <= G f32 inputs xs[0 .. ng), lanes lanes a row
+// (row_dot_q16_multi's order: each unit decoded once for all inputs).
 template <int T, int G>
 __device__ __forceinline__ void row_dot_f32_fx_multi(const u8* __restrict__ w, float* const* xs, int ng, int cols,
                                                      int lane, int lanes, FxAcc* acc) {
@@ -219,4 +207,13 @@ __device__ __forceinline__ void row_dot_f32_fx_multi(const u8* __restrict__ w, f
         for (int g = 0; g < G; g++)
             if (g < ng) unit_add(acc[g], unit_f32<T>(uw, xs[g] + 32 * u));
     }
+}
+
+// A fixed-point row of format T against the f32 input x: row_dot_f32_fx_multi for one input.
+template <int T>
+__device__ __forceinline__ FxAcc row_dot_f32_fx(const u8* __restrict__ w, const float* x, int cols, int lane, int lanes) {
+    FxAcc acc;
+    float* xs[1] = {(float*)x};
+    row_dot_f32_fx_multi<T, 1>(w, xs, 1, cols, lane, lanes, &acc);
+    return acc;
 }
