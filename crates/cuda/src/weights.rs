@@ -67,7 +67,7 @@ impl DevMatrix {
             padded = pad_q6k(bytes);
             (&padded[..], row_bytes / q6k_file_bytes() * Q6K_PADDED)
         } else if let Some(size) = legacy_padded(ty).filter(|_| gpu.legpad) {
-            padded = pad_legacy(ty, bytes);
+            padded = pad_legacy(ty, size, bytes);
             (&padded[..], row_bytes / ty.type_size() as usize * size)
         } else {
             (bytes, row_bytes)
@@ -133,11 +133,12 @@ fn legacy_padded(ty: GgmlType) -> Option<usize> {
     }
 }
 
-/// Blocks of `ty` (Q8_0, Q4_0 or Q5_0) padded: the f16 scale d as an f32 (exact) in the first
-/// word, then the block's other bytes (Q5_0's qh, then the quants), so that every field starts
-/// 4-byte aligned. Q5_0's qh is stored permuted ([`permute_qh`]).
-fn pad_legacy(ty: GgmlType, bytes: &[u8]) -> Vec<u8> {
-    let (file, size) = (ty.type_size() as usize, legacy_padded(ty).unwrap_or(0));
+/// Blocks of `ty` (Q8_0, Q4_0 or Q5_0) padded to `size` bytes ([`legacy_padded`]): the f16
+/// scale d as an f32 (exact) in the first word, then the block's other bytes (Q5_0's qh, then
+/// the quants), so that every field starts 4-byte aligned. Q5_0's qh is stored permuted
+/// ([`permute_qh`]).
+fn pad_legacy(ty: GgmlType, size: usize, bytes: &[u8]) -> Vec<u8> {
+    let file = ty.type_size() as usize;
     let mut out = vec![0u8; bytes.len() / file * size];
     for (src, dst) in bytes.chunks_exact(file).zip(out.chunks_exact_mut(size)) {
         let d = half::f16::from_le_bytes([src[0], src[1]]).to_f32();
@@ -177,7 +178,7 @@ mod tests {
             for (b, d) in [0x3e00u16, 0xb400, 0x0003].iter().enumerate() {
                 bytes[b * file..b * file + 2].copy_from_slice(&d.to_le_bytes());
             }
-            let p = pad_legacy(ty, &bytes);
+            let p = pad_legacy(ty, size, &bytes);
             assert_eq!(p.len(), 3 * size);
             for b in 0..3 {
                 let (src, dst) = (
