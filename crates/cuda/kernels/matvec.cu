@@ -224,7 +224,9 @@ __host__ __device__ __forceinline__ int prep_scale_off(int cols) { return cols *
 __shared__ float mv_scale;
 
 // Prepares input row t (of a batch; 0 for one row) in shared memory (all threads of the block take
-// part), then its q16 quantization at xs + cols (quantize_q16), and sets mv_scale.
+// part), then (Q) its q16 quantization at xs + cols (quantize_q16), and sets mv_scale. Without Q
+// (fixed-point rows, which read the f32 row itself) the row alone, followed by a barrier.
+template <bool Q = true>
 __device__ void load_input(const MvArgs& a, float* xs, int t) {
     int n = a.cols;
     const float* x = a.x + (size_t)t * n;
@@ -280,7 +282,7 @@ __device__ void load_input(const MvArgs& a, float* xs, int t) {
     }
     if (threadIdx.x == 0) mv_scale = scale;
     __syncthreads();
-    quantize_q16(xs, n, (u8*)(xs + n));
+    if constexpr (Q) quantize_q16(xs, n, (u8*)(xs + n));
 }
 
 // An output row's dot product times its input's RMSNorm scale (1 for other inputs: exact), as
@@ -379,8 +381,9 @@ __device__ __forceinline__ void matvec_body(const MvArgs& a) {
     pdl_trigger();
     pdl_wait();
     float* xs = (float*)smem4;
-    // (Fixed-point rows never have an RMSNorm input: the scale is 1 for them.)
-    load_input(a, xs, 0);
+    // (Fixed-point rows never have an RMSNorm input: the scale is 1 for them; they read the f32
+    // row, so it is not quantized.)
+    load_input<!FX>(a, xs, 0);
     const Xq xq = xq_at((u8*)(xs + a.cols), a.cols);
     mv_row_trips(a, [&](int si, int r, bool active, int lane, int lanes) {
         if (FX) {

@@ -68,7 +68,9 @@ __device__ __forceinline__ void mv_multi_row(const MvArgs& a, int si, int r, boo
 MOLLA_KERNEL void matvec_prep(const MvArgs a, u8* prep, int stride) {
     extern __shared__ float4 smem4[];
     float* xs = (float*)smem4;
-    load_input(a, xs, blockIdx.x);
+    // Fixed-point rows (matvec_multi_fx) read the f32 row: its quantization is left out.
+    if (mv_fx(a)) load_input<false>(a, xs, blockIdx.x);
+    else load_input<true>(a, xs, blockIdx.x);
     const int4* src = (const int4*)smem4;
     u8* row = prep + (size_t)blockIdx.x * stride;
     for (int i = threadIdx.x; i < (prep_scale_off(a.cols) >> 4); i += blockDim.x) ((int4*)row)[i] = src[i];

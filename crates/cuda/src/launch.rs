@@ -425,7 +425,9 @@ pub(crate) unsafe fn wide_setup(gpu: &Gpu, outs: &[Out], input: WideIn) -> Resul
     let WideIn { cols, x, prep, buf } = input;
     let (a, total) = mv_args(outs, cols, x, prep);
     let blocks = wide_blocks(gpu, total);
-    if !prep.is_ready() {
+    // Fixed-point rows read the caller's f32 row itself (kernels/matvec.cu wide_rows): nothing
+    // to prepare (the kernel's copy of the prepared row is then of bytes nothing reads).
+    if !prep.is_ready() && !mv_fixed(&a) {
         // SAFETY: the caller guarantees the addresses and the buffer's size.
         unsafe { prep_wide(gpu, &a, cols, buf) }?;
     }
