@@ -278,7 +278,7 @@ int main() {
 }
 '''
 
-# The legacy formats MOLLA_KDEFS=LEGPAD pads (Q8_0, Q4_0, Q5_0): the same random blocks in the
+# The legacy formats LEGPAD pads (Q8_0, Q4_0, Q5_0): the same random blocks in the
 # file's layout, or padded as weights.rs `pad_legacy` pads them (the f16 scale as an f32, then the
 # rest, Q5_0's qh permuted), through every decoder of them (unit_q16 from shared and global memory, unit_load +
 # unit_apply, the fixed-point rows' unit_f32, dq8's eight values a chunk). Built with and without
@@ -425,7 +425,7 @@ with tempfile.TemporaryDirectory() as d:
           + ("" if same else ", decoders disagree"))
     rc |= int(differ != 0 or not same)
     legs = []
-    for defs in [[], ["-DMOLLA_X_LEGPAD"]]:
+    for defs in [[], ["-DMOLLA_LEGPAD"]]:
         cpp, exe = Path(d) / "leg.cpp", Path(d) / f"leg{len(legs)}"
         cpp.write_text(shim + common + post_common + q16 + rows + dequant + xq_rand + legdump)
         subprocess.run([cxx, "-std=c++17", "-O2", "-ffp-contract=off", "-w", *defs, "-o", str(exe), str(cpp)], check=True)

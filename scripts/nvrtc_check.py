@@ -14,6 +14,7 @@ PK_EMBTY=<type> for one whose embedding lookup decodes that ggml type only, PK_N
 one of n threads a block, PK_TYMASK_PAIR / PK_TYMASK_FOLD=<mask>, PK_PAIR_SAME=1, PK_ROWS1=1
 PK_LL_ONLY=1 and PK_PAIR_HALF=1 for the role masks (PkRoles, the default since session 45), PK_NEXT_L2=1 for one asking L2 for the next step's weights, PK_FUSEQKV=1 for the fused q/k/v
 build (MOLLA_KDEFS=FUSEQKV; add bit 63 to PK_TYMASK as the engine does),
+LEGPAD=1 for either program built for padded legacy blocks (compile.rs `PkBuild::legpad`),
 LINEINFO=1 adds line information (nvdisasm -g then names each instruction's source line).
 PROGRAM=main compiles the main program (every kernel but the persistent one), else the
 persistent kernel's own program (compile.rs `Program`).
@@ -65,6 +66,8 @@ def main():
         opts.append(f"-DPK_TYMASK={os.environ['PK_TYMASK']}ull")
     if not main_prog and re.fullmatch(r"\d+,\d+,\d+,\d+", os.environ.get("PK_SHAPE", "")):
         opts += [f"-D{n}={v}" for n, v in zip(["PK_HD", "PK_HDV", "PK_NH", "PK_NKV"], os.environ["PK_SHAPE"].split(","))]
+    if os.environ.get("LEGPAD") == "1":
+        opts.append("-DMOLLA_LEGPAD")
     if not main_prog and os.environ.get("PK_PACKED") == "1":
         opts.append("-DPK_PACKED_ONLY")
     if not main_prog and os.environ.get("PK_FOLD") == "1":

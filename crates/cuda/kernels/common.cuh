@@ -41,11 +41,12 @@ typedef unsigned long long u64;
 #define Q6K_BYTES 224
 #endif
 
-// Experiment (MOLLA_KDEFS=LEGPAD): Q8_0, Q4_0 and Q5_0 blocks padded on upload (weights.rs
-// `pad_legacy`) to 36, 20 and 24 bytes: the scale as an f32 in the first word (the file's f16,
-// converted exactly), Q5_0's qh in the second, then the quants, so that every field is read with
-// aligned 4-byte loads instead of 2-byte ones and joins (q16.cuh `legacy_padded`).
-#ifdef MOLLA_X_LEGPAD
+// MOLLA_LEGPAD (compile.rs `PkBuild::legpad`, for models whose layers have such matrices): Q8_0,
+// Q4_0 and Q5_0 blocks padded on upload (weights.rs `pad_legacy`) to 36, 20 and 24 bytes: the
+// scale as an f32 in the first word (the file's f16, converted exactly), Q5_0's qh in the second,
+// then the quants, so that every field is read with aligned 4-byte loads instead of 2-byte ones
+// and joins (q16.cuh `legacy_padded`).
+#ifdef MOLLA_LEGPAD
 #define LEGPAD true
 #else
 #define LEGPAD false

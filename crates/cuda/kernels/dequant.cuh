@@ -45,7 +45,7 @@ __device__ __forceinline__ void dq8(const u8* __restrict__ row, int c, float* o)
             }
         }
     } else if constexpr (LEGPAD && (T == T_Q4_0 || T == T_Q5_0 || T == T_Q8_0)) {
-        // Padded blocks (MOLLA_KDEFS=LEGPAD, common.cuh): the f32 scale, (Q5_0) qh, the quants.
+        // Padded blocks (LEGPAD, common.cuh): the f32 scale, (Q5_0) qh, the quants.
         constexpr int BYTES = T == T_Q8_0 ? 36 : T == T_Q4_0 ? 20 : 24;
         const u8* b = row + (size_t)(c >> 2) * BYTES;
         int k = c & 3;

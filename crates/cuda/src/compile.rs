@@ -58,8 +58,17 @@ const PERSISTENT_ONLY: &[&str] = &[
 /// ~3 s instead of the whole source's ~20.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Program {
-    Main,
+    /// Every kernel but the persistent one; `legpad`: for Q8_0, Q4_0 and Q5_0 blocks padded on
+    /// upload (`PkBuild::legpad`, kernels/common.cuh `LEGPAD`).
+    Main {
+        legpad: bool,
+    },
     Persistent(PkBuild),
+}
+
+impl Program {
+    /// The main program for blocks as the file stores them.
+    pub(crate) const MAIN: Program = Program::Main { legpad: false };
 }
 
 /// What the persistent kernel is built for (`persistent::pk_build`).
@@ -101,6 +110,9 @@ pub(crate) struct PkBuild {
     /// Each packed step's weights asked of L2 a step ahead (`PK_NEXT_L2`; `persistent::pk_build`
     /// `next_l2`): for models whose steps' shares of weights land later than their inputs.
     pub(crate) next_l2: bool,
+    /// Q8_0, Q4_0 and Q5_0 blocks padded on upload (weights.rs `pad_legacy`, kernels/common.cuh
+    /// `LEGPAD`; `persistent::pk_build` `legpad`): the main program is built so too.
+    pub(crate) legpad: bool,
 }
 
 /// The persistent kernel's row code by role (written as `MOLLA_KDEFS=ROLEMASK`, the default since
@@ -167,6 +179,9 @@ impl PkBuild {
         if self.next_l2 {
             parts.push("next weights to L2".into());
         }
+        if self.legpad {
+            parts.push("legacy blocks padded".into());
+        }
         if self.threads != 0 {
             parts.push(format!("{} threads a block", self.threads));
         }
@@ -180,9 +195,9 @@ impl PkBuild {
 
 /// The files of `program`, in order: (name, text).
 fn sources(program: Program) -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-    SOURCES
-        .iter()
-        .filter(move |(name, _)| program != Program::Main || !PERSISTENT_ONLY.contains(name))
+    SOURCES.iter().filter(move |(name, _)| {
+        !matches!(program, Program::Main { .. }) || !PERSISTENT_ONLY.contains(name)
+    })
 }
 
 /// The program's source, with `#line` markers so compiler messages name the original files.
@@ -267,6 +282,11 @@ fn options_with(cc: (i32, i32), program: Program, experiments: Vec<String>) -> V
         opts.push("-DMOLLA_PDL".to_string());
     }
     opts.push(format!("-DATT_TILE={}", crate::launch::att_tile()));
+    if let Program::Main { legpad: true } | Program::Persistent(PkBuild { legpad: true, .. }) =
+        program
+    {
+        opts.push("-DMOLLA_LEGPAD".to_string());
+    }
     if let Program::Persistent(pk) = program {
         opts.push("-DMOLLA_PK_ONLY".to_string());
         if let Some(m) = pk.types {
@@ -476,7 +496,7 @@ mod tests {
         let pk = s.find("\"persistent.cu\"").unwrap();
         assert!(common < matvec && matvec < pk);
         assert!(!s.contains('\0'));
-        let m = program_source(Program::Main);
+        let m = program_source(Program::MAIN);
         assert!(m.contains("\"matvec.cu\"") && !m.contains("\"persistent.cu\""));
         assert_eq!(fnv1a(&[b"a", b"b"]), fnv1a(&[b"a", b"b"]));
         assert_ne!(fnv1a(&[b"ab", b""]), fnv1a(&[b"a", b"b"]));
@@ -518,13 +538,14 @@ mod tests {
         roles: None,
         fuse: false,
         next_l2: false,
+        legpad: false,
     };
 
     #[test]
     fn the_main_program_compiles() {
-        if compiles(Program::Main, &[]) {
+        if compiles(Program::MAIN, &[]) {
             compiles(
-                Program::Main,
+                Program::MAIN,
                 &[
                     "MOLLA_PDL",
                     "MOLLA_X_Q6FILE",
@@ -533,10 +554,10 @@ mod tests {
                     "MOLLA_X_QSKIP",
                 ],
             );
-            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
-            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
-            // Q8_0, Q4_0 and Q5_0 blocks padded on upload (an experiment).
-            compiles(Program::Main, &["MOLLA_PDL", "MOLLA_X_LEGPAD"]);
+            compiles(Program::MAIN, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
+            compiles(Program::MAIN, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
+            // Q8_0, Q4_0 and Q5_0 blocks padded on upload.
+            compiles(Program::Main { legpad: true }, &["MOLLA_PDL"]);
         }
     }
 
@@ -593,7 +614,13 @@ mod tests {
                 ..twelve
             };
             compiles(Program::Persistent(next), &[]);
-            compiles(Program::Persistent(next), &["MOLLA_X_LEGPAD"]);
+            compiles(
+                Program::Persistent(PkBuild {
+                    legpad: true,
+                    ..next
+                }),
+                &[],
+            );
             // q/k/v made in the down step before (FUSEQKV, an experiment; the W16 type's bit in
             // the mask as the host sets it).
             let fused = PkBuild {
@@ -650,7 +677,7 @@ mod tests {
     #[test]
     fn a_program_takes_only_the_experiments_it_names() {
         let defs = parse_defines("PKMEASURE,Q6FILE,NOSUCH");
-        let main = options_with((9, 0), Program::Main, defs.clone());
+        let main = options_with((9, 0), Program::MAIN, defs.clone());
         let pk = options_with((9, 0), Program::Persistent(PkBuild::default()), defs);
         assert!(main.contains(&"-DMOLLA_X_Q6FILE".to_string()));
         assert!(
@@ -666,8 +693,14 @@ mod tests {
     #[test]
     fn only_the_persistent_program_takes_the_types_and_shape() {
         let cc = (9, 0);
-        let main = options(cc, Program::Main);
-        assert!(!main.iter().any(|o| o.contains("PK_")));
+        let main = options(cc, Program::MAIN);
+        assert!(
+            !main
+                .iter()
+                .any(|o| o.contains("PK_") || o.contains("LEGPAD"))
+        );
+        let padded = options(cc, Program::Main { legpad: true });
+        assert!(padded.contains(&"-DMOLLA_LEGPAD".to_string()));
         let all = options(cc, Program::Persistent(PkBuild::default()));
         assert!(all.contains(&"-DMOLLA_PK_ONLY".to_string()));
         assert!(!all.iter().any(|o| o.starts_with("-DPK_")));
@@ -691,9 +724,11 @@ mod tests {
                 }),
                 fuse: true,
                 next_l2: true,
+                legpad: true,
             }),
         );
         for o in [
+            "-DMOLLA_LEGPAD",
             "-DPK_FUSEQKV",
             "-DPK_NEXT_L2",
             "-DPK_TYMASK=8ull",

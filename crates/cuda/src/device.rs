@@ -141,7 +141,7 @@ pub struct Gpu {
     /// `MOLLA_KDEFS` names `Q6FILE` (the file's 210-byte blocks, for comparison).
     pub(crate) q6pad: bool,
     /// Q8_0, Q4_0 and Q5_0 blocks padded on the device (weights.rs `pad_legacy`, kernels/
-    /// common.cuh `LEGPAD`): only under `MOLLA_KDEFS=LEGPAD` (an experiment).
+    /// common.cuh `LEGPAD`), as the kernels were built for (`PkBuild::legpad`).
     pub(crate) legpad: bool,
     /// Streaming multiprocessors.
     pub(crate) sm_count: usize,
@@ -237,7 +237,14 @@ impl Gpu {
     /// Opens device `ordinal`, compiles (or loads from the disk cache) the kernels for its
     /// architecture. A clear error, never a panic, when there is no driver or device.
     pub fn new(ordinal: usize) -> Result<Gpu> {
-        Gpu::with_build(ordinal, compile::PkBuild::default())
+        let legpad = crate::persistent::legpad_forced().unwrap_or(false);
+        Gpu::with_build(
+            ordinal,
+            compile::PkBuild {
+                legpad,
+                ..Default::default()
+            },
+        )
     }
 
     /// [`Gpu::new`] with the persistent decode kernel built for one model (`persistent::pk_build`):
@@ -279,16 +286,19 @@ impl Gpu {
         let mut driver_version = 0;
         // SAFETY: out-parameter.
         let _ = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) };
-        let module = load_program(&ctx, cc, driver_version, compile::Program::Main)?;
+        // Both programs decode the weights' blocks as they are uploaded (padded or not).
+        let legpad = pk_build.legpad;
+        let module = load_program(&ctx, cc, driver_version, compile::Program::Main { legpad })?;
         // A kernel built for the model that does not compile (a shape no test has met) falls back
         // to the generic one, which every model can use.
         let pk = |b| load_program(&ctx, cc, driver_version, compile::Program::Persistent(b));
+        let generic = compile::PkBuild {
+            legpad,
+            ..Default::default()
+        };
         let (pk_module, pk_build) = match pk(pk_build) {
             Ok(m) => (m, pk_build),
-            Err(_) if pk_build != compile::PkBuild::default() => (
-                pk(compile::PkBuild::default())?,
-                compile::PkBuild::default(),
-            ),
+            Err(_) if pk_build != generic => (pk(generic)?, generic),
             Err(e) => return Err(e),
         };
         let f = |name: &str| module.load_function(name).map_err(drv("kernel lookup"));
@@ -388,7 +398,6 @@ impl Gpu {
         )?;
         let pdl = compile::pdl(cc);
         let q6pad = !compile::experiment("Q6FILE");
-        let legpad = compile::experiment("LEGPAD");
         let sm_count = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(drv("device attribute"))?

@@ -14,7 +14,7 @@ use config::{
     blocks_per_sm_cap, chunk_bytes, delay_knobs, env_i32, l2_ahead, mark_packed, skip_knobs,
     stages, types_in,
 };
-pub(crate) use config::{ll_max, pk_build, pk_lacks};
+pub(crate) use config::{legpad_forced, ll_max, pk_build, pk_lacks};
 pub(crate) use steps::{Input, Steps};
 use steps::{OP_ATTN_WO, OP_MATVEC, PkStep};
 

@@ -122,9 +122,9 @@ fn pad_q6k(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The bytes of a block of `ty` padded on the device under `MOLLA_KDEFS=LEGPAD` (an
-/// experiment; kernels/common.cuh `LEGPAD`): Q8_0 36, Q4_0 20, Q5_0 24; None for other types.
-fn legacy_padded(ty: GgmlType) -> Option<usize> {
+/// The bytes of a block of `ty` padded on the device (`Gpu::legpad`, kernels/common.cuh
+/// `LEGPAD`): Q8_0 36, Q4_0 20, Q5_0 24; None for other types.
+pub(crate) fn legacy_padded(ty: GgmlType) -> Option<usize> {
     match ty {
         GgmlType::Q8_0 => Some(36),
         GgmlType::Q4_0 => Some(20),

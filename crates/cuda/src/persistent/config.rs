@@ -195,6 +195,7 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         roles: None,
         fuse: false,
         next_l2: next_l2(model),
+        legpad: legpad(model),
     };
     let fuse = fuses(model, &build);
     PkBuild {
@@ -209,6 +210,30 @@ pub(crate) fn pk_build(model: &model::Model) -> PkBuild {
         fuse,
         ..build
     }
+}
+
+/// `MOLLA_LEGPAD=1` or `=0`: legacy blocks padded on upload for every model (and for a device
+/// opened without one), or for none; None when unset (`legpad`).
+pub(crate) fn legpad_forced() -> Option<bool> {
+    match std::env::var("MOLLA_LEGPAD").as_deref() {
+        Ok("1") => Some(true),
+        Ok("0") => Some(false),
+        _ => None,
+    }
+}
+
+/// Whether `model`'s Q8_0, Q4_0 and Q5_0 blocks are padded on upload (`PkBuild::legpad`,
+/// weights.rs `pad_legacy`, kernels/common.cuh `LEGPAD`; `MOLLA_LEGPAD` decides when set): when
+/// a layer matrix is of one of those types. Session 60 (was `MOLLA_KDEFS=LEGPAD`; H100, tg128,
+/// three rounds, tok/s): SmolLM2 Q8_0 2760.7, 2745.8, 2745.5 against 2701.3, 2689.9, 2702.8
+/// (+2.0%), Qwen2.5 Q4_K_M (Q5_0 and Q8_0 in its 896-column matrices) 2216.6, 2201.0, 2214.2
+/// against 2175.8, 2183.3, 2173.2 (+1.5%); SmolLM2 Q4_1, whose only Q8_0 matrix is the head
+/// (and embedding), 2816.7, 2822.4, 2794.6 against 2850.4, 2874.1, 2859.9 (-1.8%), so a head
+/// alone does not ask for it.
+fn legpad(model: &model::Model) -> bool {
+    legpad_forced().unwrap_or_else(|| {
+        layer_matrices(model).any(|m| crate::weights::legacy_padded(m.ty).is_some())
+    })
 }
 
 /// A packed step's share of weights a block, in bytes, from which the persistent kernel asks L2

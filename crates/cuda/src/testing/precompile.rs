@@ -16,7 +16,9 @@ use std::path::PathBuf;
 /// `Gpu::persistent_packed` and `Gpu::persistent_short` ask for it, into the disk cache (`MOLLA_CACHE`); returns the
 /// cache files (compiled now or already there).
 pub fn precompile(models: &[&model::Model], cc: (i32, i32), driver: i32) -> Result<Vec<PathBuf>> {
-    let mut programs = vec![Program::Main];
+    // The main program for blocks as the file stores them, and for padded ones (a model with
+    // Q8_0, Q4_0 or Q5_0 layers: `PkBuild::legpad`).
+    let mut programs = vec![Program::MAIN, Program::Main { legpad: true }];
     for m in models {
         let build = crate::persistent::pk_build(m);
         for b in [
