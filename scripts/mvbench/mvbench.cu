@@ -7,7 +7,9 @@
 //
 // Q6_K rows are laid out in 224-byte blocks, as the engine pads them (kernels/common.cuh
 // Q6K_BYTES), and GB/s count the padded bytes (multiply by 210 / 224 for the file's); with
-// -DMOLLA_X_Q6FILE (MOLLA_KDEFS=Q6FILE in the engine) in the file's 210-byte blocks.
+// -DMOLLA_X_Q6FILE (MOLLA_KDEFS=Q6FILE in the engine) in the file's 210-byte blocks. With
+// -DMOLLA_LEGPAD, Q8_0 rows are in the engine's padded 36-byte blocks (`./mvbench q8`: the
+// heads' walk on them, "file layout (engine)", against a build without it).
 //
 // Prints one line a (kernel, shape): registers, blocks an SM, us a launch, GB/s, and whether its
 // outputs equal the `matvec` kernel's bit for bit. `./mvbench read`: read-pattern probes only;
@@ -425,7 +427,8 @@ struct Shape {
 };
 
 static int row_bytes(int ty, int cols) {
-    return ty == T_Q4_K ? cols / 256 * 144 : ty == T_Q6_K ? cols / 256 * Q6K_BYTES : cols / 32 * 34;
+    // Q8_0 blocks are 36 bytes when built with -DMOLLA_LEGPAD (the engine's padded blocks).
+    return ty == T_Q4_K ? cols / 256 * 144 : ty == T_Q6_K ? cols / 256 * Q6K_BYTES : cols / 32 * (LEGPAD ? 36 : 34);
 }
 
 int main(int argc, char** argv) {
@@ -495,7 +498,9 @@ int main(int argc, char** argv) {
         const Shape heads[] = {{"qwen head 151936x896", T_Q8_0, 151936, 896}, {"smol head 49152x576", T_Q8_0, 49152, 576}};
         for (const Shape& sh : heads) {
             const int rb = row_bytes(T_Q8_0, sh.cols), rb2 = q8r_bytes(sh.cols);
-            const size_t mb = (size_t)sh.rows * rb, mb2 = (size_t)sh.rows * rb2;
+            // mb2: the stride between matrices in both pools (a padded matrix, -DMOLLA_LEGPAD, is
+            // the larger; the repacked layouts then read the file's blocks wrongly: other bits).
+            const size_t mb = (size_t)sh.rows * rb, mb2 = std::max(mb, (size_t)sh.rows * rb2);
             const int nbuf = (int)(pool / mb2);
             bench_prep_xq<<<1, 128, sh.cols * 4 + xq_bytes(sh.cols)>>>(x, sh.cols, xq);
             MvArgs a;
