@@ -229,7 +229,8 @@ pub(crate) fn legpad_forced() -> Option<bool> {
 /// (+2.0%), Qwen2.5 Q4_K_M (Q5_0 and Q8_0 in its 896-column matrices) 2216.6, 2201.0, 2214.2
 /// against 2175.8, 2183.3, 2173.2 (+1.5%); SmolLM2 Q4_1, whose only Q8_0 matrix is the head
 /// (and embedding), 2816.7, 2822.4, 2794.6 against 2850.4, 2874.1, 2859.9 (-1.8%), so a head
-/// alone does not ask for it.
+/// alone does not ask for it (the padded head's walk is no slower, mvbench; that file's kernel
+/// grows with the padded row lookup, 3920 -> 4056 instructions).
 fn legpad(model: &model::Model) -> bool {
     legpad_forced().unwrap_or_else(|| {
         layer_matrices(model).any(|m| crate::weights::legacy_padded(m.ty).is_some())
