@@ -427,8 +427,8 @@ struct Shape {
 };
 
 static int row_bytes(int ty, int cols) {
-    // Q8_0 blocks are 36 bytes when built with -DMOLLA_LEGPAD (the engine's padded blocks).
-    return ty == T_Q4_K ? cols / 256 * 144 : ty == T_Q6_K ? cols / 256 * Q6K_BYTES : cols / 32 * (LEGPAD ? 36 : 34);
+    // Q8_0 blocks padded when built with -DMOLLA_LEGPAD, as the engine pads them (legacy_bytes).
+    return ty == T_Q4_K ? cols / 256 * 144 : ty == T_Q6_K ? cols / 256 * Q6K_BYTES : cols / 32 * legacy_bytes<T_Q8_0>();
 }
 
 int main(int argc, char** argv) {

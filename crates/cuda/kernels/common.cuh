@@ -45,12 +45,27 @@ typedef unsigned long long u64;
 // Q4_0 and Q5_0 blocks padded on upload (weights.rs `pad_legacy`) to 36, 20 and 24 bytes: the
 // scale as an f32 in the first word (the file's f16, converted exactly), Q5_0's qh in the second,
 // then the quants, so that every field is read with aligned 4-byte loads instead of 2-byte ones
-// and joins (q16.cuh `legacy_padded`).
+// and joins (`legacy_padded`).
 #ifdef MOLLA_LEGPAD
 #define LEGPAD true
 #else
 #define LEGPAD false
 #endif
+
+// Whether the device holds format T's blocks padded (LEGPAD): d as an f32 in the block's first
+// word, then (Q5_0) qh, then the quants, every word 4-byte aligned.
+template <int T>
+__host__ __device__ constexpr bool legacy_padded() {
+    return LEGPAD && (T == T_Q8_0 || T == T_Q4_0 || T == T_Q5_0);
+}
+
+// Bytes of a legacy format's block of 32 weights (Q8_0, Q4_0, Q4_1, Q5_0; else Q5_1), as the
+// device holds it (LEGPAD: padded).
+template <int T>
+__host__ __device__ constexpr int legacy_bytes() {
+    if (legacy_padded<T>()) return T == T_Q8_0 ? 36 : T == T_Q4_0 ? 20 : 24;
+    return T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
+}
 
 __device__ __forceinline__ float h2f(u16 h) {
     float f;

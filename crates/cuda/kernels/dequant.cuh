@@ -44,9 +44,9 @@ __device__ __forceinline__ void dq8(const u8* __restrict__ row, int c, float* o)
                 o[2 * j + 1] = bf2f((u16)(w[j] >> 16));
             }
         }
-    } else if constexpr (LEGPAD && (T == T_Q4_0 || T == T_Q5_0 || T == T_Q8_0)) {
+    } else if constexpr (legacy_padded<T>()) {
         // Padded blocks (LEGPAD, common.cuh): the f32 scale, (Q5_0) qh, the quants.
-        constexpr int BYTES = T == T_Q8_0 ? 36 : T == T_Q4_0 ? 20 : 24;
+        constexpr int BYTES = legacy_bytes<T>();
         const u8* b = row + (size_t)(c >> 2) * BYTES;
         int k = c & 3;
         float d = *(const float*)b;

@@ -253,23 +253,6 @@ __device__ __forceinline__ void ld16al(const u8* p, u32* w) {
 }
 #endif
 
-// Bytes of a legacy format's block of 32 weights (Q8_0, Q4_0, Q4_1, Q5_0; else Q5_1), as the
-// device holds it (LEGPAD: padded).
-template <int T>
-__device__ constexpr int legacy_bytes() {
-    if (LEGPAD && T == T_Q8_0) return 36;
-    if (LEGPAD && T == T_Q4_0) return 20;
-    if (LEGPAD && T == T_Q5_0) return 24;
-    return T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
-}
-
-// Whether the device holds format T's blocks padded (LEGPAD): d as an f32 in the block's first
-// word, then (Q5_0) qh, then the quants, every word 4-byte aligned.
-template <int T>
-__device__ constexpr bool legacy_padded() {
-    return LEGPAD && (T == T_Q8_0 || T == T_Q4_0 || T == T_Q5_0);
-}
-
 // A padded block's words: the f32 scale at b and N words from b + 4 (G: global memory, through
 // the read-only path).
 template <bool G>
