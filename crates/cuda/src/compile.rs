@@ -27,6 +27,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("attention.cu", include_str!("../kernels/attention.cu")),
     ("elementwise.cu", include_str!("../kernels/elementwise.cu")),
     ("pick.cu", include_str!("../kernels/pick.cu")),
+    ("gnorm.cu", include_str!("../kernels/gnorm.cu")),
     (
         "persistent_steps.cuh",
         include_str!("../kernels/persistent_steps.cuh"),
@@ -556,6 +557,16 @@ mod tests {
             );
             compiles(Program::MAIN, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::MAIN, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
+            // Session 61's experiments: Q6_K and Q4_K rows two units a lane, grouped norms.
+            compiles(
+                Program::MAIN,
+                &[
+                    "MOLLA_PDL",
+                    "MOLLA_X_Q6TWO",
+                    "MOLLA_X_K4TWO",
+                    "MOLLA_X_GNORM",
+                ],
+            );
             // Q8_0, Q4_0 and Q5_0 blocks padded on upload.
             compiles(Program::Main { legpad: true }, &["MOLLA_PDL"]);
         }

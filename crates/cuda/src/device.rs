@@ -41,6 +41,11 @@ pub(crate) struct Kernels {
     /// `matvec_wide` preparing its own RMSNorm input: built only under `MOLLA_KDEFS=WIDEPREP`
     /// (an experiment, launch.rs `matvec_wide_flag`).
     pub matvec_wide_norm: Option<CudaFunction>,
+    /// `MOLLA_KDEFS=GNORM` (an experiment, kernels/gnorm.cu): wo and down quantizing the next
+    /// RMSNorm's input in blocks of 32 rows (`matvec_wide_gnp`), and `matvec_wide` on it
+    /// (`matvec_wide_gnc`).
+    pub matvec_wide_gnp: Option<CudaFunction>,
+    pub matvec_wide_gnc: Option<CudaFunction>,
     /// Rope, cache store and attention of one decode token in one launch.
     pub rope_attention: CudaFunction,
     /// Holds the stream for a while (the kernel timeline).
@@ -223,6 +228,8 @@ fn set_carveout(k: &Kernels, percent: Option<i32>) -> Result<()> {
     ]
     .into_iter()
     .chain(&k.matvec_wide_norm)
+    .chain(&k.matvec_wide_gnp)
+    .chain(&k.matvec_wide_gnc)
     {
         f.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
@@ -315,6 +322,16 @@ impl Gpu {
             } else {
                 None
             },
+            matvec_wide_gnp: if compile::experiment("GNORM") {
+                Some(f("matvec_wide_gnp")?)
+            } else {
+                None
+            },
+            matvec_wide_gnc: if compile::experiment("GNORM") {
+                Some(f("matvec_wide_gnc")?)
+            } else {
+                None
+            },
             hold: f("hold")?,
             rope_attention: f("rope_attention")?,
             matmul: f("matmul")?,
@@ -361,6 +378,8 @@ impl Gpu {
         ]
         .into_iter()
         .chain(&k.matvec_wide_norm)
+        .chain(&k.matvec_wide_gnp)
+        .chain(&k.matvec_wide_gnc)
         .collect();
         let mut max_smem = i32::MAX;
         for f in &shared {

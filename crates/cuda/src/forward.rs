@@ -133,7 +133,9 @@ pub struct CudaModel {
 
 mod batch;
 mod chain;
+mod gnorm;
 mod layer;
+pub(crate) use gnorm::gnorm_offset;
 pub(crate) mod persistent_decode;
 pub(crate) mod pick;
 mod prefill;
@@ -692,18 +694,22 @@ impl CudaModel {
         // A measurement (launch/skip.rs): kinds of launch left out, the logits then wrong.
         let skip = launch::Skip::get();
         // SAFETY (all launches): as the caller guarantees.
+        // MOLLA_KDEFS=GNORM (an experiment): RMSNorm inputs prepared by wo and down
+        // (forward/gnorm.rs); `grouped`: the launch before prepared the next norm's input.
+        let gn = if wanted.is_some() {
+            None
+        } else {
+            self.gnorm(rows, skip)
+        };
+        let mut grouped = false;
         unsafe {
             self.embed(tokens, n, x)?;
             for (li, l) in self.layers.iter().enumerate() {
-                let qkv = [
-                    out(&l.wq, q, self.opt(&l.bq), false),
-                    out(&l.wk, k, self.opt(&l.bk), false),
-                    out(&l.wv, v, self.opt(&l.bv), false),
-                ];
+                let qkv = self.qkv_outs(li, (q, k, v));
                 let norm = Prep::RmsNorm(p(&l.attn_norm), eps);
                 let norm = skip.prep(Skip::NORM, norm, &qkv, hp.n_embd, rows);
                 if !skip.has(Skip::QKV) {
-                    launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, rows)?;
+                    self.norm_matvec(&qkv, x, norm, rows, gn.as_ref(), grouped)?;
                 }
                 // Rows summed in fixed point when the persistent kernel folds wo (the same bits);
                 // into h first when the branch is normed or scaled before its add (gemma,
@@ -725,18 +731,19 @@ impl CudaModel {
                     self.rope_attend(li, (q, k, v), at(li), att, n, att_prep.then_some(rows.prep))?
                 };
                 let wo_prep = if ready { Prep::Ready } else { Prep::Plain };
+                let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
                 if !skip.has(Skip::WO) {
-                    launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
+                    let (input, next_w) = ((att_cols, att, wo_prep), p(&l.ffn_norm));
+                    grouped = self.residual_matvec(wo[0], input, rows, gn.as_ref(), &gu, next_w)?;
                 }
                 self.join_branch((x, h), wo_branch, n)?;
-                let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
                 let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
                 let norm = skip.prep(Skip::NORM, norm, &gu, hp.n_embd, rows);
                 let (down, down_branch) = self.residual_out(&l.w_down, &l.post_ffn_norm, (x, h));
                 let down = [down];
                 let silu = hp.ffn_act == model::FfnAct::Silu;
                 if !skip.has(Skip::GATE_UP) {
-                    launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
+                    self.norm_matvec(&gu, x, norm, rows, gn.as_ref(), grouped)?;
                 }
                 let act = if silu {
                     Prep::SwiGlu(up)
@@ -745,23 +752,29 @@ impl CudaModel {
                 };
                 let glu = skip.prep(Skip::SWIGLU, act, &down, hp.n_ff, rows);
                 if !skip.has(Skip::DOWN) {
-                    launch::matvec_rows(g, &down, hp.n_ff, gate, glu, rows)?;
+                    // The next norm's reader: the next layer's q/k/v, or the head.
+                    let (next, next_w) = match self.layers.get(li + 1) {
+                        Some(nl) => (self.qkv_outs(li + 1, (q, k, v)), p(&nl.attn_norm)),
+                        None => ([self.head_out(logits); 3], p(&self.output_norm)),
+                    };
+                    let next = if li + 1 < self.layers.len() {
+                        &next[..]
+                    } else {
+                        &next[..1]
+                    };
+                    let input = (hp.n_ff, gate, glu);
+                    grouped =
+                        self.residual_matvec(down[0], input, rows, gn.as_ref(), next, next_w)?;
                 }
                 self.join_branch((x, h), down_branch, n)?;
             }
-            let head = [Out {
-                w: self.output(),
-                y: logits,
-                bias: 0,
-                accumulate: false,
-                fixed: false,
-            }];
+            let head = [self.head_out(logits)];
             let norm = Prep::RmsNorm(p(&self.output_norm), eps);
             let n_out = match wanted {
                 None if skip.has(Skip::HEAD) => return Ok(()),
                 None => {
                     let norm = skip.prep(Skip::NORM, norm, &head, hp.n_embd, rows);
-                    launch::matvec_rows(g, &head, hp.n_embd, x, norm, rows)?;
+                    self.norm_matvec(&head, x, norm, rows, gn.as_ref(), grouped)?;
                     n
                 }
                 Some((idx, ns)) => {

@@ -151,7 +151,9 @@ impl CudaKvCache {
             pos: gpu.zeros(1)?,
             tokens: gpu.zeros(CHUNK)?,
             decode: Scratch::new(gpu, hp, 1)?,
-            decode_prep: gpu.zeros(launch::prep_stride(launch::max_cols(hp)))?,
+            // The second part: MOLLA_KDEFS=GNORM's grouped inputs (forward/gnorm.rs).
+            decode_prep: gpu
+                .zeros(crate::forward::gnorm_offset(hp) + launch::gnorm_stride(hp.n_embd))?,
             prefill: None,
             logits_all: None,
             graph: None,
