@@ -752,17 +752,9 @@ impl CudaModel {
                 };
                 let glu = skip.prep(Skip::SWIGLU, act, &down, hp.n_ff, rows);
                 if !skip.has(Skip::DOWN) {
-                    // The next norm's reader: the next layer's q/k/v, or the head.
-                    let (next, next_w) = match self.layers.get(li + 1) {
-                        Some(nl) => (self.qkv_outs(li + 1, (q, k, v)), p(&nl.attn_norm)),
-                        None => ([self.head_out(logits); 3], p(&self.output_norm)),
-                    };
-                    let next = if li + 1 < self.layers.len() {
-                        &next[..]
-                    } else {
-                        &next[..1]
-                    };
+                    let (next, nn, next_w) = self.next_norm(li, (q, k, v), logits);
                     let input = (hp.n_ff, gate, glu);
+                    let next = &next[..nn];
                     grouped =
                         self.residual_matvec(down[0], input, rows, gn.as_ref(), next, next_w)?;
                 }

@@ -106,6 +106,25 @@ impl CudaModel {
         Ok(false)
     }
 
+    /// What reads the RMSNorm input after layer `li`'s down: the next layer's q/k/v (three
+    /// matrices) and its attention norm's weights, or the head into `logits` (one) and the
+    /// output norm's.
+    pub(super) fn next_norm(
+        &self,
+        li: usize,
+        qkv: (u64, u64, u64),
+        logits: u64,
+    ) -> ([Out; 3], usize, u64) {
+        match self.layers.get(li + 1) {
+            Some(nl) => (self.qkv_outs(li + 1, qkv), 3, self.gpu.ptr(&nl.attn_norm)),
+            None => (
+                [self.head_out(logits); 3],
+                1,
+                self.gpu.ptr(&self.output_norm),
+            ),
+        }
+    }
+
     /// The matrices of the q/k/v matvec of layer `li` (the next norm's reader after a down).
     pub(super) fn qkv_outs(&self, li: usize, (q, k, v): (u64, u64, u64)) -> [Out; 3] {
         let l = &self.layers[li];

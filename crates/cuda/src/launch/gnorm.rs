@@ -12,7 +12,7 @@ use super::{
 };
 use crate::device::Gpu;
 use crate::error::{CudaError, Result};
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{CudaFunction, PushKernelArg};
 
 /// The most groups of 32 values `matvec_wide_gnc` adds (kernels/gnorm.cu `GN_MAX_PER_LANE`
 /// a lane).
@@ -21,6 +21,13 @@ const MAX_GROUPS: usize = 8 * 32;
 /// Whether the GNORM kernels are built (`MOLLA_KDEFS=GNORM`).
 pub(crate) fn gnorm_built(gpu: &Gpu) -> bool {
     gpu.k.matvec_wide_gnp.is_some() && gpu.k.matvec_wide_gnc.is_some()
+}
+
+/// One of the GNORM kernels, or why it is missing.
+fn built(f: &Option<CudaFunction>) -> Result<&CudaFunction> {
+    f.as_ref().ok_or_else(|| {
+        CudaError::Unsupported("grouped RMSNorm inputs without MOLLA_KDEFS=GNORM".into())
+    })
 }
 
 /// Bytes of a buffer `matvec_wide_gnp` prepares a `cols`-wide input into: `prep_stride`'s, then
@@ -58,11 +65,7 @@ pub(crate) unsafe fn matvec_wide_gnp(
     gw: u64,
     gbuf: u64,
 ) -> Result<()> {
-    let Some(f) = &gpu.k.matvec_wide_gnp else {
-        return Err(CudaError::Unsupported(
-            "grouped RMSNorm inputs without MOLLA_KDEFS=GNORM".into(),
-        ));
-    };
+    let f = built(&gpu.k.matvec_wide_gnp)?;
     if !gnorm_takes(gpu, &out, input.cols) || matches!(input.prep, Prep::Grouped(..)) {
         return Err(CudaError::Unsupported(
             "a grouped RMSNorm input from other than one accumulated q16 matrix".into(),
@@ -91,11 +94,7 @@ pub(super) unsafe fn matvec_wide_gnc(
     buf: u64,
     flagged: bool,
 ) -> Result<()> {
-    let Some(f) = &gpu.k.matvec_wide_gnc else {
-        return Err(CudaError::Unsupported(
-            "grouped RMSNorm inputs without MOLLA_KDEFS=GNORM".into(),
-        ));
-    };
+    let f = built(&gpu.k.matvec_wide_gnc)?;
     if flagged || a.cols as usize / 32 > MAX_GROUPS {
         return Err(CudaError::Unsupported(
             "a grouped RMSNorm input to a flagged or too wide matvec".into(),
