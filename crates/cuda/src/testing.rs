@@ -16,7 +16,9 @@ use gguf::GgmlType;
 use half::f16;
 
 mod fused;
+mod gnorm;
 pub use fused::prep_q16;
+pub use gnorm::{Grouped, gnorm_built, gnorm_producer};
 
 fn check(what: &'static str, got: usize, expected: usize) -> Result<()> {
     if got == expected {

@@ -184,3 +184,62 @@ fn matvec_wide_gives_the_bits_of_matvec_on_many_rows_a_warp() {
     segs_same_bits_as_matvec(&g, &kernels, &segs, cols, &x, Input::Plain, "many rows");
     println!("matvec_wide: the bits of matvec with several rows a warp");
 }
+
+/// `MOLLA_KDEFS=GNORM`'s producer (`matvec_wide_gnp`, wo and down in blocks of 32 rows) gives
+/// `matvec_wide`'s x, the q16 row `matvec_prep_wide` prepares from that x for the next RMSNorm,
+/// and each group's sum of squares (within 1e-12 of the host's f64 sum). Skipped unless the
+/// device was opened under `MOLLA_KDEFS=GNORM`.
+#[test]
+fn grouped_norm_producer_gives_the_bits_of_matvec_wide_and_its_preparation() {
+    let Some(g) = gpu() else { return };
+    if !testing::gnorm_built(&g) {
+        println!("skipped: the GNORM kernels are built under MOLLA_KDEFS=GNORM only");
+        return;
+    }
+    let mut rng = Rng::new(31);
+    // The 8B's wo (on the attention's plain output) and down (on a SwiGLU input), SmolLM2's wo.
+    for (ty, rows, cols, glu) in [
+        (GgmlType::Q4_K, 4096, 4096, false),
+        (GgmlType::Q6_K, 4096, 14336, true),
+        (GgmlType::Q8_0, 576, 576, false),
+    ] {
+        let (w, _) = matrix(&mut rng, ty, rows, cols);
+        let (x, up) = (rng.vec(cols, 1.0), rng.vec(cols, 1.0));
+        let (acc, nw) = (rng.vec(rows, 1.0), rng.vec(rows, 1.0));
+        let seg = Seg {
+            ty,
+            rows,
+            w: &w,
+            bias: None,
+            acc: Some(&acc),
+        };
+        let input = if glu {
+            Input::SwiGlu { up: &up }
+        } else {
+            Input::Plain
+        };
+        let what = format!("{ty} {rows}x{cols}");
+        let wide = testing::matvec(
+            &g,
+            Kernel::Wide,
+            std::slice::from_ref(&seg),
+            cols,
+            &x,
+            input,
+        )
+        .unwrap();
+        let got = testing::gnorm_producer(&g, &seg, cols, &x, input, &nw).unwrap();
+        assert_eq!(bits(&wide[0]), bits(&got.x), "x, {what}");
+        let norm = Input::RmsNorm { w: &nw, eps: 1e-5 };
+        let q16 = testing::prep_q16(&g, &wide[0], norm).unwrap();
+        assert_eq!(q16, got.q16, "the next norm's q16 row, {what}");
+        for (i, (p, v)) in got.partials.iter().zip(wide[0].chunks(32)).enumerate() {
+            let host: f64 = v.iter().map(|&e| f64::from(e) * f64::from(e)).sum();
+            assert!(
+                (p - host).abs() <= 1e-12 * host.max(1e-30),
+                "partial {i}, {what}: {p} vs {host}"
+            );
+        }
+    }
+    println!("matvec_wide_gnp: matvec_wide's x, matvec_prep_wide's q16 row, the groups' sums");
+}
