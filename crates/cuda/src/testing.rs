@@ -125,13 +125,7 @@ pub fn matvec(
         // SAFETY: every buffer above is sized for its matrix; x and aux hold `cols` values.
         unsafe { launch::matvec(gpu, &outs, cols, gpu.ptr(&xd), prep)? };
     } else {
-        let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
-        let input = launch::WideIn {
-            cols,
-            x: gpu.ptr(&xd),
-            prep,
-            buf: gpu.ptr(&buf),
-        };
+        let (_buf, input) = wide_in(gpu, cols, &xd, prep)?;
         // The persistent kernel's error flag as the head copies it: word 0 to word 1.
         let flags = gpu.upload(&[7u32, 0])?;
         let flag = (gpu.ptr(&flags), gpu.ptr(&flags) + 4);
@@ -159,6 +153,23 @@ pub fn matvec(
         .zip(&up.ys)
         .map(|(s, y)| fetch(gpu, y, s.rows))
         .collect()
+}
+
+/// A wide matvec's input `x` by `prep`, and its preparation buffer (keep it alive).
+fn wide_in(
+    gpu: &Gpu,
+    cols: usize,
+    x: &CudaSlice<f32>,
+    prep: Prep,
+) -> Result<(CudaSlice<u8>, launch::WideIn)> {
+    let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
+    let input = launch::WideIn {
+        cols,
+        x: gpu.ptr(x),
+        prep,
+        buf: gpu.ptr(&buf),
+    };
+    Ok((buf, input))
 }
 
 /// `input` as the kernels' `Prep`, with its second vector (`cols` values) uploaded: keep the

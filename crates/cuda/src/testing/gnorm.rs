@@ -1,7 +1,7 @@
 //! `MOLLA_KDEFS=GNORM`'s producer (launch/gnorm.rs `matvec_wide_gnp`), for its tests against
 //! `matvec_wide` (the new x) and `matvec_prep_wide` (the next RMSNorm's q16 row).
 
-use super::{Input, Seg, fetch, prep_of, upload_segs};
+use super::{Input, Seg, fetch, prep_of, upload_segs, wide_in};
 use crate::device::Gpu;
 use crate::error::{CudaError, Result};
 use crate::launch;
@@ -40,14 +40,8 @@ pub fn gnorm_producer(
     let (_aux, prep) = prep_of(gpu, input, cols)?;
     let up = upload_segs(gpu, std::slice::from_ref(seg), cols)?;
     let out = up.outs(gpu, std::slice::from_ref(seg))[0];
-    let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
+    let (_buf, input) = wide_in(gpu, cols, &xd, prep)?;
     let gbuf = gpu.zeros::<u8>(launch::gnorm_stride(rows))?;
-    let input = launch::WideIn {
-        cols,
-        x: gpu.ptr(&xd),
-        prep,
-        buf: gpu.ptr(&buf),
-    };
     // SAFETY: every buffer above is sized for its matrix and input; gw holds `rows` weights and
     // gbuf gnorm_stride(rows) bytes.
     unsafe { launch::matvec_wide_gnp(gpu, out, input, gpu.ptr(&gwd), gpu.ptr(&gbuf))? };
