@@ -10,12 +10,12 @@
 // head) adds the partials in a fixed order (lane l the groups l, l + 32, ..., then the lanes by
 // xor shuffles) for the scale. That order is not rms_scale's (a thread a strided run of values),
 // so the scale can differ from the preparation launch's in its last bit: only models the
-// persistent kernel does not decode use it (forward.rs `gnorm_on`), whose graph-replayed and
+// persistent kernel does not decode use it (forward/gnorm.rs `CudaModel::gnorm`), whose graph-replayed and
 // plainly launched steps both take it (the same bits between them).
 #ifdef MOLLA_X_GNORM
 
 // Where a grouped row's partial sums (one f64 a group of 32 values) lie in a preparation buffer:
-// after the scale's 16 bytes (launch.rs `gnorm_stride`).
+// after the scale's 16 bytes (launch/gnorm.rs `gnorm_stride`).
 __device__ __forceinline__ int gn_part_off(int cols) { return prep_scale_off(cols) + 16; }
 
 // Groups a lane adds at most (rows of up to 8192 values).

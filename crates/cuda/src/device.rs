@@ -309,6 +309,8 @@ impl Gpu {
             Err(e) => return Err(e),
         };
         let f = |name: &str| module.load_function(name).map_err(drv("kernel lookup"));
+        // MOLLA_KDEFS=GNORM's kernels (an experiment, kernels/gnorm.cu) are built only under it.
+        let gnorm = compile::experiment("GNORM");
         let k = Kernels {
             matvec: f("matvec")?,
             matvec_multi: f("matvec_multi")?,
@@ -322,16 +324,8 @@ impl Gpu {
             } else {
                 None
             },
-            matvec_wide_gnp: if compile::experiment("GNORM") {
-                Some(f("matvec_wide_gnp")?)
-            } else {
-                None
-            },
-            matvec_wide_gnc: if compile::experiment("GNORM") {
-                Some(f("matvec_wide_gnc")?)
-            } else {
-                None
-            },
+            matvec_wide_gnp: gnorm.then(|| f("matvec_wide_gnp")).transpose()?,
+            matvec_wide_gnc: gnorm.then(|| f("matvec_wide_gnc")).transpose()?,
             hold: f("hold")?,
             rope_attention: f("rope_attention")?,
             matmul: f("matmul")?,

@@ -709,7 +709,7 @@ impl CudaModel {
                 let norm = Prep::RmsNorm(p(&l.attn_norm), eps);
                 let norm = skip.prep(Skip::NORM, norm, &qkv, hp.n_embd, rows);
                 if !skip.has(Skip::QKV) {
-                    self.norm_matvec(&qkv, x, norm, rows, gn.as_ref(), grouped)?;
+                    self.norm_matvec(&qkv, x, norm, rows, gn.filter(|_| grouped))?;
                 }
                 // Rows summed in fixed point when the persistent kernel folds wo (the same bits);
                 // into h first when the branch is normed or scaled before its add (gemma,
@@ -733,8 +733,9 @@ impl CudaModel {
                 let wo_prep = if ready { Prep::Ready } else { Prep::Plain };
                 let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
                 if !skip.has(Skip::WO) {
-                    let (input, next_w) = ((att_cols, att, wo_prep), p(&l.ffn_norm));
-                    grouped = self.residual_matvec(wo[0], input, rows, gn.as_ref(), &gu, next_w)?;
+                    let next_w = self.norm_reads_wide(&gu, rows).then(|| p(&l.ffn_norm));
+                    let input = (att_cols, att, wo_prep);
+                    grouped = self.residual_matvec(wo[0], input, rows, gn, next_w)?;
                 }
                 self.join_branch((x, h), wo_branch, n)?;
                 let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
@@ -743,7 +744,7 @@ impl CudaModel {
                 let down = [down];
                 let silu = hp.ffn_act == model::FfnAct::Silu;
                 if !skip.has(Skip::GATE_UP) {
-                    self.norm_matvec(&gu, x, norm, rows, gn.as_ref(), grouped)?;
+                    self.norm_matvec(&gu, x, norm, rows, gn.filter(|_| grouped))?;
                 }
                 let act = if silu {
                     Prep::SwiGlu(up)
@@ -752,11 +753,9 @@ impl CudaModel {
                 };
                 let glu = skip.prep(Skip::SWIGLU, act, &down, hp.n_ff, rows);
                 if !skip.has(Skip::DOWN) {
-                    let (next, nn, next_w) = self.next_norm(li, (q, k, v), logits);
+                    let next_w = self.next_norm(li, (q, k, v), logits, rows);
                     let input = (hp.n_ff, gate, glu);
-                    let next = &next[..nn];
-                    grouped =
-                        self.residual_matvec(down[0], input, rows, gn.as_ref(), next, next_w)?;
+                    grouped = self.residual_matvec(down[0], input, rows, gn, next_w)?;
                 }
                 self.join_branch((x, h), down_branch, n)?;
             }
@@ -766,7 +765,7 @@ impl CudaModel {
                 None if skip.has(Skip::HEAD) => return Ok(()),
                 None => {
                     let norm = skip.prep(Skip::NORM, norm, &head, hp.n_embd, rows);
-                    self.norm_matvec(&head, x, norm, rows, gn.as_ref(), grouped)?;
+                    self.norm_matvec(&head, x, norm, rows, gn.filter(|_| grouped))?;
                     n
                 }
                 Some((idx, ns)) => {

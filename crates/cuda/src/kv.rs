@@ -151,9 +151,12 @@ impl CudaKvCache {
             pos: gpu.zeros(1)?,
             tokens: gpu.zeros(CHUNK)?,
             decode: Scratch::new(gpu, hp, 1)?,
-            // The second part: MOLLA_KDEFS=GNORM's grouped inputs (forward/gnorm.rs).
-            decode_prep: gpu
-                .zeros(crate::forward::gnorm_offset(hp) + launch::gnorm_stride(hp.n_embd))?,
+            // With MOLLA_KDEFS=GNORM, a second part for its grouped inputs (forward/gnorm.rs).
+            decode_prep: gpu.zeros(if launch::gnorm_built(gpu) {
+                crate::forward::gnorm_offset(hp) + launch::gnorm_stride(hp.n_embd)
+            } else {
+                launch::prep_stride(launch::max_cols(hp))
+            })?,
             prefill: None,
             logits_all: None,
             graph: None,

@@ -4,7 +4,7 @@
 //! block's sum of squares as a partial of the scale's sum (`matvec_wide_gnp`); q/k/v, gate/up
 //! and the head then read that buffer (`Prep::Grouped`, `matvec_wide_gnc`) instead of a
 //! `matvec_prep_wide` launch's. The scale's sum is in another order than `rms_scale`'s, so only
-//! paths that all take it give each other's bits (forward.rs `gnorm_on`).
+//! paths that all take it give each other's bits (forward/gnorm.rs `CudaModel::gnorm`).
 
 use super::{
     LaunchConfig, MvArgs, Out, Prep, WideIn, cfg, is_q16, launch_dep, prep_stride, wide_setup,
