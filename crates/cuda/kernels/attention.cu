@@ -460,13 +460,38 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) attention_f32(const float* __re
 // position's k and v to the copy as it stores them, and attends on the copy: the persistent
 // kernel's staged attention, the same arithmetic, so the same bits (+3% tg128 on the 8B shape,
 // docs/cuda-persistent.md session 23).
+#ifdef MOLLA_X_ATTPF
+// MOLLA_KDEFS=ATTPF (an experiment, session 62): rope_attention's blocks of the first tile ask L2
+// for the next launches' weights (wo whole, then gate's first bytes: launch/attention.rs
+// `AttPf`) once their own keys and values are in, so that HBM, idle while the few head blocks
+// attend, streams what wo and gate/up read next. Session 22's ATT_L2 asked before the PDL wait
+// (competing with q/k/v's last reads and this launch's staging) from extra blocks: level.
+// Spans 16-byte aligned, sizes multiples of 16, in 16 KiB pieces; fire and forget.
+#define ATTPF_PARAMS , const u8 *pf0, u64 pf0_n, const u8 *pf1, u64 pf1_n
+__device__ __forceinline__ void att_l2_prefetch(const u8* p0, u64 n0, const u8* p1, u64 n1) {
+#if __CUDA_ARCH__ >= 900
+    const u64 PIECE = 16384, c0 = (n0 + PIECE - 1) / PIECE, c1 = (n1 + PIECE - 1) / PIECE;
+    // Piece i to thread i / gridDim.x of block i % gridDim.x: every block issues a few.
+    const u64 issuers = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)threadIdx.x * gridDim.x + blockIdx.x; i < c0 + c1; i += issuers) {
+        const bool first = i < c0;
+        const u64 off = (first ? i : i - c0) * PIECE, n = first ? n0 : n1;
+        const u32 len = (u32)(n - off < PIECE ? n - off : PIECE);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((first ? p0 : p1) + off), "r"(len) : "memory");
+    }
+#endif
+}
+#else
+#define ATTPF_PARAMS
+#endif
+
 MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __restrict__ q, const float* __restrict__ k,
                                                                          const float* __restrict__ v, u16* kc, u16* vc,
                                                                          const int* pos0p, const double* __restrict__ freqs,
                                                                          float* __restrict__ out, int n_head, int n_head_kv,
                                                                          int hd, int hdv, int n_rot, int neox, float scale,
                                                                          u8* prep, float* part, u32* count, int max_tiles,
-                                                                         int stage_cap, int window, float cap) {
+                                                                         int stage_cap, int window, float cap ATTPF_PARAMS) {
     KTRACE(7);
     pdl_trigger();
     pdl_wait();
@@ -538,6 +563,9 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
     }
     if (staged) cp_wait<0>();
     __syncthreads();
+#ifdef MOLLA_X_ATTPF
+    if (blockIdx.z == 0) att_l2_prefetch(pf0, pf0_n, pf1, pf1_n);
+#endif
     bool wrote;
     if (staged) {
         float* o = out + (size_t)h * hdv;

@@ -15,7 +15,8 @@ mod skip;
 mod split;
 pub use attention::Heads;
 pub(crate) use attention::{
-    KvAt, KvRow, att_stage_bytes, attention, rope_attention, rope_attention_on, rope_store,
+    AttPf, KvAt, KvRow, att_stage_bytes, attention, attpf_built, rope_attention, rope_attention_on,
+    rope_store,
 };
 pub(crate) use elementwise::{add_branch, gather_rows, glu, scale_cap};
 pub(crate) use fused::{att_prep_on, prepare};

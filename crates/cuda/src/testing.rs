@@ -72,9 +72,8 @@ pub enum Input<'a> {
     },
 }
 
-/// Which decode matvec kernel runs: `matvec` (small matrices), or the decode step's path for big
-/// ones, `matvec_wide` (the input prepared once, then four blocks an SM; formats with q16 row
-/// decoders only).
+/// Which decode matvec kernel runs: `matvec` (small matrices), or the decode step's for big ones,
+/// `matvec_wide` (the input prepared once, four blocks an SM; formats with q16 row decoders).
 #[derive(Clone, Copy, Debug)]
 pub enum Kernel {
     Matvec,
@@ -544,11 +543,11 @@ fn same_runs(what: &str, mut runs: Vec<Vec<f32>>) -> Result<Vec<f32>> {
     Ok(runs.swap_remove(0))
 }
 
-/// One decode token's rope, cache store and attention over f16 caches whose positions
-/// `0..pos` hold `keys` and `values` (rounded to f16), at position `pos`: as two launches
-/// (`rope_store`, then `attention`) or, with `fused`, as one (`rope_attention`; with `prep` too,
-/// quantizing its output for wo); split over `split` blocks a head (1: none). Returns the attention output, the caches' 16-bit words after
-/// the step, and the q16 row `rope_attention` wrote (empty without `prep`).
+/// One decode token's rope, cache store and attention over f16 caches whose positions `0..pos`
+/// hold `keys` and `values` (rounded to f16), at position `pos`: as two launches (`rope_store`,
+/// then `attention`) or, with `fused`, as one (`rope_attention`; with `prep` too, quantizing its
+/// output for wo; under ATTPF asking L2 for q); split over `split` blocks a head (1: none). Returns
+/// the attention output, the caches' words after the step, and the q16 row (empty without `prep`).
 pub type RopeAttention = (Vec<f32>, Vec<u16>, Vec<u16>, Vec<u8>);
 
 /// See [`RopeAttention`].
@@ -601,7 +600,8 @@ pub fn rope_attention(
     // SAFETY: sizes as checked; the caches hold pos + 1 positions; pbuf prep_stride(cols) bytes.
     unsafe {
         if fused {
-            launch::rope_attention(gpu, &heads, qkv, at, gpu.ptr(&fr), gpu.ptr(&out), pp)?;
+            let pf = launch::AttPf([(qkv.0, (q.len() * 4) as u64 & !15), (0, 0)]);
+            launch::rope_attention(gpu, &heads, qkv, at, gpu.ptr(&fr), gpu.ptr(&out), (pp, pf))?;
         } else {
             launch::rope_store(gpu, &heads, qkv, at, gpu.ptr(&fr), 1)?;
             launch::attention(gpu, &heads, qkv.0, at, gpu.ptr(&out), 1)?;

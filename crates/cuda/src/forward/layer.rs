@@ -55,7 +55,10 @@ impl CudaModel {
         };
         if n == 1 && matches!(at, KvAt::One { f32: false, .. }) && launch::rope_attention_on() {
             // SAFETY: as the caller guarantees; one token, f16 caches.
-            unsafe { launch::rope_attention(g, &heads, qkv, at, fr, att, prep.unwrap_or(0)) }?;
+            let pf = self.att_pf(li);
+            unsafe {
+                launch::rope_attention(g, &heads, qkv, at, fr, att, (prep.unwrap_or(0), pf))
+            }?;
             return Ok(prep.is_some());
         }
         // SAFETY: as the caller guarantees.
@@ -64,6 +67,34 @@ impl CudaModel {
             launch::attention(g, &heads, qkv.0, at, att, n)?;
         }
         Ok(false)
+    }
+
+    /// `MOLLA_KDEFS=ATTPF` (an experiment, session 62): what layer `li`'s `rope_attention` asks
+    /// L2 for while its heads attend: wo whole and gate's first `MOLLA_ATTPF_MIB` MiB (default 8;
+    /// gate/up's first rows, read first). Nothing without the experiment.
+    fn att_pf(&self, li: usize) -> launch::AttPf {
+        if !launch::attpf_built() {
+            return launch::AttPf::default();
+        }
+        static MIB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let mib = *MIB.get_or_init(|| {
+            std::env::var("MOLLA_ATTPF_MIB")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(8)
+        });
+        let g = &self.gpu;
+        let l = &self.layers[li];
+        let span = |w: &DevMatrix, max: usize| {
+            let p = g.ptr(&w.buf);
+            let n = (w.rows * w.row_bytes).min(max) & !15;
+            if p.is_multiple_of(16) {
+                (p, n as u64)
+            } else {
+                (0, 0)
+            }
+        };
+        launch::AttPf([span(&l.wo, usize::MAX), span(&l.w_gate, mib << 20)])
     }
 
     /// The embedding rows of the `n` token ids at `tokens` into `x`, times the family's

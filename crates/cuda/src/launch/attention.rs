@@ -163,7 +163,7 @@ pub(crate) unsafe fn attention(
 /// Rope, cache store and attention of one token of one sequence in one launch (kernels/
 /// attention.cu `rope_attention`: the bits of [`rope_store`] then [`attention`]); f16 caches only.
 /// With `prep` (not 0), it also quantizes the output into that `matvec_wide` buffer, as
-/// `Prep::Plain` would (launch/fused.rs).
+/// `Prep::Plain` would (launch/fused.rs); under `MOLLA_KDEFS=ATTPF` it asks L2 for `pf`.
 ///
 /// # Safety
 /// See the module docs; `at` is `KvAt::One` with f16 caches; `prep` is 0 or holds
@@ -175,7 +175,7 @@ pub(crate) unsafe fn rope_attention(
     at: KvAt,
     freqs: u64,
     out: u64,
-    prep: u64,
+    (prep, pf): (u64, AttPf),
 ) -> Result<()> {
     let KvAt::One {
         cache: (kc, vc),
@@ -197,12 +197,33 @@ pub(crate) unsafe fn rope_attention(
     let smem = stage * (h.head_dim + h.head_dim_v) * 2;
     let cfg = cfg((h.n_head as u32, 1, sp.blocks), 256, smem as u32);
     let stage = stage as i32;
+    if attpf_built() {
+        let [(p0, n0), (p1, n1)] = pf.0;
+        // SAFETY: as below; the spans are whole device allocations' first bytes (AttPf).
+        return unsafe {
+            launch_dep!(gpu, &gpu.k.rope_attention, cfg, "attention launch"; &q, &k, &v, &kc, &vc, &pos,
+                &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale, &prep, &sp.part, &sp.count,
+                &sp.max_tiles, &stage, &window, &cap, &p0, &n0, &p1, &n1)
+        };
+    }
     // SAFETY: as above; the dynamic shared memory holds `stage` positions' keys and values.
     unsafe {
         launch_dep!(gpu, &gpu.k.rope_attention, cfg, "attention launch"; &q, &k, &v, &kc, &vc, &pos,
             &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale, &prep, &sp.part, &sp.count,
             &sp.max_tiles, &stage, &window, &cap)
     }
+}
+
+/// `MOLLA_KDEFS=ATTPF` (an experiment, session 62): two spans of device memory (address, bytes;
+/// 16-byte aligned, multiples of 16 bytes) that `rope_attention` asks L2 for once its keys and
+/// values are in: the next launches' weights (forward/layer.rs `att_pf`). Empty spans: nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct AttPf(pub [(u64, u64); 2]);
+
+/// Whether `rope_attention` is built with the prefetch spans (`MOLLA_KDEFS=ATTPF`; read once).
+pub(crate) fn attpf_built() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| crate::compile::experiment("ATTPF"))
 }
 
 /// The positions `rope_attention` stages in shared memory: as many as a tile holds and the
