@@ -558,7 +558,7 @@ mod tests {
             compiles(Program::MAIN, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::MAIN, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
             // Sessions 61 and 62's experiments: Q6_K and Q4_K rows two units a lane, grouped
-            // norms, rope_attention asking L2 for the next weights.
+            // norms, rope_attention and matvec_prep_wide asking L2 for the next weights.
             compiles(
                 Program::MAIN,
                 &[
@@ -567,6 +567,7 @@ mod tests {
                     "MOLLA_X_K4TWO",
                     "MOLLA_X_GNORM",
                     "MOLLA_X_ATTPF",
+                    "MOLLA_X_PREPPF=8",
                 ],
             );
             // Q8_0, Q4_0 and Q5_0 blocks padded on upload.
