@@ -424,6 +424,7 @@ typedef void (*Kern)(const u8*, int, int, int, const u8*, float*);
 // `./mvbench pf`: a stand-in for rope_attention (blocks that spin for `ns` nanoseconds, HBM idle
 // meanwhile), optionally asking L2 for the next matrix's first `pf` bytes in 16 KiB pieces
 // (sm_90's bulk prefetch, fire and forget) once it begins, then the matvec on that matrix.
+__device__ void spin_for(long long ns);
 __global__ void spin_pf(long long ns, const u8* p, size_t pf) {
 #if __CUDA_ARCH__ >= 900
     const size_t PIECE = 16384, n = (pf + PIECE - 1) / PIECE, who = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -432,6 +433,17 @@ __global__ void spin_pf(long long ns, const u8* p, size_t pf) {
         asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + i * PIECE), "r"(len) : "memory");
     }
 #endif
+    spin_for(ns);
+}
+// spin_pf with the first `pf` bytes asked of L2 a 128-byte line at a time (prefetch.global.L2,
+// no bulk copy unit), the lines spread over the grid's threads.
+__global__ void spin_pf_lines(long long ns, const u8* p, size_t pf) {
+    const size_t n = pf / 128, who = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (size_t i = who; i < n; i += (size_t)gridDim.x * blockDim.x)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + i * 128) : "memory");
+    spin_for(ns);
+}
+__device__ void spin_for(long long ns) {
     long long t0;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     for (;;) {
@@ -630,6 +642,15 @@ int main(int argc, char** argv) {
                     }) * 1e3f / iters;
                     printf("%-24s spin %4lld ns (%5.2f us)  L2 asked %5.1f MiB of %5.1f  pair %7.2f us  matvec %6.2f us\n", sh.name, ns, alone,
                            P / 1048576.0, mbytes / 1048576.0, pair, pair - alone);
+                    if (P == 0) continue;
+                    const float pair2 = timed([&] {
+                        for (int i = 0; i < iters; i++) {
+                            spin_pf_lines<<<32, 256>>>(ns, w(i + 1), P);
+                            k<<<grid, 256, sm>>>(w(i + 1), sh.rows, rb, sh.cols, xq, y);
+                        }
+                    }) * 1e3f / iters;
+                    printf("%-24s spin %4lld ns (%5.2f us)  L2 lines  %5.1f MiB of %5.1f  pair %7.2f us  matvec %6.2f us\n", sh.name, ns, alone,
+                           P / 1048576.0, mbytes / 1048576.0, pair2, pair2 - alone);
                 }
             }
             // The matrix L2-resident (the same one each launch), for the best case.

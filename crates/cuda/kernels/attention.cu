@@ -464,22 +464,18 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) attention_f32(const float* __re
 // MOLLA_KDEFS=ATTPF (an experiment, session 62): rope_attention's blocks of the first tile ask L2
 // for the next launches' weights (wo whole, then gate's first bytes: launch/attention.rs
 // `AttPf`) once their own keys and values are in, so that HBM, idle while the few head blocks
-// attend, streams what wo and gate/up read next. Session 22's ATT_L2 asked before the PDL wait
-// (competing with q/k/v's last reads and this launch's staging) from extra blocks: level.
-// Spans 16-byte aligned, sizes multiples of 16, in 16 KiB pieces; fire and forget.
+// attend, streams what wo and gate/up read next: a 128-byte line at a time (prefetch.global.L2),
+// the lines spread over the blocks' threads. Its first form asked with bulk prefetches and was
+// 2.2% slower on the H100's 8B: a launch that issues cp.async.bulk.prefetch.L2 delays the next
+// by ~15 us whatever their size (session 62's mvbench pf). Spans 128-byte multiples are asked
+// whole (the rest of a span's last line is not).
 #define ATTPF_PARAMS , const u8 *pf0, u64 pf0_n, const u8 *pf1, u64 pf1_n
 __device__ __forceinline__ void att_l2_prefetch(const u8* p0, u64 n0, const u8* p1, u64 n1) {
-#if __CUDA_ARCH__ >= 900
-    const u64 PIECE = 16384, c0 = (n0 + PIECE - 1) / PIECE, c1 = (n1 + PIECE - 1) / PIECE;
-    // Piece i to thread i / gridDim.x of block i % gridDim.x: every block issues a few.
-    const u64 issuers = (u64)gridDim.x * blockDim.x;
-    for (u64 i = (u64)threadIdx.x * gridDim.x + blockIdx.x; i < c0 + c1; i += issuers) {
-        const bool first = i < c0;
-        const u64 off = (first ? i : i - c0) * PIECE, n = first ? n0 : n1;
-        const u32 len = (u32)(n - off < PIECE ? n - off : PIECE);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((first ? p0 : p1) + off), "r"(len) : "memory");
+    const u64 l0 = n0 >> 7, lines = l0 + (n1 >> 7), issuers = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)threadIdx.x * gridDim.x + blockIdx.x; i < lines; i += issuers) {
+        const u8* a = i < l0 ? p0 + (i << 7) : p1 + ((i - l0) << 7);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(a) : "memory");
     }
-#endif
 }
 #else
 #define ATTPF_PARAMS

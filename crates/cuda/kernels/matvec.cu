@@ -436,38 +436,6 @@ __device__ __forceinline__ float tagged_value(const float* x, int i) { return __
 // before it is not written).
 // Mode 3, for this kernel only: RMSNorm as mode 1 over the persistent kernel's tagged words (the
 // value in each word's low half), for a head that runs after that kernel.
-#ifdef MOLLA_X_PREPPF
-// MOLLA_KDEFS=PREPPF[=MiB] (an experiment, session 62): matvec_prep_wide asks L2 for the first
-// MiB (default 12) of the weights of the matvec it prepares for (a's segments in row order, the
-// order matvec_wide's first trips read them), in 16 KiB pieces spread over its threads, once the
-// kernel before has ended: HBM is idle while the preparation and the next launch's start run
-// (about 3-4 us a preparation on the 8B, session 54's ladder). Session 20's PREPPF used a block
-// an SM and ordinary loads, before PDL and the one shared-memory split: slower.
-#define PREPPF_BYTES ((u64)(MOLLA_X_PREPPF > 1 ? MOLLA_X_PREPPF : 12) << 20)
-__device__ __forceinline__ void prep_l2_prefetch(const MvArgs& a, u64 budget) {
-#if __CUDA_ARCH__ >= 900
-    const u64 PIECE = 16384, issuers = (u64)gridDim.x * blockDim.x;
-    const u64 me = (u64)threadIdx.x * gridDim.x + blockIdx.x;
-    u64 before = 0;  // pieces of the segments before this one
-    for (int si = 0; si < a.nseg && budget > 0; si++) {
-        const MvSeg& s = a.seg[si];
-        const u64 bytes = min(((u64)s.rows * (u64)s.row_bytes) & ~(u64)15, budget);
-        const u64 c = (bytes + PIECE - 1) / PIECE;
-        budget -= bytes;
-        if (((size_t)s.w & 15) == 0) {
-            // This thread's pieces of the whole sequence: me, me + issuers, ...
-            const u64 first = me >= before ? me - before : (issuers - (before - me) % issuers) % issuers;
-            for (u64 i = first; i < c; i += issuers) {
-                const u32 len = (u32)(bytes - i * PIECE < PIECE ? bytes - i * PIECE : PIECE);
-                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(s.w + i * PIECE), "r"(len) : "memory");
-            }
-        }
-        before += c;
-    }
-#endif
-}
-#endif
-
 MOLLA_KERNEL void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* prep) {
     KTRACE(4);
     extern __shared__ float4 smem4[];
@@ -482,9 +450,6 @@ MOLLA_KERNEL void __launch_bounds__(128) matvec_prep_wide(const MvArgs a, u8* pr
     float w[8];
     if (a.mode == 1 || a.mode == 3) load8(a.norm_w + 32 * b + 8 * part, w);
     pdl_wait();
-#ifdef MOLLA_X_PREPPF
-    prep_l2_prefetch(a, PREPPF_BYTES);
-#endif
     // The persistent kernel's tagged words (mode 3): the value in the low half of each.
     auto at = [&](int i) { return a.mode == 3 ? tagged_value(a.x, i) : __ldcg(a.x + i); };
     // Block 0 sums the row for the scale (as load_input: 128 threads) and stores it after the

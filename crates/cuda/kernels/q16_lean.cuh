@@ -84,14 +84,7 @@ __device__ __forceinline__ float row_dot_k4_lean(const u8* __restrict__ w, const
     const int sl0 = 8 * ((2 * j) & 3), sl1 = 8 * ((2 * j + 1) & 3);
     const bool hi = j >= 2;
     float acc = 0.f;
-#ifdef MOLLA_X_K4TWO
-    // An experiment (MOLLA_KDEFS=K4TWO): every row of more than 32 units (the 8B's 4096-column
-    // q/k/v, wo and gate/up too) walked two units a lane at a time (session 30 measured it 1-2%
-    // slower, before the one shared-memory split of session 50).
-    if (nu > 32) {
-#else
     if (nu > 64) {
-#endif
         for (int u = lane; u < nu; u += 64, p += 2304, xa += 8192u) {
             const bool two = u + 32 < nu;
             const u8* p1 = two ? p + 1152 : p;

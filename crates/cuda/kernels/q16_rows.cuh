@@ -25,12 +25,6 @@ __device__ __forceinline__ float row_dot_q16(const u8* __restrict__ w, const Xq&
     return acc;
 }
 
-#ifdef MOLLA_X_Q6TWO
-#define Q16_Q6TWO true
-#else
-#define Q16_Q6TWO false
-#endif
-
 // row_dot_q16 one unit a lane at a time: the same unit values added in the same order, so the
 // same bits, in fewer registers (matvec_wide runs four blocks an SM on them). The row is in global
 // memory (the 2-byte aligned formats read it with ldg_a2).
@@ -38,30 +32,10 @@ template <int T>
 __device__ __forceinline__ float row_dot_q16_one(const u8* __restrict__ w, const Xq& x, int cols, int lane) {
     int nu = q16_units<T>(cols);
     float acc = 0.f;
-    // An experiment (MOLLA_KDEFS=Q6TWO): Q6_K rows two units a lane at a time, both units' bytes
-    // asked for before either is computed (units u and u + 32, added in that order: the same
-    // bits), as the lean Q4_K walk does for long rows. scripts/mvbench put two rows a warp at
-    // 2/SM 8% (down) and 12% (the head) ahead of one unit at a time (session 33).
-    if constexpr (T == T_Q6_K && Q16_Q6TWO) {
-        for (int u = lane; u < nu; u += 64) {
-            const bool two = u + 32 < nu;
-            UnitRaw r0, r1;
-            raw_q6k<true>(w, u, r0);
-            raw_q6k<true>(w, two ? u + 32 : u, r1);
-            int4 xr[8];
-            load_xu<T>(x, u, xr);
-            acc = __fadd_rn(acc, apply_q6k<true>(r0, w, xr, x, u));
-            if (two) {
-                load_xu<T>(x, u + 32, xr);
-                acc = __fadd_rn(acc, apply_q6k<true>(r1, w, xr, x, u + 32));
-            }
-        }
-    } else {
-        for (int u = lane; u < nu; u += 32) {
-            int4 xr[8];
-            load_xu<T>(x, u, xr);
-            acc = __fadd_rn(acc, unit_q16<T, true>(w, xr, x, u));
-        }
+    for (int u = lane; u < nu; u += 32) {
+        int4 xr[8];
+        load_xu<T>(x, u, xr);
+        acc = __fadd_rn(acc, unit_q16<T, true>(w, xr, x, u));
     }
     return acc;
 }

@@ -27,7 +27,6 @@ const SOURCES: &[(&str, &str)] = &[
     ("attention.cu", include_str!("../kernels/attention.cu")),
     ("elementwise.cu", include_str!("../kernels/elementwise.cu")),
     ("pick.cu", include_str!("../kernels/pick.cu")),
-    ("gnorm.cu", include_str!("../kernels/gnorm.cu")),
     (
         "persistent_steps.cuh",
         include_str!("../kernels/persistent_steps.cuh"),
@@ -557,19 +556,9 @@ mod tests {
             );
             compiles(Program::MAIN, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::MAIN, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
-            // Sessions 61 and 62's experiments: Q6_K and Q4_K rows two units a lane, grouped
-            // norms, rope_attention and matvec_prep_wide asking L2 for the next weights.
-            compiles(
-                Program::MAIN,
-                &[
-                    "MOLLA_PDL",
-                    "MOLLA_X_Q6TWO",
-                    "MOLLA_X_K4TWO",
-                    "MOLLA_X_GNORM",
-                    "MOLLA_X_ATTPF",
-                    "MOLLA_X_PREPPF=8",
-                ],
-            );
+            // Session 62's experiment: rope_attention asking L2 for the next weights a line at a
+            // time.
+            compiles(Program::MAIN, &["MOLLA_PDL", "MOLLA_X_ATTPF"]);
             // Q8_0, Q4_0 and Q5_0 blocks padded on upload.
             compiles(Program::Main { legpad: true }, &["MOLLA_PDL"]);
         }

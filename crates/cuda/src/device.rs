@@ -41,11 +41,6 @@ pub(crate) struct Kernels {
     /// `matvec_wide` preparing its own RMSNorm input: built only under `MOLLA_KDEFS=WIDEPREP`
     /// (an experiment, launch.rs `matvec_wide_flag`).
     pub matvec_wide_norm: Option<CudaFunction>,
-    /// `MOLLA_KDEFS=GNORM` (an experiment, kernels/gnorm.cu): wo and down quantizing the next
-    /// RMSNorm's input in blocks of 32 rows (`matvec_wide_gnp`), and `matvec_wide` on it
-    /// (`matvec_wide_gnc`).
-    pub matvec_wide_gnp: Option<CudaFunction>,
-    pub matvec_wide_gnc: Option<CudaFunction>,
     /// Rope, cache store and attention of one decode token in one launch.
     pub rope_attention: CudaFunction,
     /// Holds the stream for a while (the kernel timeline).
@@ -228,8 +223,6 @@ fn set_carveout(k: &Kernels, percent: Option<i32>) -> Result<()> {
     ]
     .into_iter()
     .chain(&k.matvec_wide_norm)
-    .chain(&k.matvec_wide_gnp)
-    .chain(&k.matvec_wide_gnc)
     {
         f.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
@@ -309,8 +302,6 @@ impl Gpu {
             Err(e) => return Err(e),
         };
         let f = |name: &str| module.load_function(name).map_err(drv("kernel lookup"));
-        // MOLLA_KDEFS=GNORM's kernels (an experiment, kernels/gnorm.cu) are built only under it.
-        let gnorm = compile::experiment("GNORM");
         let k = Kernels {
             matvec: f("matvec")?,
             matvec_multi: f("matvec_multi")?,
@@ -324,8 +315,6 @@ impl Gpu {
             } else {
                 None
             },
-            matvec_wide_gnp: gnorm.then(|| f("matvec_wide_gnp")).transpose()?,
-            matvec_wide_gnc: gnorm.then(|| f("matvec_wide_gnc")).transpose()?,
             hold: f("hold")?,
             rope_attention: f("rope_attention")?,
             matmul: f("matmul")?,
@@ -372,8 +361,6 @@ impl Gpu {
         ]
         .into_iter()
         .chain(&k.matvec_wide_norm)
-        .chain(&k.matvec_wide_gnp)
-        .chain(&k.matvec_wide_gnc)
         .collect();
         let mut max_smem = i32::MAX;
         for f in &shared {

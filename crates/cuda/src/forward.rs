@@ -133,9 +133,7 @@ pub struct CudaModel {
 
 mod batch;
 mod chain;
-mod gnorm;
 mod layer;
-pub(crate) use gnorm::gnorm_offset;
 pub(crate) mod persistent_decode;
 pub(crate) mod pick;
 mod prefill;
@@ -694,22 +692,18 @@ impl CudaModel {
         // A measurement (launch/skip.rs): kinds of launch left out, the logits then wrong.
         let skip = launch::Skip::get();
         // SAFETY (all launches): as the caller guarantees.
-        // MOLLA_KDEFS=GNORM (an experiment): RMSNorm inputs prepared by wo and down
-        // (forward/gnorm.rs); `grouped`: the launch before prepared the next norm's input.
-        let gn = if wanted.is_some() {
-            None
-        } else {
-            self.gnorm(rows, skip)
-        };
-        let mut grouped = false;
         unsafe {
             self.embed(tokens, n, x)?;
             for (li, l) in self.layers.iter().enumerate() {
-                let qkv = self.qkv_outs(li, (q, k, v));
+                let qkv = [
+                    out(&l.wq, q, self.opt(&l.bq), false),
+                    out(&l.wk, k, self.opt(&l.bk), false),
+                    out(&l.wv, v, self.opt(&l.bv), false),
+                ];
                 let norm = Prep::RmsNorm(p(&l.attn_norm), eps);
                 let norm = skip.prep(Skip::NORM, norm, &qkv, hp.n_embd, rows);
                 if !skip.has(Skip::QKV) {
-                    self.norm_matvec(&qkv, x, norm, rows, gn.filter(|_| grouped))?;
+                    launch::matvec_rows(g, &qkv, hp.n_embd, x, norm, rows)?;
                 }
                 // Rows summed in fixed point when the persistent kernel folds wo (the same bits);
                 // into h first when the branch is normed or scaled before its add (gemma,
@@ -731,20 +725,18 @@ impl CudaModel {
                     self.rope_attend(li, (q, k, v), at(li), att, n, att_prep.then_some(rows.prep))?
                 };
                 let wo_prep = if ready { Prep::Ready } else { Prep::Plain };
-                let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
                 if !skip.has(Skip::WO) {
-                    let next_w = self.norm_reads_wide(&gu, rows).then(|| p(&l.ffn_norm));
-                    let input = (att_cols, att, wo_prep);
-                    grouped = self.residual_matvec(wo[0], input, rows, gn, next_w)?;
+                    launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
                 }
                 self.join_branch((x, h), wo_branch, n)?;
+                let gu = [out(&l.w_gate, gate, 0, false), out(&l.w_up, up, 0, false)];
                 let norm = Prep::RmsNorm(p(&l.ffn_norm), eps);
                 let norm = skip.prep(Skip::NORM, norm, &gu, hp.n_embd, rows);
                 let (down, down_branch) = self.residual_out(&l.w_down, &l.post_ffn_norm, (x, h));
                 let down = [down];
                 let silu = hp.ffn_act == model::FfnAct::Silu;
                 if !skip.has(Skip::GATE_UP) {
-                    self.norm_matvec(&gu, x, norm, rows, gn.filter(|_| grouped))?;
+                    launch::matvec_rows(g, &gu, hp.n_embd, x, norm, rows)?;
                 }
                 let act = if silu {
                     Prep::SwiGlu(up)
@@ -753,19 +745,23 @@ impl CudaModel {
                 };
                 let glu = skip.prep(Skip::SWIGLU, act, &down, hp.n_ff, rows);
                 if !skip.has(Skip::DOWN) {
-                    let next_w = self.next_norm(li, (q, k, v), logits, rows);
-                    let input = (hp.n_ff, gate, glu);
-                    grouped = self.residual_matvec(down[0], input, rows, gn, next_w)?;
+                    launch::matvec_rows(g, &down, hp.n_ff, gate, glu, rows)?;
                 }
                 self.join_branch((x, h), down_branch, n)?;
             }
-            let head = [self.head_out(logits)];
+            let head = [Out {
+                w: self.output(),
+                y: logits,
+                bias: 0,
+                accumulate: false,
+                fixed: false,
+            }];
             let norm = Prep::RmsNorm(p(&self.output_norm), eps);
             let n_out = match wanted {
                 None if skip.has(Skip::HEAD) => return Ok(()),
                 None => {
                     let norm = skip.prep(Skip::NORM, norm, &head, hp.n_embd, rows);
-                    self.norm_matvec(&head, x, norm, rows, gn.filter(|_| grouped))?;
+                    launch::matvec_rows(g, &head, hp.n_embd, x, norm, rows)?;
                     n
                 }
                 Some((idx, ns)) => {

@@ -151,12 +151,7 @@ impl CudaKvCache {
             pos: gpu.zeros(1)?,
             tokens: gpu.zeros(CHUNK)?,
             decode: Scratch::new(gpu, hp, 1)?,
-            // With MOLLA_KDEFS=GNORM, a second part for its grouped inputs (forward/gnorm.rs).
-            decode_prep: gpu.zeros(if launch::gnorm_built(gpu) {
-                crate::forward::gnorm_offset(hp) + launch::gnorm_stride(hp.n_embd)
-            } else {
-                launch::prep_stride(launch::max_cols(hp))
-            })?,
+            decode_prep: gpu.zeros(launch::prep_stride(launch::max_cols(hp)))?,
             prefill: None,
             logits_all: None,
             graph: None,

@@ -10,7 +10,6 @@ use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 mod attention;
 mod elementwise;
 mod fused;
-mod gnorm;
 mod skip;
 mod split;
 pub use attention::Heads;
@@ -20,7 +19,6 @@ pub(crate) use attention::{
 };
 pub(crate) use elementwise::{add_branch, gather_rows, glu, scale_cap};
 pub(crate) use fused::{att_prep_on, prepare};
-pub(crate) use gnorm::{gnorm_built, gnorm_stride, gnorm_takes, matvec_wide_gnp};
 pub(crate) use skip::Skip;
 pub use split::att_tile;
 pub(crate) use split::{AttSplit, SplitScratch, split_blocks};
@@ -84,16 +82,12 @@ pub(crate) enum Prep {
     /// Already quantized into the buffer `matvec_wide` reads, by the kernel before (launch/
     /// fused.rs): `matvec_wide` only, and no preparation launch.
     Ready,
-    /// RMSNorm as `RmsNorm`, its q16 row and partial sums left in the buffer by the launch that
-    /// computed x (`MOLLA_KDEFS=GNORM`, launch/gnorm.rs): `matvec_wide` only (through
-    /// `matvec_wide_gnc`), and no preparation launch.
-    Grouped(u64, f32),
 }
 
 impl Prep {
     /// Whether the kernel before prepared the input (no preparation launch).
     pub(crate) fn is_ready(self) -> bool {
-        matches!(self, Prep::Ready | Prep::Grouped(..))
+        matches!(self, Prep::Ready)
     }
 }
 
@@ -288,7 +282,6 @@ fn mv_args(outs: &[Out], cols: usize, x: u64, prep: Prep) -> (MvArgs, usize) {
         Prep::SwiGlu(up) => (a.mode, a.x2) = (2, up),
         Prep::GeGlu(up) => (a.mode, a.x2) = (4, up),
         Prep::RmsNormTagged(w, eps) => (a.mode, a.norm_w, a.eps) = (3, w, eps),
-        Prep::Grouped(w, eps) => (a.mode, a.norm_w, a.eps) = (6, w, eps),
     }
     let mut total = 0usize;
     for (s, o) in a.seg.iter_mut().zip(outs.iter().take(3)) {
@@ -390,10 +383,6 @@ pub(crate) unsafe fn matvec_wide_flag(
     // SAFETY: as the caller guarantees.
     let (a, blocks) = unsafe { wide_setup(gpu, outs, input) }?;
     let cfg = cfg((blocks, 1, 1), WIDE_THREADS, xq_bytes(cols) as u32);
-    if let Prep::Grouped(..) = input.prep {
-        // SAFETY: as the caller guarantees.
-        return unsafe { gnorm::matvec_wide_gnc(gpu, &a, cfg, buf, flag.is_some()) };
-    }
     // SAFETY: the caller guarantees the addresses; the argument layouts match the kernels.
     unsafe {
         match flag {

@@ -16,9 +16,7 @@ use gguf::GgmlType;
 use half::f16;
 
 mod fused;
-mod gnorm;
 pub use fused::prep_q16;
-pub use gnorm::{Grouped, gnorm_built, gnorm_producer};
 
 fn check(what: &'static str, got: usize, expected: usize) -> Result<()> {
     if got == expected {
@@ -72,8 +70,9 @@ pub enum Input<'a> {
     },
 }
 
-/// Which decode matvec kernel runs: `matvec` (small matrices), or the decode step's for big ones,
-/// `matvec_wide` (the input prepared once, four blocks an SM; formats with q16 row decoders).
+/// Which decode matvec kernel runs: `matvec` (small matrices), or the decode step's path for big
+/// ones, `matvec_wide` (the input prepared once, then four blocks an SM; formats with q16 row
+/// decoders only).
 #[derive(Clone, Copy, Debug)]
 pub enum Kernel {
     Matvec,
@@ -124,7 +123,13 @@ pub fn matvec(
         // SAFETY: every buffer above is sized for its matrix; x and aux hold `cols` values.
         unsafe { launch::matvec(gpu, &outs, cols, gpu.ptr(&xd), prep)? };
     } else {
-        let (_buf, input) = wide_in(gpu, cols, &xd, prep)?;
+        let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
+        let input = launch::WideIn {
+            cols,
+            x: gpu.ptr(&xd),
+            prep,
+            buf: gpu.ptr(&buf),
+        };
         // The persistent kernel's error flag as the head copies it: word 0 to word 1.
         let flags = gpu.upload(&[7u32, 0])?;
         let flag = (gpu.ptr(&flags), gpu.ptr(&flags) + 4);
@@ -152,23 +157,6 @@ pub fn matvec(
         .zip(&up.ys)
         .map(|(s, y)| fetch(gpu, y, s.rows))
         .collect()
-}
-
-/// A wide matvec's input `x` by `prep`, and its preparation buffer (keep it alive).
-fn wide_in(
-    gpu: &Gpu,
-    cols: usize,
-    x: &CudaSlice<f32>,
-    prep: Prep,
-) -> Result<(CudaSlice<u8>, launch::WideIn)> {
-    let buf = gpu.zeros::<u8>(launch::prep_stride(cols))?;
-    let input = launch::WideIn {
-        cols,
-        x: gpu.ptr(x),
-        prep,
-        buf: gpu.ptr(&buf),
-    };
-    Ok((buf, input))
 }
 
 /// `input` as the kernels' `Prep`, with its second vector (`cols` values) uploaded: keep the

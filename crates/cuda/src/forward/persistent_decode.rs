@@ -386,7 +386,7 @@ impl CudaModel {
     }
 
     /// The head's matvec into `logits`.
-    pub(super) fn head_out(&self, logits: u64) -> Out {
+    fn head_out(&self, logits: u64) -> Out {
         Out {
             w: self.output(),
             y: logits,
