@@ -617,6 +617,8 @@ mod tests {
                 ..twelve
             };
             compiles(Program::Persistent(next), &[]);
+            // Those spans asked a line at a time (PKL2LINE, an experiment).
+            compiles(Program::Persistent(next), &["MOLLA_X_PKL2LINE"]);
             compiles(
                 Program::Persistent(PkBuild {
                     legpad: true,
