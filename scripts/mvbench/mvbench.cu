@@ -632,25 +632,21 @@ int main(int argc, char** argv) {
                 const float alone = timed([&] {
                     for (int i = 0; i < iters; i++) spin_pf<<<32, 256>>>(ns, w(i + 1), 0);
                 }) * 1e3f / iters;
+                // The spin (asking by `pfk`, "asked": bulk, "lines": a line at a time), then the matvec.
+                auto pair = [&](const char* how, void (*pfk)(long long, const u8*, size_t), size_t P) {
+                    const float t = timed([&] {
+                        for (int i = 0; i < iters; i++) {
+                            pfk<<<32, 256>>>(ns, w(i + 1), P);
+                            k<<<grid, 256, sm>>>(w(i + 1), sh.rows, rb, sh.cols, xq, y);
+                        }
+                    }) * 1e3f / iters;
+                    printf("%-24s spin %4lld ns (%5.2f us)  L2 %-5s %5.1f MiB of %5.1f  pair %7.2f us  matvec %6.2f us\n", sh.name, ns,
+                           alone, how, P / 1048576.0, mbytes / 1048576.0, t, t - alone);
+                };
                 for (size_t P : pfs) {
                     if (P > mbytes) continue;
-                    const float pair = timed([&] {
-                        for (int i = 0; i < iters; i++) {
-                            spin_pf<<<32, 256>>>(ns, w(i + 1), P);
-                            k<<<grid, 256, sm>>>(w(i + 1), sh.rows, rb, sh.cols, xq, y);
-                        }
-                    }) * 1e3f / iters;
-                    printf("%-24s spin %4lld ns (%5.2f us)  L2 asked %5.1f MiB of %5.1f  pair %7.2f us  matvec %6.2f us\n", sh.name, ns, alone,
-                           P / 1048576.0, mbytes / 1048576.0, pair, pair - alone);
-                    if (P == 0) continue;
-                    const float pair2 = timed([&] {
-                        for (int i = 0; i < iters; i++) {
-                            spin_pf_lines<<<32, 256>>>(ns, w(i + 1), P);
-                            k<<<grid, 256, sm>>>(w(i + 1), sh.rows, rb, sh.cols, xq, y);
-                        }
-                    }) * 1e3f / iters;
-                    printf("%-24s spin %4lld ns (%5.2f us)  L2 lines  %5.1f MiB of %5.1f  pair %7.2f us  matvec %6.2f us\n", sh.name, ns, alone,
-                           P / 1048576.0, mbytes / 1048576.0, pair2, pair2 - alone);
+                    pair("asked", spin_pf, P);
+                    if (P > 0) pair("lines", spin_pf_lines, P);
                 }
             }
             // The matrix L2-resident (the same one each launch), for the best case.
