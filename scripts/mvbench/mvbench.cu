@@ -14,6 +14,8 @@
 // Prints one line a (kernel, shape): registers, blocks an SM, us a launch, GB/s, and whether its
 // outputs equal the `matvec` kernel's bit for bit. `./mvbench read`: read-pattern probes only;
 // `./mvbench repack`: the Q4_K lean walk on the file's layout against a repacked one.
+// `./mvbench pf` (pf.cuh): the 8B's matvecs after an attention-length launch that asks L2 for
+// their matrix (bulk or a line at a time) or not, and with the matrix L2-resident.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -421,38 +423,6 @@ __global__ void __launch_bounds__(NT, MINB) mv_q8_head(const u8* __restrict__ w,
 
 typedef void (*Kern)(const u8*, int, int, int, const u8*, float*);
 
-// `./mvbench pf`: a stand-in for rope_attention (blocks that spin for `ns` nanoseconds, HBM idle
-// meanwhile), optionally asking L2 for the next matrix's first `pf` bytes in 16 KiB pieces
-// (sm_90's bulk prefetch, fire and forget) once it begins, then the matvec on that matrix.
-__device__ void spin_for(long long ns);
-__global__ void spin_pf(long long ns, const u8* p, size_t pf) {
-#if __CUDA_ARCH__ >= 900
-    const size_t PIECE = 16384, n = (pf + PIECE - 1) / PIECE, who = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (size_t i = who; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const unsigned len = (unsigned)(pf - i * PIECE < PIECE ? pf - i * PIECE : PIECE);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + i * PIECE), "r"(len) : "memory");
-    }
-#endif
-    spin_for(ns);
-}
-// spin_pf with the first `pf` bytes asked of L2 a 128-byte line at a time (prefetch.global.L2,
-// no bulk copy unit), the lines spread over the grid's threads.
-__global__ void spin_pf_lines(long long ns, const u8* p, size_t pf) {
-    const size_t n = pf / 128, who = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (size_t i = who; i < n; i += (size_t)gridDim.x * blockDim.x)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + i * 128) : "memory");
-    spin_for(ns);
-}
-__device__ void spin_for(long long ns) {
-    long long t0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    for (;;) {
-        long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        if (t - t0 >= ns) break;
-    }
-}
-
 struct Shape {
     const char* name;
     int ty, rows, cols;
@@ -462,6 +432,8 @@ static int row_bytes(int ty, int cols) {
     // Q8_0 blocks padded when built with -DMOLLA_LEGPAD, as the engine pads them (legacy_bytes).
     return ty == T_Q4_K ? cols / 256 * 144 : ty == T_Q6_K ? cols / 256 * Q6K_BYTES : cols / 32 * legacy_bytes<T_Q8_0>();
 }
+
+#include "pf.cuh"
 
 int main(int argc, char** argv) {
     const bool only_read = argc > 1 && strcmp(argv[1], "read") == 0;
@@ -607,57 +579,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (pf) {
-        // Per shape and spin: the spin alone, spin + matvec (cold: matrices cycled through the
-        // pool), spin with the matrix's first P bytes asked of L2 + matvec; the matvec's share is
-        // the pair's time less the spin's. Spins of 32 blocks (rope_attention's 8B grid).
-        const Shape pshapes[] = {{"wo 4096x4096 Q4_K", T_Q4_K, 4096, 4096}, {"qkv 6144x4096 Q4_K", T_Q4_K, 6144, 4096},
-                                 {"gate+up 28672x4096 Q4_K", T_Q4_K, 28672, 4096}, {"down 4096x14336 Q6_K", T_Q6_K, 4096, 14336}};
-        for (const Shape& sh : pshapes) {
-            const int rb = row_bytes(sh.ty, sh.cols);
-            const size_t mbytes = (size_t)sh.rows * rb;
-            const int nbuf = (int)std::max<size_t>(1, pool / mbytes);
-            CK(cudaFuncSetAttribute(bench_prep_xq, cudaFuncAttributeMaxDynamicSharedMemorySize, sh.cols * 4 + xq_bytes(sh.cols)));
-            bench_prep_xq<<<1, 128, sh.cols * 4 + xq_bytes(sh.cols)>>>(x, sh.cols, xq);
-            const int sm = xq_bytes(sh.cols);
-            const void* fn = sh.ty == T_Q4_K ? (const void*)mv_lean<256, 4> : (const void*)mv_warp<0, T_Q6_K, 256, 4>;
-            const Kern k = sh.ty == T_Q4_K ? (Kern)mv_lean<256, 4> : (Kern)mv_warp<0, T_Q6_K, 256, 4>;
-            CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, sm));
-            int per;
-            CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, 256, sm));
-            const int grid = std::min(sms * std::min(per, 4), (sh.rows + 7) / 8);
-            auto w = [&](int i) { return wpool + (size_t)(i % nbuf) * mbytes; };
-            const long long spins[] = {3000, 5000};
-            for (long long ns : spins) {
-                const size_t pfs[] = {0, (size_t)4 << 20, (size_t)8 << 20, (size_t)16 << 20, (size_t)24 << 20, mbytes};
-                const float alone = timed([&] {
-                    for (int i = 0; i < iters; i++) spin_pf<<<32, 256>>>(ns, w(i + 1), 0);
-                }) * 1e3f / iters;
-                // The spin (asking by `pfk`, "asked": bulk, "lines": a line at a time), then the matvec.
-                auto pair = [&](const char* how, void (*pfk)(long long, const u8*, size_t), size_t P) {
-                    const float t = timed([&] {
-                        for (int i = 0; i < iters; i++) {
-                            pfk<<<32, 256>>>(ns, w(i + 1), P);
-                            k<<<grid, 256, sm>>>(w(i + 1), sh.rows, rb, sh.cols, xq, y);
-                        }
-                    }) * 1e3f / iters;
-                    printf("%-24s spin %4lld ns (%5.2f us)  L2 %-5s %5.1f MiB of %5.1f  pair %7.2f us  matvec %6.2f us\n", sh.name, ns,
-                           alone, how, P / 1048576.0, mbytes / 1048576.0, t, t - alone);
-                };
-                for (size_t P : pfs) {
-                    if (P > mbytes) continue;
-                    pair("asked", spin_pf, P);
-                    if (P > 0) pair("lines", spin_pf_lines, P);
-                }
-            }
-            // The matrix L2-resident (the same one each launch), for the best case.
-            const float hot = timed([&] {
-                for (int i = 0; i < iters; i++) k<<<grid, 256, sm>>>(w(0), sh.rows, rb, sh.cols, xq, y);
-            }) * 1e3f / iters;
-            const float cold = timed([&] {
-                for (int i = 0; i < iters; i++) k<<<grid, 256, sm>>>(w(i + 1), sh.rows, rb, sh.cols, xq, y);
-            }) * 1e3f / iters;
-            printf("%-24s back to back: same matrix %6.2f us, cycled %6.2f us\n", sh.name, hot, cold);
-        }
+        pf_bench(wpool, pool, x, xq, y, sms, iters, timed);
         return 0;
     }
     Shape shapes[] = {{"qkv 6144x4096 Q4_K", T_Q4_K, 6144, 4096}, {"gate+up 28672x4096 Q4_K", T_Q4_K, 28672, 4096}, {"gate 14336x4096 Q4_K", T_Q4_K, 14336, 4096}, {"down 4096x14336 Q4_K", T_Q4_K, 4096, 14336},

@@ -467,15 +467,13 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) attention_f32(const float* __re
 // attend, streams what wo and gate/up read next: a 128-byte line at a time (prefetch.global.L2),
 // the lines spread over the blocks' threads. Its first form asked with bulk prefetches and was
 // 2.2% slower on the H100's 8B: a launch that issues cp.async.bulk.prefetch.L2 delays the next
-// by ~15 us whatever their size (session 62's mvbench pf). Spans 128-byte multiples are asked
-// whole (the rest of a span's last line is not).
+// by ~15 us whatever their size (session 62's mvbench pf). A span's whole 128-byte lines from its
+// start are asked (the rest of its last line is not).
 #define ATTPF_PARAMS , const u8 *pf0, u64 pf0_n, const u8 *pf1, u64 pf1_n
 __device__ __forceinline__ void att_l2_prefetch(const u8* p0, u64 n0, const u8* p1, u64 n1) {
     const u64 l0 = n0 >> 7, lines = l0 + (n1 >> 7), issuers = (u64)gridDim.x * blockDim.x;
-    for (u64 i = (u64)threadIdx.x * gridDim.x + blockIdx.x; i < lines; i += issuers) {
-        const u8* a = i < l0 ? p0 + (i << 7) : p1 + ((i - l0) << 7);
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(a) : "memory");
-    }
+    for (u64 i = (u64)threadIdx.x * gridDim.x + blockIdx.x; i < lines; i += issuers)
+        l2_line(i < l0 ? p0 + (i << 7) : p1 + ((i - l0) << 7));
 }
 #else
 #define ATTPF_PARAMS

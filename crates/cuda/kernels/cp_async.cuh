@@ -11,6 +11,10 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
 
+// Asks L2 for the 128-byte line holding p (no copy into the SM, no bulk copy unit: a launch
+// that issues cp.async.bulk.prefetch.L2 delays the next by ~15 us, session 62's mvbench pf).
+__device__ __forceinline__ void l2_line(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p) : "memory"); }
+
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
 template <int N>

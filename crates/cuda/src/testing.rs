@@ -588,7 +588,7 @@ pub fn rope_attention(
     // SAFETY: sizes as checked; the caches hold pos + 1 positions; pbuf prep_stride(cols) bytes.
     unsafe {
         if fused {
-            let pf = launch::AttPf([(qkv.0, (q.len() * 4) as u64 & !15), (0, 0)]);
+            let pf = launch::AttPf([(qkv.0, (q.len() * 4) as u64), (0, 0)]);
             launch::rope_attention(gpu, &heads, qkv, at, gpu.ptr(&fr), gpu.ptr(&out), (pp, pf))?;
         } else {
             launch::rope_store(gpu, &heads, qkv, at, gpu.ptr(&fr), 1)?;

@@ -85,15 +85,8 @@ impl CudaModel {
         });
         let g = &self.gpu;
         let l = &self.layers[li];
-        let span = |w: &DevMatrix, max: usize| {
-            let p = g.ptr(&w.buf);
-            let n = (w.rows * w.row_bytes).min(max) & !15;
-            if p.is_multiple_of(16) {
-                (p, n as u64)
-            } else {
-                (0, 0)
-            }
-        };
+        let span =
+            |w: &DevMatrix, max: usize| (g.ptr(&w.buf), (w.rows * w.row_bytes).min(max) as u64);
         launch::AttPf([span(&l.wo, usize::MAX), span(&l.w_gate, mib << 20)])
     }
 

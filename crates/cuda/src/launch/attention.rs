@@ -199,7 +199,7 @@ pub(crate) unsafe fn rope_attention(
     let stage = stage as i32;
     if attpf_built() {
         let [(p0, n0), (p1, n1)] = pf.0;
-        // SAFETY: as below; the spans are whole device allocations' first bytes (AttPf).
+        // SAFETY: as below; the spans lie in device allocations (AttPf; a prefetch reads nothing).
         return unsafe {
             launch_dep!(gpu, &gpu.k.rope_attention, cfg, "attention launch"; &q, &k, &v, &kc, &vc, &pos,
                 &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale, &prep, &sp.part, &sp.count,
@@ -214,9 +214,9 @@ pub(crate) unsafe fn rope_attention(
     }
 }
 
-/// `MOLLA_KDEFS=ATTPF` (an experiment, session 62): two spans of device memory (address, bytes;
-/// 16-byte aligned, multiples of 16 bytes) that `rope_attention` asks L2 for once its keys and
-/// values are in: the next launches' weights (forward/layer.rs `att_pf`). Empty spans: nothing.
+/// `MOLLA_KDEFS=ATTPF` (an experiment, session 62): two spans of device memory (address, bytes)
+/// whose whole 128-byte lines `rope_attention` asks L2 for once its keys and values are in: the
+/// next launches' weights (forward/layer.rs `att_pf`). Empty spans: nothing.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct AttPf(pub [(u64, u64); 2]);
 
