@@ -589,7 +589,15 @@ pub fn rope_attention(
     unsafe {
         if fused {
             let pf = launch::AttPf([(qkv.0, (q.len() * 4) as u64), (0, 0)]);
-            launch::rope_attention(gpu, &heads, qkv, at, gpu.ptr(&fr), gpu.ptr(&out), (pp, pf))?;
+            launch::rope_attention(
+                gpu,
+                &heads,
+                qkv,
+                at,
+                gpu.ptr(&fr),
+                gpu.ptr(&out),
+                (pp, pf, None),
+            )?;
         } else {
             launch::rope_store(gpu, &heads, qkv, at, gpu.ptr(&fr), 1)?;
             launch::attention(gpu, &heads, qkv.0, at, gpu.ptr(&out), 1)?;

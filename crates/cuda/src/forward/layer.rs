@@ -10,8 +10,9 @@ use cudarc::driver::CudaSlice;
 
 impl CudaModel {
     /// Rope of q and k, the store of k and v into the cache(s), then attention into `att`, for
-    /// `n` tokens. With `prep` (`matvec_wide`'s buffer for wo), one-token decode through
-    /// `rope_attention` also quantizes `att` into it: returns whether it did.
+    /// `n` tokens. With `prep` (`matvec_wide`'s buffer for wo, and wo), one-token decode through
+    /// `rope_attention` also quantizes `att` into it, and under `MOLLA_KDEFS=ATTWO` may compute
+    /// wo as well: returns whether it quantized, and whether it computed wo.
     ///
     /// # Safety
     /// As `launch::rope_store` and `launch::attention`: q/k/v/att hold `n` rows, `at` has room;
@@ -23,8 +24,8 @@ impl CudaModel {
         at: KvAt,
         att: u64,
         n: usize,
-        prep: Option<u64>,
-    ) -> Result<bool> {
+        prep: Option<(u64, &Out)>,
+    ) -> Result<(bool, bool)> {
         let g = &self.gpu;
         if let Some((qn, kn)) = &self.layers[li].qk_norm {
             // qwen3: each head of q and k RMS-normed before rope (a launch each).
@@ -55,18 +56,18 @@ impl CudaModel {
         };
         if n == 1 && matches!(at, KvAt::One { f32: false, .. }) && launch::rope_attention_on() {
             // SAFETY: as the caller guarantees; one token, f16 caches.
-            let pf = self.att_pf(li);
-            unsafe {
-                launch::rope_attention(g, &heads, qkv, at, fr, att, (prep.unwrap_or(0), pf))
+            let (pf, (pp, wo)) = (self.att_pf(li), prep.unzip());
+            let wo_done = unsafe {
+                launch::rope_attention(g, &heads, qkv, at, fr, att, (pp.unwrap_or(0), pf, wo))
             }?;
-            return Ok(prep.is_some());
+            return Ok((prep.is_some(), wo_done));
         }
         // SAFETY: as the caller guarantees.
         unsafe {
             launch::rope_store(g, &heads, qkv, at, fr, n)?;
             launch::attention(g, &heads, qkv.0, at, att, n)?;
         }
-        Ok(false)
+        Ok((false, false))
     }
 
     /// `MOLLA_KDEFS=ATTPF` (an experiment, session 62): what layer `li`'s `rope_attention` asks
