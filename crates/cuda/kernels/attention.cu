@@ -485,7 +485,7 @@ __device__ __forceinline__ void att_l2_prefetch(const u8* p0, u64 n0, const u8* 
 // follows and wo's weights stream from HBM while the heads attend (HBM is idle then: the 8B's
 // ladder on the H200 has attention at 6.75 us a layer and wo at 3.9). Block b of them takes rows
 // [b per, b per + per) (per = rows / n_wo, rounded up): it copies them into its shared memory
-// (cp.async, before the PDL wait: weights never change), waits until every head's block has
+// (cp.async, before the PDL wait: weights never change; Q4_K rows only), waits until every head's block has
 // quantized its output into the q16 row (`done[0]` counts them), copies that row, and walks each
 // row as matvec_wide does (wide_row_dot, warp_sum, mv_store; prep_scale 1 for a Prep::Ready row):
 // the same bits. The last wo block zeroes the counters for the next launch, which starts after
@@ -505,9 +505,16 @@ __device__ __forceinline__ u32 att_ld_acquire(const u32* p) {
 __device__ void att_wo_rows(const MvArgs& a, const u8* prep, int n_head, int n_wo, u32* done, u8* smem) {
     const MvSeg& s = a.seg[0];
     const int per = (s.rows + n_wo - 1) / n_wo, r0 = ((int)blockIdx.x - n_head) * per, r1 = min(s.rows, r0 + per);
-    // The q16 row at the first 128-byte boundary (the lean walk's alignment), the rows after it.
+    // The q16 row at the first 128-byte boundary (the lean walk's alignment), the rows after it:
+    // Q4_K rows on the lean walk only, whose loads are generic (the other walks load through
+    // the read-only global path, so read their rows from global memory here, as matvec_wide).
     u8* base = smem + ((128u - (smem_u32(smem) & 127u)) & 127u);
-    const int xb = xq_bytes(a.cols), n16 = r1 > r0 ? ((r1 - r0) * s.row_bytes) >> 4 : 0;
+    const int xb = xq_bytes(a.cols), lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    const Xq xq = xq_at(base, a.cols);
+    bool lean;
+    const u32 xa = lean_xa(xq, lane, lean);
+    const bool staged = lean && s.ty == T_Q4_K;
+    const int n16 = staged && r1 > r0 ? ((r1 - r0) * s.row_bytes) >> 4 : 0;
     u8* rows = base + ((xb + 127) & ~127);
     const u8* src = s.w + (size_t)max(r0, 0) * s.row_bytes;
     for (int i = threadIdx.x; i < n16; i += blockDim.x) cp_async16(smem_u32(rows) + 16 * i, src + 16 * (size_t)i);
@@ -525,12 +532,8 @@ __device__ void att_wo_rows(const MvArgs& a, const u8* prep, int n_head, int n_w
     cp_commit();
     cp_wait<0>();
     __syncthreads();
-    const Xq xq = xq_at(base, a.cols);
-    const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    bool lean;
-    const u32 xa = lean_xa(xq, lane, lean);
     MvSeg ls = s;
-    ls.w = rows - (size_t)r0 * s.row_bytes;  // row r of ls is row r - r0 of the copy
+    if (staged) ls.w = rows - (size_t)r0 * s.row_bytes;  // row r of ls is row r - r0 of the copy
     for (int r = r0 + (int)(threadIdx.x >> 5); r < r1; r += warps) {
         float acc = 0.f;
         wide_row_dot(ls, r, xq, a.cols, lane, lean, xa, acc);

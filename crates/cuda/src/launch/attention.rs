@@ -255,7 +255,11 @@ fn att_wo_plan(gpu: &Gpu, h: &Heads, wo: &super::Out, smem: usize) -> Option<i32
         return None;
     }
     let n_wo = gpu.sm_count.checked_sub(h.n_head)?.min(w.rows.div_ceil(8));
-    let per = w.rows.div_ceil(n_wo.max(1));
+    // Only Q4_K rows are copied (the lean walk's generic loads read them there).
+    let per = match w.ty == gguf::GgmlType::Q4_K.id() as i32 {
+        true => w.rows.div_ceil(n_wo.max(1)),
+        false => 0,
+    };
     let xq = super::xq_bytes(h.n_head * h.head_dim_v).next_multiple_of(128);
     (n_wo > 0 && 128 + xq + per * w.row_bytes <= smem).then_some(n_wo as i32)
 }
