@@ -460,110 +460,15 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) attention_f32(const float* __re
 // position's k and v to the copy as it stores them, and attends on the copy: the persistent
 // kernel's staged attention, the same arithmetic, so the same bits (+3% tg128 on the 8B shape,
 // docs/cuda-persistent.md session 23).
-#ifdef MOLLA_X_ATTPF
-// MOLLA_KDEFS=ATTPF (an experiment, session 62): rope_attention's blocks of the first tile ask L2
-// for the next launches' weights (wo whole, then gate's first bytes: launch/attention.rs
-// `AttPf`) once their own keys and values are in, so that HBM, idle while the few head blocks
-// attend, streams what wo and gate/up read next: a 128-byte line at a time (prefetch.global.L2),
-// the lines spread over the blocks' threads. Its first form asked with bulk prefetches and was
-// 2.2% slower on the H100's 8B: a launch that issues cp.async.bulk.prefetch.L2 delays the next
-// by ~15 us whatever their size (session 62's mvbench pf). A span's whole 128-byte lines from its
-// start are asked (the rest of its last line is not).
-#define ATTPF_PARAMS , const u8 *pf0, u64 pf0_n, const u8 *pf1, u64 pf1_n
-__device__ __forceinline__ void att_l2_prefetch(const u8* p0, u64 n0, const u8* p1, u64 n1) {
-    const u64 l0 = n0 >> 7, lines = l0 + (n1 >> 7), issuers = (u64)gridDim.x * blockDim.x;
-    for (u64 i = (u64)threadIdx.x * gridDim.x + blockIdx.x; i < lines; i += issuers)
-        l2_line(i < l0 ? p0 + (i << 7) : p1 + ((i - l0) << 7));
-}
-#else
-#define ATTPF_PARAMS
-#endif
-
-#ifdef MOLLA_X_ATTWO
-// MOLLA_KDEFS=ATTWO (an experiment, session 63): wo's rows computed in rope_attention's launch, by
-// n_wo blocks beside the n_head attention blocks (blockIdx.x >= n_head, z 0), so that no wo launch
-// follows and wo's weights stream from HBM while the heads attend (HBM is idle then: the 8B's
-// ladder on the H200 has attention at 6.75 us a layer and wo at 3.9). Block b of them takes rows
-// [b per, b per + per) (per = rows / n_wo, rounded up): it copies them into its shared memory
-// (cp.async, before the PDL wait: weights never change; Q4_K rows only), waits until every head's block has
-// quantized its output into the q16 row (`done[0]` counts them), copies that row, and walks each
-// row as matvec_wide does (wide_row_dot, warp_sum, mv_store; prep_scale 1 for a Prep::Ready row):
-// the same bits. The last wo block zeroes the counters for the next launch, which starts after
-// this one ends. The host sizes the grid to fit the GPU at one block an SM (launch/attention.rs
-// `att_wo_plan`), so every block is resident and the wait ends; it is bounded all the same (one
-// second), and a block that times out stores NaN rows, so a bug fails loudly.
-#ifdef MOLLA_X_ATTPF
-#error "MOLLA_KDEFS ATTWO and ATTPF are measured apart"
-#endif
-#define ATTWO_PARAMS , const MvArgs wa, int n_wo, u32 *wo_done
-__device__ __forceinline__ u32 att_ld_acquire(const u32* p) {
-    u32 v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ void att_wo_rows(const MvArgs& a, const u8* prep, int n_head, int n_wo, u32* done, u8* smem) {
-    const MvSeg& s = a.seg[0];
-    const int per = (s.rows + n_wo - 1) / n_wo, r0 = ((int)blockIdx.x - n_head) * per, r1 = min(s.rows, r0 + per);
-    // The q16 row at the first 128-byte boundary (the lean walk's alignment), the rows after it:
-    // Q4_K rows on the lean walk only, whose loads are generic (the other walks load through
-    // the read-only global path, so read their rows from global memory here, as matvec_wide).
-    u8* base = smem + ((128u - (smem_u32(smem) & 127u)) & 127u);
-    const int xb = xq_bytes(a.cols), lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-    const Xq xq = xq_at(base, a.cols);
-    bool lean;
-    const u32 xa = lean_xa(xq, lane, lean);
-    const bool staged = lean && s.ty == T_Q4_K;
-    const int n16 = staged && r1 > r0 ? ((r1 - r0) * s.row_bytes) >> 4 : 0;
-    u8* rows = base + ((xb + 127) & ~127);
-    const u8* src = s.w + (size_t)max(r0, 0) * s.row_bytes;
-    for (int i = threadIdx.x; i < n16; i += blockDim.x) cp_async16(smem_u32(rows) + 16 * i, src + 16 * (size_t)i);
-    cp_commit();
-    pdl_wait();
-    __shared__ int ok;
-    if (threadIdx.x == 0) {
-        const u64 t0 = global_ns();
-        while (att_ld_acquire(done) < (u32)n_head && global_ns() - t0 < 1000000000ull) __nanosleep(32);
-        ok = att_ld_acquire(done) >= (u32)n_head;
-    }
-    __syncthreads();
-    const int4* xsrc = (const int4*)(prep + (size_t)a.cols * 4);
-    for (int i = threadIdx.x; i < (xb >> 4); i += blockDim.x) cp_async16(smem_u32(base) + 16 * i, xsrc + i);
-    cp_commit();
-    cp_wait<0>();
-    __syncthreads();
-    MvSeg ls = s;
-    if (staged) ls.w = rows - (size_t)r0 * s.row_bytes;  // row r of ls is row r - r0 of the copy
-    for (int r = r0 + (int)(threadIdx.x >> 5); r < r1; r += warps) {
-        float acc = 0.f;
-        wide_row_dot(ls, r, xq, a.cols, lane, lean, xa, acc);
-        acc = warp_sum(acc);
-        if (lane == 0) mv_store(s, 0, r, ok ? mv_scaled(acc, 1.f) : __int_as_float(0x7fc00000));
-    }
-    __syncthreads();
-    if (threadIdx.x == 0 && atomicAdd(done + 1, 1u) == (u32)(n_wo - 1)) done[0] = 0, done[1] = 0;
-}
-#else
-#define ATTWO_PARAMS
-#endif
-
 MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __restrict__ q, const float* __restrict__ k,
                                                                          const float* __restrict__ v, u16* kc, u16* vc,
                                                                          const int* pos0p, const double* __restrict__ freqs,
                                                                          float* __restrict__ out, int n_head, int n_head_kv,
                                                                          int hd, int hdv, int n_rot, int neox, float scale,
                                                                          u8* prep, float* part, u32* count, int max_tiles,
-                                                                         int stage_cap, int window, float cap ATTPF_PARAMS
-                                                                             ATTWO_PARAMS) {
+                                                                         int stage_cap, int window, float cap) {
     KTRACE(7);
     pdl_trigger();
-#ifdef MOLLA_X_ATTWO
-    if ((int)blockIdx.x >= n_head) {
-        extern __shared__ float4 att_stage4[];
-        if (blockIdx.z == 0) att_wo_rows(wa, prep, n_head, n_wo, wo_done, (u8*)att_stage4);
-        return;
-    }
-#endif
     pdl_wait();
     __shared__ float rq[256], rk[256], qs[256];
     // The loads that do not depend on the position (this thread's q, k and v values and its
@@ -633,9 +538,6 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
     }
     if (staged) cp_wait<0>();
     __syncthreads();
-#ifdef MOLLA_X_ATTPF
-    if (blockIdx.z == 0) att_l2_prefetch(pf0, pf0_n, pf1, pf1_n);
-#endif
     bool wrote;
     if (staged) {
         float* o = out + (size_t)h * hdv;
@@ -660,13 +562,5 @@ MOLLA_KERNEL void __launch_bounds__(ATT_THREADS) rope_attention(const float* __r
             int cols = n_head * hdv;
             q16_block(vals, h * nb + bl, quarter, live, cols, prep + (size_t)cols * 4);
         }
-#ifdef MOLLA_X_ATTWO
-        // This head's part of the q16 row is in: one more for the wo blocks' count.
-        __syncthreads();
-        if (n_wo > 0 && threadIdx.x == 0) {
-            __threadfence();
-            atomicAdd(wo_done, 1u);
-        }
-#endif
     }
 }

@@ -155,29 +155,15 @@ __device__ __forceinline__ void pk_l2_span(const u8* p, int len) {
 // rather than wait on HBM. st and d are step s's slots of pk_body's rings of four, where step
 // s + 1's record and table entry already are (stored as step s - 1 ended). Session 58: see
 // persistent/config.rs `next_l2` for what it is worth and where.
-// MOLLA_KDEFS=PKL2LINE (an experiment, session 62): the same spans asked a 128-byte line at a
-// time (l2_line) by the block's last warp, no bulk prefetch: a launch that issues bulk prefetches
-// delays the next by ~15 us whatever their size (mvbench pf, H100), which a token's kernel would
-// pay once (~4% of a token) if it applies here.
 __device__ __forceinline__ void pk_next_l2(const PkStep& st, const PkBlk& d, int s, int nsteps) {
-#ifdef MOLLA_X_PKL2LINE
-    if (threadIdx.x < PK_THREADS - 32 || s + 1 >= nsteps) return;
-#else
     if (threadIdx.x != PK_THREADS - 1 || s + 1 >= nsteps) return;
-#endif
     const int o = ((s + 1) & 3) - (s & 3);
     const PkStep& nx = (&st)[o];
     const PkBlk& nd = (&d)[o];
     if (nx.op != PK_OP_MATVEC || !nx.packed || !pk_busy(nx, nd.r0, nd.r1)) return;
     for (int k = 0; k < 3; k++) {
         const int u0 = k ? nd.end[k - 1] : 0, n = nd.end[k] - u0;
-#ifdef MOLLA_X_PKL2LINE
-        // The lines the span touches (its ends need not be on lines), lane by lane.
-        const size_t b = (size_t)(nd.src[k] + 16 * (size_t)u0), e = b + 16 * (size_t)(n > 0 ? n : 0);
-        for (size_t a = (b & ~(size_t)127) + 128 * (threadIdx.x & 31); a < e; a += 32 * 128) l2_line((const void*)a);
-#else
         if (n > 0) pk_l2_bulk(nd.src[k] + 16 * (size_t)u0, 16u * (u32)n);
-#endif
     }
 }
 #else

@@ -556,9 +556,6 @@ mod tests {
             );
             compiles(Program::MAIN, &["MOLLA_PDL", "MOLLA_X_KTRACE"]);
             compiles(Program::MAIN, &["MOLLA_PDL", "MOLLA_X_WIDEPREP"]);
-            // Session 62's experiment: rope_attention asking L2 for the next weights a line at a
-            // time.
-            compiles(Program::MAIN, &["MOLLA_PDL", "MOLLA_X_ATTPF"]);
             // Q8_0, Q4_0 and Q5_0 blocks padded on upload.
             compiles(Program::Main { legpad: true }, &["MOLLA_PDL"]);
         }
@@ -617,8 +614,6 @@ mod tests {
                 ..twelve
             };
             compiles(Program::Persistent(next), &[]);
-            // Those spans asked a line at a time (PKL2LINE, an experiment).
-            compiles(Program::Persistent(next), &["MOLLA_X_PKL2LINE"]);
             compiles(
                 Program::Persistent(PkBuild {
                     legpad: true,

@@ -145,9 +145,6 @@ pub struct Gpu {
     pub(crate) legpad: bool,
     /// Streaming multiprocessors.
     pub(crate) sm_count: usize,
-    /// `MOLLA_KDEFS=ATTWO` (an experiment): the counters of rope_attention's wo blocks
-    /// (launch/attention.rs `att_wo_plan`), zeroed; None without the experiment.
-    pub(crate) attwo_done: Option<CudaSlice<u32>>,
     /// What the persistent kernel was built for (weight types, head shape).
     pub(crate) pk_build: compile::PkBuild,
     /// The same kernel for step lists whose every matvec step is packed, loaded on first use
@@ -408,10 +405,6 @@ impl Gpu {
         let name = ctx
             .name()
             .unwrap_or_else(|_| format!("CUDA device {ordinal}"));
-        let attwo_done = match crate::launch::attwo_built() {
-            true => Some(stream.alloc_zeros(2).map_err(drv("alloc"))?),
-            false => None,
-        };
         Ok(Gpu {
             staging: Mutex::new(None),
             pinned: std::env::var("MOLLA_PINNED").map_or(true, |v| v != "0"),
@@ -426,7 +419,6 @@ impl Gpu {
             q6pad,
             legpad,
             sm_count,
-            attwo_done,
             pk_build,
             pk_packed: OnceLock::new(),
             pk_short: OnceLock::new(),

@@ -719,14 +719,13 @@ impl CudaModel {
                 let att_prep = launch::att_prep_on()
                     && hp.head_dim_v.is_multiple_of(32)
                     && launch::goes_wide(&wo, att_cols, rows);
-                let (ready, wo_done) = if skip.has(Skip::ATT) {
-                    (att_prep, false)
+                let ready = if skip.has(Skip::ATT) {
+                    att_prep
                 } else {
-                    let pw = att_prep.then_some((rows.prep, &wo[0]));
-                    self.rope_attend(li, (q, k, v), at(li), att, n, pw)?
+                    self.rope_attend(li, (q, k, v), at(li), att, n, att_prep.then_some(rows.prep))?
                 };
                 let wo_prep = if ready { Prep::Ready } else { Prep::Plain };
-                if !skip.has(Skip::WO) && !wo_done {
+                if !skip.has(Skip::WO) {
                     launch::matvec_rows(g, &wo, att_cols, att, wo_prep, rows)?;
                 }
                 self.join_branch((x, h), wo_branch, n)?;

@@ -14,8 +14,7 @@ mod skip;
 mod split;
 pub use attention::Heads;
 pub(crate) use attention::{
-    AttPf, KvAt, KvRow, att_stage_bytes, attention, attpf_built, attwo_built, rope_attention,
-    rope_attention_on, rope_store,
+    KvAt, KvRow, att_stage_bytes, attention, rope_attention, rope_attention_on, rope_store,
 };
 pub(crate) use elementwise::{add_branch, gather_rows, glu, scale_cap};
 pub(crate) use fused::{att_prep_on, prepare};
@@ -269,7 +268,7 @@ pub(crate) fn prep_stride(cols: usize) -> usize {
 }
 
 /// The matvec kernels' arguments for `outs` on input `x` (`cols` values), and the rows in all.
-pub(crate) fn mv_args(outs: &[Out], cols: usize, x: u64, prep: Prep) -> (MvArgs, usize) {
+fn mv_args(outs: &[Out], cols: usize, x: u64, prep: Prep) -> (MvArgs, usize) {
     let mut a = MvArgs {
         cols: cols as i32,
         x,

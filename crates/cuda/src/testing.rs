@@ -534,8 +534,8 @@ fn same_runs(what: &str, mut runs: Vec<Vec<f32>>) -> Result<Vec<f32>> {
 /// One decode token's rope, cache store and attention over f16 caches whose positions `0..pos`
 /// hold `keys` and `values` (rounded to f16), at position `pos`: as two launches (`rope_store`,
 /// then `attention`) or, with `fused`, as one (`rope_attention`; with `prep` too, quantizing its
-/// output for wo; under ATTPF asking L2 for q); split over `split` blocks a head (1: none). Returns
-/// the attention output, the caches' words after the step, and the q16 row (empty without `prep`).
+/// output for wo); split over `split` blocks a head (1: none). Returns the attention output, the
+/// caches' words after the step, and the q16 row (empty without `prep`).
 pub type RopeAttention = (Vec<f32>, Vec<u16>, Vec<u16>, Vec<u8>);
 
 /// See [`RopeAttention`].
@@ -588,16 +588,7 @@ pub fn rope_attention(
     // SAFETY: sizes as checked; the caches hold pos + 1 positions; pbuf prep_stride(cols) bytes.
     unsafe {
         if fused {
-            let pf = launch::AttPf([(qkv.0, (q.len() * 4) as u64), (0, 0)]);
-            launch::rope_attention(
-                gpu,
-                &heads,
-                qkv,
-                at,
-                gpu.ptr(&fr),
-                gpu.ptr(&out),
-                (pp, pf, None),
-            )?;
+            launch::rope_attention(gpu, &heads, qkv, at, gpu.ptr(&fr), gpu.ptr(&out), pp)?;
         } else {
             launch::rope_store(gpu, &heads, qkv, at, gpu.ptr(&fr), 1)?;
             launch::attention(gpu, &heads, qkv.0, at, gpu.ptr(&out), 1)?;

@@ -10,9 +10,8 @@ use cudarc::driver::CudaSlice;
 
 impl CudaModel {
     /// Rope of q and k, the store of k and v into the cache(s), then attention into `att`, for
-    /// `n` tokens. With `prep` (`matvec_wide`'s buffer for wo, and wo), one-token decode through
-    /// `rope_attention` also quantizes `att` into it, and under `MOLLA_KDEFS=ATTWO` may compute
-    /// wo as well: returns whether it quantized, and whether it computed wo.
+    /// `n` tokens. With `prep` (`matvec_wide`'s buffer for wo), one-token decode through
+    /// `rope_attention` also quantizes `att` into it: returns whether it did.
     ///
     /// # Safety
     /// As `launch::rope_store` and `launch::attention`: q/k/v/att hold `n` rows, `at` has room;
@@ -24,8 +23,8 @@ impl CudaModel {
         at: KvAt,
         att: u64,
         n: usize,
-        prep: Option<(u64, &Out)>,
-    ) -> Result<(bool, bool)> {
+        prep: Option<u64>,
+    ) -> Result<bool> {
         let g = &self.gpu;
         if let Some((qn, kn)) = &self.layers[li].qk_norm {
             // qwen3: each head of q and k RMS-normed before rope (a launch each).
@@ -56,39 +55,15 @@ impl CudaModel {
         };
         if n == 1 && matches!(at, KvAt::One { f32: false, .. }) && launch::rope_attention_on() {
             // SAFETY: as the caller guarantees; one token, f16 caches.
-            let (pf, (pp, wo)) = (self.att_pf(li), prep.unzip());
-            let wo_done = unsafe {
-                launch::rope_attention(g, &heads, qkv, at, fr, att, (pp.unwrap_or(0), pf, wo))
-            }?;
-            return Ok((prep.is_some(), wo_done));
+            unsafe { launch::rope_attention(g, &heads, qkv, at, fr, att, prep.unwrap_or(0)) }?;
+            return Ok(prep.is_some());
         }
         // SAFETY: as the caller guarantees.
         unsafe {
             launch::rope_store(g, &heads, qkv, at, fr, n)?;
             launch::attention(g, &heads, qkv.0, at, att, n)?;
         }
-        Ok((false, false))
-    }
-
-    /// `MOLLA_KDEFS=ATTPF` (an experiment, session 62): what layer `li`'s `rope_attention` asks
-    /// L2 for while its heads attend: wo whole and gate's first `MOLLA_ATTPF_MIB` MiB (default 8;
-    /// gate/up's first rows, read first). Nothing without the experiment.
-    fn att_pf(&self, li: usize) -> launch::AttPf {
-        if !launch::attpf_built() {
-            return launch::AttPf::default();
-        }
-        static MIB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-        let mib = *MIB.get_or_init(|| {
-            std::env::var("MOLLA_ATTPF_MIB")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(8)
-        });
-        let g = &self.gpu;
-        let l = &self.layers[li];
-        let span =
-            |w: &DevMatrix, max: usize| (g.ptr(&w.buf), (w.rows * w.row_bytes).min(max) as u64);
-        launch::AttPf([span(&l.wo, usize::MAX), span(&l.w_gate, mib << 20)])
+        Ok(false)
     }
 
     /// The embedding rows of the `n` token ids at `tokens` into `x`, times the family's

@@ -163,15 +163,11 @@ pub(crate) unsafe fn attention(
 /// Rope, cache store and attention of one token of one sequence in one launch (kernels/
 /// attention.cu `rope_attention`: the bits of [`rope_store`] then [`attention`]); f16 caches only.
 /// With `prep` (not 0), it also quantizes the output into that `matvec_wide` buffer, as
-/// `Prep::Plain` would (launch/fused.rs); under `MOLLA_KDEFS=ATTPF` it asks L2 for `pf`. Under
-/// `MOLLA_KDEFS=ATTWO`, with `prep` and `wo` (the attention's output projection on that row),
-/// it computes wo's rows too where `att_wo_plan` allows: returns whether it did (then no wo
-/// launch must follow).
+/// `Prep::Plain` would (launch/fused.rs).
 ///
 /// # Safety
 /// See the module docs; `at` is `KvAt::One` with f16 caches; `prep` is 0 or holds
-/// `prep_stride(n_head * head_dim_v)` bytes, with `head_dim_v` a multiple of 32; `wo` as
-/// `matvec` takes its outputs, with `n_head * head_dim_v` columns.
+/// `prep_stride(n_head * head_dim_v)` bytes, with `head_dim_v` a multiple of 32.
 pub(crate) unsafe fn rope_attention(
     gpu: &Gpu,
     h: &Heads,
@@ -179,8 +175,8 @@ pub(crate) unsafe fn rope_attention(
     at: KvAt,
     freqs: u64,
     out: u64,
-    (prep, pf, wo): (u64, AttPf, Option<&super::Out>),
-) -> Result<bool> {
+    prep: u64,
+) -> Result<()> {
     let KvAt::One {
         cache: (kc, vc),
         pos,
@@ -199,88 +195,14 @@ pub(crate) unsafe fn rope_attention(
         m => att_stage_cap(gpu, h).min(m as usize),
     };
     let smem = stage * (h.head_dim + h.head_dim_v) * 2;
-    let mut cfg = cfg((h.n_head as u32, 1, sp.blocks), 256, smem as u32);
+    let cfg = cfg((h.n_head as u32, 1, sp.blocks), 256, smem as u32);
     let stage = stage as i32;
-    if attpf_built() {
-        let [(p0, n0), (p1, n1)] = pf.0;
-        // SAFETY: as below; the spans lie in device allocations (AttPf; a prefetch reads nothing).
-        unsafe {
-            launch_dep!(gpu, &gpu.k.rope_attention, cfg, "attention launch"; &q, &k, &v, &kc, &vc, &pos,
-                &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale, &prep, &sp.part, &sp.count,
-                &sp.max_tiles, &stage, &window, &cap, &p0, &n0, &p1, &n1)
-        }?;
-        return Ok(false);
-    }
-    if let Some(done) = &gpu.attwo_done {
-        let cols = h.n_head * h.head_dim_v;
-        let plan = wo
-            .filter(|_| prep != 0)
-            .and_then(|o| Some((o, att_wo_plan(gpu, h, o, smem)?)));
-        let (wa, n_wo) = match plan {
-            Some((o, n)) => {
-                let a = super::mv_args(std::slice::from_ref(o), cols, out, super::Prep::Ready).0;
-                (a, n)
-            }
-            None => (super::MvArgs::default(), 0),
-        };
-        cfg.grid_dim.0 += n_wo as u32;
-        let done = gpu.ptr(done);
-        // SAFETY: as below; `wa` describes wo as `matvec` would take it on the q16 row at `prep`,
-        // and att_wo_plan fitted the wo blocks' rows and that row into the dynamic shared memory.
-        unsafe {
-            launch_dep!(gpu, &gpu.k.rope_attention, cfg, "attention launch"; &q, &k, &v, &kc, &vc, &pos,
-                &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale, &prep, &sp.part, &sp.count,
-                &sp.max_tiles, &stage, &window, &cap, &wa, &n_wo, &done)
-        }?;
-        return Ok(n_wo > 0);
-    }
     // SAFETY: as above; the dynamic shared memory holds `stage` positions' keys and values.
     unsafe {
         launch_dep!(gpu, &gpu.k.rope_attention, cfg, "attention launch"; &q, &k, &v, &kc, &vc, &pos,
             &freqs, &out, &nh, &nkv, &hd, &hdv, &nrot, &neox, &scale, &prep, &sp.part, &sp.count,
             &sp.max_tiles, &stage, &window, &cap)
-    }?;
-    Ok(false)
-}
-
-/// `MOLLA_KDEFS=ATTWO` (an experiment, session 63; kernels/attention.cu `att_wo_rows`): how many
-/// blocks beside the heads' compute wo's rows in `rope_attention`, or None where they cannot: wo
-/// summed in fixed point, rows not whole 16-byte pieces, or a block's rows and the q16 row not
-/// fitting the launch's `smem` bytes. Every block must be resident at once (one an SM: the
-/// staged keys and values take most of an SM's shared memory), so the heads and wo blocks
-/// together are at most the SM count, and a warp takes at least one row.
-fn att_wo_plan(gpu: &Gpu, h: &Heads, wo: &super::Out, smem: usize) -> Option<i32> {
-    let w = &wo.w;
-    if wo.fixed || !w.row_bytes.is_multiple_of(16) || w.rows == 0 {
-        return None;
     }
-    let n_wo = gpu.sm_count.checked_sub(h.n_head)?.min(w.rows.div_ceil(8));
-    // Only Q4_K rows are copied (the lean walk's generic loads read them there).
-    let per = match w.ty == gguf::GgmlType::Q4_K.id() as i32 {
-        true => w.rows.div_ceil(n_wo.max(1)),
-        false => 0,
-    };
-    let xq = super::xq_bytes(h.n_head * h.head_dim_v).next_multiple_of(128);
-    (n_wo > 0 && 128 + xq + per * w.row_bytes <= smem).then_some(n_wo as i32)
-}
-
-/// Whether `rope_attention` is built with wo's blocks (`MOLLA_KDEFS=ATTWO`; read once). Not
-/// with ATTPF: the two are measured apart.
-pub(crate) fn attwo_built() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| crate::compile::experiment("ATTWO") && !attpf_built())
-}
-
-/// `MOLLA_KDEFS=ATTPF` (an experiment, session 62): two spans of device memory (address, bytes)
-/// whose whole 128-byte lines `rope_attention` asks L2 for once its keys and values are in: the
-/// next launches' weights (forward/layer.rs `att_pf`). Empty spans: nothing.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct AttPf(pub [(u64, u64); 2]);
-
-/// Whether `rope_attention` is built with the prefetch spans (`MOLLA_KDEFS=ATTPF`; read once).
-pub(crate) fn attpf_built() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| crate::compile::experiment("ATTPF"))
 }
 
 /// The positions `rope_attention` stages in shared memory: as many as a tile holds and the
