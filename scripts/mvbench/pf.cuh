@@ -1,10 +1,20 @@
 // mvbench's `pf` mode (included by mvbench.cu after its kernels, Shape and row_bytes): what asking
 // L2 for a matrix during an attention-length launch saves that matrix's matvec (session 62).
 
+// Spins for `ns` nanoseconds of the global timer.
+__device__ void spin_for(long long ns) {
+    long long t0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    for (;;) {
+        long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (t - t0 >= ns) break;
+    }
+}
+
 // `./mvbench pf`: a stand-in for rope_attention (blocks that spin for `ns` nanoseconds, HBM idle
 // meanwhile), optionally asking L2 for the next matrix's first `pf` bytes in 16 KiB pieces
 // (sm_90's bulk prefetch, fire and forget) once it begins, then the matvec on that matrix.
-__device__ void spin_for(long long ns);
 __global__ void spin_pf(long long ns, const u8* p, size_t pf) {
 #if __CUDA_ARCH__ >= 900
     const size_t PIECE = 16384, n = (pf + PIECE - 1) / PIECE, who = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -23,16 +33,6 @@ __global__ void spin_pf_lines(long long ns, const u8* p, size_t pf) {
         l2_line(p + i * 128);
     spin_for(ns);
 }
-__device__ void spin_for(long long ns) {
-    long long t0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    for (;;) {
-        long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        if (t - t0 >= ns) break;
-    }
-}
-
 // Per shape and spin: the spin alone, spin + matvec (cold: matrices cycled through the pool of
 // `pool` bytes at wpool), spin with the matrix's first P bytes asked of L2 + matvec; the matvec's
 // share is the pair's time less the spin's. Spins of 32 blocks (rope_attention's 8B grid).

@@ -749,13 +749,7 @@ impl CudaModel {
                 }
                 self.join_branch((x, h), down_branch, n)?;
             }
-            let head = [Out {
-                w: self.output(),
-                y: logits,
-                bias: 0,
-                accumulate: false,
-                fixed: false,
-            }];
+            let head = [self.head_out(logits)];
             let norm = Prep::RmsNorm(p(&self.output_norm), eps);
             let n_out = match wanted {
                 None if skip.has(Skip::HEAD) => return Ok(()),

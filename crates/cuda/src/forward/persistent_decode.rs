@@ -386,7 +386,7 @@ impl CudaModel {
     }
 
     /// The head's matvec into `logits`.
-    fn head_out(&self, logits: u64) -> Out {
+    pub(super) fn head_out(&self, logits: u64) -> Out {
         Out {
             w: self.output(),
             y: logits,
